@@ -1,0 +1,1 @@
+"""Offline stand-ins for external services used by the tests (and the LLM benchmark)."""
