@@ -1,0 +1,43 @@
+"""The local transformers chat backend on a tiny random Qwen2 built offline."""
+
+from __future__ import annotations
+
+import pytest
+from fakes.tiny_qwen import build_tiny_qwen
+
+from composition_rl.backends.base import ChatRequest, build_chat_backend, run_chat_batch
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return build_tiny_qwen(tmp_path_factory.mktemp("tiny_qwen"))
+
+
+def test_chat_template_n_choices_tokens_and_repeatable_sampling(tiny):
+    b = build_chat_backend("local_hf", model=str(tiny), device="cpu")
+    msgs = [
+        {"role": "system", "content": "Answer in JSON."},
+        {"role": "user", "content": "What is 2+2?"},
+    ]
+    prompt = b.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    assert prompt.startswith("<|im_start|>system\nAnswer in JSON.<|im_end|>") and prompt.endswith(
+        "<|im_start|>assistant\n"
+    )
+    n_prompt = len(b.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    req = ChatRequest(messages=tuple(msgs), n=3, temperature=0.8, top_k=20, max_tokens=12, seed=5)
+    a, again, greedy = run_chat_batch(
+        b, [req, req, ChatRequest(messages=tuple(msgs), max_tokens=12)]
+    )
+    assert len(a.choices) == 3 and a.prompt_tokens == n_prompt
+    assert [c.text for c in a.choices] == [c.text for c in again.choices]  # seeded
+    assert a.completion_tokens == sum(c.completion_tokens for c in a.choices) <= 36
+    assert all(c.finish_reason in ("stop", "length") for c in a.choices + greedy.choices)
+    assert (
+        b.stats.calls == 3
+        and b.stats.completion_tokens == 2 * a.completion_tokens + greedy.completion_tokens
+    )
+
+
+def test_missing_model_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="not found"):
+        build_chat_backend("local_hf", model=str(tmp_path / "nope"))
