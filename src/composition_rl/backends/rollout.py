@@ -1,0 +1,162 @@
+"""The rollout interface: ``generate(prompts, n, sampling) -> n completions per prompt``.
+
+Backends are registered by name (``hf``, ``openai``, ``vllm``) and imported only when built,
+so profiling through an endpoint never imports torch. A prompt here is the *user message*
+(the question already put into a template); each backend wraps it for its model: the
+tokenizer's chat template for chat models, the API's ``messages`` for endpoints.
+
+This module knows nothing about problems, verification or profiling.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from composition_rl.registry import Registry
+
+__all__ = [
+    "PAPER_SAMPLING",
+    "Completion",
+    "RolloutBackend",
+    "ROLLOUT_BACKENDS",
+    "SamplingConfig",
+    "build_backend",
+    "load_template",
+    "render_prompt",
+]
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Decoding settings shared by every backend.
+
+    Args:
+        temperature: softmax temperature; 0 means greedy decoding.
+        top_p: nucleus mass kept (1.0 disables).
+        top_k: number of top tokens kept (0 or -1 disables).
+        max_tokens: most new tokens per completion.
+        seed: base seed; backends derive per-batch seeds from it so reruns repeat.
+
+    The defaults are the paper's evaluation preset (seed 000, Section 4.1): temperature 0.6,
+    top_p 0.95, top_k 20.
+    """
+
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 20
+    max_tokens: int = 4096
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        bad = []
+        if self.temperature < 0:
+            bad.append(f"temperature={self.temperature} (must be >= 0)")
+        if not (0.0 < self.top_p <= 1.0):
+            bad.append(f"top_p={self.top_p} (must be in (0, 1])")
+        if self.top_k < -1:
+            bad.append(f"top_k={self.top_k} (must be >= -1; 0 or -1 disables)")
+        if self.max_tokens < 1:
+            bad.append(f"max_tokens={self.max_tokens} (must be >= 1)")
+        if bad:
+            raise ValueError("invalid sampling config: " + "; ".join(bad))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+#: The paper's decoding preset (temperature 0.6, top_p 0.95, top_k 20).
+PAPER_SAMPLING = SamplingConfig()
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled completion.
+
+    Args:
+        text: the generated text only (no prompt).
+        tokens: generated tokens as counted by the backend (0 where unknown).
+        finish_reason: ``stop`` (end of sequence), ``length`` (hit max_tokens) or what the
+            server reported.
+    """
+
+    text: str
+    tokens: int = 0
+    finish_reason: str = "stop"
+
+
+@runtime_checkable
+class RolloutBackend(Protocol):
+    """What every rollout backend provides."""
+
+    name: str
+
+    def generate(
+        self, prompts: Sequence[str], n: int, sampling: SamplingConfig
+    ) -> list[list[Completion]]:
+        """Sample ``n`` completions for each prompt; output order follows ``prompts``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+#: name -> "module:Class" (imported lazily by :func:`build_backend`).
+ROLLOUT_BACKENDS: Registry[str] = Registry("rollout backend")
+ROLLOUT_BACKENDS.register("hf")("composition_rl.backends.rollout_hf:HFRollout")
+ROLLOUT_BACKENDS.register("openai")("composition_rl.backends.rollout_openai:OpenAIRollout")
+ROLLOUT_BACKENDS.register("vllm")("composition_rl.backends.vllm_offline:VLLMRollout")
+
+
+def build_backend(name: str, **kwargs: Any) -> RolloutBackend:
+    """Import and construct the backend registered as ``name``.
+
+    >>> build_backend("nope")
+    Traceback (most recent call last):
+    ...
+    KeyError: "unknown rollout backend 'nope'; known: hf, openai, vllm"
+    """
+    target = ROLLOUT_BACKENDS.get(name)
+    mod, _, cls = target.partition(":")
+    return getattr(importlib.import_module(mod), cls)(**kwargs)
+
+
+def load_template(name_or_path: str = "boxed") -> str:
+    """A prompt template: a packaged ``prompts/rollout_<name>.txt`` or a file path.
+
+    A template holds ``{question}`` exactly once; nothing else in it is interpreted, so
+    LaTeX braces in templates and questions are safe.
+    """
+    p = Path(name_or_path)
+    if p.suffix == ".txt" and p.is_file():
+        text = p.read_text(encoding="utf-8")
+    else:
+        res = resources.files("composition_rl") / "prompts" / f"rollout_{name_or_path}.txt"
+        if not res.is_file():
+            known = sorted(
+                f.name[len("rollout_") : -len(".txt")]
+                for f in (resources.files("composition_rl") / "prompts").iterdir()
+                if f.name.startswith("rollout_") and f.name.endswith(".txt")
+            )
+            raise ValueError(
+                f"unknown prompt template {name_or_path!r}: not a .txt file and not one of {known}"
+            )
+        text = res.read_text(encoding="utf-8")
+    if text.count("{question}") != 1:
+        raise ValueError(
+            f"prompt template {name_or_path!r} must contain {{question}} exactly once "
+            f"(found {text.count('{question}')})"
+        )
+    return text.rstrip("\n")
+
+
+def render_prompt(template: str, question: str) -> str:
+    """Put ``question`` into ``template`` (plain substitution, no format-string parsing)."""
+    return template.replace("{question}", question.strip())

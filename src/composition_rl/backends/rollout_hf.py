@@ -1,0 +1,154 @@
+"""Local transformers rollouts: batched sampling on CPU or GPU.
+
+Many prompts times ``n`` samples go through one ``model.generate`` call (left padding,
+``num_return_sequences=n``), which is what makes a local profile affordable: see
+``benchmarks/rollout_throughput.py`` for the measured gain over a one-prompt loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from composition_rl.backends.rollout import Completion, SamplingConfig
+
+__all__ = ["HFRollout"]
+
+
+class HFRollout:
+    """Sample completions from a local causal LM folder with ``transformers``.
+
+    Args:
+        model: path to a folder holding the model and tokenizer (``save_pretrained`` layout).
+        device: ``cpu``, ``cuda``, ``cuda:1`` ...; default CUDA when available.
+        dtype: ``float32``, ``bfloat16``, ``float16`` or ``auto`` (bf16 on CUDA, fp32 on CPU).
+        max_batch_sequences: most sequences (prompts x n) in one ``generate`` call.
+        chat_template: ``None`` uses the tokenizer's chat template when it has one; ``False``
+            feeds the prompt text raw (base models); ``True`` requires a chat template.
+
+    Example:
+        >>> backend = HFRollout("runs/tiny-model")                      # doctest: +SKIP
+        >>> backend.generate(["What is 1+1?"], n=4, sampling=SamplingConfig())  # doctest: +SKIP
+    """
+
+    name = "hf"
+
+    def __init__(
+        self,
+        model: str | Path,
+        device: str | None = None,
+        dtype: str = "auto",
+        max_batch_sequences: int = 64,
+        chat_template: bool | None = None,
+        **_: Any,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(model)
+        if not path.is_dir():
+            raise ValueError(f"--model {model!r} is not a local model folder")
+        if max_batch_sequences < 1:
+            raise ValueError(f"max_batch_sequences must be >= 1; got {max_batch_sequences}")
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if dtype == "auto":
+            torch_dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        else:
+            torch_dtype = getattr(torch, dtype)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(self.device)
+        self.model.eval()
+        has_template = bool(getattr(self.tokenizer, "chat_template", None))
+        if chat_template and not has_template:
+            raise ValueError(f"the tokenizer in {path} has no chat template")
+        self.use_chat = has_template if chat_template is None else bool(chat_template)
+        self.max_batch_sequences = max_batch_sequences
+        self.stop_ids = self._stop_ids()
+
+    def _stop_ids(self) -> set[int]:
+        ids: set[int] = set()
+        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
+        for v in (gen_eos, self.tokenizer.eos_token_id):
+            if v is None:
+                continue
+            ids.update(v if isinstance(v, (list, tuple)) else [v])
+        return ids
+
+    def format(self, prompt: str) -> str:
+        """The exact text fed to the model for ``prompt`` (chat template or raw)."""
+        if not self.use_chat:
+            return prompt
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
+
+    def generate(
+        self, prompts: Sequence[str], n: int, sampling: SamplingConfig
+    ) -> list[list[Completion]]:
+        """``n`` completions per prompt, batching up to ``max_batch_sequences`` sequences."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1; got {n}")
+        texts = [self.format(p) for p in prompts]
+        # Similar lengths share a batch so little compute goes to padding.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        per_batch = max(1, self.max_batch_sequences // n)
+        out: list[list[Completion] | None] = [None] * len(texts)
+        for start in range(0, len(order), per_batch):
+            idx = order[start : start + per_batch]
+            for i, comps in zip(idx, self._generate_batch([texts[i] for i in idx], n, sampling)):
+                out[i] = comps
+        return [c for c in out if c is not None]
+
+    def _generate_batch(
+        self, texts: list[str], n: int, sampling: SamplingConfig
+    ) -> list[list[Completion]]:
+        import torch
+
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_tokens,
+            # Greedy samples are all the same: decode once, copy n times.
+            "num_return_sequences": 1 if sampling.greedy else n,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            "eos_token_id": sorted(self.stop_ids) or None,
+        }
+        if sampling.greedy:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        else:
+            kwargs.update(
+                do_sample=True,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k if sampling.top_k > 0 else None,
+            )
+        # The seed depends on the batch content, so a rerun of the same batch repeats exactly.
+        digest = hashlib.sha1("\x1f".join(texts).encode("utf-8")).digest()
+        torch.manual_seed((sampling.seed * 1_000_003 + int.from_bytes(digest[:6], "big")) % 2**63)
+        with torch.inference_mode():
+            seqs = self.model.generate(**enc, **kwargs)
+        gen = seqs[:, enc["input_ids"].shape[1] :].tolist()
+        if sampling.greedy:
+            gen = [row for row in gen for _ in range(n)]
+        result: list[list[Completion]] = []
+        for p in range(len(texts)):
+            comps = []
+            for row in gen[p * n : (p + 1) * n]:
+                stop = next((j for j, t in enumerate(row) if t in self.stop_ids), None)
+                body = row if stop is None else row[:stop]
+                comps.append(
+                    Completion(
+                        text=self.tokenizer.decode(body, skip_special_tokens=True),
+                        tokens=len(row) if stop is None else stop + 1,
+                        finish_reason="length" if stop is None else "stop",
+                    )
+                )
+            result.append(comps)
+        return result
+
+    def close(self) -> None:
+        self.model = None

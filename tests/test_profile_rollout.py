@@ -1,0 +1,118 @@
+"""The rollout interface and the local transformers backend, with real generation on a tiny
+random Qwen2 built in a fixture (its text is nonsense; the sampling machinery is real)."""
+
+from __future__ import annotations
+
+import pytest
+from fakes.rollout_tiny_qwen import build_tiny_qwen
+
+from composition_rl.backends.rollout import (
+    PAPER_SAMPLING,
+    ROLLOUT_BACKENDS,
+    SamplingConfig,
+    build_backend,
+    load_template,
+    render_prompt,
+)
+
+PROMPTS = [
+    "What is 1+1?",
+    "The sum of the roots of $x^2 - 7x + 12 = 0$ is what number? Give it in \\boxed{}.",
+    "Y",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    return build_tiny_qwen(tmp_path_factory.mktemp("tiny-qwen"))
+
+
+@pytest.fixture(scope="session")
+def hf(tiny_dir):
+    backend = build_backend("hf", model=str(tiny_dir), device="cpu", max_batch_sequences=8)
+    yield backend
+    backend.close()
+
+
+def test_paper_preset_is_the_default():
+    assert (PAPER_SAMPLING.temperature, PAPER_SAMPLING.top_p, PAPER_SAMPLING.top_k) == (0.6, 0.95, 20)
+
+
+@pytest.mark.parametrize(
+    "kw,bad",
+    [({"temperature": -1}, "temperature=-1"), ({"top_p": 0}, "top_p=0"), ({"max_tokens": 0}, "max_tokens=0")],
+)
+def test_sampling_config_names_the_bad_value(kw, bad):
+    with pytest.raises(ValueError, match=bad):
+        SamplingConfig(**kw)
+
+
+def test_registry_lists_backends_and_rejects_unknown():
+    assert ROLLOUT_BACKENDS.names() == ["hf", "openai", "vllm"]
+    with pytest.raises(KeyError, match="known: hf, openai, vllm"):
+        build_backend("sglang-offline")
+
+
+def test_default_template_asks_for_boxed_and_keeps_latex_braces():
+    t = load_template()
+    prompt = render_prompt(t, "Compute $\\frac{1}{2} + {3}$.")
+    assert prompt.startswith("Compute $\\frac{1}{2} + {3}$.")
+    assert "\\boxed{}" in prompt
+    with pytest.raises(ValueError, match="unknown prompt template 'nope'.*boxed"):
+        load_template("nope")
+
+
+def test_template_file_must_hold_the_question_once(tmp_path):
+    p = tmp_path / "mine.txt"
+    p.write_text("Answer briefly: {question} {question}")
+    with pytest.raises(ValueError, match="exactly once"):
+        load_template(str(p))
+    p.write_text("Q: {question}\nA:")
+    assert render_prompt(load_template(str(p)), "2+2?") == "Q: 2+2?\nA:"
+
+
+def test_chat_models_go_through_the_chat_template(hf):
+    text = hf.format("What is 1+1?")
+    assert text == "<|im_start|>user\nWhat is 1+1?<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_hf_gives_n_completions_per_prompt_within_max_tokens(hf):
+    out = hf.generate(PROMPTS, n=3, sampling=SamplingConfig(max_tokens=12, temperature=1.0, top_k=0))
+    assert [len(c) for c in out] == [3, 3, 3]
+    for comps in out:
+        for c in comps:
+            assert 1 <= c.tokens <= 12
+            assert c.finish_reason in ("stop", "length")
+            assert (c.finish_reason == "length") == (c.tokens == 12 and "<|im_end|>" not in c.text)
+    # Random weights and temperature 1: the samples of one prompt are not all the same.
+    assert any(len({c.text for c in comps}) > 1 for comps in out)
+
+
+def test_hf_batched_greedy_equals_one_prompt_at_a_time(hf):
+    greedy = SamplingConfig(temperature=0, max_tokens=10)
+    batched = hf.generate(PROMPTS, n=2, sampling=greedy)
+    for prompt, comps in zip(PROMPTS, batched):
+        alone = hf.generate([prompt], n=1, sampling=greedy)[0][0]
+        assert [c.text for c in comps] == [alone.text, alone.text]
+
+
+def test_hf_top_k_1_sampling_is_greedy(hf):
+    greedy = hf.generate(PROMPTS, n=1, sampling=SamplingConfig(temperature=0, max_tokens=8))
+    top1 = hf.generate(PROMPTS, n=2, sampling=SamplingConfig(temperature=1.5, top_k=1, max_tokens=8))
+    assert [[c.text for c in comps] for comps in top1] == [[g[0].text] * 2 for g in greedy]
+
+
+def test_hf_sampling_repeats_with_the_same_seed_and_changes_with_another(hf):
+    s = SamplingConfig(max_tokens=8, temperature=1.0)
+    a = hf.generate(PROMPTS, n=2, sampling=s)
+    b = hf.generate(PROMPTS, n=2, sampling=s)
+    c = hf.generate(PROMPTS, n=2, sampling=SamplingConfig(max_tokens=8, temperature=1.0, seed=1))
+    assert a == b
+    assert a != c
+
+
+def test_hf_raw_prompts_without_chat_template(tiny_dir):
+    raw = build_backend("hf", model=str(tiny_dir), device="cpu", chat_template=False)
+    assert raw.format("plain text") == "plain text"
+    with pytest.raises(ValueError, match="not a local model folder"):
+        build_backend("hf", model=str(tiny_dir / "missing"))
