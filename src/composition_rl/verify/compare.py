@@ -1,0 +1,170 @@
+"""Scoring one response against its gold forms with Math-Verify, in this process, unbounded.
+
+Only the verifier's worker processes import this module: it pulls in sympy and Math-Verify
+(about a second), and it has no time bound of its own. Math-Verify is always called with its
+``signal.alarm`` timeouts disabled (``parsing_timeout=None``, ``timeout_seconds=None``),
+because alarms fail off the main thread; the bound is enforced from outside by
+:mod:`composition_rl.verify.pool`, which kills a worker that overruns.
+
+The steps for one item, cheapest first (each later step runs only if the earlier did not
+decide):
+
+1. extract the final answer (``extract.extract_answer``); none -> ``no_answer``;
+2. exact match of normalised strings against any gold form -> ``correct`` ("string");
+3. both sides plain integers -> exact integer comparison ("integer");
+4. Math-Verify ``parse`` of the answer and of each gold form (gold parses are cached, so a
+   GRPO group of 8 parses its gold once), then ``verify`` -> correct / incorrect ("math_verify").
+
+Answers and golds are wrapped in ``$...$`` before parsing: bare, ``7\\sqrt{2}`` parses as 7
+and ``64,\\!328`` as 64.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+from composition_rl.verify.extract import extract_answer, normalize, plain_integer
+
+__all__ = ["ItemScore", "Scorer", "warm_up"]
+
+# We disable Math-Verify's timeouts on purpose; its warning about that is noise here.
+logging.getLogger("math_verify").setLevel(logging.ERROR)
+
+_EXTRACTION = (LatexExtractionConfig(), ExprExtractionConfig())
+_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+_MAX_EXTRACTED_CHARS = 200  # what travels back to the caller; the full string is scored
+
+
+@dataclass(frozen=True)
+class ItemScore:
+    """What a worker reports for one item (plain values: it crosses a process boundary)."""
+
+    outcome: str  # an Outcome value
+    via: str = ""  # "string" | "integer" | "math_verify" | ""
+    extracted: str | None = None
+    detail: str = ""
+
+    def as_tuple(self) -> tuple:
+        return (self.outcome, self.via, self.extracted, self.detail)
+
+
+def _as_math(s: str) -> str:
+    return "$" + _UNESCAPED_DOLLAR.sub(" ", s).strip() + "$"
+
+
+def _short(s: str) -> str:
+    return s if len(s) <= _MAX_EXTRACTED_CHARS else s[: _MAX_EXTRACTED_CHARS - 1] + "\u2026"
+
+
+class Scorer:
+    """Scores (response, gold forms) pairs in-process; keeps an LRU cache of parsed golds.
+
+    Args:
+        fallbacks: answer-extraction fallbacks, see ``extract.FALLBACKS``.
+        float_rounding, numeric_precision, strict: passed to ``math_verify.verify``.
+        gold_cache_size: parsed gold forms kept per process.
+    """
+
+    def __init__(
+        self,
+        fallbacks: Sequence[str] = ("answer_line",),
+        float_rounding: int = 6,
+        numeric_precision: int = 15,
+        strict: bool = True,
+        gold_cache_size: int = 4096,
+    ) -> None:
+        self.fallbacks = tuple(fallbacks)
+        self.float_rounding = float_rounding
+        self.numeric_precision = numeric_precision
+        self.strict = strict
+        self.gold_cache_size = gold_cache_size
+        self._gold: OrderedDict[str, tuple[str, str | None, list]] = OrderedDict()
+        self.gold_parses = 0  # misses, for tests and the benchmark
+
+    def _gold_entry(self, form: str) -> tuple[str, str | None, list]:
+        hit = self._gold.get(form)
+        if hit is not None:
+            self._gold.move_to_end(form)
+            return hit
+        norm = normalize(form)
+        entry = (norm, plain_integer(norm), None)
+        self._gold[form] = entry  # normal forms are cheap; the sympy parse is filled lazily
+        if len(self._gold) > self.gold_cache_size:
+            self._gold.popitem(last=False)
+        return entry
+
+    def _gold_parsed(self, form: str) -> list:
+        norm, integer, parsed = self._gold_entry(form)
+        if parsed is None:
+            parsed = parse(_as_math(form), _EXTRACTION, parsing_timeout=None)
+            self.gold_parses += 1
+            self._gold[form] = (norm, integer, parsed)
+        return parsed
+
+    def score(self, response: str, golds: Sequence[str]) -> ItemScore:
+        """Score one response against every accepted gold form (correct if any matches)."""
+        extracted = extract_answer(response, self.fallbacks)
+        if extracted is None:
+            return ItemScore("no_answer")
+        norm = normalize(extracted)
+        entries = [self._gold_entry(g) for g in golds]
+        if any(norm == e[0] for e in entries):
+            return ItemScore("correct", "string", _short(extracted))
+        pred_int = plain_integer(norm)
+        if pred_int is not None and all(e[1] is not None for e in entries):
+            ok = any(pred_int == e[1] for e in entries)
+            return ItemScore("correct" if ok else "incorrect", "integer", _short(extracted))
+        pred = parse(_as_math(extracted), _EXTRACTION, parsing_timeout=None)
+        for g in golds:
+            gold = self._gold_parsed(g)
+            if gold and pred and verify(
+                gold,
+                pred,
+                float_rounding=self.float_rounding,
+                numeric_precision=self.numeric_precision,
+                strict=self.strict,
+                timeout_seconds=None,
+            ):
+                return ItemScore("correct", "math_verify", _short(extracted))
+        return ItemScore("incorrect", "math_verify", _short(extracted))
+
+    def safe_score(self, response: str, golds: Sequence[str]) -> ItemScore:
+        """:meth:`score`, with any exception reported as outcome ``error`` instead of raised."""
+        try:
+            return self.score(response, golds)
+        except Exception as e:  # the whole point: one bad item never kills the worker loop
+            return ItemScore("error", detail=f"{type(e).__name__}: {str(e)[:200]}")
+
+
+def warm_up() -> float:
+    """Pay Math-Verify's first-call costs (ANTLR parser set-up, ~0.3 s) once; returns seconds."""
+    t = time.perf_counter()
+    Scorer().score(r"\boxed{\frac{1}{2}}", (r"0.5",))
+    return time.perf_counter() - t
+
+
+def worker_loop(conn, settings: dict) -> None:
+    """Serve tasks on ``conn`` until it closes or a ``None`` arrives.
+
+    A task is ``(task_id, golds, [(index, response), ...])``; for each item, in order, the
+    worker sends ``(task_id, index, outcome, via, extracted, detail)`` as soon as it is done,
+    so the parent always knows which item is running and since when.
+    """
+    scorer = Scorer(**settings)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        task_id, golds, items = msg
+        for index, response in items:
+            conn.send((task_id, index, *scorer.safe_score(response, golds).as_tuple()))

@@ -1,0 +1,264 @@
+"""The verifier on tables of real cases: equivalent forms are correct, wrong ones incorrect.
+
+Gold answers in the hand-written tables are copied from the datasets named in each
+section (MATH train, AIME, AMC, Minerva); the ``shared_data`` tests read the files
+themselves and build cases from every gold answer of a kind.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pyarrow.parquet as pq
+import pytest
+
+from composition_rl.verify import Outcome, Verifier, VerifyConfig, extract_answer, gold_forms, summarize
+from composition_rl.verify.extract import last_boxed, normalize, plain_integer
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    with Verifier(VerifyConfig(timeout_s=5.0)) as v:
+        yield v
+
+
+C, I, N = Outcome.CORRECT, Outcome.INCORRECT, Outcome.NO_ANSWER
+
+# (gold as the dataset stores it, the answer a model writes, expected)
+EQUIVALENCE = [
+    # fractions (MATH train: \frac{1}{2}, -\frac12, -\dfrac{11}{12}, -\frac{5}{2})
+    (r"\frac{1}{2}", r"0.5", C),
+    (r"\frac{1}{2}", r"1/2", C),
+    (r"\frac{1}{2}", r"\dfrac12", C),
+    (r"\frac{1}{2}", r"\frac{1}{3}", I),
+    (r"\frac{1}{2}", r"1/3", I),
+    (r"-\frac12", r"-0.5", C),
+    (r"-\frac12", r"\frac12", I),
+    (r"-\dfrac{11}{12}", r"-11/12", C),
+    (r"-\frac{5}{2}", r"-2.5", C),
+    (r"-\frac{5}{2}", r"2.5", I),
+    # thousands separators (MATH train: 64,\!328; \$1,\!657; 1,\!000,\!000)
+    (r"64,\!328", r"64328", C),
+    (r"64,\!328", r"64,328", C),
+    (r"64,\!328", r"64{,}328", C),
+    (r"64,\!328", r"64,329", I),
+    (r"\$1,\!657", r"1657", C),
+    (r"1,\!000,\!000", r"10^6", C),
+    # degrees and percent (MATH train: 73^\circ, 17\%)
+    (r"73^\circ", r"73", C),
+    (r"73^\circ", r"73^{\circ}", C),
+    (r"73^\circ", r"37^\circ", I),
+    (r"17\%", r"17", C),
+    (r"17\%", r"17\%", C),
+    (r"17\%", r"0.17", C),
+    (r"17\%", r"71\%", I),
+    # intervals and unions (MATH train: [0,3), (-\infty,-27)\cup(-27,\infty))
+    (r"[0,3)", r"[0, 3)", C),
+    (r"[0,3)", r"(0,3)", I),
+    (r"[0,3)", r"[0,3]", I),
+    (r"(-\infty,-27)\cup(-27,\infty)", r"(-\infty, -27) \cup (-27, \infty)", C),
+    (r"(-\infty,-27)\cup(-27,\infty)", r"(-\infty, 27) \cup (27, \infty)", I),
+    # tuples (MATH train: (3, -1))
+    (r"(3, -1)", r"(3,-1)", C),
+    (r"(3, -1)", r"(-1,3)", I),
+    # matrices and vectors (MATH train)
+    (r"\begin{pmatrix} 4 \\ -3 \end{pmatrix}", r"\begin{pmatrix}4\\-3\end{pmatrix}", C),
+    (r"\begin{pmatrix} 4 \\ -3 \end{pmatrix}", r"\begin{pmatrix} -3 \\ 4 \end{pmatrix}", I),
+    (r"\begin{pmatrix} -20/13 \\ -4/13 \end{pmatrix}", r"\begin{pmatrix} -\frac{20}{13} \\ -\frac{4}{13} \end{pmatrix}", C),
+    # choices (MATH train: \text{(B)}, \text{B}, C)
+    (r"\text{(B)}", r"B", C),
+    (r"\text{(B)}", r"(B)", C),
+    (r"\text{(B)}", r"\text{B}", C),
+    (r"\text{(B)}", r"\textbf{(B)}", C),
+    (r"\text{(B)}", r"C", I),
+    (r"C", r"\text{(C)}", C),
+    # surds: bare, Math-Verify parses 7\sqrt{2} as 7; we wrap in $...$ (MATH train: 7\sqrt2, 3\sqrt{5})
+    (r"7\sqrt{2}", r"7\sqrt{2}", C),
+    (r"7\sqrt{2}", r"7\sqrt2", C),
+    (r"7\sqrt{2}", r"\sqrt{98}", C),
+    (r"7\sqrt{2}", r"7", I),
+    (r"3\sqrt{5}", r"3", I),
+    # multiples of pi (MATH train: \frac{25\pi}{2}, \frac{35}{2} \pi, 63\pi)
+    (r"\frac{25\pi}{2}", r"12.5\pi", C),
+    (r"\frac{25\pi}{2}", r"\frac{25}{2}\pi", C),
+    (r"\frac{35}{2} \pi", r"17.5\pi", C),
+    (r"63\pi", r"63", I),
+    (r"63\pi", r"36\pi", I),
+    # words and units (MATH train)
+    (r"\text{Friday}", r"\text{Friday}", C),
+    (r"\text{Friday}", r"\text{Monday}", I),
+    (r"20\text{ miles}", r"20", C),
+    (r"k = \frac{-33}{2}", r"-16.5", C),
+    # integers: AIME24 stores "025"; AIME25 stores ints; AMC stores floats like 142.0
+    ("025", "25", C),
+    ("204", "240", I),
+    (70, "70", C),
+    (70, "71", I),
+    (142.0, "142", C),
+    (142.0, "142.0", C),
+    (142.0, "143", I),
+    # lists of accepted forms (Minerva)
+    (["0.01\n", "0.02\n"], "0.02", C),
+    (["0.01\n", "0.02\n"], "0.03", I),
+    (["6630.65\n", "6630\n"], "6630", C),
+    (["7.5 \\times 10^7", "7.5 \\times 10^7\n"], r"7.5 \times 10^{7}", C),
+    (["9.6\n"], "9.7", I),
+]
+
+
+def _ids(rows):
+    return [f"{i}:{g!r}~{a!r}" for i, (g, a, _) in enumerate(rows)]
+
+
+@pytest.mark.parametrize("gold,answer,expected", EQUIVALENCE, ids=_ids(EQUIVALENCE))
+def test_equivalence_table(verifier, gold, answer, expected):
+    r = verifier.score(rf"Working... so the answer is $\boxed{{{answer}}}$.", gold)
+    assert r.outcome is expected, r
+    assert r.score == (1.0 if expected is C else 0.0)
+
+
+def test_table_as_one_batch_matches_single_calls(verifier):
+    pairs = [(rf"\boxed{{{a}}}", g) for g, a, _ in EQUIVALENCE]
+    results = verifier.score_batch(pairs)
+    assert [r.outcome for r in results] == [e for _, _, e in EQUIVALENCE]
+    counts = summarize(results)
+    assert counts["correct"] == sum(e is C for _, _, e in EQUIVALENCE)
+    assert sum(counts.values()) == len(EQUIVALENCE)
+
+
+EXTRACTION = [
+    (r"first \boxed{3}, then \boxed{\frac{1}{2}}", r"\frac{1}{2}"),
+    (r"$\boxed{\left(\frac{1}{2}, \{3\}\right)}$", r"\left(\frac{1}{2}, \{3\}\right)"),
+    (r"\boxed{\{1,2\}} done", r"\{1,2\}"),
+    (r"\fbox{42}", "42"),
+    (r"\boxed {7}", "7"),
+    ("The area is 12.\nAnswer: $12$", "12"),
+    ("so\n**Final Answer:** 3/4.", "3/4"),
+    (r"unclosed at the end \boxed{\frac{1}{2}", None),
+    (r"empty \boxed{}", None),
+    ("no answer here at all", None),
+    ("", None),
+]
+
+
+@pytest.mark.parametrize("text,expected", EXTRACTION)
+def test_extract_answer(text, expected):
+    assert extract_answer(text) == expected
+
+
+def test_extraction_fallbacks_are_configurable(verifier):
+    text = "We find the answer is 12."
+    assert extract_answer(text) is None
+    assert extract_answer(text, fallbacks=("answer_is",)) == "12"
+    assert extract_answer("Answer: 5", fallbacks=()) is None
+    with pytest.raises(ValueError, match="known"):
+        VerifyConfig(fallbacks=("nope",))
+
+
+def test_no_answer_and_unparseable(verifier):
+    assert verifier.score("I ran out of tokens while comput", "5").outcome is N
+    assert verifier.score(r"so \boxed{", "5").outcome is N
+    assert verifier.score(r"\boxed{???}", "5").outcome is I
+
+
+def test_last_box_wins_over_earlier_ones(verifier):
+    r = verifier.score(r"maybe \boxed{3}; no, it is \boxed{4}", "4")
+    assert r.outcome is C and r.extracted == "4"
+    assert verifier.score(r"maybe \boxed{4}; no, it is \boxed{3}", "4").outcome is I
+
+
+def test_fast_paths_decide_without_math_verify(verifier):
+    assert verifier.score(r"\boxed{64,\!328}", r"64,\!328").via == "string"
+    r = verifier.score(r"\boxed{025}", 25)
+    assert (r.outcome, r.via) == (C, "integer")
+    r = verifier.score(r"\boxed{26}", 25)
+    assert (r.outcome, r.via) == (I, "integer")
+    assert verifier.score(r"\boxed{0.5}", r"\frac12").via == "math_verify"
+
+
+def test_gold_forms_of_every_stored_type():
+    assert gold_forms(r"\frac{3}{4}") == (r"\frac{3}{4}",)
+    assert gold_forms(70) == ("70",)
+    assert gold_forms(142.0) == ("142",)
+    assert gold_forms(2.5) == ("2.5",)
+    assert gold_forms(["9.6\n", "9.6", " 9.60"]) == ("9.6", "9.60")
+    for bad in (None, "", "  ", [], True, float("nan")):
+        with pytest.raises(ValueError):
+            gold_forms(bad)
+
+
+def test_normalize_and_plain_integer():
+    assert normalize(r"\left( 3, -1 \right)") == "(3,-1)"
+    assert normalize(r"1,\!000,\!000") == "1000000"
+    assert normalize("(1,234)") == "(1,234)"  # a tuple keeps its comma
+    assert normalize("e") == "e"  # Euler's number is not choice (E)
+    assert plain_integer("0007") == "7" and plain_integer("+3") == "3" and plain_integer("1e3") is None
+
+
+# ---------------------------------------------------------------- cases built from the data files
+def _load(path):
+    if path.suffix == ".parquet":
+        return pq.read_table(path).to_pylist()
+    return json.loads(path.read_text())
+
+
+EVAL_FILES = ["eval/math500.parquet", "eval/aime24.json", "eval/aime25.json", "eval/amc.json", "eval/minerva.json", "eval/olympiad_bench.json"]
+
+
+@pytest.mark.shared_data
+def test_every_stored_gold_form_verifies_against_itself(verifier, shared_data):
+    """Contract: each accepted form of every eval answer, boxed, scores correct (all types)."""
+    pairs = []
+    for name in EVAL_FILES:
+        for row in _load(shared_data / name):
+            for form in gold_forms(row["answer"]):
+                pairs.append((rf"... so the answer is $\boxed{{{form}}}$", row["answer"]))
+    results = verifier.score_batch(pairs)
+    bad = [(p[1], r) for p, r in zip(pairs, results) if r.outcome is not C]
+    assert len(pairs) > 1500 and not bad, bad[:5]
+
+
+@pytest.mark.shared_data
+def test_integer_answers_off_by_one_are_incorrect(verifier, shared_data):
+    golds = [r["answer"] for n in ("eval/aime24.json", "eval/aime25.json", "eval/amc.json") for r in _load(shared_data / n)]
+    golds = [g for g in golds if float(g).is_integer()]
+    results = verifier.score_batch([(rf"\boxed{{{int(float(g)) + 1}}}", g) for g in golds])
+    assert len(golds) > 100 and all(r.outcome is I for r in results)
+
+
+def _math_train(shared_data):
+    return [r["answer"] for r in _load(shared_data / "train/math_train.json") if isinstance(r["answer"], str)]
+
+
+@pytest.mark.shared_data
+def test_equivalent_rewrites_of_real_math_answers(verifier, shared_data):
+    """Every gold of a kind from MATH train, rewritten the way models write it."""
+    golds = _math_train(shared_data)
+    cases = []  # (gold, answer, expected)
+    for g in golds:
+        if m := re.fullmatch(r"(-?)\\d?frac\{(\d+)\}\{(\d+)\}", g):
+            sign, a, b = m.groups()
+            cases += [(g, f"{sign}{a}/{b}", C), (g, f"{sign}{int(a) + 1}/{b}", I)]
+        elif m := re.fullmatch(r"(\d+)\^\\circ", g):
+            cases += [(g, m.group(1), C), (g, str(int(m.group(1)) + 10), I)]
+        elif m := re.fullmatch(r"(\d+) ?\\%", g):
+            cases += [(g, m.group(1), C), (g, str(int(m.group(1)) + 1), I)]
+        elif m := re.fullmatch(r"\\text\{\(([A-E])\)\}", g):
+            other = "A" if m.group(1) != "A" else "B"
+            cases += [(g, m.group(1), C), (g, other, I)]
+        elif m := re.fullmatch(r"(\d+)\\sqrt\{?(\d+)\}?", g):
+            a, b = int(m.group(1)), int(m.group(2))
+            cases += [(g, rf"\sqrt{{{a * a * b}}}", C), (g, str(a), I)]
+        elif m := re.fullmatch(r"(\d{1,3}(?:,\\!\d{3})+)", g):
+            digits = m.group(1).replace(r",\!", "")
+            cases += [(g, digits, C), (g, str(int(digits) + 1), I)]
+    kinds = len(cases)
+    results = verifier.score_batch([(rf"\boxed{{{a}}}", g) for g, a, _ in cases])
+    bad = [(g, a, e, r.outcome) for (g, a, e), r in zip(cases, results) if r.outcome is not e]
+    assert kinds > 600 and not bad, bad[:10]
+
+
+def test_last_boxed_handles_thousands_of_nested_braces_linearly():
+    inner = "{" * 5000 + "1" + "}" * 5000
+    assert last_boxed(r"\boxed{" + inner + "}") == inner
