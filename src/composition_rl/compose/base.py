@@ -1,0 +1,34 @@
+"""What every composition engine shares: the registry, the rejection record, the protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from composition_rl.records import Problem
+from composition_rl.registry import Registry
+
+__all__ = ["COMPOSERS", "Composer", "Rejection"]
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A dropped candidate: the stage (check) that dropped it, a short reason, a detail."""
+
+    stage: str
+    reason: str
+    detail: str
+
+
+class Composer(Protocol):
+    """A composition engine. ``compose`` returns an accepted depth-K Problem or a Rejection."""
+
+    name: str
+
+    def eligible(self, p: Problem, position: int, depth: int) -> bool: ...
+
+    def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection: ...
+
+
+COMPOSERS: Registry[type] = Registry("composition engine")

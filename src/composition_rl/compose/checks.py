@@ -1,0 +1,149 @@
+"""The checks every composed prompt must pass, read from the record itself.
+
+They re-derive everything from the composed text, the links and the parent problems, by a
+separate code path from the engine that wrote them (seed 000, Section 3.4, "three
+verification steps"; here exact instead of LLM self-checks):
+
+1. ``check1_v1``: q1's text is intact and v1 re-parses from q1's answer to the same exact value.
+2. ``check2_substitution``: putting v2 back for Y in the modified later problem gives the
+   original text character for character.
+3. ``check3_relation``: the relation written in the prompt parses back to d, and
+   ``v1 - d == v2`` exactly.
+4. ``check4_names_length``: variable names are distinct, clash with no symbol of any chained
+   problem, and the prompt respects the length limit.
+
+:func:`run_checks` returns ``None`` for a good record or the first failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+import sympy
+
+from composition_rl.compose.spc import find_glue
+from composition_rl.records import Problem
+from composition_rl.values import (
+    Exact,
+    exact_equal,
+    exact_positive,
+    exact_sub,
+    exact_value,
+    parse_answer_value,
+    symbols_used,
+    to_fraction,
+)
+
+__all__ = ["CHECK_STAGES", "Failure", "exact", "run_checks"]
+
+CHECK_STAGES = ("check1_v1", "check2_substitution", "check3_relation", "check4_names_length")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a composition was dropped: the check (stage), a short reason and a detail."""
+
+    stage: str
+    reason: str
+    detail: str
+
+
+@lru_cache(maxsize=65536)
+def exact(expr: str) -> Exact:
+    """Exact value of a stored expression string ("7/2", "7*sqrt(2)", "sqrt(5) + (-7)")."""
+    try:
+        return Fraction(expr)
+    except (TypeError, ValueError):
+        v = sympy.sympify(expr, rational=True)
+        return Fraction(int(v.p), int(v.q)) if v.is_Rational else v
+
+
+@lru_cache(maxsize=65536)
+def _v1_failure(answer: str, v1_latex: str, v1_expr: str) -> tuple[str, str] | None:
+    """Check 1 for one (answer, recorded v1): cached, since a q1 recurs across its pool."""
+    av = parse_answer_value(answer)
+    if av is None:
+        return "q1_not_numeric", f"answer {answer!r} has no exact value"
+    v1 = exact_value(v1_latex)
+    gt = to_fraction(av.value) if av.value.is_Rational else av.value
+    if v1 is None or not exact_equal(gt, v1) or not exact_equal(v1, exact(v1_expr)):
+        return "v1_mismatch", f"answer gives {av.value}, record says {v1_latex} / {v1_expr}"
+    return None
+
+
+def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) -> Failure | None:
+    """Run checks 1-4 on composed record ``c`` whose chain is ``parents`` (q1..qK)."""
+    K = len(parents)
+    if c.depth != K or len(c.links) != K - 1 or tuple(p.id for p in parents) != c.parents:
+        return Failure("check1_v1", "bad_record", f"depth {c.depth}, {len(c.links)} links, parents {c.parents} do not match the chain")
+    text = c.question
+    if tuple(c.answers) != tuple(parents[-1].answers):
+        return Failure("check1_v1", "answer_mismatch", "the composed answer is not the last problem's answer")
+
+    # locate the glue paragraphs in order; they split the text into the K problem segments
+    glues = []
+    pos = 0
+    for k, lk in enumerate(c.links):
+        g = find_glue(text, lk.x, lk.y, pos)
+        if g is None:
+            return Failure("check3_relation", "relation_missing", f"link {k + 1}: no relation sentence for ${lk.y}$ and ${lk.x}$")
+        glues.append(g)
+        pos = g.end
+    segments = [text[: glues[0].start]]
+    for k in range(K - 1):
+        end = glues[k + 1].start if k + 1 < K - 1 else len(text)
+        segments.append(text[glues[k].end : end])
+
+    # 1. v1 from q1's answer, q1 intact
+    for k, lk in enumerate(c.links):
+        earlier = parents[k]
+        if k == 0 and segments[0] != earlier.question:
+            return Failure("check1_v1", "q1_modified", "the first problem's text was changed")
+        why = _v1_failure(earlier.answer, lk.v1_latex, lk.v1_expr)
+        if why is not None:
+            return Failure("check1_v1", why[0], f"link {k + 1}: {why[1]}")
+
+    # 2. substituting v2 back restores the later problem exactly
+    for k, lk in enumerate(c.links):
+        seg, original = segments[k + 1], parents[k + 1].question
+        off = lk.v2_offset
+        tokens = [t for t in (f"${lk.y}$", f"{lk.y} \\cdot ", lk.y) if seg.startswith(t, off)]
+        if not tokens:
+            return Failure("check2_substitution", "variable_not_found", f"link {k + 1}: {lk.y} is not at offset {off}")
+        # the engine wrote one of the token shapes; the substitution is right if one restores q
+        if not any(seg[:off] + lk.v2_literal + seg[off + len(t) :] == original for t in tokens):
+            return Failure("check2_substitution", "substitution_mismatch", f"link {k + 1}: restoring {lk.v2_literal!r} does not give the original text")
+        lit_value = exact_value(lk.v2_literal)
+        if not isinstance(lit_value, Fraction) or lit_value != exact(lk.v2_expr):
+            return Failure("check2_substitution", "v2_mismatch", f"link {k + 1}: literal {lk.v2_literal!r} is not {lk.v2_expr}")
+
+    # 3. the written relation is d, and v1 - d == v2
+    for k, (lk, g) in enumerate(zip(c.links, glues)):
+        if g.direction == "equal":
+            written: Exact = Fraction(0)
+        else:
+            mag = exact_value(g.d_latex)
+            if mag is None or not exact_positive(mag):
+                return Failure("check3_relation", "relation_unparsable", f"link {k + 1}: cannot read d from {g.d_latex!r}")
+            written = mag if g.direction == "less" else exact_sub(Fraction(0), mag)
+        d = exact_value(lk.d_latex)
+        if d is None or not exact_equal(written, d):
+            return Failure("check3_relation", "relation_mismatch", f"link {k + 1}: text says {written}, record says {lk.d_latex}")
+        lhs = exact_sub(exact_value(lk.v1_latex), written)
+        if not exact_equal(lhs, exact(lk.v2_expr)):
+            return Failure("check3_relation", "arithmetic_mismatch", f"link {k + 1}: v1 - d != v2")
+
+    # 4. names and length
+    names = [n for lk in c.links for n in (lk.x, lk.y)]
+    if len(set(names)) != len(names):
+        return Failure("check4_names_length", "name_collision", f"variable names repeat: {names}")
+    used = frozenset().union(*(symbols_used(p.question) for p in parents))
+    clash = sorted(set(n.upper() for n in names) & used)
+    if clash:
+        return Failure("check4_names_length", "name_collision", f"{clash} already used as symbols")
+    if len(text) > max_chars:
+        return Failure("check4_names_length", "too_long", f"{len(text)} chars > {max_chars}")
+    return None

@@ -1,0 +1,313 @@
+"""load -> pools -> candidates -> compose + check -> write: the composition job.
+
+Outputs in ``out_dir``:
+
+* ``composed.jsonl``: one accepted Problem per line (``Problem.to_dict()``), candidate order.
+* ``rejected.jsonl``: ``{"id", "candidates", "stage", "reason", "detail"}`` per dropped chain.
+* ``input_rejects.jsonl``: input rows that could not become Problems, with the reason.
+* ``stats.json``: ``candidates``, ``accepted``, ``rejected_by_reason``, the funnel (yield
+  after each check, as in Appendix D), ``elapsed_s`` and throughput.
+
+Every file is written atomically. The same inputs and config give byte-identical
+``composed.jsonl`` and ``rejected.jsonl``; in ``stats.json`` only the timing fields vary.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from composition_rl.compose.base import COMPOSERS, Rejection
+from composition_rl.compose.checks import CHECK_STAGES
+from composition_rl.compose.pools import (
+    build_pools,
+    candidate_id,
+    count_candidates,
+    iter_candidates,
+    iter_index_chains,
+)
+from composition_rl.io.files import atomic_open, atomic_write_json, atomic_write_jsonl, dumps
+from composition_rl.records import Problem
+
+__all__ = ["ComposeConfig", "ComposeResult", "FUNNEL_STAGES", "compose_problems", "run_compose"]
+
+# The order in which a candidate can be dropped; the funnel reports what survives each.
+FUNNEL_STAGES = ("check1_v1", "constant", "check2_substitution", "check3_relation", "check4_names_length")
+ENGINES = ("symbolic", "llm", "auto")
+
+
+@dataclass(frozen=True)
+class ComposeConfig:
+    """How to compose.
+
+    Args:
+        depth: K, the number of chained problems (2 = the paper's main setting).
+        pool_sizes: one size per position; None means the full set. Default:
+            ``pool_size`` for positions 1..K-1 and the full set for position K.
+        pool_size: |D_k| for k < K when ``pool_sizes`` is not given (paper: 20).
+        max_candidates: a seeded uniform sample of at most this many chains.
+        seed: every random choice derives from it plus a stable id.
+        max_chars: length limit of a composed prompt (check 4).
+        engine: "symbolic" (exact, by program), "llm" or "auto" (symbolic where it can).
+        workers: processes for the symbolic engine (0 = one per core). Output does not
+            depend on it.
+    """
+
+    depth: int = 2
+    pool_sizes: tuple[int | None, ...] | None = None
+    pool_size: int = 20
+    max_candidates: int | None = None
+    seed: int = 0
+    max_chars: int = 8000
+    engine: str = "symbolic"
+    workers: int = 0
+
+    def __post_init__(self) -> None:
+        if self.depth < 2:
+            raise ValueError(f"depth={self.depth}: composition needs at least 2 problems")
+        if self.pool_size < 1:
+            raise ValueError(f"pool_size={self.pool_size} must be >= 1")
+        if self.pool_sizes is not None:
+            if len(self.pool_sizes) != self.depth:
+                raise ValueError(f"pool_sizes={list(self.pool_sizes)} must give {self.depth} sizes for depth={self.depth}")
+            bad = [s for s in self.pool_sizes if s is not None and s < 1]
+            if bad:
+                raise ValueError(f"pool_sizes={list(self.pool_sizes)}: sizes must be >= 1 or full")
+        if self.max_candidates is not None and self.max_candidates < 1:
+            raise ValueError(f"max_candidates={self.max_candidates} must be >= 1")
+        if self.max_chars < 100:
+            raise ValueError(f"max_chars={self.max_chars} is too small for any composition")
+        if self.workers < 0:
+            raise ValueError(f"workers={self.workers} must be >= 0 (0 = one per core)")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine={self.engine!r}; known: {', '.join(ENGINES)}")
+
+    @property
+    def sizes(self) -> tuple[int | None, ...]:
+        if self.pool_sizes is not None:
+            return tuple(self.pool_sizes)
+        return (self.pool_size,) * (self.depth - 1) + (None,)
+
+
+@dataclass
+class ComposeResult:
+    """In-memory result of :func:`compose_problems`."""
+
+    accepted: list[Problem] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    candidates: int = 0
+
+    def by_reason(self) -> dict[str, int]:
+        return dict(sorted(Counter(r["reason"] for r in self.rejected).items()))
+
+    def by_stage(self) -> dict[str, int]:
+        return dict(sorted(Counter(r["stage"] for r in self.rejected).items()))
+
+
+def _sets_for(problems: Sequence[Problem], first_pool: Sequence[Problem] | None, depth: int):
+    # cross-domain (Section 4.4): q1 from another set, the last position from the main set
+    first = first_pool if first_pool is not None else problems
+    return [first] + [problems] * (depth - 1)
+
+
+def compose_problems(
+    problems: Sequence[Problem],
+    config: ComposeConfig,
+    first_pool: Sequence[Problem] | None = None,
+    on_candidate: Callable[[int, bool], None] | None = None,
+) -> ComposeResult:
+    """Compose ``problems`` (and ``first_pool`` for q1) in memory with the symbolic engine.
+
+    Example:
+        >>> from composition_rl.records import Problem
+        >>> q1 = Problem.new("What is $3+4$?", "7")
+        >>> q2 = Problem.new("Compute $2 + 5$.", "7")
+        >>> res = compose_problems([q1, q2], ComposeConfig(depth=2))
+        >>> res.accepted[0].answer
+        '7'
+    """
+    engine = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars)
+    sets = _sets_for(problems, first_pool, config.depth)
+    pools = build_pools(sets, config.sizes, config.seed, lambda p, k: engine.eligible(p, k, config.depth))
+    res = ComposeResult()
+    for chain in iter_candidates(pools, config.seed, config.max_candidates):
+        cid = candidate_id(chain)
+        out = engine.compose(chain, cid)
+        res.candidates += 1
+        if isinstance(out, Rejection):
+            res.rejected.append(
+                {"id": cid, "candidates": [p.id for p in chain], "stage": out.stage, "reason": out.reason, "detail": out.detail}
+            )
+            ok = False
+        else:
+            res.accepted.append(out)
+            ok = True
+        if on_candidate is not None:
+            on_candidate(res.candidates, ok)
+    return res
+
+
+def funnel(candidates: int, rejected_by_stage: dict[str, int]) -> list[dict[str, Any]]:
+    """What survives each stage, in order (seed 000, Appendix D: 240K -> 231K -> 200K -> 199K)."""
+    rows = [{"stage": "candidates", "kept": candidates}]
+    kept = candidates
+    for s in FUNNEL_STAGES:
+        kept -= rejected_by_stage.get(s, 0)
+        rows.append({"stage": s, "kept": kept})
+    return rows
+
+
+def run_compose(
+    problems: Sequence[Problem],
+    config: ComposeConfig,
+    out_dir: str | os.PathLike,
+    first_pool: Sequence[Problem] | None = None,
+    inputs: dict[str, Any] | None = None,
+    input_rejects: Sequence[dict[str, Any]] = (),
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Compose and write ``composed.jsonl``, ``rejected.jsonl``, ``input_rejects.jsonl`` and
+    ``stats.json`` into ``out_dir``; returns the stats."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if config.engine != "symbolic":
+        try:
+            from composition_rl.compose import llm
+        except ImportError as e:  # pragma: no cover - depends on the optional engine
+            raise ValueError(f"engine={config.engine!r} needs composition_rl.compose.llm: {e}") from e
+        return llm.run_llm_compose(problems, config, out, first_pool=first_pool, inputs=inputs,
+                                   input_rejects=input_rejects, progress=progress)
+
+    t0 = time.perf_counter()
+    engine = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars)
+    sets = _sets_for(problems, first_pool, config.depth)
+    pools = build_pools(sets, config.sizes, config.seed, lambda p, k: engine.eligible(p, k, config.depth))
+    upper = count_candidates(pools)
+    total = min(upper, config.max_candidates) if config.max_candidates else upper
+    workers = _worker_count(config.workers, total)
+
+    counts: Counter[str] = Counter()
+    stages: Counter[str] = Counter()
+    n = accepted = 0
+    chunks = _chunks(iter_index_chains(pools, config.seed, config.max_candidates), _CHUNK)
+    global _STATE
+    _STATE = (engine, pools)
+    pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
+    bar = _Progress(total, enabled=progress)
+    try:
+        results = pool.imap(_compose_chunk, chunks) if pool is not None else map(_compose_chunk, chunks)
+        with atomic_open(out / "composed.jsonl") as fa, atomic_open(out / "rejected.jsonl") as fr:
+            for acc_lines, rej_lines, rej_keys in results:
+                fa.write("".join(acc_lines))
+                fr.write("".join(rej_lines))
+                for stage, reason in rej_keys:
+                    counts[reason] += 1
+                    stages[stage] += 1
+                n += len(acc_lines) + len(rej_lines)
+                accepted += len(acc_lines)
+                bar.update(n, accepted)
+    finally:
+        bar.close()
+        _STATE = None
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
+    elapsed = time.perf_counter() - t0
+    stats = {
+        "engine": config.engine,
+        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items() if k != "workers"},
+        "pools": [len(p) for p in pools],
+        "candidates": n,
+        "accepted": accepted,
+        "rejected": n - accepted,
+        "acceptance": round(accepted / n, 6) if n else 0.0,
+        "rejected_by_reason": dict(sorted(counts.items())),
+        "rejected_by_stage": {s: stages.get(s, 0) for s in FUNNEL_STAGES},
+        "funnel": funnel(n, stages),
+        "checks": list(CHECK_STAGES),
+        "inputs": inputs or {},
+        "input_rejects": len(input_rejects),
+        "elapsed_s": round(elapsed, 3),
+        "candidates_per_s": round(n / elapsed, 1) if elapsed > 0 else None,
+    }
+    atomic_write_json(out / "stats.json", stats)
+    return stats
+
+
+_CHUNK = 2048
+_STATE: tuple[Any, list[list[Problem]]] | None = None  # set before the worker fork
+
+
+def _worker_count(requested: int, total: int) -> int:
+    if total < 4 * _CHUNK:
+        return 1  # not worth a fork
+    return max(1, requested if requested > 0 else (os.cpu_count() or 1))
+
+
+def _chunks(it, size: int):
+    buf = []
+    for x in it:
+        buf.append(x)
+        if len(buf) == size:
+            yield buf
+            buf = []
+    if buf:
+        yield buf
+
+
+def _compose_chunk(chunk: list[tuple[int, ...]]) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """Compose one chunk of chains (in a worker or in-process); returns serialized lines."""
+    assert _STATE is not None
+    engine, pools = _STATE
+    acc: list[str] = []
+    rej: list[str] = []
+    keys: list[tuple[str, str]] = []
+    for ix in chunk:
+        chain = tuple(pools[k][i] for k, i in enumerate(ix))
+        cid = candidate_id(chain)
+        res = engine.compose(chain, cid)
+        if isinstance(res, Rejection):
+            keys.append((res.stage, res.reason))
+            rej.append(dumps({"id": cid, "candidates": [p.id for p in chain], "stage": res.stage,
+                              "reason": res.reason, "detail": res.detail}) + "\n")
+        else:
+            acc.append(dumps(res.to_dict()) + "\n")
+    return acc, rej, keys
+
+
+class _Progress:
+    """A rich progress bar that costs nothing when disabled (tests, pipes)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self._p = None
+        if not enabled:
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        self._p = Progress(
+            TextColumn("composing"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("accepted {task.fields[acc]}"), TimeRemainingColumn(), transient=True,
+        )
+        self._p.start()
+        self._t = self._p.add_task("compose", total=total, acc=0)
+
+    def update(self, n: int, accepted: int) -> None:
+        if self._p is not None:
+            self._p.update(self._t, completed=n, acc=accepted)
+
+    def close(self) -> None:
+        if self._p is not None:
+            self._p.stop()

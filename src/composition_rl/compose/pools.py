@@ -1,0 +1,109 @@
+"""Candidate pools and candidate chains (seed 000, Section 3.4, "Surrogate Dataset Construction").
+
+``|D_k| = 20`` for positions k < K and ``D_K = D`` (the full set) by default; the Section 5.1
+ablations are ``pool_sizes=(500, 500)`` and ``pool_sizes=(None, 20)`` (None means the full set).
+Chains never hold one problem twice. Everything derives from the seed, so the same inputs
+give the same candidates in the same order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Callable, Iterator, Sequence
+
+from composition_rl.records import Problem, content_id
+
+__all__ = ["build_pools", "candidate_id", "count_candidates", "iter_candidates", "iter_index_chains"]
+
+
+def candidate_id(chain: Sequence[Problem]) -> str:
+    """Content id of an ordered chain (independent of seed and engine)."""
+    return content_id("chain", *(p.id for p in chain))
+
+
+def build_pools(
+    sets: Sequence[Sequence[Problem]],
+    sizes: Sequence[int | None],
+    seed: int,
+    eligible: Callable[[Problem, int], bool] | None = None,
+) -> list[list[Problem]]:
+    """One pool per position: a seeded random sample of ``sizes[k]`` problems from ``sets[k]``
+    (the whole set when the size is None or not smaller). Small pools sample only problems
+    ``eligible(p, k)``; a full pool keeps every problem, so the rejections stay visible."""
+    if len(sets) != len(sizes):
+        raise ValueError(f"{len(sets)} sets but {len(sizes)} pool sizes")
+    pools: list[list[Problem]] = []
+    for k, (items, size) in enumerate(zip(sets, sizes)):
+        if size is None or size >= len(items):
+            pools.append(list(items))
+            continue
+        if size < 1:
+            raise ValueError(f"pool size {size} at position {k + 1} must be >= 1 or None")
+        cands = [p for p in items if eligible is None or eligible(p, k)]
+        rng = random.Random(f"pool:{seed}:{k}")
+        idx = sorted(rng.sample(range(len(cands)), min(size, len(cands))))
+        pools.append([cands[i] for i in idx])
+    return pools
+
+
+def count_candidates(pools: Sequence[Sequence[Problem]]) -> int:
+    """Upper bound on the chains (the product of the pool sizes, repeats included)."""
+    return math.prod(len(p) for p in pools)
+
+
+def _distinct(chain: Sequence[Problem]) -> bool:
+    return len({p.id for p in chain}) == len(chain)
+
+
+def iter_index_chains(
+    pools: Sequence[Sequence[Problem]], seed: int, max_candidates: int | None = None
+) -> Iterator[tuple[int, ...]]:
+    """Chains as tuples of pool indices, with no problem twice.
+
+    Order: the last position varies slowest, so consecutive chains share their last problem
+    (the one whose text is rewritten), which keeps per-problem work local to a chunk. With
+    ``max_candidates`` a seeded uniform sample of the product is taken, in that same order.
+    """
+    total = count_candidates(pools)
+    if total == 0:
+        return
+    ids = [[p.id for p in pool] for pool in pools]
+
+    def distinct(ix: tuple[int, ...]) -> bool:
+        return len({ids[k][i] for k, i in enumerate(ix)}) == len(ix)
+
+    if max_candidates is None or max_candidates >= total:
+        for rev in itertools.product(*(range(len(p)) for p in reversed(pools))):
+            ix = rev[::-1]
+            if distinct(ix):
+                yield ix
+        return
+    sizes = [len(p) for p in pools]
+
+    def decode(i: int) -> tuple[int, ...]:
+        out = []
+        for n in sizes:  # position 0 is the least significant digit
+            i, r = divmod(i, n)
+            out.append(r)
+        return tuple(out)
+
+    rng = random.Random(f"cands:{seed}")
+    picked: list[int] = []
+    # sample a little extra so that chains with a repeated problem can be dropped
+    for i in rng.sample(range(total), min(total, max_candidates + max_candidates // 10 + 16)):
+        if distinct(decode(i)):
+            picked.append(i)
+            if len(picked) == max_candidates:
+                break
+    for i in sorted(picked):
+        yield decode(i)
+
+
+def iter_candidates(
+    pools: Sequence[Sequence[Problem]], seed: int, max_candidates: int | None = None
+) -> Iterator[tuple[Problem, ...]]:
+    """Chains of Problems (one from each pool, none twice); see :func:`iter_index_chains`."""
+    for ix in iter_index_chains(pools, seed, max_candidates):
+        yield tuple(pools[k][i] for k, i in enumerate(ix))

@@ -1,0 +1,179 @@
+"""The symbolic composition engine: SPC done exactly by program, no LLM.
+
+For every chain whose non-last answers are single exact numbers, sub-steps 1-3 of seed 000
+(Section 3.4) are carried out by rule: v1 is the exact value of q_k's answer, v2 is a ranked
+literal of q_{k+1} (see :func:`composition_rl.values.find_constants`), ``d = v1 - v2`` is
+computed in sympy and written in LaTeX. The result is correct by construction and is then
+checked again by :mod:`composition_rl.compose.checks` on the record itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+import sympy
+
+from composition_rl.compose import spc
+from composition_rl.compose.base import COMPOSERS, Rejection
+from composition_rl.compose.checks import run_checks
+from composition_rl.records import Link, Problem
+from composition_rl.values import (
+    Constant,
+    find_constants,
+    parse_answer_value,
+    render_latex,
+    render_offset,
+    split_rational,
+    symbols_used,
+)
+
+__all__ = ["VARIABLE_NAMES", "SymbolicComposer"]
+
+# Preferred variable names, in order; X, Y first as in the paper's example.
+VARIABLE_NAMES: tuple[str, ...] = tuple("XYZWUVPQRSTMNKLGHJ")
+
+
+@lru_cache(maxsize=4096)
+def _expr_str(v: sympy.Expr) -> str:
+    return sympy.sstr(v)
+
+
+def _frac_str(c: Fraction) -> str:
+    return str(c.numerator) if c.denominator == 1 else f"{c.numerator}/{c.denominator}"
+
+
+def _offset_str(v1: sympy.Expr, v2: Fraction) -> str:
+    """``v1 - v2`` as a sympy-readable string, without building a new sympy expression."""
+    a, r, _ = split_rational(v1)
+    c = a - v2
+    if r == 0:
+        return _frac_str(c)
+    return _expr_str(r) if c == 0 else f"{_expr_str(r)} + ({_frac_str(c)})"
+
+
+@lru_cache(maxsize=4096)
+def _v1_latex(v: sympy.Expr) -> str:
+    return render_latex(v)
+
+
+@lru_cache(maxsize=4096)
+def _v1_str(v: sympy.Expr) -> str:
+    return f"{v.p}" if v.is_Integer else f"{v.p}/{v.q}" if v.is_Rational else sympy.sstr(v)
+
+
+def _choice_hash(seed: int, candidate_id: str, link: int) -> int:
+    """A stable 64-bit number per (seed, candidate, link): all choices derive from it."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{candidate_id}:{link}".encode(), digest_size=8).digest(), "big")
+
+
+@COMPOSERS.register("symbolic")
+@dataclass
+class SymbolicComposer:
+    """Compose chains exactly.
+
+    Args:
+        seed: all choices (constant, phrasing) derive from ``seed`` and the candidate id.
+        max_chars: length limit of a composed prompt (check 4).
+    """
+
+    seed: int = 0
+    max_chars: int = 8000
+    name: str = "symbolic"
+
+    def __post_init__(self) -> None:
+        self._best: dict[str, tuple[Constant, ...]] = {}
+
+    def lead_value(self, p: Problem):
+        return parse_answer_value(p.answer)
+
+    def constants(self, p: Problem) -> tuple[Constant, ...]:
+        return find_constants(p.question, p.answer)
+
+    def best_constants(self, p: Problem) -> tuple[Constant, ...]:
+        """The best-ranked constants of ``p`` (math mode in arithmetic, then unique values)."""
+        top = self._best.get(p.id)
+        if top is None:
+            cs = self.constants(p)
+            best = min(c.rank for c in cs)
+            top = self._best[p.id] = tuple(c for c in cs if c.rank == best)
+        return top
+
+    def eligible(self, p: Problem, position: int, depth: int) -> bool:
+        """Whether ``p`` can stand at ``position`` (0-based) of a chain of ``depth``."""
+        if position < depth - 1 and self.lead_value(p) is None:
+            return False
+        if position > 0 and not self.constants(p):
+            return False
+        return True
+
+    def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
+        """``SPC(q1..qK) = Compose(q1, SPC(q2..qK))`` for one candidate chain."""
+        K = len(chain)
+        values = []
+        for k in range(K - 1):
+            av = self.lead_value(chain[k])
+            if av is None:
+                return Rejection("check1_v1", "q1_not_numeric", f"position {k + 1}: answer {chain[k].answer!r} of {chain[k].id} has no exact numeric value")
+            values.append(av)
+        consts = []
+        for k in range(1, K):
+            cs = self.constants(chain[k])
+            if not cs:
+                return Rejection("constant", "no_constant", f"position {k + 1}: problem {chain[k].id} has no replaceable constant")
+            consts.append(cs)
+        used = frozenset().union(*(symbols_used(p.question) for p in chain))
+        free = [n for n in VARIABLE_NAMES if n not in used]
+        if len(free) < 2 * (K - 1):
+            return Rejection("check4_names_length", "name_collision", f"only {len(free)} free variable names for {K - 1} links")
+
+        text = chain[-1].question
+        links: list[Link] = []
+        for k in reversed(range(K - 1)):
+            top = self.best_constants(chain[k + 1])
+            h = _choice_hash(self.seed, candidate_id, k)
+            c = top[h % len(top)]
+            variant = (h >> 32) % len(spc.DEFINITIONS)
+            x, y = free[2 * k], free[2 * k + 1]
+            v1 = values[k].value
+            direction, d_abs_latex, d_latex = render_offset(v1, c.value)
+            tail = c.offset + len(c.literal)
+            token = spc.variable_token(y, c.math_mode, text[tail : tail + 12])
+            rest = text[: c.offset] + token + text[tail:]
+            glue = spc.glue_text(x, y, d_abs_latex, direction, variant, values[k].unit)
+            text = spc.join(chain[k].question, glue, rest)
+            links.append(
+                Link(
+                    x=x,
+                    y=y,
+                    v1_latex=_v1_latex(v1),
+                    v1_expr=_v1_str(v1),
+                    v2_literal=c.literal,
+                    v2_expr=_frac_str(c.value),
+                    d_latex=d_latex,
+                    d_expr=_offset_str(v1, c.value),
+                    v2_offset=c.offset,
+                )
+            )
+        links.reverse()
+        composed = Problem.new(
+            text,
+            chain[-1].answers,
+            source="compose:" + self.name,
+            depth=K,
+            parents=tuple(p.id for p in chain),
+            links=tuple(links),
+            engine=self.name,
+            metadata={
+                "candidate": candidate_id,
+                "parent_sources": [p.source for p in chain],
+                "parent_metadata": [dict(p.metadata) for p in chain],
+            },
+        )
+        failure = run_checks(composed, chain, self.max_chars)
+        if failure is not None:
+            return Rejection(failure.stage, failure.reason, failure.detail)
+        return composed

@@ -1,0 +1,364 @@
+"""Read verifiable problems from JSON arrays, JSONL, Parquet or reasoning-gym generators.
+
+Every row becomes a :class:`~composition_rl.records.Problem` or a reject with its reason;
+``len(rows) == len(problems) + len(rejects)`` always holds.
+
+Field detection (first present wins): question ``problem``, ``question``, ``prompt``;
+answer ``answer``, ``final_answer``, ``ground_truth`` (also verl's ``reward_model.ground_truth``).
+A worked ``solution`` is used only as a fallback, through its last ``\\boxed{}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from composition_rl.records import Problem
+
+__all__ = [
+    "DEFAULT_RG_SPECS",
+    "InputError",
+    "LoadResult",
+    "RGSpec",
+    "ReaderConfig",
+    "last_boxed",
+    "load_problems",
+    "load_reasoning_gym",
+    "read_rows",
+]
+
+QUESTION_FIELDS = ("problem", "question", "prompt")
+ANSWER_FIELDS = ("answer", "final_answer", "ground_truth")
+
+
+class InputError(ValueError):
+    """An input file cannot be read at all (missing, wrong format, no usable field)."""
+
+
+@dataclass(frozen=True)
+class ReaderConfig:
+    """How rows become Problems.
+
+    Args:
+        question_field: force the question field instead of detecting it.
+        answer_field: force the answer field instead of detecting it.
+        max_question_chars: longer questions are rejected (``over_long``).
+        max_answer_chars: longer answers are rejected (``over_long``).
+    """
+
+    question_field: str | None = None
+    answer_field: str | None = None
+    max_question_chars: int = 8000
+    max_answer_chars: int = 500
+
+    def __post_init__(self) -> None:
+        if self.max_question_chars < 1 or self.max_answer_chars < 1:
+            raise ValueError(
+                f"max_question_chars={self.max_question_chars} and max_answer_chars="
+                f"{self.max_answer_chars} must be positive"
+            )
+
+
+@dataclass
+class LoadResult:
+    """Problems kept, rows rejected (each with ``row``, ``reason``, ``detail``), and the source."""
+
+    problems: list[Problem]
+    rejects: list[dict[str, Any]] = field(default_factory=list)
+    source: str = ""
+    rows: int = 0
+
+    @property
+    def counts_add_up(self) -> bool:
+        return self.rows == len(self.problems) + len(self.rejects)
+
+
+def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Raw rows of a JSON array / JSONL / Parquet file (the only place raw dicts live)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file")
+    suffix = p.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(p).to_pylist()
+        text = p.read_text(encoding="utf-8")
+    except InputError:
+        raise
+    except Exception as e:  # unreadable parquet, bad encoding, permissions
+        raise InputError(f"{p}: cannot read ({type(e).__name__}: {e})") from e
+    stripped = text.lstrip()
+    if suffix == ".json" or stripped.startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            if suffix == ".json":
+                raise InputError(f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from e
+        else:
+            if isinstance(data, dict):
+                for key in ("data", "rows", "problems", "train"):
+                    if isinstance(data.get(key), list):
+                        data = data[key]
+                        break
+            if not isinstance(data, list):
+                raise InputError(f"{p}: expected a JSON array of objects, found {type(data).__name__}")
+            return data
+    rows: list[Any] = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            rows.append(_BadLine(i, f"line {i} is not valid JSON: {e.msg}"))
+    return rows
+
+
+@dataclass(frozen=True)
+class _BadLine:
+    line: int
+    error: str
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` (or ``\\fbox``), nested braces handled.
+
+    >>> last_boxed(r"so \\boxed{\\frac{1}{2}} and finally \\boxed{3}")
+    '3'
+    """
+    idx = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    if idx < 0:
+        return None
+    i = text.find("{", idx)
+    if i < 0:
+        return None
+    depth = 0
+    for j in range(i, len(text)):
+        c = text[j]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i + 1 : j].strip()
+    return None
+
+
+def _answer_forms(value: Any) -> tuple[tuple[str, ...] | None, str]:
+    """All accepted forms of an answer as strings, or (None, reason)."""
+    if isinstance(value, bool):
+        return None, f"wrong_type: answer is a bool ({value!r})"
+    if isinstance(value, int):
+        return (str(value),), ""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None, f"wrong_type: answer is a non-finite float ({value!r})"
+        return ((str(int(value)) if value.is_integer() else repr(value)),), ""
+    if isinstance(value, str):
+        s = value.strip()
+        return ((s,), "") if s else (None, "empty_field: answer is empty")
+    if isinstance(value, (list, tuple)):
+        forms: list[str] = []
+        for v in value:
+            sub, why = _answer_forms(v)
+            if sub is None:
+                return None, f"{why} (inside the answer list)"
+            forms.extend(f for f in sub if f not in forms)
+        return (tuple(forms), "") if forms else (None, "empty_field: answer list is empty")
+    return None, f"wrong_type: answer is a {type(value).__name__}"
+
+
+def _question_text(value: Any) -> tuple[str | None, str]:
+    if isinstance(value, str):
+        s = value.strip()
+        return (s, "") if s else (None, "empty_field: question is empty")
+    if isinstance(value, list) and value and all(isinstance(m, dict) for m in value):
+        users = [m.get("content") for m in value if m.get("role") == "user"]
+        if users and isinstance(users[-1], str) and users[-1].strip():
+            return users[-1].strip(), ""
+        return None, "empty_field: chat prompt has no user message"
+    if value is None:
+        return None, "missing_field: question is null"
+    return None, f"wrong_type: question is a {type(value).__name__}"
+
+
+def _pick(row: dict[str, Any], forced: str | None, names: Sequence[str]) -> str | None:
+    if forced is not None:
+        return forced if forced in row else None
+    return next((n for n in names if n in row and row[n] is not None), None)
+
+
+def load_problems(
+    path: str | os.PathLike,
+    config: ReaderConfig | None = None,
+    source: str | None = None,
+) -> LoadResult:
+    """Load a problem file into Problems plus rejects.
+
+    Args:
+        path: a ``.json`` array, ``.jsonl`` or ``.parquet`` file.
+        config: field overrides and length limits.
+        source: data-source name stored on each Problem (default: the file stem).
+
+    Raises:
+        InputError: the file is missing or not one of the formats, or the forced fields
+            are absent from every row.
+
+    Example:
+        >>> res = load_problems("../shared/data/train/math_train.json")  # doctest: +SKIP
+        >>> len(res.problems) + len(res.rejects) == res.rows
+        True
+    """
+    cfg = config or ReaderConfig()
+    rows = read_rows(path)
+    src = source or Path(path).stem
+    return problems_from_rows(rows, cfg, src, where=str(path))
+
+
+def problems_from_rows(
+    rows: Iterable[Any], cfg: ReaderConfig, source: str, where: str = "<rows>"
+) -> LoadResult:
+    """Turn raw rows into Problems and rejects (shared by every reader)."""
+    res = LoadResult(problems=[], source=source)
+    seen: dict[str, int] = {}
+    forced_seen = {"question": False, "answer": False}
+
+    def reject(i: int, reason: str, row: Any) -> None:
+        kind, _, detail = reason.partition(": ")
+        res.rejects.append(
+            {"row": i, "source": source, "reason": kind, "detail": f"row {i}: {detail or kind}", "record": row}
+        )
+
+    for i, row in enumerate(rows):
+        res.rows += 1
+        if isinstance(row, _BadLine):
+            reject(i, f"bad_json: {row.error}", None)
+            continue
+        if not isinstance(row, dict):
+            reject(i, f"wrong_type: row is a {type(row).__name__}, not an object", row)
+            continue
+        qf = _pick(row, cfg.question_field, QUESTION_FIELDS)
+        if qf is None:
+            want = cfg.question_field or "/".join(QUESTION_FIELDS)
+            reject(i, f"missing_field: no question field ({want})", row)
+            continue
+        forced_seen["question"] |= cfg.question_field is not None
+        question, why = _question_text(row[qf])
+        if question is None:
+            reject(i, why.replace("question", f"field {qf!r}"), row)
+            continue
+        af = _pick(row, cfg.answer_field, ANSWER_FIELDS)
+        raw_answer: Any = row.get(af) if af else None
+        if af is None and cfg.answer_field is None and isinstance(row.get("reward_model"), dict):
+            af, raw_answer = "reward_model.ground_truth", row["reward_model"].get("ground_truth")
+        if af is None or raw_answer is None:
+            sol = row.get("solution")
+            boxed = last_boxed(sol) if isinstance(sol, str) else None
+            if boxed:
+                af, raw_answer = "solution", boxed
+            else:
+                want = cfg.answer_field or "/".join(ANSWER_FIELDS)
+                reject(i, f"missing_field: no answer field ({want}) and no \\boxed{{}} in a solution", row)
+                continue
+        forced_seen["answer"] |= cfg.answer_field is not None
+        answers, why = _answer_forms(raw_answer)
+        if answers is None:
+            reject(i, why.replace("answer", f"field {af!r}", 1), row)
+            continue
+        if len(question) > cfg.max_question_chars:
+            reject(i, f"over_long: field {qf!r} has {len(question)} chars > {cfg.max_question_chars}", row)
+            continue
+        if max(len(a) for a in answers) > cfg.max_answer_chars:
+            reject(i, f"over_long: field {af!r} has more than {cfg.max_answer_chars} chars", row)
+            continue
+        key = " ".join(question.split())
+        if key in seen:
+            reject(i, f"duplicate_question: same question as row {seen[key]}", row)
+            continue
+        seen[key] = i
+        meta = {k: _jsonable(v) for k, v in row.items() if k not in (qf, af, "id")}
+        if "id" in row:
+            meta["source_id"] = _jsonable(row["id"])
+        meta["row"] = i
+        res.problems.append(Problem.new(question, answers, source=source, metadata=meta))
+    if res.rows and not res.problems:
+        if cfg.question_field and not forced_seen["question"]:
+            raise InputError(f"{where}: field {cfg.question_field!r} (--question-field) is in no row")
+        if cfg.answer_field and not forced_seen["answer"]:
+            raise InputError(f"{where}: field {cfg.answer_field!r} (--answer-field) is in no row")
+    return res
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None or isinstance(v, (str, int, bool)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else str(v)
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return str(v)
+
+
+# --------------------------------------------------------------------------------------------
+# reasoning-gym: the built-in default source
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RGSpec:
+    """One reasoning-gym generator: its registered name, how many items, and its config."""
+
+    name: str
+    size: int
+    config: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ValueError(f"RGSpec {self.name!r}: size={self.size} must be >= 1")
+
+
+# Numeric generators with small operands, so that composed chains stay readable and a tiny
+# model can learn the easy end. Every answer is a single number.
+DEFAULT_RG_SPECS: tuple[RGSpec, ...] = (
+    RGSpec("chain_sum", 120, (("min_terms", 2), ("max_terms", 3), ("min_digits", 1), ("max_digits", 2))),
+    RGSpec("basic_arithmetic", 80, (("min_terms", 2), ("max_terms", 3), ("min_digits", 1), ("max_digits", 2))),
+    RGSpec("products", 60, (("min_terms", 2), ("max_terms", 2), ("min_digits", 1), ("max_digits", 2))),
+    RGSpec("simple_equations", 60, (("min_terms", 2), ("max_terms", 3), ("min_value", 1), ("max_value", 20))),
+    RGSpec("lcm", 40, (("min_numbers", 2), ("max_numbers", 2), ("min_value", 2), ("max_value", 30))),
+    RGSpec("gsm_symbolic", 40, ()),
+)
+
+
+def load_reasoning_gym(
+    specs: Sequence[RGSpec] = DEFAULT_RG_SPECS, seed: int = 0, config: ReaderConfig | None = None
+) -> LoadResult:
+    """Generate problems with reasoning-gym's own generators (fixed seed: reproducible).
+
+    Each item keeps the generator name and its reasoning-gym metadata; the answer is the
+    generator's own answer string.
+    """
+    import reasoning_gym
+
+    rows: list[dict[str, Any]] = []
+    for k, spec in enumerate(specs):
+        ds = reasoning_gym.create_dataset(spec.name, seed=seed + 1000 * k, size=spec.size, **dict(spec.config))
+        for idx in range(spec.size):
+            item = ds[idx]
+            rows.append(
+                {
+                    "question": item["question"],
+                    "answer": item["answer"],
+                    "generator": spec.name,
+                    "index": idx,
+                }
+            )
+    return problems_from_rows(rows, config or ReaderConfig(), source="reasoning_gym", where="reasoning-gym")
