@@ -13,7 +13,14 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
-from composition_rl.verify import Outcome, Verifier, VerifyConfig, extract_answer, gold_forms, summarize
+from composition_rl.verify import (
+    Outcome,
+    Verifier,
+    VerifyConfig,
+    extract_answer,
+    gold_forms,
+    summarize,
+)
 from composition_rl.verify.extract import last_boxed, normalize, plain_integer
 
 
@@ -23,87 +30,87 @@ def verifier():
         yield v
 
 
-C, I, N = Outcome.CORRECT, Outcome.INCORRECT, Outcome.NO_ANSWER
+OK, BAD, NA = Outcome.CORRECT, Outcome.INCORRECT, Outcome.NO_ANSWER
 
 # (gold as the dataset stores it, the answer a model writes, expected)
 EQUIVALENCE = [
     # fractions (MATH train: \frac{1}{2}, -\frac12, -\dfrac{11}{12}, -\frac{5}{2})
-    (r"\frac{1}{2}", r"0.5", C),
-    (r"\frac{1}{2}", r"1/2", C),
-    (r"\frac{1}{2}", r"\dfrac12", C),
-    (r"\frac{1}{2}", r"\frac{1}{3}", I),
-    (r"\frac{1}{2}", r"1/3", I),
-    (r"-\frac12", r"-0.5", C),
-    (r"-\frac12", r"\frac12", I),
-    (r"-\dfrac{11}{12}", r"-11/12", C),
-    (r"-\frac{5}{2}", r"-2.5", C),
-    (r"-\frac{5}{2}", r"2.5", I),
+    (r"\frac{1}{2}", r"0.5", OK),
+    (r"\frac{1}{2}", r"1/2", OK),
+    (r"\frac{1}{2}", r"\dfrac12", OK),
+    (r"\frac{1}{2}", r"\frac{1}{3}", BAD),
+    (r"\frac{1}{2}", r"1/3", BAD),
+    (r"-\frac12", r"-0.5", OK),
+    (r"-\frac12", r"\frac12", BAD),
+    (r"-\dfrac{11}{12}", r"-11/12", OK),
+    (r"-\frac{5}{2}", r"-2.5", OK),
+    (r"-\frac{5}{2}", r"2.5", BAD),
     # thousands separators (MATH train: 64,\!328; \$1,\!657; 1,\!000,\!000)
-    (r"64,\!328", r"64328", C),
-    (r"64,\!328", r"64,328", C),
-    (r"64,\!328", r"64{,}328", C),
-    (r"64,\!328", r"64,329", I),
-    (r"\$1,\!657", r"1657", C),
-    (r"1,\!000,\!000", r"10^6", C),
+    (r"64,\!328", r"64328", OK),
+    (r"64,\!328", r"64,328", OK),
+    (r"64,\!328", r"64{,}328", OK),
+    (r"64,\!328", r"64,329", BAD),
+    (r"\$1,\!657", r"1657", OK),
+    (r"1,\!000,\!000", r"10^6", OK),
     # degrees and percent (MATH train: 73^\circ, 17\%)
-    (r"73^\circ", r"73", C),
-    (r"73^\circ", r"73^{\circ}", C),
-    (r"73^\circ", r"37^\circ", I),
-    (r"17\%", r"17", C),
-    (r"17\%", r"17\%", C),
-    (r"17\%", r"0.17", C),
-    (r"17\%", r"71\%", I),
+    (r"73^\circ", r"73", OK),
+    (r"73^\circ", r"73^{\circ}", OK),
+    (r"73^\circ", r"37^\circ", BAD),
+    (r"17\%", r"17", OK),
+    (r"17\%", r"17\%", OK),
+    (r"17\%", r"0.17", OK),
+    (r"17\%", r"71\%", BAD),
     # intervals and unions (MATH train: [0,3), (-\infty,-27)\cup(-27,\infty))
-    (r"[0,3)", r"[0, 3)", C),
-    (r"[0,3)", r"(0,3)", I),
-    (r"[0,3)", r"[0,3]", I),
-    (r"(-\infty,-27)\cup(-27,\infty)", r"(-\infty, -27) \cup (-27, \infty)", C),
-    (r"(-\infty,-27)\cup(-27,\infty)", r"(-\infty, 27) \cup (27, \infty)", I),
+    (r"[0,3)", r"[0, 3)", OK),
+    (r"[0,3)", r"(0,3)", BAD),
+    (r"[0,3)", r"[0,3]", BAD),
+    (r"(-\infty,-27)\cup(-27,\infty)", r"(-\infty, -27) \cup (-27, \infty)", OK),
+    (r"(-\infty,-27)\cup(-27,\infty)", r"(-\infty, 27) \cup (27, \infty)", BAD),
     # tuples (MATH train: (3, -1))
-    (r"(3, -1)", r"(3,-1)", C),
-    (r"(3, -1)", r"(-1,3)", I),
+    (r"(3, -1)", r"(3,-1)", OK),
+    (r"(3, -1)", r"(-1,3)", BAD),
     # matrices and vectors (MATH train)
-    (r"\begin{pmatrix} 4 \\ -3 \end{pmatrix}", r"\begin{pmatrix}4\\-3\end{pmatrix}", C),
-    (r"\begin{pmatrix} 4 \\ -3 \end{pmatrix}", r"\begin{pmatrix} -3 \\ 4 \end{pmatrix}", I),
-    (r"\begin{pmatrix} -20/13 \\ -4/13 \end{pmatrix}", r"\begin{pmatrix} -\frac{20}{13} \\ -\frac{4}{13} \end{pmatrix}", C),
-    # choices (MATH train: \text{(B)}, \text{B}, C)
-    (r"\text{(B)}", r"B", C),
-    (r"\text{(B)}", r"(B)", C),
-    (r"\text{(B)}", r"\text{B}", C),
-    (r"\text{(B)}", r"\textbf{(B)}", C),
-    (r"\text{(B)}", r"C", I),
-    (r"C", r"\text{(C)}", C),
+    (r"\begin{pmatrix} 4 \\ -3 \end{pmatrix}", r"\begin{pmatrix}4\\-3\end{pmatrix}", OK),
+    (r"\begin{pmatrix} 4 \\ -3 \end{pmatrix}", r"\begin{pmatrix} -3 \\ 4 \end{pmatrix}", BAD),
+    (r"\begin{pmatrix} -20/13 \\ -4/13 \end{pmatrix}", r"\begin{pmatrix} -\frac{20}{13} \\ -\frac{4}{13} \end{pmatrix}", OK),
+    # choices (MATH train: \text{(B)}, \text{B}, OK)
+    (r"\text{(B)}", r"B", OK),
+    (r"\text{(B)}", r"(B)", OK),
+    (r"\text{(B)}", r"\text{B}", OK),
+    (r"\text{(B)}", r"\textbf{(B)}", OK),
+    (r"\text{(B)}", r"C", BAD),
+    (r"C", r"\text{(C)}", OK),
     # surds: bare, Math-Verify parses 7\sqrt{2} as 7; we wrap in $...$ (MATH train: 7\sqrt2, 3\sqrt{5})
-    (r"7\sqrt{2}", r"7\sqrt{2}", C),
-    (r"7\sqrt{2}", r"7\sqrt2", C),
-    (r"7\sqrt{2}", r"\sqrt{98}", C),
-    (r"7\sqrt{2}", r"7", I),
-    (r"3\sqrt{5}", r"3", I),
+    (r"7\sqrt{2}", r"7\sqrt{2}", OK),
+    (r"7\sqrt{2}", r"7\sqrt2", OK),
+    (r"7\sqrt{2}", r"\sqrt{98}", OK),
+    (r"7\sqrt{2}", r"7", BAD),
+    (r"3\sqrt{5}", r"3", BAD),
     # multiples of pi (MATH train: \frac{25\pi}{2}, \frac{35}{2} \pi, 63\pi)
-    (r"\frac{25\pi}{2}", r"12.5\pi", C),
-    (r"\frac{25\pi}{2}", r"\frac{25}{2}\pi", C),
-    (r"\frac{35}{2} \pi", r"17.5\pi", C),
-    (r"63\pi", r"63", I),
-    (r"63\pi", r"36\pi", I),
+    (r"\frac{25\pi}{2}", r"12.5\pi", OK),
+    (r"\frac{25\pi}{2}", r"\frac{25}{2}\pi", OK),
+    (r"\frac{35}{2} \pi", r"17.5\pi", OK),
+    (r"63\pi", r"63", BAD),
+    (r"63\pi", r"36\pi", BAD),
     # words and units (MATH train)
-    (r"\text{Friday}", r"\text{Friday}", C),
-    (r"\text{Friday}", r"\text{Monday}", I),
-    (r"20\text{ miles}", r"20", C),
-    (r"k = \frac{-33}{2}", r"-16.5", C),
+    (r"\text{Friday}", r"\text{Friday}", OK),
+    (r"\text{Friday}", r"\text{Monday}", BAD),
+    (r"20\text{ miles}", r"20", OK),
+    (r"k = \frac{-33}{2}", r"-16.5", OK),
     # integers: AIME24 stores "025"; AIME25 stores ints; AMC stores floats like 142.0
-    ("025", "25", C),
-    ("204", "240", I),
-    (70, "70", C),
-    (70, "71", I),
-    (142.0, "142", C),
-    (142.0, "142.0", C),
-    (142.0, "143", I),
+    ("025", "25", OK),
+    ("204", "240", BAD),
+    (70, "70", OK),
+    (70, "71", BAD),
+    (142.0, "142", OK),
+    (142.0, "142.0", OK),
+    (142.0, "143", BAD),
     # lists of accepted forms (Minerva)
-    (["0.01\n", "0.02\n"], "0.02", C),
-    (["0.01\n", "0.02\n"], "0.03", I),
-    (["6630.65\n", "6630\n"], "6630", C),
-    (["7.5 \\times 10^7", "7.5 \\times 10^7\n"], r"7.5 \times 10^{7}", C),
-    (["9.6\n"], "9.7", I),
+    (["0.01\n", "0.02\n"], "0.02", OK),
+    (["0.01\n", "0.02\n"], "0.03", BAD),
+    (["6630.65\n", "6630\n"], "6630", OK),
+    (["7.5 \\times 10^7", "7.5 \\times 10^7\n"], r"7.5 \times 10^{7}", OK),
+    (["9.6\n"], "9.7", BAD),
 ]
 
 
@@ -115,7 +122,7 @@ def _ids(rows):
 def test_equivalence_table(verifier, gold, answer, expected):
     r = verifier.score(rf"Working... so the answer is $\boxed{{{answer}}}$.", gold)
     assert r.outcome is expected, r
-    assert r.score == (1.0 if expected is C else 0.0)
+    assert r.score == (1.0 if expected is OK else 0.0)
 
 
 def test_table_as_one_batch_matches_single_calls(verifier):
@@ -123,7 +130,7 @@ def test_table_as_one_batch_matches_single_calls(verifier):
     results = verifier.score_batch(pairs)
     assert [r.outcome for r in results] == [e for _, _, e in EQUIVALENCE]
     counts = summarize(results)
-    assert counts["correct"] == sum(e is C for _, _, e in EQUIVALENCE)
+    assert counts["correct"] == sum(e is OK for _, _, e in EQUIVALENCE)
     assert sum(counts.values()) == len(EQUIVALENCE)
 
 
@@ -157,23 +164,23 @@ def test_extraction_fallbacks_are_configurable(verifier):
 
 
 def test_no_answer_and_unparseable(verifier):
-    assert verifier.score("I ran out of tokens while comput", "5").outcome is N
-    assert verifier.score(r"so \boxed{", "5").outcome is N
-    assert verifier.score(r"\boxed{???}", "5").outcome is I
+    assert verifier.score("I ran out of tokens while comput", "5").outcome is NA
+    assert verifier.score(r"so \boxed{", "5").outcome is NA
+    assert verifier.score(r"\boxed{???}", "5").outcome is BAD
 
 
 def test_last_box_wins_over_earlier_ones(verifier):
     r = verifier.score(r"maybe \boxed{3}; no, it is \boxed{4}", "4")
-    assert r.outcome is C and r.extracted == "4"
-    assert verifier.score(r"maybe \boxed{4}; no, it is \boxed{3}", "4").outcome is I
+    assert r.outcome is OK and r.extracted == "4"
+    assert verifier.score(r"maybe \boxed{4}; no, it is \boxed{3}", "4").outcome is BAD
 
 
 def test_fast_paths_decide_without_math_verify(verifier):
     assert verifier.score(r"\boxed{64,\!328}", r"64,\!328").via == "string"
     r = verifier.score(r"\boxed{025}", 25)
-    assert (r.outcome, r.via) == (C, "integer")
+    assert (r.outcome, r.via) == (OK, "integer")
     r = verifier.score(r"\boxed{26}", 25)
-    assert (r.outcome, r.via) == (I, "integer")
+    assert (r.outcome, r.via) == (BAD, "integer")
     assert verifier.score(r"\boxed{0.5}", r"\frac12").via == "math_verify"
 
 
@@ -215,7 +222,7 @@ def test_every_stored_gold_form_verifies_against_itself(verifier, shared_data):
             for form in gold_forms(row["answer"]):
                 pairs.append((rf"... so the answer is $\boxed{{{form}}}$", row["answer"]))
     results = verifier.score_batch(pairs)
-    bad = [(p[1], r) for p, r in zip(pairs, results) if r.outcome is not C]
+    bad = [(p[1], r) for p, r in zip(pairs, results) if r.outcome is not OK]
     assert len(pairs) > 1500 and not bad, bad[:5]
 
 
@@ -224,7 +231,7 @@ def test_integer_answers_off_by_one_are_incorrect(verifier, shared_data):
     golds = [r["answer"] for n in ("eval/aime24.json", "eval/aime25.json", "eval/amc.json") for r in _load(shared_data / n)]
     golds = [g for g in golds if float(g).is_integer()]
     results = verifier.score_batch([(rf"\boxed{{{int(float(g)) + 1}}}", g) for g in golds])
-    assert len(golds) > 100 and all(r.outcome is I for r in results)
+    assert len(golds) > 100 and all(r.outcome is BAD for r in results)
 
 
 def _math_train(shared_data):
@@ -239,20 +246,20 @@ def test_equivalent_rewrites_of_real_math_answers(verifier, shared_data):
     for g in golds:
         if m := re.fullmatch(r"(-?)\\d?frac\{(\d+)\}\{(\d+)\}", g):
             sign, a, b = m.groups()
-            cases += [(g, f"{sign}{a}/{b}", C), (g, f"{sign}{int(a) + 1}/{b}", I)]
+            cases += [(g, f"{sign}{a}/{b}", OK), (g, f"{sign}{int(a) + 1}/{b}", BAD)]
         elif m := re.fullmatch(r"(\d+)\^\\circ", g):
-            cases += [(g, m.group(1), C), (g, str(int(m.group(1)) + 10), I)]
+            cases += [(g, m.group(1), OK), (g, str(int(m.group(1)) + 10), BAD)]
         elif m := re.fullmatch(r"(\d+) ?\\%", g):
-            cases += [(g, m.group(1), C), (g, str(int(m.group(1)) + 1), I)]
+            cases += [(g, m.group(1), OK), (g, str(int(m.group(1)) + 1), BAD)]
         elif m := re.fullmatch(r"\\text\{\(([A-E])\)\}", g):
             other = "A" if m.group(1) != "A" else "B"
-            cases += [(g, m.group(1), C), (g, other, I)]
+            cases += [(g, m.group(1), OK), (g, other, BAD)]
         elif m := re.fullmatch(r"(\d+)\\sqrt\{?(\d+)\}?", g):
             a, b = int(m.group(1)), int(m.group(2))
-            cases += [(g, rf"\sqrt{{{a * a * b}}}", C), (g, str(a), I)]
+            cases += [(g, rf"\sqrt{{{a * a * b}}}", OK), (g, str(a), BAD)]
         elif m := re.fullmatch(r"(\d{1,3}(?:,\\!\d{3})+)", g):
             digits = m.group(1).replace(r",\!", "")
-            cases += [(g, digits, C), (g, str(int(digits) + 1), I)]
+            cases += [(g, digits, OK), (g, str(int(digits) + 1), BAD)]
     kinds = len(cases)
     results = verifier.score_batch([(rf"\boxed{{{a}}}", g) for g, a, _ in cases])
     bad = [(g, a, e, r.outcome) for (g, a, e), r in zip(cases, results) if r.outcome is not e]
