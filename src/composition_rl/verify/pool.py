@@ -277,6 +277,7 @@ class WorkerPool:
                 self.stats.crashes += 1
                 if w.task is None:
                     self._drop(w)
+                    self._ensure_workers()
                 else:
                     self._retire(w, "error", "worker process died", time.monotonic())
                 return
@@ -305,13 +306,17 @@ class WorkerPool:
         if outcome == "timeout":
             self.stats.timeouts += 1
         self._drop(w)
+        first = None
         if task is not None and task.live:
             first, rest = task.live[0], task.live[1:]
-            self._resolve(task.items[first][1], RawResult(outcome, "", None, detail, now - w.item_started))
             if rest:
                 self._pending.appendleft(_Task(task.golds, task.items, rest))
-        if self._pending:
+        try:
+            # Replace now (a fork takes milliseconds), before the caller hears of the timeout.
             self._ensure_workers()
+        finally:
+            if first is not None:
+                self._resolve(task.items[first][1], RawResult(outcome, "", None, detail, now - w.item_started))
 
     def _drop(self, w: _Worker) -> None:
         try:
