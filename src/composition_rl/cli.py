@@ -61,4 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run through the imported module so that commands and main share one UsageError class
+    from composition_rl.cli import main as _main
+
+    sys.exit(_main())

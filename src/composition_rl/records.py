@@ -103,6 +103,9 @@ class Problem:
     engine: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
+    def __hash__(self) -> int:  # metadata is a dict: hash by the content id instead
+        return hash(self.id)
+
     @property
     def answer(self) -> str:
         """The canonical (first) accepted answer."""

@@ -782,8 +782,8 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
             continue
         if after.isalpha() or after in "_'" or after.isdigit():
             continue
-        if after == "." and e + 1 < len(question) and question[e + 1].isdigit():
-            continue
+        if after == "." and e + 1 < len(question) and (question[e + 1].isdigit() or question[e + 1] == "\\"):
+            continue  # the integer part of a decimal, or of 0.\overline{6}
         if after == "," and e + 1 < len(question) and question[e + 1].isdigit():
             continue
         if before == "," and s >= 2 and question[s - 2].isdigit():
@@ -824,7 +824,6 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
 
 _CMD = re.compile(r"\\[a-zA-Z]+")
 _TEXTCMD = re.compile(r"\\(?:text|mathrm|textbf|textit|mbox|operatorname)\s*\{[^{}]*\}")
-_WORD1 = re.compile(r"(?<![A-Za-z\\])([A-Za-z])(?![A-Za-z])")
 
 
 @lru_cache(maxsize=32768)
@@ -834,17 +833,19 @@ def symbols_used(text: str) -> frozenset[str]:
     used: set[str] = set()
     blocks = _masked_blocks(text)
     spans = [text[a:b] for a, b in _math_spans(text)]
-    spans.extend(text[a:b] for a, b in blocks)
+    for a, b in blocks:  # figure code: single-letter names and labels only
+        used.update(c.upper() for c in re.findall(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])", text[a:b]))
     for span in spans:
+        # in math mode every letter is a symbol of its own ($BC$ is B and C)
         span = _CMD.sub(" ", _TEXTCMD.sub(" ", span))
-        used.update(c.upper() for c in _WORD1.findall(span))
+        used.update(c.upper() for c in re.findall(r"[A-Za-z]", span))
     for m in re.finditer(r"(?<![A-Za-z$\\])([A-Z])(?![A-Za-z])", text):
-        c = m.group(1)
-        if c in ("A", "I") and text[m.end() : m.end() + 1] == " " and not text[m.end() + 1 : m.end() + 2].isupper():
-            # the article "A" / pronoun "I" at a word boundary; a label would be followed by
-            # punctuation or math. Kept conservative: only skip when a lowercase word follows.
-            nxt = text[m.end() + 1 : m.end() + 2]
-            if nxt.islower():
+        c, i = m.group(1), m.start()
+        if c in ("A", "I") and text[m.end() : m.end() + 2][:1] == " " and text[m.end() + 1 : m.end() + 2].islower():
+            # "A box ..." at the start of a sentence, or the pronoun "I": not symbols.
+            # "Point A lies ..." stays a symbol (conservative: a false hit only costs a name).
+            before = text[:i].rstrip()
+            if c == "I" or not before or before[-1] in ".!?:\n":
                 continue
         used.add(c)
     return frozenset(used)

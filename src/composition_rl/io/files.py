@@ -18,6 +18,12 @@ from typing import IO, Any
 __all__ = ["atomic_open", "atomic_write_json", "atomic_write_jsonl", "dumps", "JsonlLog", "read_jsonl"]
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def dumps(obj: Any) -> str:
     """Canonical one-line JSON: sorted keys, UTF-8 kept, so equal inputs give equal bytes."""
     return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
@@ -35,6 +41,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
             yield f
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         os.replace(tmp, path)
     except BaseException:
         try:

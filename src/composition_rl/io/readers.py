@@ -339,14 +339,27 @@ DEFAULT_RG_SPECS: tuple[RGSpec, ...] = (
 
 
 def load_reasoning_gym(
-    specs: Sequence[RGSpec] = DEFAULT_RG_SPECS, seed: int = 0, config: ReaderConfig | None = None
+    specs: Sequence[RGSpec] = DEFAULT_RG_SPECS,
+    seed: int = 0,
+    config: ReaderConfig | None = None,
+    scale: int | None = None,
 ) -> LoadResult:
     """Generate problems with reasoning-gym's own generators (fixed seed: reproducible).
 
-    Each item keeps the generator name and its reasoning-gym metadata; the answer is the
-    generator's own answer string.
+    Args:
+        specs: generators, sizes and configs (default: :data:`DEFAULT_RG_SPECS`).
+        seed: item ``idx`` of generator ``k`` comes from reasoning-gym's ``Random(seed + idx)``
+            scheme with seed ``seed + 1000 * k``.
+        config: field limits.
+        scale: resize the specs proportionally to about this many problems in total.
     """
     import reasoning_gym
+
+    if scale is not None:
+        if scale < len(specs):
+            raise ValueError(f"scale={scale} must be at least the number of generators ({len(specs)})")
+        total = sum(s.size for s in specs)
+        specs = [RGSpec(s.name, max(1, round(s.size * scale / total)), s.config) for s in specs]
 
     rows: list[dict[str, Any]] = []
     for k, spec in enumerate(specs):

@@ -1,0 +1,98 @@
+"""Exporters to trainer dataset formats, registered by name.
+
+* ``verl``: verl's RL parquet schema (``data_source``, ``prompt`` as a chat list, ``ability``,
+  ``reward_model = {style: "rule", ground_truth}``, ``extra_info``), which
+  ``verl.utils.dataset.rl_dataset.RLHFDataset`` reads and whose ``ground_truth`` reaches the
+  reward function (``composition_rl.integrations.verl.compute_score``).
+* ``trl``: ``prompt`` (conversational) and ``answer`` columns; TRL passes extra columns to
+  reward functions as keyword arguments, so ``answer`` reaches the reward.
+
+Every accepted answer form travels in ``extra_info.answers`` / ``answers``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from composition_rl.io.files import atomic_open
+from composition_rl.records import Problem
+from composition_rl.registry import Registry
+
+__all__ = ["EXPORTERS", "export", "instruction", "user_prompt"]
+
+EXPORTERS: Registry[Callable[[Sequence[Problem], str], list[dict[str, Any]]]] = Registry("exporter")
+
+
+@cache
+def instruction() -> str:
+    """The instruction appended to every prompt (package data: prompts/instruction_boxed.txt)."""
+    return resources.files("composition_rl.prompts").joinpath("instruction_boxed.txt").read_text("utf-8").strip()
+
+
+def user_prompt(question: str) -> str:
+    """The user message: the question, then the request for a final answer in ``\\boxed{}``."""
+    return f"{question}\n\n{instruction()}"
+
+
+def _extra(p: Problem, index: int, split: str) -> dict[str, Any]:
+    return {
+        "split": split,
+        "index": index,
+        "id": p.id,
+        "depth": p.depth,
+        "answers": list(p.answers),
+        "parents": list(p.parents),
+        "engine": p.engine,
+        "question": p.question,
+    }
+
+
+@EXPORTERS.register("verl")
+def to_verl(problems: Sequence[Problem], split: str = "train") -> list[dict[str, Any]]:
+    return [
+        {
+            "data_source": p.source or "composition_rl",
+            "prompt": [{"role": "user", "content": user_prompt(p.question)}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": p.answer},
+            "extra_info": _extra(p, i, split),
+        }
+        for i, p in enumerate(problems)
+    ]
+
+
+@EXPORTERS.register("trl")
+def to_trl(problems: Sequence[Problem], split: str = "train") -> list[dict[str, Any]]:
+    return [
+        {
+            "prompt": [{"role": "user", "content": user_prompt(p.question)}],
+            "answer": p.answer,
+            "answers": list(p.answers),
+            "id": p.id,
+            "depth": p.depth,
+        }
+        for p in problems
+    ]
+
+
+def export(problems: Sequence[Problem], name: str, out_dir: str | os.PathLike, split: str = "train") -> Path:
+    """Write ``<name>.parquet`` into ``out_dir`` atomically; returns its path.
+
+    Example:
+        >>> export([Problem.new("What is $1+1$?", "2")], "trl", "/tmp/x")  # doctest: +SKIP
+        PosixPath('/tmp/x/trl.parquet')
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = EXPORTERS.get(name)(problems, split)
+    table = pa.Table.from_pylist(rows)
+    path = Path(out_dir) / f"{name}.parquet"
+    with atomic_open(path, "wb") as f:
+        pq.write_table(table, f)
+    return path

@@ -1,0 +1,212 @@
+"""Composition: the contract (every accepted composition passes every check against its own
+record), the paper's Compose shape, depth K, pools, determinism, outputs and exports."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+import sympy
+
+from composition_rl.compose import ComposeConfig, compose_problems, run_compose
+from composition_rl.compose.checks import run_checks
+from composition_rl.compose.pools import build_pools, iter_candidates
+from composition_rl.io.readers import load_problems, load_reasoning_gym
+from composition_rl.records import Link, Problem
+from composition_rl.values import parse_answer_value
+
+Q1 = Problem.new("What is the sum of the value(s) of $n$ for which $|2n - 7| = 3$?", "7")
+Q2 = Problem.new(
+    "Simplify $2((5p + 1) - 2p \\cdot 4) + (4 - 1 \\div 3)(6p - 9)$ to the form $ap - b$, "
+    "where $a$ and $b$ are positive integers.",
+    "22p-7",
+)
+Q3 = Problem.new("A box holds 12 apples. How many apples do $3$ boxes hold?", "36")
+
+
+def _by_id(*sets):
+    return {p.id: p for s in sets for p in s}
+
+
+def test_compose_follows_section_3_4():
+    res = compose_problems([Q1, Q2], ComposeConfig(depth=2, pool_size=1, seed=0))
+    ok = [c for c in res.accepted if c.parents == (Q1.id, Q2.id)]
+    assert len(ok) == 1
+    c = ok[0]
+    (lk,) = c.links
+    assert c.answers == Q2.answers and c.depth == 2
+    assert c.question.startswith(Q1.question + "\n\n")
+    # "Y is (v1 - v2) less than X": the stated offset is exactly v1 - v2
+    v2 = sympy.Rational(lk.v2_expr)
+    assert sympy.Integer(7) - v2 == sympy.sympify(lk.d_expr)
+    assert f"${lk.y}$ is" in c.question and f"than ${lk.x}$." in c.question or f"${lk.y}$ is equal to ${lk.x}$." in c.question
+    # the variable names clash with nothing (n, p, a, b are used)
+    assert {lk.x, lk.y}.isdisjoint({"N", "P", "A", "B"})
+    assert run_checks(c, [Q1, Q2]) is None
+
+
+def test_checks_catch_each_kind_of_broken_record():
+    c = compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1)).accepted[0]
+    (lk,) = c.links
+    parents = [Q1, Q3]
+
+    def broken(**kw):
+        return dataclasses.replace(c, **kw)
+
+    wrong_v1 = broken(links=(dataclasses.replace(lk, v1_latex="8", v1_expr="8"),))
+    assert run_checks(wrong_v1, parents).stage == "check1_v1"
+    moved = broken(links=(dataclasses.replace(lk, v2_offset=lk.v2_offset + 1),))
+    assert run_checks(moved, parents).stage == "check2_substitution"
+    wrong_d = broken(question=c.question.replace(f"${lk.d_latex.lstrip('-')}$", "$1000$"))
+    assert run_checks(wrong_d, parents).stage == "check3_relation"
+    clash = Problem.new("Let $X = 3$. What is $X + 4$?", "7")
+    c2 = compose_problems([Q1, clash], ComposeConfig(depth=2, pool_size=1)).accepted[0]
+    forced = dataclasses.replace(c2, links=(dataclasses.replace(c2.links[0], x="X"),))
+    assert run_checks(forced, [Q1, clash]) is not None
+    assert run_checks(c, parents, max_chars=len(c.question) - 1).reason == "too_long"
+
+
+def test_depth_three_chains_and_unique_names():
+    res = compose_problems([Q1, Q3, Q2], ComposeConfig(depth=3, pool_sizes=(None, None, None), seed=0))
+    by = _by_id([Q1, Q2, Q3])
+    assert res.accepted
+    for c in res.accepted:
+        parents = [by[i] for i in c.parents]
+        assert run_checks(c, parents) is None
+        names = [n for lk in c.links for n in (lk.x, lk.y)]
+        assert len(names) == len(set(names)) == 4
+        assert c.answers == parents[-1].answers
+
+
+def test_pools_small_first_full_last_and_no_repeats():
+    probs = load_reasoning_gym(seed=0, scale=60).problems
+    pools = build_pools([probs, probs, probs], [5, 5, None], seed=1)
+    assert [len(p) for p in pools] == [5, 5, len(probs)]
+    chains = list(iter_candidates(pools, seed=1))
+    assert all(len({p.id for p in ch}) == 3 for ch in chains)
+    assert len(chains) == len(set(tuple(p.id for p in ch) for ch in chains))
+    sample = list(iter_candidates(pools, seed=1, max_candidates=50))
+    assert len(sample) == 50 and set(map(tuple, sample)) <= set(map(tuple, chains))
+
+
+def _read(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+def test_outputs_counts_and_byte_identical_reruns(tmp_path):
+    probs = load_reasoning_gym(seed=0, scale=120).problems
+    cfg = ComposeConfig(depth=2, pool_size=10, seed=3)
+    s1 = run_compose(probs, cfg, tmp_path / "a", progress=False)
+    s2 = run_compose(probs, dataclasses.replace(cfg, workers=2), tmp_path / "b", progress=False)
+    for name in ("composed.jsonl", "rejected.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    strip = {"elapsed_s", "candidates_per_s"}
+    assert {k: v for k, v in s1.items() if k not in strip} == {k: v for k, v in s2.items() if k not in strip}
+    composed, rejected = _read(tmp_path / "a/composed.jsonl"), _read(tmp_path / "a/rejected.jsonl")
+    assert s1["candidates"] == len(composed) + len(rejected) == s1["accepted"] + s1["rejected"]
+    assert sum(s1["rejected_by_reason"].values()) == len(rejected)
+    assert s1["funnel"][0]["kept"] == s1["candidates"] and s1["funnel"][-1]["kept"] == s1["accepted"]
+    assert json.loads((tmp_path / "a/stats.json").read_text())["accepted"] == s1["accepted"]
+    other = run_compose(probs, dataclasses.replace(cfg, seed=4), tmp_path / "c", progress=False)
+    assert other["candidates"] == s1["candidates"]
+    assert (tmp_path / "c/composed.jsonl").read_bytes() != (tmp_path / "a/composed.jsonl").read_bytes()
+
+
+def test_config_rejects_impossible_values():
+    for bad in (dict(depth=1), dict(pool_size=0), dict(pool_sizes=(20,)), dict(max_candidates=0), dict(engine="magic")):
+        with pytest.raises(ValueError):
+            ComposeConfig(**bad)
+
+
+def _contract(composed_rows, by_id, max_chars=8000):
+    """Every accepted composition checks out against its own record and answer."""
+    for row in composed_rows:
+        c = Problem.from_dict(row)
+        parents = [by_id[i] for i in c.parents]
+        assert run_checks(c, parents, max_chars) is None, row["id"]
+        # the answer of the chain follows: X is q1's answer, Y = X - d equals the literal
+        for lk, earlier in zip(c.links, parents):
+            v1 = parse_answer_value(earlier.answer).value
+            assert sympy.simplify(v1 - sympy.sympify(lk.d_expr) - sympy.Rational(lk.v2_expr)) == 0
+
+
+@pytest.mark.shared_data
+def test_contract_on_real_math_depth2_sample(shared_data, tmp_path):
+    res = load_problems(shared_data / "train/math_train.json")
+    stats = run_compose(res.problems, ComposeConfig(depth=2, seed=0, max_candidates=3000), tmp_path, progress=False)
+    assert stats["acceptance"] >= 0.55
+    _contract(_read(tmp_path / "composed.jsonl"), _by_id(res.problems))
+
+
+@pytest.mark.shared_data
+def test_contract_depth3_and_cross_domain(shared_data, tmp_path):
+    math = load_problems(shared_data / "train/math_train.json").problems
+    sci = load_problems(shared_data / "eval/minerva.json").problems
+    s3 = run_compose(math, ComposeConfig(depth=3, seed=0, max_candidates=600), tmp_path / "d3", progress=False)
+    assert s3["accepted"] > 300
+    _contract(_read(tmp_path / "d3/composed.jsonl"), _by_id(math))
+    sx = run_compose(math, ComposeConfig(depth=2, seed=0, max_candidates=600), tmp_path / "x", first_pool=sci, progress=False)
+    rows = _read(tmp_path / "x/composed.jsonl")
+    assert sx["accepted"] > 300
+    sci_ids = {p.id for p in sci}
+    assert all(r["parents"][0] in sci_ids and r["metadata"]["parent_sources"] == ["minerva", "math_train"] for r in rows)
+    _contract(rows, _by_id(math, sci))
+
+
+def test_exports_match_verl_and_trl_schemas(tmp_path):
+    from composition_rl.io.export import export, instruction
+
+    c = compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1)).accepted
+    verl = pq.read_table(export(c + [Q2], "verl", tmp_path)).to_pylist()
+    assert set(verl[0]) == {"data_source", "prompt", "ability", "reward_model", "extra_info"}
+    assert verl[0]["prompt"][0]["role"] == "user" and verl[0]["prompt"][0]["content"].endswith(instruction())
+    assert "\\boxed{}" in instruction()
+    assert verl[0]["reward_model"] == {"style": "rule", "ground_truth": Q3.answer}
+    assert verl[0]["extra_info"]["depth"] == 2 and verl[1]["extra_info"]["depth"] == 1
+    trl = pq.read_table(export(c, "trl", tmp_path)).to_pylist()
+    assert {"prompt", "answer"} <= set(trl[0]) and trl[0]["answer"] == "36"
+
+
+def test_record_roundtrip():
+    c = compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1)).accepted[0]
+    assert Problem.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    assert isinstance(c.links[0], Link)
+
+
+def _crl(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "composition_rl.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_cli_compose_default_source_with_exports(tmp_path):
+    r = _crl("compose", "--out", str(tmp_path / "o"), "--rg-size", "80", "--export", "verl,trl", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert "accepted" in r.stdout
+    for name in ("composed.jsonl", "rejected.jsonl", "input_rejects.jsonl", "stats.json", "verl.parquet", "trl.parquet"):
+        assert (tmp_path / "o" / name).exists(), name
+    stats = json.loads((tmp_path / "o/stats.json").read_text())
+    assert {"candidates", "accepted", "rejected_by_reason", "elapsed_s", "funnel"} <= set(stats)
+
+
+def test_cli_errors_say_what_and_where(tmp_path):
+    r = _crl("compose", "--input", str(tmp_path / "nope.json"), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "nope.json" in r.stderr and "no such file" in r.stderr
+    r = _crl("compose", "--out", str(tmp_path / "o"), "--depth", "1")
+    assert r.returncode == 2 and "depth=1" in r.stderr
+    r = _crl("compose", "--out", str(tmp_path / "o"), "--pool-sizes", "20,abc")
+    assert r.returncode == 2 and "abc" in r.stderr
+    r = _crl("compose", "--out", str(tmp_path / "o"), "--export", "parquet-of-doom")
+    assert r.returncode == 2 and "verl" in r.stderr
+
+
+def test_compose_command_does_not_import_torch():
+    code = (
+        "import sys, argparse; from composition_rl.commands import compose as c; "
+        "c.add_arguments(argparse.ArgumentParser()); import composition_rl.compose; "
+        "print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr

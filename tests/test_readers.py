@@ -1,0 +1,114 @@
+"""Loading problems: field detection, every answer type, rejects that add up."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from composition_rl.io.readers import (
+    InputError,
+    ReaderConfig,
+    last_boxed,
+    load_problems,
+    load_reasoning_gym,
+)
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def test_bad_rows_are_rejected_with_reasons_and_counts_add_up(tmp_path):
+    rows = [
+        {"problem": "What is $1+1$?", "answer": "2"},
+        {"problem": "What is $2+2$?", "answer": 4},
+        {"question": "Halve 3.", "final_answer": 1.5},
+        {"prompt": "Name the forms of one half.", "ground_truth": ["\\frac12", "0.5\n"]},
+        {"problem": "", "answer": "1"},
+        {"problem": "No answer here."},
+        {"problem": "Bool answer?", "answer": True},
+        {"problem": "What is $1+1$?", "answer": "2"},
+        {"problem": "x" * 9000, "answer": "1"},
+        "{not json",
+        [1, 2],
+        {"problem": "Worked only.", "solution": "so it is \\boxed{\\frac{1}{2}}."},
+    ]
+    res = load_problems(_write_jsonl(tmp_path / "p.jsonl", rows))
+    assert res.rows == 12 and res.counts_add_up
+    assert [p.answers for p in res.problems] == [("2",), ("4",), ("1.5",), ("\\frac12", "0.5"), ("\\frac{1}{2}",)]
+    reasons = [r["reason"] for r in res.rejects]
+    assert reasons == ["empty_field", "missing_field", "wrong_type", "duplicate_question", "over_long", "bad_json", "wrong_type"]
+    assert all(r["detail"].startswith(f"row {r['row']}") for r in res.rejects)
+    assert "'problem'" in res.rejects[0]["detail"] and "'answer'" in res.rejects[2]["detail"]
+
+
+def test_ids_are_content_hashes_stable_across_formats(tmp_path):
+    rows = [{"problem": "What is $3+4$?", "answer": "7", "level": 1}]
+    a = load_problems(_write_jsonl(tmp_path / "a.jsonl", rows)).problems[0]
+    (tmp_path / "b.json").write_text(json.dumps(rows))
+    b = load_problems(tmp_path / "b.json").problems[0]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "c.parquet")
+    c = load_problems(tmp_path / "c.parquet").problems[0]
+    assert a.id == b.id == c.id and a.metadata["level"] == 1
+
+
+def test_field_overrides_and_errors_name_the_field(tmp_path):
+    path = _write_jsonl(tmp_path / "q.jsonl", [{"text": "What is 5?", "gold": "5"}])
+    res = load_problems(path, ReaderConfig(question_field="text", answer_field="gold"))
+    assert res.problems[0].question == "What is 5?"
+    with pytest.raises(InputError, match="'nope'"):
+        load_problems(path, ReaderConfig(question_field="nope"))
+    with pytest.raises(InputError, match="no such file"):
+        load_problems(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{oops")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_problems(tmp_path / "bad.json")
+
+
+def test_last_boxed_handles_nesting():
+    assert last_boxed(r"first \boxed{1} then \boxed{\frac{1}{\sqrt{2}}}.") == r"\frac{1}{\sqrt{2}}"
+    assert last_boxed("no box") is None
+
+
+def test_reasoning_gym_default_is_reproducible_and_numeric():
+    a = load_reasoning_gym(seed=0, scale=60)
+    b = load_reasoning_gym(seed=0, scale=60)
+    assert [p.id for p in a.problems] == [p.id for p in b.problems]
+    assert a.counts_add_up and len(a.problems) >= 50
+    gens = {p.metadata["generator"] for p in a.problems}
+    assert {"chain_sum", "basic_arithmetic", "products", "simple_equations", "lcm", "gsm_symbolic"} <= gens
+    from composition_rl.values import parse_answer_value
+
+    assert all(parse_answer_value(p.answer) is not None for p in a.problems)
+
+
+SHARED_FILES = [
+    ("train/math_train.json", 7474),
+    ("train/aime_1983_2023.json", 975),
+    ("eval/math500.parquet", 500),
+    ("eval/aime24.json", 30),
+    ("eval/aime25.json", 30),
+    ("eval/amc.json", 83),
+    ("eval/minerva.json", 272),
+    ("eval/olympiad_bench.json", 675),
+]
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("name,rows", SHARED_FILES)
+def test_every_shared_file_loads_in_its_own_schema(shared_data, name, rows):
+    res = load_problems(shared_data / name)
+    assert res.rows == rows and res.counts_add_up
+    assert len(res.problems) >= rows - 10
+    assert all(p.answers and all(a == a.strip() for a in p.answers) for p in res.problems)
+
+
+@pytest.mark.shared_data
+def test_list_answers_keep_every_accepted_form(shared_data):
+    res = load_problems(shared_data / "eval/minerva.json")
+    multi = [p for p in res.problems if len(p.answers) > 1]
+    assert multi and all(len(set(p.answers)) == len(p.answers) for p in multi)

@@ -1,0 +1,156 @@
+"""Exact values from answers and constants in problem text: tables of real MATH cases."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+import sympy
+
+from composition_rl.values import (
+    exact_equal,
+    exact_sub,
+    exact_value,
+    find_constants,
+    parse_answer_value,
+    render_offset,
+    symbols_used,
+)
+
+sqrt, pi, R = sympy.sqrt, sympy.pi, sympy.Rational
+
+# (answer as written in MATH train / Minerva, exact value, unit)
+ANSWERS = [
+    ("-27", -27, ""),
+    (r"\frac{12}{13}", R(12, 13), ""),
+    (r"-\frac{53}{55}", R(-53, 55), ""),
+    (r"\dfrac{5}{3}", R(5, 3), ""),
+    (r"\tfrac{1}{4}", R(1, 4), ""),
+    (r"\frac45", R(4, 5), ""),  # shorthand \frac45
+    (r"\frac 59", R(5, 9), ""),
+    ("2/15", R(2, 15), ""),
+    ("0.5", R(1, 2), ""),
+    ("64,\\!328", 64328, ""),  # thousands separator as written in MATH
+    ("1,000", 1000, ""),
+    ("1{,}000", 1000, ""),
+    (r"7\sqrt{2}", 7 * sqrt(2), ""),
+    (r"\frac{\sqrt{3}}{2}", sqrt(3) / 2, ""),
+    (r"2\sqrt{3}+4", 2 * sqrt(3) + 4, ""),
+    (r"14\pi", 14 * pi, ""),
+    (r"\frac{\pi}{4}", pi / 4, ""),
+    (r"\$3.50", R(7, 2), "dollars"),
+    (r"\$42409", 42409, "dollars"),
+    (r"25\%", 25, "percent"),
+    (r"30^\circ", 30, "degrees"),
+    (r"120^{\circ}", 120, "degrees"),
+    (r"8.7 \times 10^{8}", 870000000, ""),  # Minerva
+    ("4.5e33", 45 * 10**32, ""),  # Minerva
+    ("0.022\n", R(22, 1000), ""),  # Minerva, trailing newline
+    ("x=5", 5, ""),
+    (r"5\text{ cm}", 5, "cm"),
+]
+
+NOT_NUMBERS = [
+    r"\text{(E)}",  # a choice
+    "(1,8)",  # a tuple
+    "-330,90",  # a list
+    "1:4",  # a ratio
+    "6p",  # an expression
+    r"\frac{8-7x}{6}",
+    r"4x^2 -2x + \frac{3}{2}",
+    r"[0,3)",  # an interval
+    r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}",
+    r"10^{10^{10^{10}}}",  # refused, never evaluated
+    r"\infty",
+    "3+2i",
+    "",
+]
+
+
+@pytest.mark.parametrize("answer,value,unit", ANSWERS, ids=[a[0] for a in ANSWERS])
+def test_answer_values_are_exact(answer, value, unit):
+    av = parse_answer_value(answer)
+    assert av is not None
+    assert sympy.simplify(av.value - value) == 0
+    assert av.unit == unit
+    assert not av.value.has(sympy.Float)
+
+
+@pytest.mark.parametrize("answer", NOT_NUMBERS)
+def test_non_numeric_answers_cannot_be_q1(answer):
+    assert parse_answer_value(answer) is None
+
+
+def _lits(question: str, answer: str = "") -> list[str]:
+    return [c.literal for c in find_constants(question, answer)]
+
+
+# (what it guards, question fragment from MATH train, literals that may be replaced)
+CONSTANTS = [
+    ("asy block", "What is $10a+b$?\n\n[asy]\nsize(150);\nreal ticklen=3;\ndraw((0,0)--(5,5));\n[/asy]", []),
+    ("subscripts", r"Let $a_1, a_2, a_3,\dots$ be an increasing arithmetic sequence of integers. If $a_4a_5 = 13$, what is $a_3a_6$?", ["13"]),
+    ("subscript in braces", r"If $x_{10}=2$, find $x_{11}$.", ["2"]),
+    ("ordinals", "If the first term is 2 and the second term is 5, what is the 12th term?", ["2", "5"]),
+    ("year", r"What is the value of $x$ for which $(2008+x)^2=x^2$?", ["2", "2"]),
+    ("glued to letters", r"what is $10a+b$ and $3x^2$?", ["2"]),
+    ("base subscript (digit concatenation)", r"Find the largest prime divisor of $100111011_6$.", []),
+    ("repeating decimal", r"Express $\frac{0.\overline{666}}{1.\overline{333}}$ as a common fraction.", []),
+    ("overline digits", r"The number $\overline{2A}$ is divisible by $7$.", ["7"]),
+    ("decimal kept whole", r"Find $0.4 \cdot 0.6$.", ["0.4", "0.6"]),
+    ("thousands kept whole", r"A bank holds $\$1,000$ and $64,\!328$ coins.", ["1,000", "64,\\!328"]),
+    ("frac shorthand", r"Compute $\frac12 + 3$.", ["3"]),
+    ("label index", "Problem 3 says that (1) holds. Now add 4 apples.", ["4"]),
+    ("leading zero code", "The lock code is 007 and it has 3 wheels.", ["3"]),
+]
+
+
+@pytest.mark.parametrize("why,question,expected", CONSTANTS, ids=[c[0] for c in CONSTANTS])
+def test_constants_skip_what_is_not_a_quantity(why, question, expected):
+    assert _lits(question) == expected
+
+
+def test_repeated_numbers_are_ranked_below_unique_ones():
+    q = r"Let $n = 2^4 \cdot 3^5 \cdot 4^6\cdot 6^7$. How many factors does $n$ have?"
+    cs = find_constants(q)
+    unique = {c.literal: c.unique for c in cs}
+    assert unique["2"] is True and unique["4"] is False and unique["6"] is False
+    best = min(c.rank for c in cs)
+    assert all(c.unique for c in cs if c.rank == best)
+
+
+def test_choice_options_are_never_replaced():
+    q = r"Which is largest? $\textbf{(A)}\ 5 \qquad \textbf{(B)}\ 6$ when $x = 3$ is given first"
+    assert _lits(q, r"\text{(B)}") == []
+    q2 = r"When $x = 3$, which is largest? $\textbf{(A)}\ 5 \qquad \textbf{(B)}\ 6$"
+    assert _lits(q2, r"\text{(B)}") == ["3"]
+
+
+def test_constant_values_are_exact_fractions():
+    (c,) = find_constants(r"Compute $2.25 + y$.")
+    assert c.value == Fraction(9, 4) and c.math_mode and c.arithmetic
+
+
+def test_symbols_used_folds_case_and_sees_figures_and_prose():
+    q = "Point A lies on $\\overline{BC}$ with $x_1 = 2$.\n[asy]label(\"$D$\", (0,0));[/asy] A cat sat."
+    used = symbols_used(q)
+    assert {"A", "B", "C", "D", "X"} <= used
+    assert "Y" not in used and "T" not in used
+
+
+@pytest.mark.parametrize(
+    "v1,v2,direction,mag",
+    [
+        (sympy.Integer(7), Fraction(1), "less", "6"),
+        (sympy.Integer(1), Fraction(7), "more", "6"),
+        (sympy.Integer(3), Fraction(3), "equal", "0"),
+        (R(7, 2), Fraction(1, 3), "less", r"\frac{19}{6}"),
+        (7 * sqrt(2), Fraction(3), "less", r"7 \sqrt{2} - 3"),
+        (sqrt(5), Fraction(7), "more", r"7 - \sqrt{5}"),
+        (14 * pi, Fraction(50), "more", r"50 - 14 \pi"),
+    ],
+)
+def test_offsets_render_and_parse_back_exactly(v1, v2, direction, mag):
+    got_dir, got_mag, signed = render_offset(v1, v2)
+    assert (got_dir, got_mag) == (direction, mag)
+    d = exact_sub(exact_value(sympy.latex(v1)), v2)
+    assert exact_equal(exact_value(signed), d)
