@@ -1,0 +1,181 @@
+"""``crl score``: score responses against gold answers with the bounded verifier.
+
+    crl score --input rollouts.jsonl --out scored.jsonl
+    crl score --input rollouts.jsonl --out scored.jsonl --timeout 2 --response-field completion
+
+Each input line (JSONL; a JSON array or Parquet also work) needs a response and a gold
+answer (a LaTeX string, a number, or a list of accepted forms). Each output line is the
+input row plus ``outcome``, ``score`` and ``extracted``, in input order. Rows that cannot
+be scored (no response text, no usable answer) go to ``<out>.rejects.jsonl`` with the
+reason, so input rows = scored + rejected. Output is appended chunk by chunk: rerun the
+same command after an interruption and it continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from composition_rl.cli import UsageError
+
+HELP = "score responses against gold answers with the bounded verifier"
+_CHUNK = 2048
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True, help="JSONL (or .json array, .parquet) with response and answer fields")
+    p.add_argument("--out", required=True, help="JSONL output: each row plus outcome, score, extracted")
+    p.add_argument("--response-field", default="response", help="field holding the model response (default: response)")
+    p.add_argument("--answer-field", default="answer", help="field holding the gold answer(s) (default: answer)")
+    p.add_argument("--timeout", type=float, default=5.0, help="hard bound per item in seconds (default: 5)")
+    p.add_argument("--workers", type=int, help="worker processes (default: one per usable core)")
+    p.add_argument(
+        "--fallback",
+        action="append",
+        help="answer extraction when there is no \\boxed{}: answer_line (default), answer_is; "
+        "repeat for several; 'none' requires a box",
+    )
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _read_rows(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise UsageError(f"--input {path} is not a file")
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path).to_pylist()
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json" or text.lstrip().startswith("["):
+            rows = json.loads(text)
+            if not isinstance(rows, list):
+                raise UsageError(f"--input {path}: a .json file must hold a list of objects")
+            return rows
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise UsageError(f"--input {path} line {n} is not JSON: {e}") from None
+        return rows
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        if isinstance(e, UsageError):
+            raise
+        raise UsageError(f"cannot read --input {path}: {e}") from None
+
+
+def _resume_point(out: Path, rows: list[dict], rejects: Path) -> int:
+    """How many input rows the existing outputs already cover (torn last lines dropped)."""
+    from composition_rl.io.files import read_jsonl
+
+    done = 0
+    for path in (out, rejects):
+        if not path.exists():
+            continue
+        good = 0
+        with open(path, "rb") as f:
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break
+                good += len(raw)
+        with open(path, "r+b") as f:
+            f.truncate(good)
+        done += sum(1 for _ in read_jsonl(path))
+    if done > len(rows):
+        raise UsageError(f"{out} holds more rows than --input has: it was made from another input")
+    return done
+
+
+def _check(row: Any, response_field: str, answer_field: str) -> str | None:
+    from composition_rl.verify import gold_forms
+
+    if not isinstance(row, dict):
+        return "row is not a JSON object"
+    if not isinstance(row.get(response_field), str):
+        return f"no text in field {response_field!r}"
+    if answer_field not in row:
+        return f"no field {answer_field!r}"
+    try:
+        gold_forms(row[answer_field])
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from composition_rl.io.files import dumps
+    from composition_rl.verify import Verifier, VerifyConfig, summarize
+
+    fallbacks = tuple(args.fallback or ("answer_line",))
+    if fallbacks == ("none",):
+        fallbacks = ()
+    try:
+        config = VerifyConfig(timeout_s=args.timeout, workers=args.workers, fallbacks=fallbacks)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    rows = _read_rows(Path(args.input))
+    out = Path(args.out)
+    rejects_path = out.with_name(out.stem + ".rejects.jsonl")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    start = _resume_point(out, rows, rejects_path)
+    if start and start == len(rows):
+        print(f"all {len(rows)} rows of {args.input} are already in {out} (and its rejects): nothing to do")
+        return 0
+    if start:
+        print(f"resuming: {start} of {len(rows)} rows already in {out} / {rejects_path.name}", file=sys.stderr)
+
+    counts = dict.fromkeys(("correct", "incorrect", "no_answer", "timeout", "error"), 0)
+    n_rejected = 0
+    slowest = 0.0
+    t0 = time.perf_counter()
+    with Verifier(config) as verifier, open(out, "a", encoding="utf-8") as fo, Progress(
+        disable=args.no_progress, transient=True
+    ) as bar:
+        task = bar.add_task("scoring", total=len(rows), completed=start)
+        fr = None
+        for lo in range(start, len(rows), _CHUNK):
+            chunk = rows[lo : lo + _CHUNK]
+            reasons = [_check(r, args.response_field, args.answer_field) for r in chunk]
+            good = [r for r, why in zip(chunk, reasons) if why is None]
+            results = iter(verifier.score_batch([(r[args.response_field], r[args.answer_field]) for r in good]))
+            scored = []
+            for i, (row, why) in enumerate(zip(chunk, reasons)):
+                if why is not None:
+                    # Flush around each reject so that, whenever the run is killed, the two
+                    # files together hold a prefix of the input (which is how a rerun resumes).
+                    fo.flush()
+                    if fr is None:
+                        fr = open(rejects_path, "a", encoding="utf-8")
+                    fr.write(dumps({"line": lo + i + 1, "reason": why, "row": row}) + "\n")
+                    fr.flush()
+                    n_rejected += 1
+                    continue
+                r = next(results)
+                scored.append(r)
+                slowest = max(slowest, r.elapsed_s)
+                fo.write(dumps({**row, "outcome": r.outcome.value, "score": r.score, "extracted": r.extracted}) + "\n")
+            fo.flush()
+            os.fsync(fo.fileno())
+            for k, v in summarize(scored).items():
+                counts[k] += v
+            bar.advance(task, len(chunk))
+        if fr is not None:
+            fr.close()
+    wall = time.perf_counter() - t0
+    n = sum(counts.values())
+    acc = counts["correct"] / n if n else 0.0
+    summary = ", ".join(f"{k} {v}" for k, v in counts.items())
+    print(f"scored {n} rows in {wall:.1f}s (accuracy {100 * acc:.1f}%): {summary} -> {out}")
+    print(f"slowest item {slowest:.2f}s (bound {config.timeout_s:g}s)")
+    if n_rejected:
+        print(f"rejected {n_rejected} rows (reasons in {rejects_path})")
+    return 0
