@@ -29,6 +29,7 @@ __all__ = [
     "parse_number",
     "render_latex",
     "render_offset",
+    "irrational_parts",
     "render_fraction",
     "split_rational",
     "exact_value",
@@ -622,7 +623,15 @@ def render_fraction(c: Fraction) -> str:
     return f"-\\frac{{{-p}}}{{{q}}}" if p < 0 else f"\\frac{{{p}}}{{{q}}}"
 
 
-def render_offset(v1: sympy.Expr, v2: Fraction) -> tuple[str, str, str]:
+def irrational_parts(v: sympy.Expr) -> tuple[Fraction, str, int, float]:
+    """(rational part, LaTeX of |irrational part| bracketed if compound, its sign, its float);
+    for a rational ``v`` the LaTeX is "". Compute once per q1 and pass to :func:`render_offset`."""
+    return _irrational_parts(v)
+
+
+def render_offset(
+    v1: sympy.Expr, v2: Fraction, parts: tuple[Fraction, str, int, float] | None = None
+) -> tuple[str, str, str]:
     """Sub-step 3 in exact arithmetic: ``d = v1 - v2`` as (direction, |d| LaTeX, d LaTeX).
 
     Direction is "less" (d > 0), "more" (d < 0) or "equal". Rationals never touch sympy;
@@ -631,7 +640,7 @@ def render_offset(v1: sympy.Expr, v2: Fraction) -> tuple[str, str, str]:
     >>> render_offset(sympy.Integer(7), Fraction(1))
     ('less', '6', '6')
     """
-    a, lr, sgn_r, rf = _irrational_parts(v1)
+    a, lr, sgn_r, rf = parts if parts is not None else _irrational_parts(v1)
     c = a - v2
     if not lr:
         if c == 0:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from typing import NamedTuple
 
 import sympy
 
@@ -24,10 +25,10 @@ from composition_rl.records import Link, Problem
 from composition_rl.values import (
     Constant,
     find_constants,
+    irrational_parts,
     parse_answer_value,
     render_latex,
     render_offset,
-    split_rational,
     symbols_used,
 )
 
@@ -46,21 +47,25 @@ def _frac_str(c: Fraction) -> str:
     return str(c.numerator) if c.denominator == 1 else f"{c.numerator}/{c.denominator}"
 
 
-def _offset_str(v1: sympy.Expr, v2: Fraction) -> str:
+class _Lead(NamedTuple):
+    """v1 of one problem, prepared once: value, unit, irrational parts, LaTeX and expr strings."""
+
+    value: sympy.Expr
+    unit: str
+    parts: tuple[Fraction, str, int, float]
+    latex: str
+    expr: str
+    r_str: str  # sympy string of the irrational part ("" if rational)
+
+
+def _offset_str(lead: _Lead, v2: Fraction) -> str:
     """``v1 - v2`` as a sympy-readable string, without building a new sympy expression."""
-    a, r, _ = split_rational(v1)
-    c = a - v2
-    if r == 0:
+    c = lead.parts[0] - v2
+    if not lead.r_str:
         return _frac_str(c)
-    return _expr_str(r) if c == 0 else f"{_expr_str(r)} + ({_frac_str(c)})"
+    return lead.r_str if c == 0 else f"{lead.r_str} + ({_frac_str(c)})"
 
 
-@lru_cache(maxsize=4096)
-def _v1_latex(v: sympy.Expr) -> str:
-    return render_latex(v)
-
-
-@lru_cache(maxsize=4096)
 def _v1_str(v: sympy.Expr) -> str:
     return f"{v.p}" if v.is_Integer else f"{v.p}/{v.q}" if v.is_Rational else sympy.sstr(v)
 
@@ -85,7 +90,31 @@ class SymbolicComposer:
     name: str = "symbolic"
 
     def __post_init__(self) -> None:
+        # per-problem work, done once and keyed by id (sympy objects hash slowly)
         self._best: dict[str, tuple[Constant, ...]] = {}
+        self._lead: dict[str, _Lead | None] = {}
+        self._syms: dict[str, frozenset[str]] = {}
+
+    def lead(self, p: Problem) -> _Lead | None:
+        """v1 of ``p`` with everything the links need, or None if its answer is no number."""
+        try:
+            return self._lead[p.id]
+        except KeyError:
+            pass
+        av = self.lead_value(p)
+        lead = None
+        if av is not None:
+            parts = irrational_parts(av.value)
+            r_str = "" if not parts[1] else _expr_str(av.value - sympy.Rational(parts[0].numerator, parts[0].denominator))
+            lead = _Lead(av.value, av.unit, parts, render_latex(av.value), _v1_str(av.value), r_str)
+        self._lead[p.id] = lead
+        return lead
+
+    def symbols(self, p: Problem) -> frozenset[str]:
+        s = self._syms.get(p.id)
+        if s is None:
+            s = self._syms[p.id] = symbols_used(p.question)
+        return s
 
     def lead_value(self, p: Problem):
         return parse_answer_value(p.answer)
@@ -113,19 +142,19 @@ class SymbolicComposer:
     def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
         """``SPC(q1..qK) = Compose(q1, SPC(q2..qK))`` for one candidate chain."""
         K = len(chain)
-        values = []
+        leads: list[_Lead] = []
         for k in range(K - 1):
-            av = self.lead_value(chain[k])
-            if av is None:
+            lead = self.lead(chain[k])
+            if lead is None:
                 return Rejection("check1_v1", "q1_not_numeric", f"position {k + 1}: answer {chain[k].answer!r} of {chain[k].id} has no exact numeric value")
-            values.append(av)
+            leads.append(lead)
         consts = []
         for k in range(1, K):
             cs = self.constants(chain[k])
             if not cs:
                 return Rejection("constant", "no_constant", f"position {k + 1}: problem {chain[k].id} has no replaceable constant")
             consts.append(cs)
-        used = frozenset().union(*(symbols_used(p.question) for p in chain))
+        used = self.symbols(chain[0]).union(*(self.symbols(p) for p in chain[1:]))
         free = [n for n in VARIABLE_NAMES if n not in used]
         if len(free) < 2 * (K - 1):
             return Rejection("check4_names_length", "name_collision", f"only {len(free)} free variable names for {K - 1} links")
@@ -138,23 +167,23 @@ class SymbolicComposer:
             c = top[h % len(top)]
             variant = (h >> 32) % len(spc.DEFINITIONS)
             x, y = free[2 * k], free[2 * k + 1]
-            v1 = values[k].value
-            direction, d_abs_latex, d_latex = render_offset(v1, c.value)
+            lead = leads[k]
+            direction, d_abs_latex, d_latex = render_offset(lead.value, c.value, lead.parts)
             tail = c.offset + len(c.literal)
             token = spc.variable_token(y, c.math_mode, text[tail : tail + 12])
             rest = text[: c.offset] + token + text[tail:]
-            glue = spc.glue_text(x, y, d_abs_latex, direction, variant, values[k].unit)
+            glue = spc.glue_text(x, y, d_abs_latex, direction, variant, lead.unit)
             text = spc.join(chain[k].question, glue, rest)
             links.append(
                 Link(
                     x=x,
                     y=y,
-                    v1_latex=_v1_latex(v1),
-                    v1_expr=_v1_str(v1),
+                    v1_latex=lead.latex,
+                    v1_expr=lead.expr,
                     v2_literal=c.literal,
                     v2_expr=_frac_str(c.value),
                     d_latex=d_latex,
-                    d_expr=_offset_str(v1, c.value),
+                    d_expr=_offset_str(lead, c.value),
                     v2_offset=c.offset,
                 )
             )
