@@ -60,7 +60,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def load_inputs(args: argparse.Namespace) -> tuple[list, list | None, dict[str, Any], list[dict[str, Any]]]:
     """Problems, first pool, input description and input rejects for ``args``."""
-    from composition_rl.io.readers import InputError, ReaderConfig, load_problems, load_reasoning_gym
+    from composition_rl.io.readers import (
+        InputError,
+        ReaderConfig,
+        load_problems,
+        load_reasoning_gym,
+    )
 
     cfg = ReaderConfig(question_field=args.question_field, answer_field=args.answer_field)
     try:
@@ -120,6 +125,15 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, KeyError) as e:
         raise UsageError(str(e).strip("'\"")) from e
     problems, first, inputs, rejects = load_inputs(args)
+    sizes = [len(first) if (k == 0 and first) else len(problems) for k in range(config.depth)]
+    upper = 1
+    for k, s in enumerate(config.sizes):
+        upper *= sizes[k] if s is None else min(s, sizes[k])
+    if upper > 1_000_000 and config.max_candidates is None:
+        import sys
+
+        print(f"crl compose: note: up to {upper:,} candidate chains; --max-candidates N takes a seeded sample",
+              file=sys.stderr)
     out = Path(args.out)
     try:
         stats = run_compose(problems, config, out, first_pool=first, inputs=inputs, input_rejects=rejects,
