@@ -210,3 +210,15 @@ def test_compose_command_does_not_import_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_pool_ablations_from_the_command_line(tmp_path):
+    from composition_rl.commands.compose import _pool_sizes
+
+    assert _pool_sizes("500,500") == (500, 500) and _pool_sizes("full,20") == (None, 20)
+    probs = load_reasoning_gym(seed=0, scale=120).problems
+    a = run_compose(probs, ComposeConfig(depth=2, pool_sizes=(30, 30), seed=0), tmp_path / "a", progress=False)
+    b = run_compose(probs, ComposeConfig(depth=2, pool_sizes=(None, 5), seed=0), tmp_path / "b", progress=False)
+    assert a["pools"] == [30, 30] and b["pools"] == [len(probs), 5]
+    last = {json.loads(x)["parents"][-1] for x in open(tmp_path / "b/composed.jsonl")}
+    assert len(last) <= 5  # full-first: only 5 distinct final problems, hence 5 distinct answers
