@@ -13,7 +13,8 @@ decide):
 2. exact match of normalised strings against any gold form -> ``correct`` ("string");
 3. both sides plain integers -> exact integer comparison ("integer");
 4. Math-Verify ``parse`` of the answer and of each gold form (gold parses are cached, so a
-   GRPO group of 8 parses its gold once), then ``verify`` -> correct / incorrect ("math_verify").
+   GRPO group of 8 parses its gold once), then ``verify`` -> correct / incorrect ("math_verify");
+   the verdict is cached per (gold, answer), since a group often repeats an answer.
 
 Answers and golds are wrapped in ``$...$`` before parsing: bare, ``7\\sqrt{2}`` parses as 7
 and ``64,\\!328`` as 64.
@@ -69,7 +70,7 @@ class Scorer:
     Args:
         fallbacks: answer-extraction fallbacks, see ``extract.FALLBACKS``.
         float_rounding, numeric_precision, strict: passed to ``math_verify.verify``.
-        gold_cache_size: parsed gold forms kept per process.
+        gold_cache_size: parsed gold forms kept per process (and 4x as many verdicts).
     """
 
     def __init__(
@@ -86,6 +87,9 @@ class Scorer:
         self.strict = strict
         self.gold_cache_size = gold_cache_size
         self._gold: OrderedDict[str, tuple[str, str | None, list]] = OrderedDict()
+        # (gold forms, answer) -> verdict: in a GRPO group the same final answer recurs, and
+        # Math-Verify is deterministic, so one sympy comparison serves them all.
+        self._verdicts: OrderedDict[tuple[tuple[str, ...], str], bool] = OrderedDict()
         self.gold_parses = 0  # misses, for tests and the benchmark
 
     def _gold_entry(self, form: str) -> tuple[str, str | None, list]:
@@ -121,6 +125,18 @@ class Scorer:
         if pred_int is not None and all(e[1] is not None for e in entries):
             ok = any(pred_int == e[1] for e in entries)
             return ItemScore("correct" if ok else "incorrect", "integer", _short(extracted))
+        key = (tuple(golds), extracted)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._math_verify(extracted, golds)
+            self._verdicts[key] = verdict
+            if len(self._verdicts) > self.gold_cache_size * 4:
+                self._verdicts.popitem(last=False)
+        else:
+            self._verdicts.move_to_end(key)
+        return ItemScore("correct" if verdict else "incorrect", "math_verify", _short(extracted))
+
+    def _math_verify(self, extracted: str, golds: Sequence[str]) -> bool:
         pred = parse(_as_math(extracted), _EXTRACTION, parsing_timeout=None)
         for g in golds:
             gold = self._gold_parsed(g)
@@ -132,8 +148,8 @@ class Scorer:
                 strict=self.strict,
                 timeout_seconds=None,
             ):
-                return ItemScore("correct", "math_verify", _short(extracted))
-        return ItemScore("incorrect", "math_verify", _short(extracted))
+                return True
+        return False
 
     def safe_score(self, response: str, golds: Sequence[str]) -> ItemScore:
         """:meth:`score`, with any exception reported as outcome ``error`` instead of raised."""
