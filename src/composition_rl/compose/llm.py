@@ -40,7 +40,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -50,8 +50,19 @@ import sympy
 from composition_rl.backends.base import ChatBackend, ChatError, ChatRequest, ChatResponse
 from composition_rl.compose import spc
 from composition_rl.compose.base import Rejection
-from composition_rl.compose.pools import build_pools, candidate_id, count_candidates, iter_candidates
-from composition_rl.io.files import JsonlLog, atomic_open, atomic_write_json, atomic_write_jsonl, dumps
+from composition_rl.compose.pools import (
+    build_pools,
+    candidate_id,
+    count_candidates,
+    iter_candidates,
+)
+from composition_rl.io.files import (
+    JsonlLog,
+    atomic_open,
+    atomic_write_json,
+    atomic_write_jsonl,
+    dumps,
+)
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
     find_constants,
@@ -192,7 +203,9 @@ def build_backend(cfg: LLMComposeConfig, cache: Any | None) -> ChatBackend:
 
     if cfg.backend == "openai":
         if not cfg.base_urls:
-            raise ValueError("the openai backend needs an endpoint: pass --base-url URL (repeatable)")
+            raise ValueError(
+                "the openai backend needs an endpoint: pass --base-url URL (repeatable)"
+            )
         return build_chat_backend(
             "openai",
             base_urls=list(cfg.base_urls),
@@ -209,10 +222,14 @@ def build_backend(cfg: LLMComposeConfig, cache: Any | None) -> ChatBackend:
 # ---------------------------------------------------------------------------------------
 # prompts and tolerant JSON
 # ---------------------------------------------------------------------------------------
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(name: str) -> str:
     """A packaged prompt file ``prompts/<name>.txt``."""
-    return (resources.files("composition_rl") / "prompts" / f"{name}.txt").read_text(encoding="utf-8").strip()
+    return (
+        (resources.files("composition_rl") / "prompts" / f"{name}.txt")
+        .read_text(encoding="utf-8")
+        .strip()
+    )
 
 
 def _fill(template: str, **values: str) -> str:
@@ -222,7 +239,22 @@ def _fill(template: str, **values: str) -> str:
     return template
 
 
-_N_COMMANDS = {"neq", "ne", "nu", "not", "nabla", "newline", "ngeq", "nleq", "nmid", "neg", "ni", "notin", "nolimits", "nparallel"}
+_N_COMMANDS = {
+    "neq",
+    "ne",
+    "nu",
+    "not",
+    "nabla",
+    "newline",
+    "ngeq",
+    "nleq",
+    "nmid",
+    "neg",
+    "ni",
+    "notin",
+    "nolimits",
+    "nparallel",
+}
 
 
 def _repair_escapes(s: str) -> str:
@@ -308,12 +340,12 @@ def _damaged(obj: Any) -> bool:
 
 
 def parse_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in ``text``, tolerating code fences, chatter and raw LaTeX.
+    r"""The first JSON object in ``text``, tolerating code fences, chatter and raw LaTeX.
 
-    >>> parse_json_object('Sure! ```json\\n{"v1": "\\\\frac{3}{4}", "x": 1,}\\n```')
-    {'v1': '\\\\frac{3}{4}', 'x': 1}
-    >>> parse_json_object('{"d": "the \\\\theta in \\frac{1}{2}"}')["d"]
-    'the \\\\theta in \\\\frac{1}{2}'
+    >>> parse_json_object('Sure! ```json\n{"v1": "7", "x": 1,}\n```')
+    {'v1': '7', 'x': 1}
+    >>> print(parse_json_object(r'{"d": "the \theta of \frac{1}{2}"}')["d"])
+    the \theta of \frac{1}{2}
     >>> parse_json_object("no json here") is None
     True
     """
@@ -323,7 +355,7 @@ def parse_json_object(text: str) -> dict[str, Any] | None:
     for cand in (body, _repair_escapes(body)):
         for variant in (cand, re.sub(r",\s*([}\]])", r"\1", cand)):
             try:
-                obj = json.loads(variant)
+                obj = json.loads(variant, strict=False)  # raw newlines/tabs inside strings
             except json.JSONDecodeError:
                 continue
             if isinstance(obj, dict) and not (cand is body and _damaged(obj)):
@@ -335,7 +367,10 @@ def parse_json_object(text: str) -> dict[str, Any] | None:
 # exact number helpers
 # ---------------------------------------------------------------------------------------
 _ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
-_TENS = {w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())}
+_TENS = {
+    w: 10 * (i + 2)
+    for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
+}
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
 
 
@@ -401,7 +436,7 @@ def answer_numbers(answer: str) -> tuple[sympy.Expr | None, tuple[sympy.Expr, ..
         if v is None:
             continue
         neg = answer[: m.start()].rstrip().endswith("-")
-        for x in ((-v, v) if neg else (v,)):
+        for x in (-v, v) if neg else (v,):
             if x not in parts:
                 parts.append(x)
     return (av.value if av is not None else None), tuple(parts)
@@ -455,12 +490,12 @@ def exact(expr: str) -> sympy.Expr:
 
 
 def relation(v1: sympy.Expr, v2: sympy.Rational) -> tuple[sympy.Expr, str, str, str]:
-    """Sub-step 3 exactly: ``d = v1 - v2`` with (d, direction, |d| LaTeX, d LaTeX).
+    r"""Sub-step 3 exactly: ``d = v1 - v2`` with (d, direction, |d| LaTeX, d LaTeX).
 
     >>> relation(sympy.Integer(7), sympy.Integer(1))
     (6, 'less', '6', '6')
-    >>> relation(sympy.Rational(1, 2), sympy.Integer(2))[1:]
-    ('more', '\\frac{3}{2}', '-\\frac{3}{2}')
+    >>> print(*relation(sympy.Rational(1, 2), sympy.Integer(2))[1:])
+    more \frac{3}{2} -\frac{3}{2}
     """
     d = sympy.nsimplify(v1 - v2) if v1.has(sympy.Float) else v1 - v2
     if d == 0:
@@ -541,15 +576,29 @@ class LLMComposer:
         K = len(chain)
         for k in range(K - 1):
             if not any(_has_number(a) for a in chain[k].answers):
-                return Rejection("check1_v1", "q1_no_number", f"position {k + 1}: answer {chain[k].answer!r} has no number")
+                return Rejection(
+                    "check1_v1",
+                    "q1_no_number",
+                    f"position {k + 1}: answer {chain[k].answer!r} has no number",
+                )
         for k in range(1, K):
             if not _has_constant(chain[k].question):
-                return Rejection("constant", "no_constant", f"position {k + 1}: problem {chain[k].id} has no number to replace")
+                return Rejection(
+                    "constant",
+                    "no_constant",
+                    f"position {k + 1}: problem {chain[k].id} has no number to replace",
+                )
         used = frozenset().union(*(symbols_used(p.question) for p in chain))
         if len([n for n in VARIABLE_NAMES if n not in used]) < 2 * (K - 1):
-            return Rejection("check4_names_length", "name_collision", "not enough free variable names")
+            return Rejection(
+                "check4_names_length", "name_collision", "not enough free variable names"
+            )
         if sum(len(p.question) for p in chain) + 160 * (K - 1) > self.max_chars:
-            return Rejection("check4_names_length", "too_long", f"the problems alone exceed {self.max_chars} chars")
+            return Rejection(
+                "check4_names_length",
+                "too_long",
+                f"the problems alone exceed {self.max_chars} chars",
+            )
         return None
 
     # -- model calls ------------------------------------------------------------------------
@@ -585,18 +634,36 @@ class LLMComposer:
         return resp
 
     # -- one link -----------------------------------------------------------------------
-    async def _link(self, earlier: Problem, later: Problem, usage: Usage) -> _LinkProposal | Rejection:
-        user = _fill(load_prompt("llm_propose"), Q1=earlier.question, GT1=earlier.answer, Q2=later.question)
-        resp = await self._call(self._request(load_prompt("llm_propose_system"), user, PROPOSE_SCHEMA), usage)
+    async def _link(
+        self, earlier: Problem, later: Problem, usage: Usage
+    ) -> _LinkProposal | Rejection:
+        user = _fill(
+            load_prompt("llm_propose"), Q1=earlier.question, GT1=earlier.answer, Q2=later.question
+        )
+        resp = await self._call(
+            self._request(load_prompt("llm_propose_system"), user, PROPOSE_SCHEMA), usage
+        )
         if isinstance(resp, Rejection):
             return resp
         obj = parse_json_object(resp.text)
         if obj is None:
-            reason = "truncated_output" if resp.choices[0].finish_reason == "length" else "malformed_output"
+            reason = (
+                "truncated_output"
+                if resp.choices[0].finish_reason == "length"
+                else "malformed_output"
+            )
             return Rejection("llm_output", reason, f"no JSON object in reply: {resp.text[:160]!r}")
-        missing = [k for k in PROPOSE_SCHEMA["required"] if not isinstance(obj.get(k), (str, int, float)) or isinstance(obj.get(k), bool)]
+        missing = [
+            k
+            for k in PROPOSE_SCHEMA["required"]
+            if not isinstance(obj.get(k), (str, int, float)) or isinstance(obj.get(k), bool)
+        ]
         if missing:
-            return Rejection("llm_output", "malformed_output", f"missing or non-text field(s): {', '.join(missing)}")
+            return Rejection(
+                "llm_output",
+                "malformed_output",
+                f"missing or non-text field(s): {', '.join(missing)}",
+            )
         f = {k: str(obj[k]).strip() for k in PROPOSE_SCHEMA["required"]}
 
         # sub-step 1: v1 must come from the answer, exactly
@@ -605,7 +672,9 @@ class LLMComposer:
             av = parse_answer_value(f["v1"])
             v1 = av.value if av is not None else None
         if v1 is None:
-            return Rejection("check1_v1", "v1_unparsable", f"v1 {f['v1'][:80]!r} is not an exact number")
+            return Rejection(
+                "check1_v1", "v1_unparsable", f"v1 {f['v1'][:80]!r} is not an exact number"
+            )
         whole = False
         parts: list[sympy.Expr] = []
         for a in earlier.answers:
@@ -615,8 +684,17 @@ class LLMComposer:
                 break
             parts.extend(ps)
         if not whole and not any(_equal(p, v1) for p in parts):
-            return Rejection("check1_v1", "v1_not_in_answer", f"v1 {f['v1'][:80]!r} is neither the answer {earlier.answer[:80]!r} nor a number in it")
-        definition = re.sub(r"^\s*let\s+\$?[A-Za-z]\$?\s+(?:be|denote)\s+", "", f["definition"], flags=re.I).strip().rstrip(".").strip()
+            return Rejection(
+                "check1_v1",
+                "v1_not_in_answer",
+                f"v1 {f['v1'][:80]!r} is neither the answer {earlier.answer[:80]!r} nor a number in it",
+            )
+        definition = (
+            re.sub(r"^\s*let\s+\$?[A-Za-z]\$?\s+(?:be|denote)\s+", "", f["definition"], flags=re.I)
+            .strip()
+            .rstrip(".")
+            .strip()
+        )
         if (
             not definition
             or len(definition) > self.config.max_definition_chars
@@ -628,13 +706,21 @@ class LLMComposer:
         for m in _NUM_IN_TEXT.finditer(definition):
             v = parse_number(m.group())
             if v is not None and _equal(v, v1) and m.group() not in earlier.question:
-                return Rejection("check1_v1", "definition_leaks_value", f"definition states the value: {definition[:120]!r}")
+                return Rejection(
+                    "check1_v1",
+                    "definition_leaks_value",
+                    f"definition states the value: {definition[:120]!r}",
+                )
 
         # sub-step 2: the constant and the rewritten later problem
         literal = f["constant"].strip().strip("$").strip()
         rewritten = f["rewritten"]
         if not literal or literal not in later.question:
-            return Rejection("constant", "constant_not_in_problem", f"constant {literal[:40]!r} does not occur in the problem")
+            return Rejection(
+                "constant",
+                "constant_not_in_problem",
+                f"constant {literal[:40]!r} does not occur in the problem",
+            )
         if MARKER not in rewritten:
             return Rejection("constant", "marker_missing", "the rewritten problem has no <VAR>")
         v2 = parse_number(literal)
@@ -647,9 +733,13 @@ class LLMComposer:
                 v2 = parse_number(f["constant_value"].strip("$ "))
                 v2_from_words = True
         if v2 is None:
-            return Rejection("constant", "v2_unparsable", f"constant {literal[:40]!r} has no readable value")
+            return Rejection(
+                "constant", "v2_unparsable", f"constant {literal[:40]!r} has no readable value"
+            )
         if not v2.is_Rational:
-            return Rejection("constant", "v2_not_rational", f"constant {literal[:40]!r} = {v2} is not rational")
+            return Rejection(
+                "constant", "v2_not_rational", f"constant {literal[:40]!r} = {v2} is not rational"
+            )
         restored = rewritten.replace(MARKER, literal)
         rephrased = restored != later.question
         offsets: tuple[int, ...] = ()
@@ -657,14 +747,26 @@ class LLMComposer:
             shift = len(literal) - len(MARKER)
             starts = [m.start() for m in re.finditer(re.escape(MARKER), rewritten)]
             offsets = tuple(s + i * shift for i, s in enumerate(starts))
-            allowed = {c.offset for c in find_constants(later.question, later.answer) if c.literal == literal}
+            allowed = {
+                c.offset
+                for c in find_constants(later.question, later.answer)
+                if c.literal == literal
+            }
             for off in offsets:
                 if off in allowed:
                     continue
                 before = later.question[off - 1 : off] if off else " "
                 after = later.question[off + len(literal) : off + len(literal) + 1] or " "
-                is_word = word_number(literal) is not None and parse_number(literal) is None
-                if is_word and not before.isalnum() and not after.isalnum() and not _in_math(later.question, off):
+                is_word = (
+                    parse_number(literal) is None
+                    and re.fullmatch(r"[A-Za-z][A-Za-z -]*", literal) is not None
+                )
+                if (
+                    is_word
+                    and not before.isalnum()
+                    and not after.isalnum()
+                    and not _in_math(later.question, off)
+                ):
                     continue
                 return Rejection(
                     "constant",
@@ -673,10 +775,18 @@ class LLMComposer:
                 )
         else:
             if self.config.verify == "never":
-                return Rejection("check2_substitution", "substitution_mismatch", "restoring the constant does not give the original text")
+                return Rejection(
+                    "check2_substitution",
+                    "substitution_mismatch",
+                    "restoring the constant does not give the original text",
+                )
             ratio = len(restored) / max(1, len(later.question))
             if not 0.5 <= ratio <= 2.0:
-                return Rejection("check2_substitution", "substitution_mismatch", f"the rewritten problem is {ratio:.2f}x the original length")
+                return Rejection(
+                    "check2_substitution",
+                    "substitution_mismatch",
+                    f"the rewritten problem is {ratio:.2f}x the original length",
+                )
 
         prop = _LinkProposal(v1, whole, definition, literal, v2, rewritten, offsets, rephrased)
 
@@ -692,31 +802,53 @@ class LLMComposer:
                 REWRITTEN=rewritten,
                 LITERAL=literal,
             )
-            resp = await self._call(self._request(load_prompt("llm_verify_system"), user, VERIFY_SCHEMA), usage)
+            resp = await self._call(
+                self._request(load_prompt("llm_verify_system"), user, VERIFY_SCHEMA), usage
+            )
             if isinstance(resp, Rejection):
                 return resp
             vobj = parse_json_object(resp.text)
             if vobj is None:
-                reason = "truncated_verification" if resp.choices[0].finish_reason == "length" else "malformed_verification"
-                return Rejection("llm_output", reason, f"no JSON object in reply: {resp.text[:160]!r}")
+                reason = (
+                    "truncated_verification"
+                    if resp.choices[0].finish_reason == "length"
+                    else "malformed_verification"
+                )
+                return Rejection(
+                    "llm_output", reason, f"no JSON object in reply: {resp.text[:160]!r}"
+                )
             always = self.config.verify == "always"
             if always or not whole:
                 dv = parse_number(str(vobj.get("definition_value", "")).strip("$ "))
                 if dv is None or not _equal(dv, v1):
-                    return Rejection("check1_v1", "definition_rejected", f"the definition reads as {str(vobj.get('definition_value'))[:40]!r}, not {f['v1'][:40]!r}")
+                    return Rejection(
+                        "check1_v1",
+                        "definition_rejected",
+                        f"the definition reads as {str(vobj.get('definition_value'))[:40]!r}, not {f['v1'][:40]!r}",
+                    )
             if always or rephrased:
                 same = vobj.get("same_problem")
                 if not (same is True or str(same).strip().lower() == "true"):
-                    return Rejection("check2_substitution", "rephrase_rejected", "the rewritten problem is not the same problem")
+                    return Rejection(
+                        "check2_substitution",
+                        "rephrase_rejected",
+                        "the rewritten problem is not the same problem",
+                    )
             if always or v2_from_words:
                 cv = parse_number(str(vobj.get("constant_value", "")).strip("$ "))
                 if cv is None or not _equal(cv, v2):
-                    return Rejection("check2_substitution", "v2_value_mismatch", f"{literal!r} reads as {str(vobj.get('constant_value'))[:40]!r}, not {v2}")
+                    return Rejection(
+                        "check2_substitution",
+                        "v2_value_mismatch",
+                        f"{literal!r} reads as {str(vobj.get('constant_value'))[:40]!r}, not {v2}",
+                    )
             prop.verified_by = "llm"
         return prop
 
     # -- one chain ----------------------------------------------------------------------
-    async def compose(self, chain: Sequence[Problem], cid: str, usage: Usage | None = None) -> tuple[Problem | Rejection, Usage]:
+    async def compose(
+        self, chain: Sequence[Problem], cid: str, usage: Usage | None = None
+    ) -> tuple[Problem | Rejection, Usage]:
         """``SPC(q1..qK) = Compose(q1, SPC(q2..qK))`` for one candidate chain."""
         usage = usage if usage is not None else Usage()
         pre = self._prefilter(chain)
@@ -731,12 +863,20 @@ class LLMComposer:
             props[k] = res
         return self._assemble(chain, cid, props), usage
 
-    def _assemble(self, chain: Sequence[Problem], cid: str, props: Sequence[_LinkProposal]) -> Problem | Rejection:
+    def _assemble(
+        self, chain: Sequence[Problem], cid: str, props: Sequence[_LinkProposal]
+    ) -> Problem | Rejection:
         K = len(chain)
-        used = frozenset().union(*(symbols_used(p.question) for p in chain), *(symbols_used(p.definition) for p in props))
+        used = frozenset().union(
+            *(symbols_used(p.question) for p in chain), *(symbols_used(p.definition) for p in props)
+        )
         free = [n for n in VARIABLE_NAMES if n not in used]
         if len(free) < 2 * (K - 1):
-            return Rejection("check4_names_length", "name_collision", f"only {len(free)} free variable names for {K - 1} links")
+            return Rejection(
+                "check4_names_length",
+                "name_collision",
+                f"only {len(free)} free variable names for {K - 1} links",
+            )
         segments = [chain[0].question]
         glues, links = [], []
         for k, p in enumerate(props):
@@ -757,11 +897,21 @@ class LLMComposer:
             # check 3 by a second path: the written relation parses back to d, v1 - d == v2
             written = sympy.Integer(0) if direction == "equal" else parse_number(d_abs_latex)
             if written is None:
-                return Rejection("check3_relation", "relation_unparsable", f"link {k + 1}: cannot read d from {d_abs_latex!r}")
+                return Rejection(
+                    "check3_relation",
+                    "relation_unparsable",
+                    f"link {k + 1}: cannot read d from {d_abs_latex!r}",
+                )
             written = written if direction != "more" else -written
             if not _equal(written, d) or not _equal(p.v1 - written, p.v2):
-                return Rejection("check3_relation", "relation_mismatch", f"link {k + 1}: written {written}, d {d}")
-            glues.append(f"Let ${x}$ be {p.definition}. {spc.relation_sentence(x, y, d_abs_latex, direction)}")
+                return Rejection(
+                    "check3_relation",
+                    "relation_mismatch",
+                    f"link {k + 1}: written {written}, d {d}",
+                )
+            glues.append(
+                f"Let ${x}$ be {p.definition}. {spc.relation_sentence(x, y, d_abs_latex, direction)}"
+            )
             links.append(
                 Link(
                     x=x,
@@ -779,7 +929,9 @@ class LLMComposer:
         for g, seg in zip(glues, segments[1:]):
             text = spc.join(text, g, seg)
         if len(text) > self.max_chars:
-            return Rejection("check4_names_length", "too_long", f"{len(text)} chars > {self.max_chars}")
+            return Rejection(
+                "check4_names_length", "too_long", f"{len(text)} chars > {self.max_chars}"
+            )
         composed = Problem.new(
             text,
             chain[-1].answers,
@@ -796,7 +948,9 @@ class LLMComposer:
                 "v1_from": ["answer" if p.v1_whole else "part_of_answer" for p in props],
                 "rephrased": [p.rephrased for p in props],
                 "verified_by": [p.verified_by for p in props],
-                "llm_model": self.backend.model if self.backend.name != "local_hf" else Path(self.backend.model).name,
+                "llm_model": self.backend.model
+                if self.backend.name != "local_hf"
+                else Path(self.backend.model).name,
             },
         )
         failure = check_llm_record(composed, chain, self.max_chars)
@@ -811,12 +965,16 @@ class LLMComposer:
 def _glue_re(x: str, y: str) -> re.Pattern[str]:
     return re.compile(
         r"\n\nLet \$" + re.escape(x) + r"\$ be (?P<def>[^\n]+?)\. "
-        r"\$" + re.escape(y) + r"\$ is (?:\$(?P<d>[^$\n]+)\$ (?P<dir>less|more) than|(?P<eq>equal to)) "
+        r"\$"
+        + re.escape(y)
+        + r"\$ is (?:\$(?P<d>[^$\n]+)\$ (?P<dir>less|more) than|(?P<eq>equal to)) "
         r"\$" + re.escape(x) + r"\$\.\n\n"
     )
 
 
-def check_llm_record(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) -> Rejection | None:
+def check_llm_record(
+    c: Problem, parents: Sequence[Problem], max_chars: int = 8000
+) -> Rejection | None:
     """Re-derive an LLM composition from its record and parents; None when it checks out.
 
     1. v1 is the exact value of the earlier answer or a number written in it.
@@ -828,15 +986,23 @@ def check_llm_record(c: Problem, parents: Sequence[Problem], max_chars: int = 80
     """
     K = len(parents)
     if c.depth != K or len(c.links) != K - 1 or tuple(p.id for p in parents) != c.parents:
-        return Rejection("check1_v1", "bad_record", "depth, links and parents do not match the chain")
+        return Rejection(
+            "check1_v1", "bad_record", "depth, links and parents do not match the chain"
+        )
     if tuple(c.answers) != tuple(parents[-1].answers):
-        return Rejection("check1_v1", "answer_mismatch", "the composed answer is not the last problem's answer")
+        return Rejection(
+            "check1_v1", "answer_mismatch", "the composed answer is not the last problem's answer"
+        )
     text = c.question
     glues, pos = [], 0
     for k, lk in enumerate(c.links):
         m = _glue_re(lk.x, lk.y).search(text, pos)
         if m is None:
-            return Rejection("check3_relation", "relation_missing", f"link {k + 1}: no definition/relation paragraph")
+            return Rejection(
+                "check3_relation",
+                "relation_missing",
+                f"link {k + 1}: no definition/relation paragraph",
+            )
         glues.append(m)
         pos = m.end()
     segments = [text[: glues[0].start()]]
@@ -848,7 +1014,9 @@ def check_llm_record(c: Problem, parents: Sequence[Problem], max_chars: int = 80
     for k, lk in enumerate(c.links):
         v1 = parse_number(lk.v1_latex)
         if v1 is None or not _equal(v1, exact(lk.v1_expr)):
-            return Rejection("check1_v1", "v1_mismatch", f"link {k + 1}: v1 {lk.v1_latex!r} != {lk.v1_expr!r}")
+            return Rejection(
+                "check1_v1", "v1_mismatch", f"link {k + 1}: v1 {lk.v1_latex!r} != {lk.v1_expr!r}"
+            )
         ok = False
         for a in parents[k].answers:
             whole, parts = answer_numbers(a)
@@ -856,39 +1024,73 @@ def check_llm_record(c: Problem, parents: Sequence[Problem], max_chars: int = 80
                 ok = True
                 break
         if not ok:
-            return Rejection("check1_v1", "v1_not_in_answer", f"link {k + 1}: {lk.v1_latex} is not in {parents[k].answer!r}")
+            return Rejection(
+                "check1_v1",
+                "v1_not_in_answer",
+                f"link {k + 1}: {lk.v1_latex} is not in {parents[k].answer!r}",
+            )
         v2 = exact(lk.v2_expr)
         lit = parse_number(lk.v2_literal)
         if lit is None and word_number(lk.v2_literal) is not None:
             lit = sympy.Integer(word_number(lk.v2_literal))
         if lit is not None and lit != v2:
-            return Rejection("check2_substitution", "v2_mismatch", f"link {k + 1}: {lk.v2_literal!r} is not {lk.v2_expr}")
+            return Rejection(
+                "check2_substitution",
+                "v2_mismatch",
+                f"link {k + 1}: {lk.v2_literal!r} is not {lk.v2_expr}",
+            )
         seg, original = segments[k + 1], parents[k + 1].question
         if lk.v2_offset >= 0:
-            pat = re.compile(r"(?<![A-Za-z\\])(?:\$" + lk.y + r"\$|" + lk.y + r" \\cdot |" + lk.y + r")(?![A-Za-z])")
+            pat = re.compile(
+                r"(?<![A-Za-z\\])(?:\$"
+                + lk.y
+                + r"\$|"
+                + lk.y
+                + r" \\cdot |"
+                + lk.y
+                + r")(?![A-Za-z])"
+            )
             back = pat.sub(lambda _m, s=lk.v2_literal: s, seg)
             if back != original or not original.startswith(lk.v2_literal, lk.v2_offset):
-                return Rejection("check2_substitution", "substitution_mismatch", f"link {k + 1}: restoring {lk.v2_literal!r} does not give the original")
+                return Rejection(
+                    "check2_substitution",
+                    "substitution_mismatch",
+                    f"link {k + 1}: restoring {lk.v2_literal!r} does not give the original",
+                )
         elif not (k < len(rephrased) and rephrased[k]):
-            return Rejection("check2_substitution", "substitution_mismatch", f"link {k + 1}: no offset and not marked as verified rephrase")
+            return Rejection(
+                "check2_substitution",
+                "substitution_mismatch",
+                f"link {k + 1}: no offset and not marked as verified rephrase",
+            )
         g = glues[k]
         if g.group("eq"):
             written = sympy.Integer(0)
         else:
             mag = parse_number(g.group("d"))
             if mag is None or not mag.is_positive:
-                return Rejection("check3_relation", "relation_unparsable", f"link {k + 1}: cannot read d from {g.group('d')!r}")
+                return Rejection(
+                    "check3_relation",
+                    "relation_unparsable",
+                    f"link {k + 1}: cannot read d from {g.group('d')!r}",
+                )
             written = mag if g.group("dir") == "less" else -mag
         d = parse_number(lk.d_latex)
         if d is None or not _equal(written, d) or not _equal(v1 - written, v2):
-            return Rejection("check3_relation", "relation_mismatch", f"link {k + 1}: text says {written}, record says {lk.d_latex}")
+            return Rejection(
+                "check3_relation",
+                "relation_mismatch",
+                f"link {k + 1}: text says {written}, record says {lk.d_latex}",
+            )
     names = [n for lk in c.links for n in (lk.x, lk.y)]
     if len(set(names)) != len(names):
         return Rejection("check4_names_length", "name_collision", f"variable names repeat: {names}")
     used = frozenset().union(*(symbols_used(p.question) for p in parents))
     clash = sorted(set(n.upper() for n in names) & used)
     if clash:
-        return Rejection("check4_names_length", "name_collision", f"{clash} already used as symbols")
+        return Rejection(
+            "check4_names_length", "name_collision", f"{clash} already used as symbols"
+        )
     if len(text) > max_chars:
         return Rejection("check4_names_length", "too_long", f"{len(text)} chars > {max_chars}")
     return None
@@ -904,7 +1106,13 @@ class _Bar:
         self._p = None
         if not enabled:
             return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self._p = Progress(
             TextColumn("llm compose"),
@@ -982,16 +1190,30 @@ def compose_candidates(
     t0 = time.perf_counter()
     try:
         order, journal_path = asyncio.run(
-            _drive(candidates, out, composer, symbolic, backend, llm_config.concurrency, total, progress, own_backend)
+            _drive(
+                candidates,
+                out,
+                composer,
+                symbolic,
+                backend,
+                llm_config.concurrency,
+                total,
+                progress,
+                own_backend,
+            )
         )
     finally:
         if cache is not None:
             cache.close()
     elapsed = time.perf_counter() - t0
-    return _finalize(out, order, journal_path, engine, backend, llm_config, elapsed, extra_stats or {})
+    return _finalize(
+        out, order, journal_path, engine, backend, llm_config, elapsed, extra_stats or {}
+    )
 
 
-async def _drive(candidates, out, composer, symbolic, backend, concurrency, total, progress, own_backend):
+async def _drive(
+    candidates, out, composer, symbolic, backend, concurrency, total, progress, own_backend
+):
     journal = JsonlLog(out / JOURNAL, key="cid")
     order: list[str] = []
     seen: set[str] = set()
@@ -1004,14 +1226,22 @@ async def _drive(candidates, out, composer, symbolic, backend, concurrency, tota
 
     def tick() -> None:
         s = backend.stats
-        bar.update(counters["done"], counters["accepted"], s.calls, s.prompt_tokens + s.completion_tokens, time.perf_counter() - t0)
+        bar.update(
+            counters["done"],
+            counters["accepted"],
+            s.calls,
+            s.prompt_tokens + s.completion_tokens,
+            time.perf_counter() - t0,
+        )
 
     async def one(chain: Sequence[Problem], cid: str) -> None:
         usage = Usage()
         try:
             used_engine = "llm"
             res: Problem | Rejection | None = None
-            if symbolic is not None and all(symbolic.eligible(p, k, len(chain)) for k, p in enumerate(chain)):
+            if symbolic is not None and all(
+                symbolic.eligible(p, k, len(chain)) for k, p in enumerate(chain)
+            ):
                 sres = symbolic.compose(chain, cid)
                 if isinstance(sres, Problem):
                     res, used_engine = sres, "symbolic"
@@ -1019,7 +1249,10 @@ async def _drive(candidates, out, composer, symbolic, backend, concurrency, tota
                 res, _ = await composer.compose(chain, cid, usage)
         except Exception as e:  # a bug must not sink a day-long run: count it, loudly
             log.exception("candidate %s failed", cid)
-            res, used_engine = Rejection("internal", "internal_error", f"{type(e).__name__}: {e}"[:300]), "llm"
+            res, used_engine = (
+                Rejection("internal", "internal_error", f"{type(e).__name__}: {e}"[:300]),
+                "llm",
+            )
         ok = isinstance(res, Problem)
         row = {
             "cid": cid,
@@ -1030,7 +1263,13 @@ async def _drive(candidates, out, composer, symbolic, backend, concurrency, tota
             "completion_tokens": usage.completion_tokens,
             "row": res.to_dict()
             if ok
-            else {"id": cid, "candidates": [p.id for p in chain], "stage": res.stage, "reason": res.reason, "detail": res.detail},
+            else {
+                "id": cid,
+                "candidates": [p.id for p in chain],
+                "stage": res.stage,
+                "reason": res.reason,
+                "detail": res.detail,
+            },
         }
         journal.append(row)
         counters["done"] += 1
@@ -1078,13 +1317,19 @@ def _index_journal(path: Path) -> dict[str, int]:
     return offsets
 
 
-def _finalize(out, order, journal_path, engine, backend, llm_config, elapsed, extra) -> dict[str, Any]:
+def _finalize(
+    out, order, journal_path, engine, backend, llm_config, elapsed, extra
+) -> dict[str, Any]:
     offsets = _index_journal(journal_path)
     reasons: Counter[str] = Counter()
     stages: Counter[str] = Counter()
     by_engine: Counter[str] = Counter()
     requests = ptoks = ctoks = accepted = missing = 0
-    with open(journal_path, "rb") as j, atomic_open(out / "composed.jsonl") as fa, atomic_open(out / "rejected.jsonl") as fr:
+    with (
+        open(journal_path, "rb") as j,
+        atomic_open(out / "composed.jsonl") as fa,
+        atomic_open(out / "rejected.jsonl") as fr,
+    ):
         for cid in order:
             off = offsets.get(cid)
             if off is None:
@@ -1207,25 +1452,69 @@ def run_llm_compose(
 # ---------------------------------------------------------------------------------------
 def add_llm_arguments(parser: Any) -> None:
     """The ``--engine llm|auto`` options of ``crl compose``."""
-    g = parser.add_argument_group("LLM engine (--engine llm|auto); the API key is read from OPENAI_API_KEY only")
-    g.add_argument("--llm-backend", default="openai", choices=["openai", "local_hf"], help="chat backend (default openai)")
-    g.add_argument("--base-url", action="append", default=[], metavar="URL", help="OpenAI-compatible base URL, e.g. http://host:8000/v1 (repeatable; least-loaded balancing)")
-    g.add_argument("--model", default="", help="served model name, or a model directory for --llm-backend local_hf")
+    g = parser.add_argument_group(
+        "LLM engine (--engine llm|auto); the API key is read from OPENAI_API_KEY only"
+    )
+    g.add_argument(
+        "--llm-backend",
+        default="openai",
+        choices=["openai", "local_hf"],
+        help="chat backend (default openai)",
+    )
+    g.add_argument(
+        "--base-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="OpenAI-compatible base URL, e.g. http://host:8000/v1 (repeatable; least-loaded balancing)",
+    )
+    g.add_argument(
+        "--model",
+        default="",
+        help="served model name, or a model directory for --llm-backend local_hf",
+    )
     g.add_argument("--concurrency", type=int, default=64, help="requests in flight (default 64)")
-    g.add_argument("--timeout", type=float, default=120.0, help="per-request timeout in seconds (default 120)")
-    g.add_argument("--max-retries", type=int, default=6, help="retries on timeouts, 5xx, 429, connection errors (default 6)")
-    g.add_argument("--temperature", type=float, default=0.1, help="sampling temperature (paper: 0.1)")
+    g.add_argument(
+        "--timeout", type=float, default=120.0, help="per-request timeout in seconds (default 120)"
+    )
+    g.add_argument(
+        "--max-retries",
+        type=int,
+        default=6,
+        help="retries on timeouts, 5xx, 429, connection errors (default 6)",
+    )
+    g.add_argument(
+        "--temperature", type=float, default=0.1, help="sampling temperature (paper: 0.1)"
+    )
     g.add_argument("--top-p", type=float, default=0.7, help="nucleus mass (paper: 0.7)")
-    g.add_argument("--max-tokens", type=int, default=2048, help="most tokens per reply (default 2048)")
-    g.add_argument("--structured", default="json_schema", choices=["json_schema", "json_object", "none"], help="how JSON output is requested")
-    g.add_argument("--verify", default="auto", choices=list(VERIFY_MODES), help="verification calls: auto (only where exact checks cannot decide), always, never")
-    g.add_argument("--cache", default=None, help="response cache file (default OUT/llm_cache.jsonl)")
+    g.add_argument(
+        "--max-tokens", type=int, default=2048, help="most tokens per reply (default 2048)"
+    )
+    g.add_argument(
+        "--structured",
+        default="json_schema",
+        choices=["json_schema", "json_object", "none"],
+        help="how JSON output is requested",
+    )
+    g.add_argument(
+        "--verify",
+        default="auto",
+        choices=list(VERIFY_MODES),
+        help="verification calls: auto (only where exact checks cannot decide), always, never",
+    )
+    g.add_argument(
+        "--cache", default=None, help="response cache file (default OUT/llm_cache.jsonl)"
+    )
     g.add_argument("--no-cache", action="store_true", help="do not cache responses")
     g.add_argument("--device", default="auto", help="device for --llm-backend local_hf")
 
 
 def llm_config_from_args(args: Any) -> LLMComposeConfig:
     """An :class:`LLMComposeConfig` from parsed ``crl compose`` arguments (ValueError if bad)."""
+    if args.llm_backend == "openai" and not args.base_url:
+        raise ValueError(
+            "--engine llm/auto needs an endpoint: pass --base-url URL (repeatable) and --model NAME"
+        )
     return LLMComposeConfig(
         backend=args.llm_backend,
         base_urls=tuple(args.base_url),

@@ -1,0 +1,90 @@
+"""A scripted "model" for the LLM composition engine: reads the engine's own prompts and
+answers them the way a good composition model would, with switches for bad behaviour.
+
+Used by the loopback server in tests and in ``benchmarks/llm_compose_throughput.py``. It is
+deliberately simple (first number of the answer, first replaceable constant of the problem)
+and never looks at anything but the request it is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from composition_rl.values import find_constants, parse_answer_value
+
+_PROPOSE = re.compile(
+    r"Problem 1:\n(?P<q1>.*)\n\nFinal answer of problem 1:\n(?P<gt1>.*)\n\nProblem 2:\n(?P<q2>.*)\n\nFill in these fields:",
+    re.S,
+)
+_VERIFY = re.compile(
+    r'Final answer of problem A:\n(?P<gt1>.*)\n\nQuestion 1\. Someone wrote: "Let X be (?P<d>.*)\." .*'
+    r"Problem B:\n(?P<q2>.*)\n\nProblem B rewritten with a marker:\n(?P<rw>.*)\n\nQuestion 2\. If <VAR> is replaced by (?P<lit>.*?), is",
+    re.S,
+)
+
+
+def _user(body: dict) -> str:
+    return body["messages"][-1]["content"]
+
+
+def propose(q1: str, gt1: str, q2: str) -> dict | None:
+    av = parse_answer_value(gt1)
+    if av is not None:
+        v1, definition = gt1, "the answer to the problem above"
+    else:
+        m = re.search(r"-?\d+", gt1)
+        if m is None:
+            return None
+        v1, definition = m.group(), "the first number in the answer to the problem above"
+    consts = find_constants(q2, "")
+    if not consts:
+        return None
+    c = min(consts, key=lambda c: (c.rank, c.offset))
+    rewritten = q2[: c.offset] + "<VAR>" + q2[c.offset + len(c.literal) :]
+    return {
+        "v1": v1,
+        "definition": definition,
+        "constant": c.literal,
+        "constant_value": c.literal,
+        "rewritten": rewritten,
+    }
+
+
+def good_composer(body: dict) -> str:
+    """A well-behaved composition model (proposal and verification prompts)."""
+    text = _user(body)
+    m = _PROPOSE.search(text)
+    if m is not None:
+        out = propose(m.group("q1"), m.group("gt1"), m.group("q2"))
+        return json.dumps(out) if out is not None else "I cannot find a suitable constant."
+    m = _VERIFY.search(text)
+    if m is not None:
+        num = re.search(r"-?\d+", m.group("gt1"))
+        return json.dumps(
+            {
+                "definition_value": num.group() if num else "0",
+                "same_problem": True,
+                "constant_value": m.group("lit"),
+            }
+        )
+    return "unrecognised request"
+
+
+def sloppy_composer(body: dict) -> str:
+    """Like :func:`good_composer`, but some problems get typical model mistakes."""
+    text = _user(body)
+    m = _PROPOSE.search(text)
+    if m is None:
+        return good_composer(body)
+    out = propose(m.group("q1"), m.group("gt1"), m.group("q2"))
+    if out is None:
+        return "no"
+    h = sum(map(ord, m.group("q1") + m.group("q2"))) % 7
+    if h == 0:
+        out["v1"] = "12345"  # not from the answer
+    elif h == 1:
+        out["rewritten"] = out["rewritten"].replace("<VAR>", "<VAR> ", 1) + " Thanks!"  # rephrased
+    elif h == 2:
+        return "```json\n" + json.dumps(out)[:-20]  # cut off
+    return json.dumps(out)
