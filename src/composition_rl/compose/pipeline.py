@@ -171,9 +171,13 @@ def run_compose(
     inputs: dict[str, Any] | None = None,
     input_rejects: Sequence[dict[str, Any]] = (),
     progress: bool = True,
+    llm_config: Any = None,
 ) -> dict[str, Any]:
     """Compose and write ``composed.jsonl``, ``rejected.jsonl``, ``input_rejects.jsonl`` and
-    ``stats.json`` into ``out_dir``; returns the stats."""
+    ``stats.json`` into ``out_dir``; returns the stats.
+
+    ``llm_config`` (a :class:`composition_rl.compose.llm.LLMComposeConfig`) is the model
+    for ``engine`` llm/auto."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if config.engine != "symbolic":
@@ -182,7 +186,7 @@ def run_compose(
         except ImportError as e:  # pragma: no cover - depends on the optional engine
             raise ValueError(f"engine={config.engine!r} needs composition_rl.compose.llm: {e}") from e
         return llm.run_llm_compose(problems, config, out, first_pool=first_pool, inputs=inputs,
-                                   input_rejects=input_rejects, progress=progress)
+                                   input_rejects=input_rejects, progress=progress, llm_config=llm_config)
 
     t0 = time.perf_counter()
     engine = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars)
