@@ -116,3 +116,12 @@ def test_hf_raw_prompts_without_chat_template(tiny_dir):
     assert raw.format("plain text") == "plain text"
     with pytest.raises(ValueError, match="not a local model folder"):
         build_backend("hf", model=str(tiny_dir / "missing"))
+
+
+def test_shared_prefill_samples_exactly_what_n_separate_prefills_sample(tiny_dir, hf):
+    # Prefill draws no random numbers, so with one seed both paths must give the same samples;
+    # a wrong KV-cache copy or wrong positions under left padding would change the text.
+    plain = build_backend("hf", model=str(tiny_dir), device="cpu", max_batch_sequences=8, share_prefill=False)
+    s = SamplingConfig(max_tokens=10, temperature=1.0)
+    assert hf.share_prefill
+    assert hf.generate(PROMPTS, n=2, sampling=s) == plain.generate(PROMPTS, n=2, sampling=s)

@@ -27,6 +27,8 @@ class HFRollout:
         max_batch_sequences: most sequences (prompts x n) in one ``generate`` call.
         chat_template: ``None`` uses the tokenizer's chat template when it has one; ``False``
             feeds the prompt text raw (base models); ``True`` requires a chat template.
+        share_prefill: encode each prompt once and copy its KV cache to its ``n`` samples,
+            instead of encoding it ``n`` times (``num_return_sequences`` does the latter).
 
     Example:
         >>> backend = HFRollout("runs/tiny-model")                      # doctest: +SKIP
@@ -42,6 +44,7 @@ class HFRollout:
         dtype: str = "auto",
         max_batch_sequences: int = 64,
         chat_template: bool | None = None,
+        share_prefill: bool = True,
         **_: Any,
     ) -> None:
         import torch
@@ -67,6 +70,7 @@ class HFRollout:
             raise ValueError(f"the tokenizer in {path} has no chat template")
         self.use_chat = has_template if chat_template is None else bool(chat_template)
         self.max_batch_sequences = max_batch_sequences
+        self.share_prefill = share_prefill
         self.stop_ids = self._stop_ids()
 
     def _stop_ids(self) -> set[int]:
@@ -109,11 +113,10 @@ class HFRollout:
         import torch
 
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        enc = {k: v.to(self.device) for k, v in enc.items()}
+        ids = enc["input_ids"].to(self.device)
+        mask = enc["attention_mask"].to(self.device)
         kwargs: dict[str, Any] = {
             "max_new_tokens": sampling.max_tokens,
-            # Greedy samples are all the same: decode once, copy n times.
-            "num_return_sequences": 1 if sampling.greedy else n,
             "pad_token_id": self.tokenizer.pad_token_id,
             "eos_token_id": sorted(self.stop_ids) or None,
         }
@@ -126,12 +129,26 @@ class HFRollout:
                 top_p=sampling.top_p,
                 top_k=sampling.top_k if sampling.top_k > 0 else None,
             )
+        # Greedy samples are all the same: decode once, copy n times.
+        copies = 1 if sampling.greedy else n
         # The seed depends on the batch content, so a rerun of the same batch repeats exactly.
         digest = hashlib.sha1("\x1f".join(texts).encode("utf-8")).digest()
         torch.manual_seed((sampling.seed * 1_000_003 + int.from_bytes(digest[:6], "big")) % 2**63)
         with torch.inference_mode():
-            seqs = self.model.generate(**enc, **kwargs)
-        gen = seqs[:, enc["input_ids"].shape[1] :].tolist()
+            if copies > 1 and self.share_prefill and ids.shape[1] > 1:
+                cache = self._prefill(ids[:, :-1], mask[:, :-1])
+                cache.batch_repeat_interleave(copies)
+                seqs = self.model.generate(
+                    input_ids=ids.repeat_interleave(copies, 0),
+                    attention_mask=mask.repeat_interleave(copies, 0),
+                    cache=cache,
+                    **kwargs,
+                )
+            else:
+                seqs = self.model.generate(
+                    input_ids=ids, attention_mask=mask, num_return_sequences=copies, **kwargs
+                )
+        gen = seqs[:, ids.shape[1] :].tolist()
         if sampling.greedy:
             gen = [row for row in gen for _ in range(n)]
         result: list[list[Completion]] = []
@@ -149,6 +166,14 @@ class HFRollout:
                 )
             result.append(comps)
         return result
+
+    def _prefill(self, ids, mask):
+        """KV cache of all but the last prompt token (generate feeds that one and goes on)."""
+        position_ids = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        out = self.model(
+            input_ids=ids, attention_mask=mask, position_ids=position_ids, use_cache=True, logits_to_keep=1
+        )
+        return out.cache
 
     def close(self) -> None:
         self.model = None

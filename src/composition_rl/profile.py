@@ -1,0 +1,331 @@
+"""Profile a policy: per-prompt pass rates, Wilson intervals and difficulty bands.
+
+For a policy at a rollout budget ``n``, each prompt is ``solve_none`` (0/n correct),
+``solve_all`` (n/n) or in the Goldilocks band (in between): only the band gives GRPO a
+non-zero advantage (seed 000, Section 2 and Figure 2; seed 002's calibration principle).
+The profile then aims composition at the stale prompts (:func:`select_from_profile`) and
+keeps only composed prompts that landed in the band (:func:`keep_from_profile`).
+
+Outputs in ``out_dir``:
+    profile.jsonl   one row per prompt, append-only and resumable (keyed by problem id)
+    run.json        the settings of the run; a rerun with other settings is refused
+    summary.json    ``solve_all``, ``solve_none``, ``goldilocks`` fractions, ``n`` and counts
+    pass_rates.png  histogram of pass rates (when matplotlib is installed)
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from composition_rl.backends.rollout import (
+    PAPER_SAMPLING,
+    RolloutBackend,
+    SamplingConfig,
+    load_template,
+    render_prompt,
+)
+from composition_rl.io.files import JsonlLog, atomic_write_json, read_jsonl
+from composition_rl.records import Problem
+from composition_rl.stats import BANDS, band, mean, wilson_interval
+
+__all__ = [
+    "ProfileConfig",
+    "keep_from_profile",
+    "load_profile",
+    "profile_problems",
+    "select_from_profile",
+    "summarize",
+]
+
+PROFILE_FILE = "profile.jsonl"
+SUMMARY_FILE = "summary.json"
+RUN_FILE = "run.json"
+HISTOGRAM_FILE = "pass_rates.png"
+
+#: ``--select`` / ``--keep`` accept the band names and these aliases.
+_ALIASES = {"informative": ("goldilocks",), "stale": ("solve_all", "solve_none"), "all": BANDS}
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    """Settings of one profiling run.
+
+    Args:
+        n: samples per prompt (the rollout budget the bands refer to; the paper uses 8).
+        sampling: decoding settings; default the paper preset.
+        template: prompt template name (``prompts/rollout_<name>.txt``) or a ``.txt`` path.
+        chunk: prompts per ``generate`` call; each finished chunk is appended to the log.
+        confidence: level of the Wilson interval.
+        keep_responses: also store each response and its outcome in profile.jsonl.
+    """
+
+    n: int = 8
+    sampling: SamplingConfig = field(default_factory=lambda: PAPER_SAMPLING)
+    template: str = "boxed"
+    chunk: int = 32
+    confidence: float = 0.95
+    keep_responses: bool = False
+
+    def __post_init__(self) -> None:
+        bad = []
+        if self.n < 1:
+            bad.append(f"n={self.n} (must be >= 1)")
+        if self.chunk < 1:
+            bad.append(f"chunk={self.chunk} (must be >= 1)")
+        if not (0.0 < self.confidence < 1.0):
+            bad.append(f"confidence={self.confidence} (must be in (0, 1))")
+        if bad:
+            raise ValueError("invalid profile config: " + "; ".join(bad))
+
+    def run_record(self) -> dict[str, Any]:
+        """The settings that must match for a rerun to resume the same profile."""
+        return {"n": self.n, "sampling": self.sampling.to_dict(), "template": self.template}
+
+
+def parse_bands(spec: str | Iterable[str]) -> set[str]:
+    """``"solve_all"``, ``"solve_all,solve_none"`` or aliases -> a set of band names."""
+    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec)]
+    out: set[str] = set()
+    for name in filter(None, names):
+        if name in BANDS:
+            out.add(name)
+        elif name in _ALIASES:
+            out.update(_ALIASES[name])
+        else:
+            known = ", ".join([*BANDS, *_ALIASES])
+            raise ValueError(f"unknown band {name!r}; known: {known}")
+    if not out:
+        raise ValueError(f"no band named in {spec!r}")
+    return out
+
+
+def check_run(out_dir: Path, record: dict[str, Any], info: dict[str, Any] | None = None) -> None:
+    """Write ``run.json`` on the first run; refuse to resume a run made with other settings."""
+    path = out_dir / RUN_FILE
+    if path.exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        old_cmp = {k: old.get(k) for k in record}
+        if old_cmp != record:
+            raise ValueError(
+                f"{out_dir} holds a run made with other settings ({old_cmp}); "
+                f"this run asks for {record}. Use another --out or the same settings."
+            )
+    else:
+        atomic_write_json(path, {**(info or {}), **record})
+
+
+def profile_problems(
+    problems: Sequence[Problem],
+    backend: RolloutBackend,
+    verifier: Any,
+    out_dir: str | Path,
+    config: ProfileConfig | None = None,
+    progress: bool = True,
+    extra_run_info: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Sample ``n`` responses per prompt, score them, and write the profile of ``problems``.
+
+    Resumable: prompts already in ``out_dir/profile.jsonl`` are skipped, so a rerun after a
+    kill continues where it stopped; duplicate problem ids are profiled once.
+
+    Args:
+        problems: the prompts to profile.
+        backend: a rollout backend (:mod:`composition_rl.backends.rollout`).
+        verifier: the project verifier (``score_batch([(response, gold), ...])``).
+        out_dir: output folder (created).
+        config: run settings; default :class:`ProfileConfig`.
+        progress: show a progress bar.
+        extra_run_info: recorded in run.json on the first run (model name, input path).
+
+    Returns:
+        The summary dict also written to ``summary.json``.
+
+    Example:
+        >>> profile_problems(problems, HFRollout("tiny"), Verifier(), "runs/p")  # doctest: +SKIP
+    """
+    config = config or ProfileConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    record = config.run_record()
+    check_run(out, record, extra_run_info)
+    template = load_template(config.template)
+
+    unique: dict[str, Problem] = {}
+    for p in problems:
+        unique.setdefault(p.id, p)
+    with JsonlLog(out / PROFILE_FILE, key="id") as log:
+        todo = [p for p in unique.values() if p.id not in log.done]
+        with progress_bar(progress, len(unique), len(unique) - len(todo)) as advance:
+            for start in range(0, len(todo), config.chunk):
+                chunk = todo[start : start + config.chunk]
+                prompts = [render_prompt(template, p.question) for p in chunk]
+                completions = backend.generate(prompts, config.n, config.sampling)
+                if len(completions) != len(chunk) or any(len(c) != config.n for c in completions):
+                    raise RuntimeError(
+                        f"backend {getattr(backend, 'name', backend)!r} returned "
+                        f"{[len(c) for c in completions]} completions for {len(chunk)} prompts x n={config.n}"
+                    )
+                pairs = [(c.text, list(p.answers)) for p, comps in zip(chunk, completions) for c in comps]
+                results = verifier.score_batch(pairs)
+                for i, (p, comps) in enumerate(zip(chunk, completions)):
+                    res = results[i * config.n : (i + 1) * config.n]
+                    log.append(_row(p, comps, res, config))
+                advance(len(chunk))
+    summary = summarize(load_profile(out, ids=unique.keys()), config.n)
+    atomic_write_json(out / SUMMARY_FILE, summary)
+    write_histogram(load_profile(out, ids=unique.keys()), config.n, out / HISTOGRAM_FILE)
+    return summary
+
+
+def _row(p: Problem, comps, results, config: ProfileConfig) -> dict[str, Any]:
+    correct = sum(1 for r in results if r.score == 1.0)
+    lo, hi = wilson_interval(correct, config.n, config.confidence)
+    outcomes = Counter(str(getattr(r.outcome, "value", r.outcome)) for r in results)
+    row: dict[str, Any] = {
+        "id": p.id,
+        "source": p.source,
+        "depth": p.depth,
+        "n": config.n,
+        "correct": correct,
+        "pass_rate": correct / config.n,
+        "wilson_lo": lo,
+        "wilson_hi": hi,
+        "class": band(correct, config.n),
+        "outcomes": dict(sorted(outcomes.items())),
+        "mean_tokens": mean(c.tokens for c in comps),
+        "truncated": sum(1 for c in comps if c.finish_reason == "length"),
+    }
+    if config.keep_responses:
+        row["responses"] = [
+            {"text": c.text, "outcome": str(getattr(r.outcome, "value", r.outcome)), "tokens": c.tokens}
+            for c, r in zip(comps, results)
+        ]
+    return row
+
+
+class progress_bar:
+    """A rich progress bar that is a no-op when disabled."""
+
+    def __init__(self, enabled: bool, total: int, done: int) -> None:
+        self.enabled, self.total, self.done = enabled, total, done
+
+    def __enter__(self):
+        if not self.enabled:
+            return lambda k: None
+        from rich.progress import Progress
+
+        self._p = Progress(transient=False)
+        self._p.start()
+        task = self._p.add_task("profiling", total=self.total, completed=self.done)
+        return lambda k: self._p.advance(task, k)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._p.stop()
+
+
+def load_profile(profile_dir: str | Path, ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The rows of ``profile_dir/profile.jsonl`` (only ``ids`` when given), in file order."""
+    path = Path(profile_dir) / PROFILE_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no {PROFILE_FILE} in {profile_dir}; run `crl profile` first")
+    wanted = set(ids) if ids is not None else None
+    rows = [r for r in read_jsonl(path) if wanted is None or r["id"] in wanted]
+    return rows
+
+
+def summarize(rows: Sequence[dict[str, Any]], n: int) -> dict[str, Any]:
+    """Band fractions, counts and mean pass rate of profile rows.
+
+    >>> rows = [{"class": "solve_all", "pass_rate": 1.0}, {"class": "goldilocks", "pass_rate": 0.5}]
+    >>> s = summarize(rows, 8); (s["solve_all"], s["goldilocks"], s["solve_none"], s["n"])
+    (0.5, 0.5, 0.0, 8)
+    """
+    counts = Counter(r["class"] for r in rows)
+    total = len(rows)
+    summary: dict[str, Any] = {
+        "n": n,
+        "prompts": total,
+        "counts": {b: counts.get(b, 0) for b in BANDS},
+        "mean_pass_rate": mean(r["pass_rate"] for r in rows) if rows else None,
+    }
+    for b in BANDS:
+        summary[b] = counts.get(b, 0) / total if total else None
+    return summary
+
+
+def write_histogram(rows: Sequence[dict[str, Any]], n: int, path: str | Path) -> bool:
+    """Bar chart of how many prompts reached each pass rate k/n, coloured by band.
+
+    Returns False (and writes nothing) when matplotlib is not installed.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    per_k = Counter(int(r["correct"]) for r in rows)
+    ks = list(range(n + 1))
+    colours = ["#c0392b" if k == 0 else "#2c7fb8" if k == n else "#27ae60" for k in ks]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.bar([k / n for k in ks], [per_k.get(k, 0) for k in ks], width=0.8 / n, color=colours)
+    ax.set_xlabel(f"pass rate (correct / {n})")
+    ax.set_ylabel("prompts")
+    ax.set_title(f"{len(rows)} prompts: red solve_none, green goldilocks, blue solve_all")
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(path).with_name(f".{Path(path).name}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(path)
+    return True
+
+
+def select_from_profile(profile_dir: str | Path, select: str | Iterable[str]) -> set[str]:
+    """Ids of the profiled prompts whose band is in ``select``.
+
+    This is what ``crl compose --from-profile DIR --select solve_all`` uses to aim
+    composition at the prompts the policy has mastered (seed 000, Section 2).
+
+    Args:
+        profile_dir: a ``crl profile`` output folder.
+        select: band names, comma-separated or as a list: ``solve_all``, ``solve_none``,
+            ``goldilocks``; aliases ``informative`` (= goldilocks), ``stale``
+            (= solve_all + solve_none), ``all``.
+
+    >>> select_from_profile("runs/profile", "solve_all")   # doctest: +SKIP
+    {'3f2a...', ...}
+    """
+    bands = parse_bands(select)
+    return {r["id"] for r in load_profile(profile_dir) if r["class"] in bands}
+
+
+def keep_from_profile(
+    problems: Iterable[Problem], profile_dir: str | Path, keep: str | Iterable[str] = "goldilocks"
+) -> tuple[list[Problem], list[dict[str, Any]]]:
+    """Split ``problems`` by their profiled band: (kept, rejected rows with a reason).
+
+    Every input lands on one side, so ``len(kept) + len(rejected) == len(problems)``. A
+    rejected row is ``{"id", "reason", "problem"}`` with reason ``band:<class>`` or
+    ``not_profiled``. Used by ``crl profile ... --keep goldilocks`` to keep only the composed
+    prompts the policy can still learn from (seed 002's calibration principle).
+    """
+    bands = parse_bands(keep)
+    classes = {r["id"]: r["class"] for r in load_profile(profile_dir)}
+    kept: list[Problem] = []
+    rejected: list[dict[str, Any]] = []
+    for p in problems:
+        cls = classes.get(p.id)
+        if cls in bands:
+            kept.append(p)
+        else:
+            reason = "not_profiled" if cls is None else f"band:{cls}"
+            rejected.append({"id": p.id, "reason": reason, "problem": p.to_dict()})
+    return kept, rejected

@@ -1,0 +1,234 @@
+"""``crl profile`` and the profile library against a loopback OpenAI-compatible server whose
+answers are controlled: for each problem it returns the gold answer in a planned number of
+its n choices, so the true pass rates are known and the profile must recover them exactly.
+Scoring goes through the project's real verifier."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fakes.openai_server import FakeOpenAIServer
+
+from composition_rl.backends.rollout import SamplingConfig, build_backend
+from composition_rl.cli import main as crl
+from composition_rl.io.files import atomic_write_jsonl, read_jsonl
+from composition_rl.profile import (
+    ProfileConfig,
+    keep_from_profile,
+    profile_problems,
+    select_from_profile,
+)
+from composition_rl.records import Problem
+from composition_rl.stats import wilson_interval
+from composition_rl.verify import VerifyConfig, shared_verifier
+
+REPO = Path(__file__).resolve().parents[1]
+N = 4
+
+# (question, gold, a correct reply in another accepted form, planned correct out of N)
+CASES = [
+    ("What is $3 + 4$?", "7", "7", 4),
+    ("Compute $\\frac{1}{2} + \\frac{1}{4}$.", "\\frac{3}{4}", "0.75", 3),
+    ("Solve $x + 1 = 0$ and $y = 2x + 1$; give $(y, x)$.", "(-1,-1)", "(-1, -1)", 2),
+    ("What is $\\sqrt{2} \\cdot \\sqrt{8}$?", "4", "4", 1),
+    ("How many primes are below 10?", "4", "4", 0),
+    ("What is $2^{10}$?", "1024", "1,024", 4),
+    ("Simplify $\\frac{6}{8}$.", "\\frac34", "\\frac{3}{4}", 2),
+    ("What is $14\\pi / 2$?", "7\\pi", "7\\pi", 0),
+    ("What is 64,328 + 0?", "64,\\!328", "64328", 3),
+    ("Evaluate $\\tfrac{10}{4}$.", "\\frac{5}{2}", "2.5", 1),
+]
+
+
+def make_problems() -> list[Problem]:
+    return [Problem.new(q, gold, source="controlled") for q, gold, _, _ in CASES]
+
+
+def controlled_responder(problems):
+    """body -> n replies: the planned number carry the gold (in another form), the rest not."""
+    plan = {p.question: (alt, c) for p, (_, _, alt, c) in zip(problems, CASES)}
+
+    def respond(body):
+        content = body["messages"][-1]["content"]
+        q = next(q for q in plan if content.startswith(q))
+        alt, c = plan[q]
+        n = int(body.get("n") or 1)
+        wrong = ["The answer is \\boxed{99991}.", "I am not sure.", "So it is $\\boxed{-3}$."]
+        return [f"Step by step... the answer is $\\boxed{{{alt}}}$." if i < c else wrong[i % 3] for i in range(n)]
+
+    return respond
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    # The same process-wide pool the commands use (their default config), started once.
+    return shared_verifier(VerifyConfig(timeout_s=5.0))
+
+
+@pytest.fixture
+def server():
+    problems = make_problems()
+    with FakeOpenAIServer(controlled_responder(problems)) as srv:
+        yield srv, problems
+
+
+def test_profile_recovers_the_planned_pass_rates_exactly(server, verifier, tmp_path):
+    srv, problems = server
+    backend = build_backend("openai", base_url=srv.url, model="fake-model")
+    summary = profile_problems(
+        problems, backend, verifier, tmp_path, ProfileConfig(n=N, chunk=3), progress=False
+    )
+    backend.close()
+    rows = {r["id"]: r for r in read_jsonl(tmp_path / "profile.jsonl")}
+    assert len(rows) == len(problems)
+    for p, (_, _, _, c) in zip(problems, CASES):
+        r = rows[p.id]
+        assert (r["correct"], r["n"], r["pass_rate"]) == (c, N, c / N)
+        assert (r["wilson_lo"], r["wilson_hi"]) == pytest.approx(wilson_interval(c, N))
+        assert r["class"] == ("solve_none" if c == 0 else "solve_all" if c == N else "goldilocks")
+        assert sum(r["outcomes"].values()) == N and r["outcomes"].get("correct", 0) == c
+    planned = [c for *_, c in CASES]
+    assert summary["n"] == N and summary["prompts"] == len(CASES)
+    assert summary["solve_all"] == planned.count(N) / len(CASES)
+    assert summary["solve_none"] == planned.count(0) / len(CASES)
+    assert summary["goldilocks"] == sum(0 < c < N for c in planned) / len(CASES)
+    assert summary["solve_all"] + summary["solve_none"] + summary["goldilocks"] == pytest.approx(1.0)
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    assert (tmp_path / "pass_rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Sampling used the paper preset and asked the server for n choices per prompt.
+    assert {(b["n"], b["temperature"], b["top_p"], b["top_k"]) for b in srv.bodies} == {(N, 0.6, 0.95, 20)}
+    assert srv.requests == len(problems)
+
+
+class StopAfter:
+    """Wrap a backend; raise KeyboardInterrupt (a kill) on the k-th generate call."""
+
+    def __init__(self, inner, k):
+        self.inner, self.k, self.calls, self.name = inner, k, 0, inner.name
+
+    def generate(self, prompts, n, sampling):
+        self.calls += 1
+        if self.calls == self.k:
+            raise KeyboardInterrupt
+        return self.inner.generate(prompts, n, sampling)
+
+    def close(self):
+        self.inner.close()
+
+
+def asked(srv) -> list[str]:
+    return [b["messages"][-1]["content"].split("\n")[0] for b in srv.bodies]
+
+
+def test_resume_after_interrupt_profiles_nothing_twice_and_loses_nothing(server, verifier, tmp_path):
+    srv, problems = server
+    backend = build_backend("openai", base_url=srv.url, model="fake-model")
+    cfg = ProfileConfig(n=N, chunk=3)
+    with pytest.raises(KeyboardInterrupt):
+        profile_problems(problems, StopAfter(backend, 3), verifier, tmp_path, cfg, progress=False)
+    first = [r["id"] for r in read_jsonl(tmp_path / "profile.jsonl")]
+    assert len(first) == 6  # two chunks of 3 finished before the kill
+    srv.reset_counts()
+    # Duplicated input ids are profiled once.
+    profile_problems(problems + problems[:2], backend, verifier, tmp_path, cfg, progress=False)
+    backend.close()
+    ids = [r["id"] for r in read_jsonl(tmp_path / "profile.jsonl")]
+    assert sorted(ids) == sorted(p.id for p in problems)  # none lost, none twice
+    done_first = set(first)
+    assert sorted(asked(srv)) == sorted(p.question.split("\n")[0] for p in problems if p.id not in done_first)
+
+
+def test_a_rerun_with_other_settings_is_refused(server, verifier, tmp_path):
+    srv, problems = server
+    backend = build_backend("openai", base_url=srv.url, model="fake-model")
+    profile_problems(problems[:2], backend, verifier, tmp_path, ProfileConfig(n=N), progress=False)
+    with pytest.raises(ValueError, match="other settings"):
+        profile_problems(problems[:2], backend, verifier, tmp_path, ProfileConfig(n=N + 1), progress=False)
+    with pytest.raises(ValueError, match="other settings"):
+        cfg = ProfileConfig(n=N, sampling=SamplingConfig(temperature=1.0))
+        profile_problems(problems[:2], backend, verifier, tmp_path, cfg, progress=False)
+    backend.close()
+
+
+def write_input(path: Path, problems) -> Path:
+    atomic_write_jsonl(path, [{"problem": p.question, "answer": p.answer} for p in problems])
+    return path
+
+
+def test_cli_profile_select_and_keep_goldilocks(server, tmp_path, capsys):
+    srv, problems = server
+    inp = write_input(tmp_path / "in.jsonl", problems)
+    out = tmp_path / "prof"
+    keep_out = tmp_path / "kept.jsonl"
+    rc = crl(
+        ["profile", "--base-url", srv.url, "--model", "fake-model", "--input", str(inp), "-n", str(N),
+         "--out", str(out), "--no-progress", "--keep", "goldilocks", "--keep-out", str(keep_out)]
+    )
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "profiled 10 prompts at n=4" in text
+    planned = {p.question: c for p, (*_, c) in zip(problems, CASES)}
+    kept = [Problem.from_dict(d) for d in read_jsonl(keep_out)]
+    rejects = list(read_jsonl(tmp_path / "kept.rejects.jsonl"))
+    assert sorted(p.question for p in kept) == sorted(q for q, c in planned.items() if 0 < c < N)
+    assert len(kept) + len(rejects) == len(problems)
+    assert {r["reason"] for r in rejects} == {"band:solve_all", "band:solve_none"}
+    # The library contract the compose command uses.
+    ids_all = select_from_profile(out, "solve_all")
+    assert ids_all == {p.id for p in kept + [Problem.from_dict(r["problem"]) for r in rejects]
+                       if planned[p.question] == N}
+    assert select_from_profile(out, "stale") == {p.id for p in problems if planned[p.question] in (0, N)}
+    extra = Problem.new("Not profiled?", "1")
+    k2, r2 = keep_from_profile([*problems, extra], out, "goldilocks")
+    assert [r["reason"] for r in r2 if r["id"] == extra.id] == ["not_profiled"]
+    with pytest.raises(ValueError, match="unknown band 'easy'"):
+        select_from_profile(out, "easy")
+
+
+def test_cli_usage_errors_are_clean(tmp_path, capsys):
+    assert crl(["profile", "--model", str(tmp_path / "nope"), "--input", str(tmp_path / "x.jsonl"),
+                "--out", str(tmp_path / "o")]) == 2
+    assert "error" in capsys.readouterr().err
+    inp = write_input(tmp_path / "in.jsonl", make_problems()[:1])
+    assert crl(["profile", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--input", str(inp),
+                "--out", str(tmp_path / "o"), "--keep", "easy"]) == 2
+    assert "unknown band 'easy'" in capsys.readouterr().err
+
+
+def test_killed_profile_resumes_with_every_prompt_once(tmp_path):
+    """SIGKILL a real `crl profile` process mid-run, rerun it, and check the log."""
+    problems = make_problems()
+    inp = write_input(tmp_path / "in.jsonl", problems)
+    out = tmp_path / "prof"
+    log = out / "profile.jsonl"
+    cmd = [sys.executable, "-m", "composition_rl.cli", "profile", "--model", "fake-model", "--input", str(inp),
+           "-n", str(N), "--out", str(out), "--chunk", "1", "--concurrency", "1", "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    with FakeOpenAIServer(controlled_responder(problems), latency_s=0.15) as srv:
+        cmd += ["--base-url", srv.url]
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if log.exists() and len(log.read_text().splitlines()) >= 3:
+                    break
+                time.sleep(0.02)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)  # the process and its verifier workers
+            proc.wait()
+        killed_at = len(list(read_jsonl(log)))
+        assert 3 <= killed_at < len(problems)
+        rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert rerun.returncode == 0, rerun.stderr
+    rows = list(read_jsonl(log))
+    assert sorted(r["id"] for r in rows) == sorted(p.id for p in problems)
+    planned = {p.id: c for p, (*_, c) in zip(problems, CASES)}
+    assert {r["id"]: r["correct"] for r in rows} == planned
