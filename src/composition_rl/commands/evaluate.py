@@ -1,0 +1,126 @@
+"""``crl eval``: avg@k and unbiased pass@k on benchmarks, and the compositional analyses.
+
+    crl eval --model runs/tiny --benchmark ../shared/data/eval/aime24.json \\
+        --benchmark ../shared/data/eval/math500.parquet -n 8 --out runs/eval
+    crl eval --base-url http://localhost:8000/v1 --model Qwen3-4B \\
+        --benchmark ../shared/data/eval/math500.parquet --compositional 2,3 -n 8 --out runs/eval-comp
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from composition_rl.cli import UsageError
+from composition_rl.commands.profile import (
+    add_backend_arguments,
+    backend_from_args,
+    load_input,
+    sampling_from_args,
+)
+
+HELP = "evaluate a policy on benchmarks: avg@k, pass@k, compositional analyses"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_backend_arguments(p)
+    p.add_argument(
+        "--benchmark",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="benchmark file (json, jsonl, parquet); repeat for several",
+    )
+    p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
+    c = p.add_argument_group("compositional analyses (seed 000, Section 5.2)")
+    c.add_argument(
+        "--compositional",
+        metavar="DEPTHS",
+        help="also build depth-K test sets from each benchmark (e.g. 2,3) and compare side by side",
+    )
+    c.add_argument("--comp-max", type=int, default=200, help="most composed prompts per benchmark and depth")
+    c.add_argument("--comp-pool-size", type=int, default=20, help="|D_k| for the earlier positions")
+    c.add_argument("--comp-seed", type=int, default=0)
+
+
+def _depths(spec: str) -> list[int]:
+    try:
+        depths = sorted({int(x) for x in spec.split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"--compositional {spec!r}: give depths like 2,3") from None
+    if not depths or min(depths) < 2:
+        raise UsageError(f"--compositional {spec!r}: depths must be >= 2")
+    return depths
+
+
+def _names(paths: list[str]) -> list[str]:
+    """Benchmark names from file stems; a repeated stem gets its parent folder in front."""
+    stems = [Path(p).stem for p in paths]
+    return [
+        f"{Path(p).parent.name}-{s}" if stems.count(s) > 1 else s for p, s in zip(paths, stems)
+    ]
+
+
+def build_compositional(problems, depths, args):
+    """{depth: composed problems} built from a benchmark with the composition engine."""
+    from composition_rl.compose.pipeline import ComposeConfig, compose_problems
+
+    out = {1: problems}
+    for d in depths:
+        cfg = ComposeConfig(
+            depth=d,
+            pool_size=args.comp_pool_size,
+            max_candidates=args.comp_max,
+            seed=args.comp_seed,
+        )
+        res = compose_problems(problems, cfg)
+        print(
+            f"  depth {d}: {len(res.accepted)} composed prompts from {res.candidates} candidates"
+            + (f" (rejected: {res.by_reason()})" if res.rejected else "")
+        )
+        out[d] = res.accepted
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from composition_rl.evaluate import EvalConfig, evaluate_benchmarks
+
+    try:
+        config = EvalConfig(n=args.n, sampling=sampling_from_args(args), template=args.template, chunk=args.chunk)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    depths = _depths(args.compositional) if args.compositional else []
+    benchmarks = {name: load_input(path, args) for name, path in zip(_names(args.benchmark), args.benchmark)}
+    compositional = None
+    if depths:
+        compositional = {}
+        for name, probs in benchmarks.items():
+            print(f"composing {name}:")
+            compositional[name] = build_compositional(probs, depths, args)
+    backend = backend_from_args(args)
+    from composition_rl.verify import VerifyConfig, shared_verifier
+
+    try:
+        # The process-wide pool: one per process, closed at exit (see verify.shared_verifier).
+        verifier = shared_verifier(VerifyConfig(timeout_s=args.verify_timeout))
+        results = evaluate_benchmarks(
+            benchmarks,
+            backend,
+            verifier,
+            args.out,
+            config,
+            compositional=compositional,
+            progress=not args.no_progress,
+            extra_run_info={
+                "model": args.model,
+                "benchmarks": list(args.benchmark),
+                "backend": backend.name,
+            },
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    finally:
+        backend.close()
+    print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
+    print(f"wrote {Path(args.out) / 'results.json'} and per-sample responses under {Path(args.out) / 'samples'}")
+    return 0 if results["benchmarks"] else 1

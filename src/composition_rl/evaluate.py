@@ -1,0 +1,437 @@
+"""Evaluate a policy on benchmarks: avg@k, unbiased pass@k, and the compositional analyses.
+
+The per-benchmark table and its macro average follow seed 000, Table 1 (avg@k with the
+paper's decoding preset). The compositional analyses follow Section 5.2: the policy is run
+on a benchmark and on depth-K compositions of it, side by side (Figure 2, right), and on the
+composed prompts we measure how often a response reaches the right intermediate value v1 of
+each link (Figure 3, right) and where a wrong response first went wrong.
+
+Outputs in ``out_dir``:
+    samples/<benchmark>.jsonl  every response with its outcome (append-only, resumable)
+    results.json               metrics per benchmark, overall averages, compositional block
+    results.md                 the same as markdown tables
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from composition_rl.backends.rollout import (
+    PAPER_SAMPLING,
+    RolloutBackend,
+    SamplingConfig,
+    load_template,
+    render_prompt,
+)
+from composition_rl.io.files import JsonlLog, atomic_open, atomic_write_json, read_jsonl
+from composition_rl.profile import check_run, progress_bar
+from composition_rl.records import Link, Problem
+from composition_rl.stats import BANDS, band, mean, mean_pass_at_k
+
+__all__ = [
+    "ERROR_KINDS",
+    "EvalConfig",
+    "benchmark_metrics",
+    "evaluate_benchmarks",
+    "link_errors",
+    "composition_analysis",
+    "stated_value",
+    "render_markdown",
+]
+
+RESULTS_FILE = "results.json"
+TABLE_FILE = "results.md"
+SAMPLES_DIR = "samples"
+
+#: Where a wrong response to a composed prompt first went wrong (see :func:`link_errors`).
+ERROR_KINDS = ("q1", "linkage", "middle", "last", "undecidable")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Settings of one evaluation run.
+
+    Args:
+        n: samples per problem (the k of avg@k; pass@k is reported for every k <= n).
+        sampling: decoding settings; default the paper preset (T 0.6, top_p 0.95, top_k 20).
+        template: prompt template name or ``.txt`` path; default asks for ``\\boxed{}``.
+        chunk: problems per ``generate`` call; each finished chunk is appended to its log.
+    """
+
+    n: int = 8
+    sampling: SamplingConfig = field(default_factory=lambda: PAPER_SAMPLING)
+    template: str = "boxed"
+    chunk: int = 32
+
+    def __post_init__(self) -> None:
+        if self.n < 1 or self.chunk < 1:
+            raise ValueError(f"n={self.n} and chunk={self.chunk} must both be >= 1")
+
+    def run_record(self) -> dict[str, Any]:
+        return {"n": self.n, "sampling": self.sampling.to_dict(), "template": self.template}
+
+
+def _outcome(r: Any) -> str:
+    return str(getattr(r.outcome, "value", r.outcome))
+
+
+def sample_benchmark(
+    name: str,
+    problems: Sequence[Problem],
+    backend: RolloutBackend,
+    verifier: Any,
+    out_dir: Path,
+    config: EvalConfig,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Sample and score ``n`` responses per problem into ``samples/<name>.jsonl`` (resumable).
+
+    Returns the sample rows of ``problems`` (one per distinct id), in input order.
+    """
+    template = load_template(config.template)
+    unique: dict[str, Problem] = {}
+    for p in problems:
+        unique.setdefault(p.id, p)
+    path = out_dir / SAMPLES_DIR / f"{name}.jsonl"
+    with JsonlLog(path, key="id") as log:
+        todo = [p for p in unique.values() if p.id not in log.done]
+        with progress_bar(progress, len(unique), len(unique) - len(todo)) as advance:
+            for start in range(0, len(todo), config.chunk):
+                chunk = todo[start : start + config.chunk]
+                comps = backend.generate(
+                    [render_prompt(template, p.question) for p in chunk], config.n, config.sampling
+                )
+                if len(comps) != len(chunk) or any(len(c) != config.n for c in comps):
+                    raise RuntimeError(
+                        f"backend returned {[len(c) for c in comps]} completions for "
+                        f"{len(chunk)} prompts x n={config.n}"
+                    )
+                pairs = [(c.text, list(p.answers)) for p, cs in zip(chunk, comps) for c in cs]
+                results = verifier.score_batch(pairs)
+                for i, (p, cs) in enumerate(zip(chunk, comps)):
+                    res = results[i * config.n : (i + 1) * config.n]
+                    log.append(
+                        {
+                            "id": p.id,
+                            "benchmark": name,
+                            "depth": p.depth,
+                            "question": p.question,
+                            "answers": list(p.answers),
+                            "n": config.n,
+                            "correct": sum(1 for r in res if r.score == 1.0),
+                            "responses": [
+                                {
+                                    "text": c.text,
+                                    "outcome": _outcome(r),
+                                    "score": r.score,
+                                    "tokens": c.tokens,
+                                    "finish_reason": c.finish_reason,
+                                }
+                                for c, r in zip(cs, res)
+                            ],
+                        }
+                    )
+                advance(len(chunk))
+    by_id = {r["id"]: r for r in read_jsonl(path)}
+    return [by_id[i] for i in unique]
+
+
+def benchmark_metrics(rows: Sequence[dict[str, Any]], n: int) -> dict[str, Any]:
+    """avg@n, unbiased pass@k for k = 1..n, band fractions and lengths of one benchmark.
+
+    >>> rows = [{"n": 2, "correct": 1, "responses": []}, {"n": 2, "correct": 2, "responses": []}]
+    >>> m = benchmark_metrics(rows, 2); (m["avg@2"], m["pass@k"]["1"], m["pass@k"]["2"], m["solve_all"])
+    (0.75, 0.75, 1.0, 0.5)
+    """
+    counts = [(int(r["n"]), int(r["correct"])) for r in rows]
+    bands = Counter(band(c, k) for k, c in counts)
+    total = len(rows)
+    responses = [x for r in rows for x in r["responses"]]
+    return {
+        "problems": total,
+        "samples": sum(k for k, _ in counts),
+        f"avg@{n}": mean(c / k for k, c in counts),
+        "pass@k": {str(k): mean_pass_at_k(counts, k) for k in range(1, n + 1)},
+        **{b: (bands.get(b, 0) / total if total else None) for b in BANDS},
+        "mean_tokens": mean(x.get("tokens", 0) for x in responses),
+        "truncated": mean(x.get("finish_reason") == "length" for x in responses),
+    }
+
+
+def evaluate_benchmarks(
+    benchmarks: Mapping[str, Sequence[Problem]],
+    backend: RolloutBackend,
+    verifier: Any,
+    out_dir: str | Path,
+    config: EvalConfig | None = None,
+    compositional: Mapping[str, Mapping[int, Sequence[Problem]]] | None = None,
+    progress: bool = True,
+    extra_run_info: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate on named benchmarks; write results.json, results.md and the sample logs.
+
+    Args:
+        benchmarks: benchmark name -> problems (names become file names and table rows).
+        backend: a rollout backend.
+        verifier: the project verifier (``score_batch``).
+        out_dir: output folder; a rerun with the same settings resumes.
+        config: run settings.
+        compositional: benchmark name -> {depth: composed problems} for the Section 5.2
+            analyses (built by the command from the composition engine); depth 1 is the
+            benchmark itself.
+        progress: show progress bars.
+        extra_run_info: recorded in run.json on the first run.
+
+    Returns:
+        The results dict also written to results.json.
+
+    Example:
+        >>> evaluate_benchmarks({"aime24": probs}, HFRollout("m"), Verifier(), "runs/e")  # doctest: +SKIP
+    """
+    config = config or EvalConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    check_run(out, config.run_record(), extra_run_info)
+    results: dict[str, Any] = {"n": config.n, "config": config.run_record(), "benchmarks": {}}
+    for name, problems in benchmarks.items():
+        rows = sample_benchmark(name, problems, backend, verifier, out, config, progress)
+        results["benchmarks"][name] = benchmark_metrics(rows, config.n)
+    results["overall"] = _overall(results["benchmarks"], config.n)
+    if compositional:
+        block: dict[str, Any] = {}
+        for name, by_depth in compositional.items():
+            entry: dict[str, Any] = {}
+            for depth, probs in sorted(by_depth.items()):
+                if depth == 1:
+                    entry["1"] = _side(results["benchmarks"][name], config.n)
+                    continue
+                cname = f"{name}.depth{depth}"
+                rows = sample_benchmark(cname, probs, backend, verifier, out, config, progress)
+                metrics = benchmark_metrics(rows, config.n)
+                entry[str(depth)] = {
+                    **_side(metrics, config.n),
+                    **composition_analysis(rows, {p.id: p for p in probs}),
+                }
+            block[name] = entry
+        results["compositional"] = block
+    atomic_write_json(out / RESULTS_FILE, results)
+    with atomic_open(out / TABLE_FILE) as f:
+        f.write(render_markdown(results))
+    return results
+
+
+def _overall(per_bench: Mapping[str, Mapping[str, Any]], n: int) -> dict[str, Any]:
+    """Macro averages over benchmarks (Table 1 averages benchmark scores, not problems)."""
+    vals = list(per_bench.values())
+    return {
+        "benchmarks": len(vals),
+        f"avg@{n}": mean(m[f"avg@{n}"] for m in vals),
+        "pass@k": {str(k): mean(m["pass@k"][str(k)] for m in vals) for k in range(1, n + 1)},
+    }
+
+
+def _side(m: Mapping[str, Any], n: int) -> dict[str, Any]:
+    return {
+        "problems": m["problems"],
+        f"avg@{n}": m[f"avg@{n}"],
+        "solve_all": m["solve_all"],
+        "solve_none": m["solve_none"],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Compositional analyses (seed 000, Section 5.2)
+# ---------------------------------------------------------------------------------------------
+
+# A value stated for a variable ends at the end of the math span, the sentence or a clause.
+_VALUE_END = r"(?=\$|\\\)|\\\]|\n|;|,\s|\.\s|\.$|\s+(?:and|so|then|which|since|because|thus|hence)\b|\\quad|\\text|\\,\\text|$)"
+
+
+def _assignment_re(var: str) -> re.Pattern[str]:
+    return re.compile(
+        r"(?<![A-Za-z0-9_\\])"
+        + re.escape(var)
+        + r"(?![A-Za-z0-9_])\s*\$?\s*(?:=|:=|\\coloneqq|\bis\b|\bequals\b)\s*\$?\s*(.+?)"
+        + _VALUE_END,
+        re.MULTILINE,
+    )
+
+
+def stated_value(text: str, var: str) -> Any | None:
+    """The last exact value ``text`` states for variable ``var`` (``X = 7``), or None.
+
+    In a chain ``X = 3 + 4 = 7`` the last member counts; statements whose value is not a
+    number (``X is the sum of ...``) are not statements of a value.
+
+    >>> stated_value("First, $X = 3 + 4 = 7$. Then $Y = X - 6 = 1$.", "X")
+    7
+    >>> stated_value("Let X be the number of roots.", "X") is None
+    True
+    """
+    from composition_rl.values import parse_answer_value
+
+    last = None
+    for m in _assignment_re(var).finditer(text):
+        value = m.group(1).split("=")[-1].strip().rstrip(".").strip()
+        parsed = parse_answer_value(value) if value else None
+        if parsed is not None:
+            last = parsed.value
+    return last
+
+
+def _same(a: Any, b: Any) -> bool:
+    import sympy
+
+    if a is None or b is None:
+        return False
+    try:
+        return bool(a == b or sympy.simplify(a - b) == 0)
+    except (TypeError, ValueError):
+        return False
+
+
+def _link_values(link: Link) -> tuple[Any, Any]:
+    """Exact (v1, v2) of a link, read from its LaTeX (the safe parser, no eval)."""
+    from composition_rl.values import parse_answer_value
+
+    out = []
+    for latex in (link.v1_latex, link.v2_literal):
+        v = parse_answer_value(latex)
+        out.append(v.value if v is not None else None)
+    return out[0], out[1]
+
+
+def link_errors(text: str, links: Sequence[Link]) -> tuple[list[bool | None], str]:
+    """Per-link v1 recovery of one response, and where a wrong chain first broke.
+
+    The chain is q1 -link1-> q2 -link2-> ... -> qK. Walking the links in order: a stated
+    x that is not v1 is a ``q1`` error on the first link (a ``middle`` error on later ones,
+    whose q was solved wrongly); a right x with a wrong y (= x - d, which must equal v2) is
+    a ``linkage`` error; all links right means the ``last`` problem went wrong. A missing
+    statement of the value that decides this makes the response ``undecidable``.
+
+    Returns:
+        (recovered per link: True / False / None when x is never stated, error kind). The
+        error kind is meaningful only for a response whose final answer is wrong.
+    """
+    recovered: list[bool | None] = []
+    kind: str | None = None
+    for j, link in enumerate(links):
+        v1, v2 = _link_values(link)
+        x = stated_value(text, link.x)
+        ok_x = None if x is None else _same(x, v1)
+        recovered.append(ok_x)
+        if kind is not None:
+            continue
+        if ok_x is None:
+            kind = "undecidable"
+        elif not ok_x:
+            kind = "q1" if j == 0 else "middle"
+        else:
+            y = stated_value(text, link.y)
+            if y is None:
+                kind = "undecidable"
+            elif not _same(y, v2):
+                kind = "linkage"
+    return recovered, kind or "last"
+
+
+def composition_analysis(
+    rows: Sequence[dict[str, Any]], problems: Mapping[str, Problem]
+) -> dict[str, Any]:
+    """v1-recovery rate and error split over the sample rows of composed problems.
+
+    ``v1_recovery`` is over every (response, link) pair: the share where the response states
+    the right v1 (a link whose x is never stated counts as not recovered; ``v1_stated`` gives
+    how often it was stated at all). ``error_split`` counts wrong responses by
+    :data:`ERROR_KINDS` and gives fractions of the decidable ones.
+    """
+    pairs = stated = recovered = 0
+    errors: Counter[str] = Counter()
+    wrong = 0
+    for r in rows:
+        p = problems[r["id"]]
+        if not p.links:
+            continue
+        for resp in r["responses"]:
+            per_link, kind = link_errors(resp["text"], p.links)
+            pairs += len(per_link)
+            stated += sum(1 for v in per_link if v is not None)
+            recovered += sum(1 for v in per_link if v)
+            if resp["score"] != 1.0:
+                wrong += 1
+                errors[kind] += 1
+    decidable = wrong - errors["undecidable"]
+    return {
+        "v1_recovery": recovered / pairs if pairs else None,
+        "v1_stated": stated / pairs if pairs else None,
+        "links_scored": pairs,
+        "wrong_responses": wrong,
+        "error_counts": {k: errors.get(k, 0) for k in ERROR_KINDS},
+        "error_split": {
+            k: (errors.get(k, 0) / decidable if decidable else None)
+            for k in ERROR_KINDS
+            if k != "undecidable"
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown
+# ---------------------------------------------------------------------------------------------
+
+
+def _pct(v: Any) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    return f"{100 * v:.1f}"
+
+
+def render_markdown(results: Mapping[str, Any]) -> str:
+    """Tables of results.json: benchmarks x (avg@n, pass@k), and the compositional block."""
+    n = results["n"]
+    ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= n]
+    if n not in ks:
+        ks.append(n)
+    head = ["benchmark", "problems", f"avg@{n}", *(f"pass@{k}" for k in ks), "solve_all", "solve_none"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, m in results["benchmarks"].items():
+        cells = [name, str(m["problems"]), _pct(m[f"avg@{n}"])]
+        cells += [_pct(m["pass@k"][str(k)]) for k in ks]
+        cells += [_pct(m["solve_all"]), _pct(m["solve_none"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    o = results["overall"]
+    cells = ["**average**", "", _pct(o[f"avg@{n}"]), *(_pct(o["pass@k"][str(k)]) for k in ks), "", ""]
+    lines.append("| " + " | ".join(cells) + " |")
+    text = f"# Evaluation (n = {n}, values in %)\n\n" + "\n".join(lines) + "\n"
+    comp = results.get("compositional")
+    if comp:
+        head = ["benchmark", "depth", "problems", f"avg@{n}", "solve_all", "solve_none", "v1 recovery",
+                "q1 err", "linkage err", "middle err", "last err", "undecidable"]
+        rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for name, by_depth in comp.items():
+            for depth, m in by_depth.items():
+                split = m.get("error_split", {})
+                counts = m.get("error_counts", {})
+                rows.append(
+                    "| "
+                    + " | ".join(
+                        [name, depth, str(m["problems"]), _pct(m[f"avg@{n}"]), _pct(m["solve_all"]),
+                         _pct(m["solve_none"]), _pct(m.get("v1_recovery")),
+                         *(_pct(split.get(k)) for k in ("q1", "linkage", "middle", "last")),
+                         str(counts.get("undecidable", "-"))]
+                    )
+                    + " |"
+                )
+        text += (
+            "\n## Compositional analyses (seed 000, Section 5.2)\n\n"
+            "Error split: share of the wrong responses whose first broken step is decidable.\n\n"
+            + "\n".join(rows)
+            + "\n"
+        )
+    return text
