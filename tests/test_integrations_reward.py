@@ -15,7 +15,7 @@ import pytest
 
 from composition_rl.integrations import verl as verl_reward
 from composition_rl.integrations.trl import completion_text, make_reward_fn
-from composition_rl.verify import Verifier, VerifyConfig
+from composition_rl.verify import Verifier, VerifyConfig, close_shared_verifiers
 
 GOLD = r"\frac{1}{2}"
 COMPLETIONS = [
@@ -31,6 +31,12 @@ EXPECTED = [1.0, 1.0, 0.0, 0.0]
 def verifier():
     with Verifier(VerifyConfig(timeout_s=1.0, workers=2)) as v:
         yield v
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_shared_verifiers():
+    yield
+    close_shared_verifiers()  # the verl adapter uses shared ones; free their processes here
 
 
 def _conversational(texts):
@@ -129,6 +135,7 @@ def _verl_call(fn, response, gold):
 
 
 def test_verl_compute_score_keywords_and_keys():
+    close_shared_verifiers()  # also: a closed shared verifier is recreated on the next call
     fn = functools.partial(verl_reward.compute_score, timeout_s=1.0, workers=2)  # reward_kwargs
     outs = [_verl_call(fn, c, GOLD) for c in COMPLETIONS]
     assert all(set(o) == KEYS for o in outs)

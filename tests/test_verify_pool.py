@@ -229,3 +229,12 @@ def test_group_stats_read_verify_results(bounded):
         pass_rate([])
     with pytest.raises(ValueError):
         classify_group([2.0])
+
+
+def test_empty_batch_and_bad_gold_need_no_workers():
+    v = Verifier(VerifyConfig(workers=1))
+    assert v.score_batch([]) == []
+    with pytest.raises(ValueError, match="gold"):
+        v.score(r"\boxed{1}", None)
+    assert v.worker_pids() == []  # nothing was started
+    v.close()

@@ -15,6 +15,7 @@ from composition_rl.verify.verifier import (
     Verifier,
     VerifyConfig,
     VerifyResult,
+    close_shared_verifiers,
     shared_verifier,
     summarize,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "Verifier",
     "VerifyConfig",
     "VerifyResult",
+    "close_shared_verifiers",
     "extract_answer",
     "gold_forms",
     "shared_verifier",

@@ -30,6 +30,7 @@ __all__ = [
     "Verifier",
     "VerifyConfig",
     "VerifyResult",
+    "close_shared_verifiers",
     "shared_verifier",
     "summarize",
 ]
@@ -302,7 +303,11 @@ def shared_verifier(config: VerifyConfig | None = None) -> Verifier:
         return v
 
 
-def _close_shared() -> None:
+def close_shared_verifiers() -> None:
+    """Close every :func:`shared_verifier` of this process (they are recreated on next use).
+
+    Runs at interpreter exit; call it yourself to release the worker processes earlier.
+    """
     with _SHARED_LOCK:
         for v in _SHARED.values():
             v.close()
@@ -315,5 +320,5 @@ def _forget_shared_in_child() -> None:
     _SHARED.clear()
 
 
-atexit.register(_close_shared)
+atexit.register(close_shared_verifiers)
 os.register_at_fork(after_in_child=_forget_shared_in_child)
