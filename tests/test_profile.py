@@ -232,3 +232,36 @@ def test_killed_profile_resumes_with_every_prompt_once(tmp_path):
     assert sorted(r["id"] for r in rows) == sorted(p.id for p in problems)
     planned = {p.id: c for p, (*_, c) in zip(problems, CASES)}
     assert {r["id"]: r["correct"] for r in rows} == planned
+
+
+def test_keep_goldilocks_on_a_composed_set_keeps_the_records_whole(tmp_path, capsys):
+    """Profile composed Problem records (as `crl compose` writes them) and keep the band:
+    the kept rows are the same records, ids, links and parents included."""
+    from composition_rl.records import Link
+
+    link = Link(x="X", y="Y", v1_latex="7", v1_expr="7", v2_literal="2", v2_expr="2", d_latex="5",
+                d_expr="5", v2_offset=10)
+    composed = [
+        Problem(id=f"comp{i:02d}", question=f"q1 number {i}. Let $X$ be the answer. $Y$ is 5 less than $X$. "
+                f"What is $Y + {i}$?", answers=(str(2 + i),), source="compose:symbolic", depth=2,
+                parents=(f"a{i}", f"b{i}"), links=(link,), engine="symbolic")
+        for i in range(6)
+    ]
+    plan = {p.question: (p.answer, c) for p, c in zip(composed, [0, 1, 2, 4, 3, 4])}
+
+    def respond(body):
+        content = body["messages"][-1]["content"]
+        gold, c = next(v for q, v in plan.items() if content.startswith(q))
+        return [f"\\boxed{{{gold}}}" if i < c else "\\boxed{-100}" for i in range(int(body["n"]))]
+
+    inp = tmp_path / "composed.jsonl"
+    atomic_write_jsonl(inp, [p.to_dict() for p in composed])
+    keep_out = tmp_path / "keep.jsonl"
+    with FakeOpenAIServer(respond) as srv:
+        assert crl(["profile", "--base-url", srv.url, "--model", "m", "--input", str(inp), "-n", str(N),
+                    "--out", str(tmp_path / "p"), "--no-progress", "--keep", "goldilocks",
+                    "--keep-out", str(keep_out)]) == 0
+    kept = [Problem.from_dict(d) for d in read_jsonl(keep_out)]
+    assert kept == [p for p in composed if 0 < plan[p.question][1] < N]
+    assert select_from_profile(tmp_path / "p", "solve_all") == {"comp03", "comp05"}
+    capsys.readouterr()

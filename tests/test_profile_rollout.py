@@ -125,3 +125,21 @@ def test_shared_prefill_samples_exactly_what_n_separate_prefills_sample(tiny_dir
     s = SamplingConfig(max_tokens=10, temperature=1.0)
     assert hf.share_prefill
     assert hf.generate(PROMPTS, n=2, sampling=s) == plain.generate(PROMPTS, n=2, sampling=s)
+
+
+def test_vllm_sampling_params_follow_our_config():
+    from composition_rl.backends.vllm_offline import sampling_params_kwargs
+
+    assert sampling_params_kwargs(8, SamplingConfig(max_tokens=100, seed=5)) == {
+        "n": 8, "temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_tokens": 100, "seed": 5,
+    }
+    assert sampling_params_kwargs(1, SamplingConfig(top_k=0))["top_k"] == -1  # vLLM's "off"
+
+
+def test_vllm_backend_is_import_guarded():
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here; the guard only shows without it")
+    with pytest.raises(ImportError, match="pip install 'vllm'"):
+        build_backend("vllm", model="some/model")
