@@ -93,6 +93,9 @@ def parse_retry_after(headers: Any, now: float | None = None) -> float | None:
     return None
 
 
+_timeout = getattr(asyncio, "timeout", None)
+
+
 def _httpx_response() -> type:
     import httpx2
 
@@ -433,12 +436,14 @@ class OpenAIChat(ChatBackend):
                 self.stats.calls += 1
                 self.stats.calls_by_endpoint[ep.label] += 1
                 try:
-                    raw = await asyncio.wait_for(
-                        st.clients[ep.idx].post(
-                            "/chat/completions", cast_to=_httpx_response(), body=kwargs
-                        ),
-                        self.timeout_s,
+                    call = st.clients[ep.idx].post(
+                        "/chat/completions", cast_to=_httpx_response(), body=kwargs
                     )
+                    if _timeout is not None:  # Python >= 3.11: no extra task per call
+                        async with _timeout(self.timeout_s):
+                            raw = await call
+                    else:  # pragma: no cover - Python 3.10
+                        raw = await asyncio.wait_for(call, self.timeout_s)
                     resp = self._convert(json.loads(raw.content))
                 except Exception as exc:  # classified below; nothing is swallowed silently
                     kind, retryable, wait, detail = self._classify(exc)

@@ -352,13 +352,14 @@ def parse_json_object(text: str) -> dict[str, Any] | None:
     body = _outer_object(text)
     if body is None:
         return None
-    for cand in (body, _repair_escapes(body)):
+    for repaired in (False, True):
+        cand = _repair_escapes(body) if repaired else body
         for variant in (cand, re.sub(r",\s*([}\]])", r"\1", cand)):
             try:
                 obj = json.loads(variant, strict=False)  # raw newlines/tabs inside strings
             except json.JSONDecodeError:
                 continue
-            if isinstance(obj, dict) and not (cand is body and _damaged(obj)):
+            if isinstance(obj, dict) and (repaired or not _damaged(obj)):
                 return obj
     return None
 
@@ -500,6 +501,9 @@ def relation(v1: sympy.Expr, v2: sympy.Rational) -> tuple[sympy.Expr, str, str, 
     d = sympy.nsimplify(v1 - v2) if v1.has(sympy.Float) else v1 - v2
     if d == 0:
         return d, "equal", "0", "0"
+    if d.is_Rational:  # the common case, without sympy's assumption system
+        pos = d > 0
+        return d, ("less" if pos else "more"), render_latex(d if pos else -d), render_latex(d)
     pos = d.is_positive
     if pos is None:  # sympy could not decide symbolically: decide numerically at high precision
         pos = bool(d.evalf(60) > 0)
@@ -560,35 +564,62 @@ class LLMComposer:
     seed: int = 0
     max_chars: int = 8000
     name: str = "llm"
-    _inflight: dict[str, asyncio.Future] = field(default_factory=dict, repr=False)
+    _inflight: dict[tuple[str, ...], asyncio.Future] = field(default_factory=dict, repr=False)
+    _memo: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
+
+    # -- per-problem facts, computed once per problem id (pools reuse problems heavily) --------
+    def _fact(self, kind: str, p: Problem, fn) -> Any:
+        key = (kind, p.id)
+        v = self._memo.get(key)
+        if v is None:
+            v = self._memo[key] = fn(p)
+        return v
+
+    def _symbols(self, p: Problem) -> frozenset[str]:
+        return self._fact("sym", p, lambda p: symbols_used(p.question))
+
+    def _answer_has_number(self, p: Problem) -> bool:
+        return self._fact("anum", p, lambda p: any(_has_number(a) for a in p.answers))
+
+    def _has_constant(self, p: Problem) -> bool:
+        return self._fact("const", p, lambda p: _has_constant(p.question))
+
+    def _allowed(self, p: Problem) -> dict[str, frozenset[int]]:
+        def build(p: Problem) -> dict[str, frozenset[int]]:
+            by: dict[str, set[int]] = {}
+            for c in find_constants(p.question, p.answer):
+                by.setdefault(c.literal, set()).add(c.offset)
+            return {k: frozenset(v) for k, v in by.items()}
+
+        return self._fact("allowed", p, build)
 
     # -- cheap eligibility (no calls) ---------------------------------------------------
     def eligible(self, p: Problem, position: int, depth: int) -> bool:
         """Whether ``p`` can stand at ``position`` (0-based): a number in the answer of every
         non-last problem, a constant in the text of every non-first one."""
-        if position < depth - 1 and not any(_has_number(a) for a in p.answers):
+        if position < depth - 1 and not self._answer_has_number(p):
             return False
-        if position > 0 and not _has_constant(p.question):
+        if position > 0 and not self._has_constant(p):
             return False
         return True
 
     def _prefilter(self, chain: Sequence[Problem]) -> Rejection | None:
         K = len(chain)
         for k in range(K - 1):
-            if not any(_has_number(a) for a in chain[k].answers):
+            if not self._answer_has_number(chain[k]):
                 return Rejection(
                     "check1_v1",
                     "q1_no_number",
                     f"position {k + 1}: answer {chain[k].answer!r} has no number",
                 )
         for k in range(1, K):
-            if not _has_constant(chain[k].question):
+            if not self._has_constant(chain[k]):
                 return Rejection(
                     "constant",
                     "no_constant",
                     f"position {k + 1}: problem {chain[k].id} has no number to replace",
                 )
-        used = frozenset().union(*(symbols_used(p.question) for p in chain))
+        used = frozenset().union(*(self._symbols(p) for p in chain))
         if len([n for n in VARIABLE_NAMES if n not in used]) < 2 * (K - 1):
             return Rejection(
                 "check4_names_length", "name_collision", "not enough free variable names"
@@ -616,7 +647,7 @@ class LLMComposer:
 
     async def _ask(self, req: ChatRequest) -> ChatResponse:
         # identical requests in flight at once share one call
-        key = req.cache_key(self.backend.namespace)
+        key = tuple(m["content"] for m in req.messages)  # all other fields are fixed per composer
         fut = self._inflight.get(key)
         if fut is None:
             fut = asyncio.ensure_future(self.backend.chat(req))
@@ -747,11 +778,7 @@ class LLMComposer:
             shift = len(literal) - len(MARKER)
             starts = [m.start() for m in re.finditer(re.escape(MARKER), rewritten)]
             offsets = tuple(s + i * shift for i, s in enumerate(starts))
-            allowed = {
-                c.offset
-                for c in find_constants(later.question, later.answer)
-                if c.literal == literal
-            }
+            allowed = self._allowed(later).get(literal, frozenset())
             for off in offsets:
                 if off in allowed:
                     continue
@@ -868,7 +895,7 @@ class LLMComposer:
     ) -> Problem | Rejection:
         K = len(chain)
         used = frozenset().union(
-            *(symbols_used(p.question) for p in chain), *(symbols_used(p.definition) for p in props)
+            *(self._symbols(p) for p in chain), *(symbols_used(p.definition) for p in props)
         )
         free = [n for n in VARIABLE_NAMES if n not in used]
         if len(free) < 2 * (K - 1):
