@@ -416,6 +416,7 @@ def _clean(text: str) -> str:
     return s.strip()
 
 
+_PLAIN = re.compile(r"-?(?:\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\})")  # nothing for _clean to do
 _SIMPLE = re.compile(r"(-?)(\d+)(?:\.(\d+))?")
 _SIMPLE_FRAC = re.compile(r"(-?)\\[dt]?frac\{(\d+)\}\{(\d+)\}")
 
@@ -522,7 +523,7 @@ def to_fraction(v: sympy.Rational) -> Fraction:
 @lru_cache(maxsize=65536)
 def exact_value(text: str) -> Exact | None:
     """:func:`parse_number`, with rationals returned as ``Fraction`` for fast arithmetic."""
-    s = _clean(text)
+    s = text if _PLAIN.fullmatch(text) else _clean(text)
     m = _SIMPLE.fullmatch(s)
     if m is not None and len(s) <= _MAX_DIGITS:
         sign, whole, frac = m.groups()
@@ -557,7 +558,7 @@ def _to_sym(v) -> sympy.Expr:
 
 def exact_equal(a: Exact, b: Exact) -> bool:
     """Exact equality of two values: Fractions and :class:`Lin` directly, the rest via sympy."""
-    if isinstance(a, Fraction) and isinstance(b, Fraction):
+    if type(a) is Fraction and type(b) is Fraction:
         return a == b
     if isinstance(a, (Fraction, Lin)) and isinstance(b, (Fraction, Lin)):
         return (Lin.of(a) if isinstance(a, Fraction) else a) == (Lin.of(b) if isinstance(b, Fraction) else b)
@@ -571,6 +572,8 @@ def exact_equal(a: Exact, b: Exact) -> bool:
 
 def exact_sub(a: Exact, b: Exact) -> Exact:
     """``a - b`` exactly, staying in the fast domains where possible."""
+    if type(a) is Fraction and type(b) is Fraction:
+        return a - b
     if isinstance(a, (Fraction, Lin)) and isinstance(b, (Fraction, Lin)):
         la = Lin.of(a) if isinstance(a, Fraction) else a
         lb = Lin.of(b) if isinstance(b, Fraction) else b
