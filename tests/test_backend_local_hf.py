@@ -41,3 +41,45 @@ def test_chat_template_n_choices_tokens_and_repeatable_sampling(tiny):
 def test_missing_model_dir_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="not found"):
         build_chat_backend("local_hf", model=str(tmp_path / "nope"))
+
+
+def test_tiny_model_compositions_are_rejected_cleanly(tiny, tmp_path):
+    """A random model writes nonsense: every candidate must end as a counted rejection."""
+    import itertools
+    import json
+
+    from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+    from composition_rl.records import Problem
+
+    probs = [
+        Problem.new("What is $3 + 4$?", "7"),
+        Problem.new(
+            "Find the center of the hyperbola $4x^2 - 24x - 25y^2 + 250y - 489 = 0.$", "(3,5)"
+        ),
+        Problem.new("Compute $2 \\cdot 5 + 1$.", "11"),
+    ]
+    chains = list(itertools.permutations(probs, 2))
+    cfg = LLMComposeConfig(
+        backend="local_hf",
+        model=str(tiny),
+        max_tokens=24,
+        temperature=0.8,
+        top_p=0.95,
+        concurrency=2,
+    )
+    b = build_chat_backend("local_hf", model=str(tiny), device="cpu")
+    stats = compose_candidates(chains, tmp_path, cfg, backend=b, progress=False)
+    rejected = [json.loads(x) for x in (tmp_path / "rejected.jsonl").read_text().splitlines()]
+    assert stats["candidates"] == len(chains) == len(rejected) and stats["accepted"] == 0
+    assert (tmp_path / "composed.jsonl").read_text() == ""
+    assert "internal_error" not in stats["rejected_by_reason"]
+    assert {r["stage"] for r in rejected} <= {
+        "llm_output",
+        "check1_v1",
+        "constant",
+        "check2_substitution",
+    }
+    assert (
+        stats["llm"]["requests"] == b.stats.calls == len(chains)
+    )  # one proposal each, then rejected
+    assert stats["llm"]["completion_tokens"] > 0
