@@ -231,3 +231,9 @@ def test_no_secret_in_logs_errors_or_stats(monkeypatch, caplog, tmp_path):
 def test_bad_settings_are_reported_together():
     with pytest.raises(ValueError, match="no base URL.*model is empty.*concurrency=0"):
         OpenAIChat([], "", concurrency=0)
+
+
+def test_one_cache_file_one_writer(tmp_path):
+    with ResponseCache(tmp_path / "c.jsonl"):
+        with pytest.raises(ValueError, match="in use by another process"):
+            ResponseCache(tmp_path / "c.jsonl")

@@ -309,6 +309,15 @@ def test_rerun_of_a_finished_job_makes_zero_calls(tmp_path):
         assert a == (tmp_path / "b" / name).read_bytes()
     for key in ("candidates", "accepted", "rejected_by_reason", "funnel", "llm"):
         assert first[key] == again[key] == fresh[key]
+    # resuming with other settings would mix two runs in one output: refused
+    with pytest.raises(ValueError, match="temperature: 0.1 -> 0.7"):
+        compose_candidates(
+            PAIRS[:40],
+            tmp_path / "a",
+            LLMComposeConfig(model="fake-model", temperature=0.7),
+            backend=backend("http://127.0.0.1:9/v1"),
+            progress=False,
+        )
 
 
 CHILD = r"""
@@ -610,6 +619,11 @@ def test_crl_compose_engine_llm_and_auto_from_the_command_line(tmp_path, capsys)
         assert stats["config"]["depth"] == 2 and stats["pools"][0] == 5
     assert (tmp_path / "auto" / "trl.parquet").exists()
     assert "candidates accepted" in capsys.readouterr().out
+    # resuming an output folder with another model: a clean usage error, exit 2
+    assert (
+        main([*common[:-1], "other-model", "--engine", "llm", "--out", str(tmp_path / "llm")]) == 2
+    )
+    assert "other settings (model: 'fake-model' -> 'other-model')" in capsys.readouterr().err
     # no endpoint: a clean usage error, exit 2
     assert (
         main(["compose", "--input", str(data), "--engine", "llm", "--out", str(tmp_path / "x")])

@@ -42,7 +42,7 @@ class ResponseCache:
             fcntl.flock(self._f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._f.close()
-            raise RuntimeError(
+            raise ValueError(
                 f"response cache {self.path} is in use by another process; "
                 "give each concurrent job its own --cache"
             ) from None

@@ -1167,6 +1167,42 @@ class _Bar:
 
 
 JOURNAL = "llm_journal.jsonl"
+RUN_FILE = "llm_run.json"
+
+
+def _claim_run(
+    out: Path, engine: str, cfg: LLMComposeConfig, seed: int, max_chars: int, backend: Any
+) -> None:
+    """Record what the journal in ``out`` was made with; refuse to resume it with other
+    settings (a rerun would otherwise mix two models' compositions in one output)."""
+    import hashlib
+
+    prompts = "".join(
+        load_prompt(n)
+        for n in ("llm_propose_system", "llm_propose", "llm_verify_system", "llm_verify")
+    )
+    mine = {
+        "engine": engine,
+        "backend": backend.name if backend is not None else cfg.backend,
+        "model": backend.model if backend is not None else cfg.model,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "max_tokens": cfg.max_tokens,
+        "verify": cfg.verify,
+        "seed": seed,
+        "max_chars": max_chars,
+        "prompts_sha256": hashlib.sha256(prompts.encode()).hexdigest()[:16],
+    }
+    path = out / RUN_FILE
+    if path.exists() and (out / JOURNAL).exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        diff = {k: (old.get(k), v) for k, v in mine.items() if old.get(k) != v}
+        if diff:
+            shown = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items()))
+            raise ValueError(
+                f"{out} holds an LLM compose run made with other settings ({shown}); use a new --out or delete {out / JOURNAL}"
+            )
+    atomic_write_json(path, mine)
 
 
 def compose_candidates(
@@ -1199,6 +1235,7 @@ def compose_candidates(
         raise ValueError(f"engine={engine!r}; the LLM driver runs 'llm' or 'auto'")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    _claim_run(out, engine, llm_config, seed, max_chars, backend)
     cache = None
     own_backend = backend is None
     if own_backend:
