@@ -140,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
                             progress=not args.no_progress, **llm_kw)
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e}") from e
+    except ValueError as e:  # llm/auto: a resumed run with other settings, a busy cache
+        if args.engine == "symbolic":
+            raise
+        raise UsageError(str(e)) from e
     paths = write_exports(out, exports)
     print_summary(stats, out, paths, time.perf_counter() - t0)
     return 0
