@@ -61,7 +61,7 @@ def wrong(gold: str, others: list[str], rng: random.Random) -> str:
             return o
 
 
-def make_batch(n_prompts: int, group: int, seed: int) -> tuple[list[tuple[str, str]], list[str]]:
+def make_batch(n_prompts: int, group: int, seed: int, reasoning_kind: str = "problem") -> tuple[list[tuple[str, str]], list[str]]:
     rows = [r for r in json.loads(DATA.read_text()) if isinstance(r.get("answer"), str)]
     rng = random.Random(seed)
     prompts = rng.sample(rows, n_prompts)
@@ -69,7 +69,10 @@ def make_batch(n_prompts: int, group: int, seed: int) -> tuple[list[tuple[str, s
     pairs, kinds = [], []
     for p in prompts:
         gold = p["answer"]
-        reasoning = "Let's think step by step. " + p["problem"] + " We compute carefully. " * 8
+        if reasoning_kind == "problem":  # the problem's LaTeX reappears in the reasoning, as it does
+            reasoning = "Let's think step by step. " + p["problem"] + " We compute carefully. " * 8
+        else:  # just a sentence before the answer
+            reasoning = "We compute carefully. "
         for _ in range(group):
             kind = rng.choices(KINDS, WEIGHTS)[0]
             if kind == "correct_identical":
@@ -79,7 +82,7 @@ def make_batch(n_prompts: int, group: int, seed: int) -> tuple[list[tuple[str, s
             elif kind == "wrong":
                 resp = reasoning + rf"Therefore, the final answer is $\boxed{{{wrong(gold, others, rng)}}}$."
             else:
-                resp = reasoning[: rng.randrange(40, len(reasoning))]  # cut off by max_tokens
+                resp = reasoning[: rng.randrange(min(40, len(reasoning) - 1), len(reasoning))]  # cut off
             pairs.append((resp, gold))
             kinds.append(kind)
     return pairs, kinds
@@ -139,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=5.0, help="the verifier's per-item bound")
     ap.add_argument("--rounds", type=int, default=8, help="naive and ours alternate this many times")
+    ap.add_argument(
+        "--reasoning",
+        choices=["problem", "short"],
+        default="problem",
+        help="problem: each response restates the problem (LaTeX and all) before its answer; "
+        "short: one sentence, then the answer",
+    )
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args(argv)
     if not DATA.is_file():
@@ -146,9 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.getLogger("math_verify").setLevel(logging.ERROR)
 
-    pairs, kinds = make_batch(args.prompts, args.group, args.seed)
+    pairs, kinds = make_batch(args.prompts, args.group, args.seed, args.reasoning)
     n = len(pairs)
-    print(f"batch: {args.prompts} prompts x {args.group} = {n} pairs; mix {dict(Counter(kinds))}")
+    print(f"batch: {args.prompts} prompts x {args.group} = {n} pairs ({args.reasoning} reasoning); mix {dict(Counter(kinds))}")
 
     verifiers, startup = {}, {}
     for label, workers in (("ours, 1 worker", 1), ("ours, default workers", None)):

@@ -159,10 +159,27 @@ class Scorer:
             return ItemScore("error", detail=f"{type(e).__name__}: {str(e)[:200]}")
 
 
+# Answer shapes seen in MATH-style data. Parsing each once fills ANTLR's lazily built
+# prediction tables and sympy's caches; done in the fork server, every worker inherits them
+# (about 2 s once, and it saves 20-25% of the CPU of a first batch of 2048 pairs per worker).
+_WARM_UP = (
+    r"\frac{1}{2}", "0.5", "-3", "12", "1/3", r"-\frac{7}{4}", r"3\sqrt{2}", r"\frac{\sqrt{3}}{2}",
+    r"2\pi", r"\frac{5\pi}{6}", r"(1, -2)", r"\left( \frac{1}{2}, 3 \right)", r"[0, 4)",
+    r"(-\infty, 2] \cup (3, \infty)", r"\{1, 2\}", r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}",
+    r"\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}", r"x^2 + 2x + 1", r"-2x^3+4x-6", r"x = 5",
+    r"y = 2x - 3", r"45^\circ", r"25\%", r"\text{(C)}", "B", r"\text{Tuesday}", r"10\text{ cm}",
+    r"1,\!000", r"2^{10}", r"e^{2}", r"\log_2 5", r"\sin 30^\circ", r"3 + 4i", r"\$ 12.50",
+    r"6, 8, \text{ and } 10", r"a^2 b", r"\dfrac{4}{9}", "3.14", r"\infty", r"\sqrt[3]{2}",
+)
+
+
 def warm_up() -> float:
-    """Pay Math-Verify's first-call costs (ANTLR parser set-up, ~0.3 s) once; returns seconds."""
+    """Pay Math-Verify's first-call costs once (ANTLR set-up, prediction tables); returns seconds."""
     t = time.perf_counter()
-    Scorer().score(r"\boxed{\frac{1}{2}}", (r"0.5",))
+    scorer = Scorer()  # thrown away: its caches must not leak into real scoring
+    for answer in _WARM_UP:
+        scorer.score(rf"\boxed{{{answer}}}", ("7",))
+        scorer.score(r"\boxed{7}", (answer,))
     return time.perf_counter() - t
 
 

@@ -154,7 +154,7 @@ class WorkerPool:
                 )
                 self._thread.start()
             self._inbox.append(task)
-        self._wake()
+            self._wake()
         return futures
 
     def close(self) -> None:
@@ -166,18 +166,20 @@ class WorkerPool:
                 return
             self._closed = True
             thread = self._thread
-        self._wake()
+            self._wake()
         if thread is threading.current_thread():
             return  # called from a future's callback: the loop sees the flag and shuts down
         if thread is not None:
             thread.join()
         else:
             self._shutdown()
-        for fd in (self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        with self._lock:  # wakes happen under the lock, so no write can hit a reused fd
+            for fd in (self._wake_r, self._wake_w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self._wake_r = self._wake_w = -1
 
     def _forget_after_fork(self) -> None:
         # A forked child has copies of our sockets but no dispatcher thread: drop them
@@ -190,6 +192,9 @@ class WorkerPool:
         self._init_state()
 
     def _wake(self) -> None:
+        """Wake the dispatcher; callers hold ``self._lock``."""
+        if self._wake_w < 0:
+            return
         try:
             os.write(self._wake_w, b"\0")
         except (BlockingIOError, OSError):
