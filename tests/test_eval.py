@@ -24,7 +24,7 @@ from composition_rl.evaluate import (
 )
 from composition_rl.io.files import atomic_write_jsonl, read_jsonl
 from composition_rl.records import Link, Problem
-from composition_rl.verify import VerifyConfig, shared_verifier
+from composition_rl.verify import VerifyConfig, close_shared_verifiers, shared_verifier
 
 N = 4
 
@@ -36,7 +36,10 @@ def brute_pass_at_k(n: int, c: int, k: int) -> float:
 
 @pytest.fixture(scope="module")
 def verifier():
-    return shared_verifier(VerifyConfig(timeout_s=5.0))
+    # The process-wide pool the commands use too (their default config): started once here,
+    # its workers released when the module is done.
+    yield shared_verifier(VerifyConfig(timeout_s=5.0))
+    close_shared_verifiers()
 
 
 def bench(prefix: str, plan: list[int]) -> list[tuple[Problem, int]]:
@@ -194,7 +197,7 @@ def test_cli_eval_compositional_on_math500_with_a_controlled_server(shared_data,
 
 
 @pytest.mark.shared_data
-def test_cli_eval_with_a_tiny_local_model_on_shared_benchmarks(shared_data, tmp_path_factory, capsys):
+def test_cli_eval_with_a_tiny_local_model_on_shared_benchmarks(shared_data, verifier, tmp_path_factory, capsys):
     """Real generation through the local backend on three shared files (json list answers,
     int answers, parquet): the run completes, resumes without resampling, and reports."""
     model = build_tiny_qwen(tmp_path_factory.mktemp("tiny-eval"))

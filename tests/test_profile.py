@@ -27,7 +27,7 @@ from composition_rl.profile import (
 )
 from composition_rl.records import Problem
 from composition_rl.stats import wilson_interval
-from composition_rl.verify import VerifyConfig, shared_verifier
+from composition_rl.verify import VerifyConfig, close_shared_verifiers, shared_verifier
 
 REPO = Path(__file__).resolve().parents[1]
 N = 4
@@ -68,8 +68,10 @@ def controlled_responder(problems):
 
 @pytest.fixture(scope="module")
 def verifier():
-    # The same process-wide pool the commands use (their default config), started once.
-    return shared_verifier(VerifyConfig(timeout_s=5.0))
+    # The process-wide pool the commands use too (their default config): started once here,
+    # its workers released when the module is done.
+    yield shared_verifier(VerifyConfig(timeout_s=5.0))
+    close_shared_verifiers()
 
 
 @pytest.fixture
@@ -162,7 +164,7 @@ def write_input(path: Path, problems) -> Path:
     return path
 
 
-def test_cli_profile_select_and_keep_goldilocks(server, tmp_path, capsys):
+def test_cli_profile_select_and_keep_goldilocks(server, verifier, tmp_path, capsys):
     srv, problems = server
     inp = write_input(tmp_path / "in.jsonl", problems)
     out = tmp_path / "prof"
@@ -234,7 +236,7 @@ def test_killed_profile_resumes_with_every_prompt_once(tmp_path):
     assert {r["id"]: r["correct"] for r in rows} == planned
 
 
-def test_keep_goldilocks_on_a_composed_set_keeps_the_records_whole(tmp_path, capsys):
+def test_keep_goldilocks_on_a_composed_set_keeps_the_records_whole(verifier, tmp_path, capsys):
     """Profile composed Problem records (as `crl compose` writes them) and keep the band:
     the kept rows are the same records, ids, links and parents included."""
     from composition_rl.records import Link

@@ -152,14 +152,17 @@ def benchmark_metrics(rows: Sequence[dict[str, Any]], n: int) -> dict[str, Any]:
     bands = Counter(band(c, k) for k, c in counts)
     total = len(rows)
     responses = [x for r in rows for x in r["responses"]]
+    if not total:  # e.g. no composition was possible at some depth: no numbers, not NaN
+        return {"problems": 0, "samples": 0, f"avg@{n}": None, "pass@k": {}, **dict.fromkeys(BANDS),
+                "mean_tokens": None, "truncated": None}
     return {
         "problems": total,
         "samples": sum(k for k, _ in counts),
         f"avg@{n}": mean(c / k for k, c in counts),
         "pass@k": {str(k): mean_pass_at_k(counts, k) for k in range(1, n + 1)},
-        **{b: (bands.get(b, 0) / total if total else None) for b in BANDS},
-        "mean_tokens": mean(x.get("tokens", 0) for x in responses),
-        "truncated": mean(x.get("finish_reason") == "length" for x in responses),
+        **{b: bands.get(b, 0) / total for b in BANDS},
+        "mean_tokens": mean(x.get("tokens", 0) for x in responses) if responses else None,
+        "truncated": mean(x.get("finish_reason") == "length" for x in responses) if responses else None,
     }
 
 
@@ -227,11 +230,11 @@ def evaluate_benchmarks(
 
 def _overall(per_bench: Mapping[str, Mapping[str, Any]], n: int) -> dict[str, Any]:
     """Macro averages over benchmarks (Table 1 averages benchmark scores, not problems)."""
-    vals = list(per_bench.values())
+    vals = [m for m in per_bench.values() if m["problems"]]
     return {
         "benchmarks": len(vals),
-        f"avg@{n}": mean(m[f"avg@{n}"] for m in vals),
-        "pass@k": {str(k): mean(m["pass@k"][str(k)] for m in vals) for k in range(1, n + 1)},
+        f"avg@{n}": mean(m[f"avg@{n}"] for m in vals) if vals else None,
+        "pass@k": {str(k): mean(m["pass@k"][str(k)] for m in vals) for k in range(1, n + 1)} if vals else {},
     }
 
 
@@ -402,11 +405,11 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, m in results["benchmarks"].items():
         cells = [name, str(m["problems"]), _pct(m[f"avg@{n}"])]
-        cells += [_pct(m["pass@k"][str(k)]) for k in ks]
+        cells += [_pct(m["pass@k"].get(str(k))) for k in ks]
         cells += [_pct(m["solve_all"]), _pct(m["solve_none"])]
         lines.append("| " + " | ".join(cells) + " |")
     o = results["overall"]
-    cells = ["**average**", "", _pct(o[f"avg@{n}"]), *(_pct(o["pass@k"][str(k)]) for k in ks), "", ""]
+    cells = ["**average**", "", _pct(o[f"avg@{n}"]), *(_pct(o["pass@k"].get(str(k))) for k in ks), "", ""]
     lines.append("| " + " | ".join(cells) + " |")
     text = f"# Evaluation (n = {n}, values in %)\n\n" + "\n".join(lines) + "\n"
     comp = results.get("compositional")
