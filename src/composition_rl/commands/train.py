@@ -1,0 +1,43 @@
+"""``crl train --config FILE.yaml``: GRPO with dynamic sampling and a depth curriculum (TRL)."""
+
+from __future__ import annotations
+
+HELP = "GRPO with dynamic sampling and a depth curriculum (TRL)"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--config", required=True, help="YAML training config (see docs/training.md)")
+    parser.add_argument("--output-dir", default=None, help="override output_dir from the config")
+    parser.add_argument("--model", default=None, help="override model from the config")
+    parser.add_argument("--fresh", action="store_true", help="ignore checkpoints in output_dir and start over")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from composition_rl.cli import UsageError
+    from composition_rl.train.config import load_config
+
+    path = Path(args.config)
+    if not path.is_file():
+        raise UsageError(f"config file not found: {path}")
+    overrides = {k: v for k, v in (("output_dir", args.output_dir), ("model", args.model)) if v is not None}
+    if args.no_progress:
+        overrides["progress"] = False
+    try:
+        cfg = load_config(path, overrides)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"{path}: {e}") from None
+
+    from composition_rl.train.grpo import run_training
+
+    try:
+        metrics = run_training(cfg, resume=False if args.fresh else "auto")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    out = Path(cfg.output_dir)
+    print(f"metrics: {metrics}")
+    if (out / "solve_rates.png").exists():
+        print(f"plot: {out / 'solve_rates.png'}")
+    return 0

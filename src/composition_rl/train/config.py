@@ -1,0 +1,307 @@
+"""The training config: typed dataclasses, one YAML file, named presets.
+
+A config file names a preset (``paper`` or ``cpu-tiny``, shipped in
+``composition_rl/presets/``) and overrides what it needs; the merge is a deep dict merge,
+then every section is validated with messages that name the bad values. Example:
+
+.. code-block:: yaml
+
+    preset: cpu-tiny
+    model: runs/tiny-model
+    output_dir: runs/train
+    stages:
+      - {name: depth1, data: runs/composed/depth1.jsonl, max_steps: 20}
+      - {name: depth2, data: runs/composed/depth2.jsonl, max_steps: 20}
+    curriculum: {mode: auto, threshold: 0.6, window: 3}
+
+>>> cfg = TrainConfig.from_dict({"preset": "paper", "model": "m", "output_dir": "o",
+...                              "stages": [{"name": "d1", "data": "d1.jsonl", "max_steps": 5}]})
+>>> cfg.grpo.epsilon, cfg.grpo.epsilon_high, cfg.grpo.beta, cfg.grpo.loss_type
+(0.2, 0.28, 0.0, 'dapo')
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CurriculumConfig",
+    "DynamicSamplingConfig",
+    "GRPOSettings",
+    "StageConfig",
+    "TrainConfig",
+    "load_config",
+    "preset_names",
+]
+
+
+@dataclass
+class StageConfig:
+    """One curriculum stage.
+
+    Args:
+        name: shown in logs and metrics.
+        max_steps: the stage's step budget.
+        data: a problem file (JSONL of ``Problem.to_dict()`` rows, or any file
+            ``composition_rl.io.readers.load_problems`` reads).
+        arithmetic: instead of ``data``, generate the built-in arithmetic family:
+            ``{depth: K, n: 512, seed: 0, digits: 2}`` (the tiny model's task; see
+            train/arithmetic.py).
+        depth: the stage's depth for logs; default the most common depth in its data.
+        limit: use only the first ``limit`` problems.
+    """
+
+    name: str
+    max_steps: int
+    data: str | None = None
+    arithmetic: dict[str, int] | None = None
+    depth: int | None = None
+    limit: int | None = None
+
+    def validate(self) -> None:
+        if (self.data is None) == (self.arithmetic is None):
+            raise ValueError(f"stage {self.name!r}: give exactly one of data= or arithmetic=")
+        if self.max_steps < 1:
+            raise ValueError(f"stage {self.name!r}: max_steps must be >= 1, got {self.max_steps}")
+        if self.arithmetic is not None:
+            unknown = set(self.arithmetic) - {"depth", "n", "seed", "digits"}
+            if unknown or "depth" not in self.arithmetic:
+                raise ValueError(
+                    f"stage {self.name!r}: arithmetic takes depth (and n, seed, digits); got {self.arithmetic}"
+                )
+
+
+@dataclass
+class DynamicSamplingConfig:
+    """Dynamic sampling (seed 000, Equation 5).
+
+    Args:
+        enabled: filter groups; off means plain GRPO batches (metrics are still written).
+        oversample: each round samples ``ceil(needed * oversample)`` prompts.
+        max_rounds: generation rounds per step at most (the first included). When they run
+            out before the batch is full, the batch is topped up with the latest
+            uninformative groups (zero advantage) and the step is logged as ``bound_hit``.
+        band: optional band-pass ``[lo, hi]``: keep groups with ``lo <= pass rate <= hi``;
+            ``None`` keeps ``0 < pass rate < 1``. Needs ``0 < lo <= hi < 1``.
+    """
+
+    enabled: bool = True
+    oversample: float = 1.0
+    max_rounds: int = 4
+    band: tuple[float, float] | None = None
+
+    def validate(self) -> None:
+        if self.oversample < 1.0:
+            raise ValueError(f"dynamic_sampling.oversample must be >= 1, got {self.oversample}")
+        if self.max_rounds < 1:
+            raise ValueError(f"dynamic_sampling.max_rounds must be >= 1, got {self.max_rounds}")
+        if self.band is not None:
+            if len(self.band) != 2:
+                raise ValueError(f"dynamic_sampling.band must be [lo, hi], got {self.band}")
+            lo, hi = self.band
+            if not 0.0 < lo <= hi < 1.0:
+                raise ValueError(f"dynamic_sampling.band needs 0 < lo <= hi < 1, got [{lo}, {hi}]")
+            self.band = (float(lo), float(hi))
+
+
+@dataclass
+class CurriculumConfig:
+    """See :class:`composition_rl.train.curriculum.Curriculum`."""
+
+    mode: str = "auto"
+    threshold: float = 0.75
+    window: int = 5
+
+    def validate(self) -> None:
+        if self.mode not in ("auto", "manual"):
+            raise ValueError(f"curriculum.mode must be 'auto' or 'manual', got {self.mode!r}")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"curriculum.threshold must be in (0, 1], got {self.threshold}")
+        if self.window < 1:
+            raise ValueError(f"curriculum.window must be >= 1, got {self.window}")
+
+
+@dataclass
+class GRPOSettings:
+    """GRPO hyperparameters, mapped onto TRL's ``GRPOConfig``.
+
+    ``prompts_per_step`` groups of ``num_generations`` completions make one optimizer step.
+    ``loss_type: dapo`` is TRL's token-level normalisation over the whole batch (seed 000,
+    Equation 3); ``epsilon``/``epsilon_high`` are the asymmetric clip; ``beta: 0`` is no KL.
+    ``trl`` passes any other ``GRPOConfig`` field through unchanged.
+    """
+
+    prompts_per_step: int = 8
+    num_generations: int = 8
+    learning_rate: float = 1e-4
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_completion_length: int = 96
+    beta: float = 0.0
+    epsilon: float = 0.2
+    epsilon_high: float = 0.28
+    loss_type: str = "dapo"
+    scale_rewards: str = "group"
+    gradient_accumulation_steps: int = 1
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    max_grad_norm: float = 1.0
+    bf16: bool = False
+    trl: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if self.num_generations < 2:
+            raise ValueError(f"grpo.num_generations must be >= 2, got {self.num_generations}")
+        if self.prompts_per_step < 1:
+            raise ValueError(f"grpo.prompts_per_step must be >= 1, got {self.prompts_per_step}")
+        rows = self.prompts_per_step * self.num_generations
+        if rows % self.gradient_accumulation_steps:
+            raise ValueError(
+                f"prompts_per_step * num_generations ({rows}) must divide by "
+                f"gradient_accumulation_steps ({self.gradient_accumulation_steps})"
+            )
+        if self.learning_rate <= 0 or self.temperature <= 0:
+            raise ValueError(f"learning_rate ({self.learning_rate}) and temperature ({self.temperature}) must be > 0")
+        if self.scale_rewards not in ("group", "none"):
+            # "batch" scales by the std of the whole candidate batch, which filtering changes.
+            raise ValueError(f"grpo.scale_rewards must be 'group' or 'none', got {self.scale_rewards!r}")
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``crl train`` needs. Build with :meth:`from_dict` or :func:`load_config`.
+
+    Args:
+        model: a local model folder (``crl tiny-model --out DIR`` makes one) or hub id.
+        output_dir: metrics.jsonl, pass_rates.jsonl, transitions, plots and checkpoints.
+        stages: the curriculum stages, in order.
+        seed: seeds TRL, prompt order and sampling.
+        save_steps: checkpoint every N steps (0: only at the end).
+        verify_timeout_s, verify_workers: the answer verifier (composition_rl.verify).
+        progress: rich progress bar with the step metrics.
+        plot: write solve_rates.png at the end.
+        torch_threads: ``torch.set_num_threads`` for the run (None: torch's default). Tiny
+            models on CPU want 1: their matrices are too small to split, and two threads on a
+            loaded 2-core machine make each small op tens of times slower.
+        instruction: append the project's "put the final answer in \\boxed{}" instruction to
+            every prompt (as the verl/TRL exporters do); off for the tiny model, which was
+            never shown it.
+    """
+
+    model: str
+    output_dir: str
+    stages: list[StageConfig]
+    seed: int = 0
+    grpo: GRPOSettings = field(default_factory=GRPOSettings)
+    dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    save_steps: int = 0
+    save_total_limit: int = 2
+    verify_timeout_s: float = 5.0
+    verify_workers: int | None = 1
+    progress: bool = True
+    plot: bool = True
+    torch_threads: int | None = None
+    instruction: bool = False
+    preset: str | None = None
+
+    def validate(self) -> TrainConfig:
+        if not self.stages:
+            raise ValueError("config needs at least one stage under stages:")
+        names = [s.name for s in self.stages]
+        if len(set(names)) != len(names):
+            raise ValueError(f"stage names must be unique, got {names}")
+        for s in self.stages:
+            s.validate()
+        self.grpo.validate()
+        self.dynamic_sampling.validate()
+        self.curriculum.validate()
+        if self.save_steps < 0:
+            raise ValueError(f"save_steps must be >= 0, got {self.save_steps}")
+        return self
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], base_dir: str | Path | None = None) -> TrainConfig:
+        """Merge onto the named preset, type the sections and validate.
+
+        Relative ``data`` paths resolve against ``base_dir`` (the config file's folder).
+        """
+        raw = copy.deepcopy(dict(raw))
+        preset = raw.get("preset")
+        merged = _deep_merge(load_preset(preset), raw) if preset else raw
+        _reject_unknown(cls, merged, "config")
+        for key in ("model", "output_dir", "stages"):
+            if key not in merged:
+                raise ValueError(f"config is missing {key!r}")
+        stages = []
+        for i, s in enumerate(merged.pop("stages")):
+            _reject_unknown(StageConfig, s, f"stages[{i}]")
+            st = StageConfig(**s)
+            if st.data is not None and base_dir is not None and not Path(st.data).is_absolute():
+                st.data = str(Path(base_dir) / st.data)
+            stages.append(st)
+        sections = {}
+        for name, typ in (("grpo", GRPOSettings), ("dynamic_sampling", DynamicSamplingConfig),
+                          ("curriculum", CurriculumConfig)):
+            sec = merged.pop(name, None) or {}
+            _reject_unknown(typ, sec, name)
+            if name == "dynamic_sampling" and sec.get("band") is not None:
+                sec["band"] = tuple(sec["band"])
+            sections[name] = typ(**sec)
+        return cls(stages=stages, **sections, **merged).validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _reject_unknown(typ, d: dict[str, Any], where: str) -> None:
+    known = {f.name for f in dataclasses.fields(typ)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def preset_names() -> list[str]:
+    """Names of the shipped presets (``composition_rl/presets/*.yaml``)."""
+    folder = resources.files("composition_rl") / "presets"
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """The raw dict of preset ``name``; an unknown name lists the known ones."""
+    import yaml
+
+    path = resources.files("composition_rl") / "presets" / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"unknown preset {name!r}; known: {preset_names()}")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data.pop("preset", None)
+    return data
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Read a YAML config file (plus optional top-level overrides) into a TrainConfig."""
+    import yaml
+
+    path = Path(path)
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    if overrides:
+        raw = _deep_merge(raw, overrides)
+    return TrainConfig.from_dict(raw, base_dir=path.parent)

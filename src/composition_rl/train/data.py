@@ -1,0 +1,123 @@
+"""Stage data: load problems, turn them into trainer rows, and draw them in a seeded order.
+
+A :class:`PromptStream` walks one stage's problems in a permutation derived from
+``(seed, stage name, epoch)``, so the prompts of every step are reproducible and a resumed
+run continues from the saved cursor.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from composition_rl.records import Problem
+from composition_rl.train.config import StageConfig
+
+__all__ = ["PromptStream", "load_stage_problems", "problem_row", "stage_depth"]
+
+
+def load_stage_problems(stage: StageConfig) -> list[Problem]:
+    """The problems of one stage, from its file or the built-in arithmetic family.
+
+    Raises:
+        ValueError: the file is missing, empty, or has no usable rows.
+    """
+    if stage.arithmetic is not None:
+        from composition_rl.train.arithmetic import arithmetic_problems
+
+        a = stage.arithmetic
+        problems = arithmetic_problems(int(a.get("n", 512)), int(a["depth"]), seed=int(a.get("seed", 0)),
+                                       digits=int(a.get("digits", 2)))
+    else:
+        path = Path(stage.data)
+        if not path.is_file():
+            raise ValueError(f"stage {stage.name!r}: data file not found: {path}")
+        problems = _read_problems(path)
+    if stage.limit is not None:
+        problems = problems[: stage.limit]
+    if not problems:
+        raise ValueError(f"stage {stage.name!r}: no problems in {stage.data or stage.arithmetic}")
+    return problems
+
+
+def _read_problems(path: Path) -> list[Problem]:
+    # Our own JSONL (Problem.to_dict rows, e.g. composed.jsonl) round-trips exactly; any
+    # other file goes through the project's reader, which maps heterogeneous fields.
+    if path.suffix == ".jsonl":
+        from composition_rl.io.files import read_jsonl
+
+        rows = list(read_jsonl(path))
+        if rows and all("id" in r and "question" in r and ("answers" in r or "answer" in r) for r in rows):
+            return [Problem.from_dict(r) for r in rows]
+    from composition_rl.io.readers import load_problems
+
+    return list(load_problems(path).problems)
+
+
+def stage_depth(stage: StageConfig, problems: Sequence[Problem]) -> int:
+    """The declared depth, else the most common depth among the problems."""
+    if stage.depth is not None:
+        return stage.depth
+    return Counter(p.depth for p in problems).most_common(1)[0][0]
+
+
+def problem_row(p: Problem, stage: str, instruction: bool = False) -> dict[str, Any]:
+    """A TRL row: a conversational prompt plus the columns the reward and metrics read.
+
+    ``instruction`` appends the exporters' boxed-answer instruction (io/export.py).
+    """
+    content = p.question
+    if instruction:
+        from composition_rl.io.export import user_prompt
+
+        content = user_prompt(p.question)
+    return {
+        "prompt": [{"role": "user", "content": content}],
+        "answer": p.answer,
+        "answers": list(p.answers),
+        "id": p.id,
+        "depth": p.depth,
+        "stage": stage,
+    }
+
+
+class PromptStream:
+    """Seeded, resumable draws from one stage: every problem once per epoch, then reshuffle."""
+
+    def __init__(self, problems: Sequence[Problem], name: str, seed: int = 0, instruction: bool = False) -> None:
+        if not problems:
+            raise ValueError(f"stage {name!r} has no problems")
+        self.rows = [problem_row(p, name, instruction) for p in problems]
+        self.name = name
+        self.seed = seed
+        self.epoch = 0
+        self.cursor = 0
+        self._order = self._permutation(0)
+
+    def _permutation(self, epoch: int) -> list[int]:
+        order = list(range(len(self.rows)))
+        random.Random(f"{self.seed}:{self.name}:{epoch}").shuffle(order)
+        return order
+
+    def draw(self, n: int) -> list[dict[str, Any]]:
+        """The next ``n`` rows (copies), crossing epochs as needed."""
+        out = []
+        for _ in range(n):
+            if self.cursor == len(self._order):
+                self.epoch += 1
+                self.cursor = 0
+                self._order = self._permutation(self.epoch)
+            out.append(dict(self.rows[self._order[self.cursor]]))
+            self.cursor += 1
+        return out
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "cursor": self.cursor}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch = int(state["epoch"])
+        self.cursor = int(state["cursor"])
+        self._order = self._permutation(self.epoch)

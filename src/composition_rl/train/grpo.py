@@ -1,0 +1,267 @@
+"""GRPO with dynamic sampling, solve_all tracking and a depth curriculum, on TRL.
+
+:func:`run_training` is the whole job: load the stages, build TRL's ``GRPOTrainer`` with
+our adapter (train/trl_adapter.py), train until the curriculum ends, and write under
+``output_dir``:
+
+- ``metrics.jsonl``: one row per step (see train/metrics.py);
+- ``pass_rates.jsonl``: one row per sampled prompt group (per-prompt pass-rate history);
+- ``transitions.jsonl``: every stage change with its reason;
+- ``solve_rates.png``: solve_all / solve_none over steps;
+- ``checkpoints/checkpoint-N``: TRL checkpoints plus ``crl_state.json`` (curriculum and
+  prompt-stream state), from which a rerun resumes.
+
+>>> from composition_rl.train import run_training      # doctest: +SKIP
+>>> run_training("train.yaml")                          # doctest: +SKIP
+PosixPath('runs/train/metrics.jsonl')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from composition_rl.io.files import atomic_write_json, dumps
+from composition_rl.train.config import TrainConfig, load_config
+from composition_rl.train.curriculum import Curriculum, StageSpec
+from composition_rl.train.data import PromptStream, load_stage_problems, problem_row, stage_depth
+from composition_rl.train.metrics import plot_solve_rates, step_row, truncate_after
+
+__all__ = ["latest_checkpoint", "run_training"]
+
+CRL_STATE = "crl_state.json"
+
+
+def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+    """The highest ``checkpoints/checkpoint-N`` folder that holds our state, or None."""
+    root = Path(output_dir) / "checkpoints"
+    if not root.is_dir():
+        return None
+    found = []
+    for p in root.iterdir():
+        m = re.fullmatch(r"checkpoint-(\d+)", p.name)
+        if m and (p / CRL_STATE).is_file():
+            found.append((int(m.group(1)), p))
+    return max(found)[1] if found else None
+
+
+def _grpo_args(cfg: TrainConfig, max_steps: int):
+    import torch
+    from trl import GRPOConfig
+
+    g = cfg.grpo
+    rows = g.prompts_per_step * g.num_generations
+    kwargs: dict[str, Any] = dict(
+        output_dir=str(Path(cfg.output_dir) / "checkpoints"),
+        per_device_train_batch_size=rows // g.gradient_accumulation_steps,
+        gradient_accumulation_steps=g.gradient_accumulation_steps,
+        num_generations=g.num_generations,
+        max_completion_length=g.max_completion_length,
+        temperature=g.temperature,
+        top_p=g.top_p,
+        learning_rate=g.learning_rate,
+        lr_scheduler_type="constant",
+        warmup_steps=g.warmup_steps,
+        weight_decay=g.weight_decay,
+        max_grad_norm=g.max_grad_norm,
+        beta=g.beta,
+        epsilon=g.epsilon,
+        epsilon_high=g.epsilon_high,
+        loss_type=g.loss_type,
+        scale_rewards=g.scale_rewards,
+        max_steps=max_steps,
+        logging_steps=1,
+        save_strategy="steps" if cfg.save_steps else "no",
+        save_steps=cfg.save_steps or 500,
+        save_total_limit=cfg.save_total_limit,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=g.bf16 and torch.cuda.is_available(),
+        log_completions=False,
+    )
+    kwargs.update(g.trl)
+    return GRPOConfig(**kwargs)
+
+
+class _Run:
+    """State shared by the trainer hook and the callback: streams, curriculum, log files."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self.out = Path(cfg.output_dir)
+        self.streams: list[PromptStream] = []
+        specs = []
+        self.problems = []
+        for st in cfg.stages:
+            probs = load_stage_problems(st)
+            self.problems.append(probs)
+            self.streams.append(PromptStream(probs, st.name, seed=cfg.seed, instruction=cfg.instruction))
+            specs.append(StageSpec(st.name, stage_depth(st, probs), st.max_steps))
+        c = cfg.curriculum
+        self.curriculum = Curriculum(specs, mode=c.mode, threshold=c.threshold, window=c.window)
+
+    def draw(self, n: int) -> list[dict]:
+        return self.streams[self.curriculum.index].draw(n)
+
+    def state_dict(self, step: int) -> dict[str, Any]:
+        return {
+            "step": step,
+            "curriculum": self.curriculum.state_dict(),
+            "streams": {s.name: s.state_dict() for s in self.streams},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.curriculum.load_state_dict(state["curriculum"])
+        for s in self.streams:
+            s.load_state_dict(state["streams"][s.name])
+
+
+def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
+    from transformers import TrainerCallback
+
+    class CurriculumCallback(TrainerCallback):
+        """Writes the step's metrics, feeds the curriculum, saves our state with checkpoints."""
+
+        def __init__(self) -> None:
+            self.t_step = time.perf_counter()
+            self.bar = None
+
+        def on_step_begin(self, args, state, control, **kw):
+            self.t_step = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            trainer = trainer_ref[0]
+            sample = trainer.crl_last
+            if sample is None:
+                return
+            cur = run.curriculum
+            stage = cur.stage
+            step = state.global_step
+            seconds = {"step_seconds": time.perf_counter() - self.t_step, "gen_seconds": trainer.crl_gen_seconds}
+            row = step_row(step, stage.name, stage.depth, sample, seconds)
+            with open(run.out / "metrics.jsonl", "a", encoding="utf-8") as f:
+                f.write(dumps(row) + "\n")
+            with open(run.out / "pass_rates.jsonl", "a", encoding="utf-8") as f:
+                for g in sample.groups:
+                    f.write(dumps({"step": step, **g.to_dict()}) + "\n")
+            if sample.bound_hit:
+                say(f"step {step}: dynamic-sampling bound hit after {sample.rounds} rounds; "
+                    f"{sample.filled} uninformative group(s) filled the batch")
+            t = cur.observe(step, row["solve_all"])
+            if t is not None:
+                with open(run.out / "transitions.jsonl", "a", encoding="utf-8") as f:
+                    f.write(dumps(t.to_dict()) + "\n")
+                say(f"step {step}: stage {t.from_stage} -> {t.to_stage or 'end'} ({t.reason})")
+            if cur.finished:
+                control.should_training_stop = True
+            if run.cfg.save_steps and (cur.finished or step >= args.max_steps):
+                control.should_save = True  # always leave a final checkpoint to resume from
+            if self.bar is not None:
+                self.bar(f"{stage.name} d{stage.depth} solve_all {row['solve_all']:.2f} "
+                         f"solve_none {row['solve_none']:.2f} reward {row['reward_mean']:.2f}")
+            trainer.crl_last = None
+
+        def on_save(self, args, state, control, **kw):
+            ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if ckpt.is_dir():
+                atomic_write_json(ckpt / CRL_STATE, run.state_dict(state.global_step))
+
+    return CurriculumCallback()
+
+
+def run_training(
+    config: TrainConfig | str | os.PathLike,
+    resume: bool | str = "auto",
+    log: Callable[[str], None] | None = print,
+) -> Path:
+    """Train with GRPO + dynamic sampling + the depth curriculum; return metrics.jsonl's path.
+
+    Args:
+        config: a :class:`TrainConfig` or a YAML file path.
+        resume: ``"auto"`` resumes from the latest checkpoint in ``output_dir`` if any;
+            ``True`` requires one; ``False`` starts fresh (old logs are replaced).
+        log: where progress lines go (stage transitions, bound hits, summary).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from composition_rl.train.dynamic_sampling import DynamicSampler
+    from composition_rl.train.progress import step_progress
+    from composition_rl.train.reward import VerifierReward
+    from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer
+
+    cfg = config if isinstance(config, TrainConfig) else load_config(config)
+    cfg.validate()
+    say = log or (lambda m: None)
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    run = _Run(cfg)
+
+    ckpt = latest_checkpoint(out) if resume else None
+    if resume is True and ckpt is None:
+        raise ValueError(f"resume=True but no checkpoint with {CRL_STATE} under {out / 'checkpoints'}")
+    if ckpt is not None:
+        state = json.loads((ckpt / CRL_STATE).read_text())
+        run.load_state_dict(state)
+        for name in ("metrics.jsonl", "pass_rates.jsonl", "transitions.jsonl"):
+            truncate_after(out / name, state["step"])
+        say(f"resuming from {ckpt} (step {state['step']}, stage {run.curriculum.stage.name})")
+    else:
+        for name in ("metrics.jsonl", "pass_rates.jsonl", "transitions.jsonl"):
+            (out / name).unlink(missing_ok=True)
+    atomic_write_json(out / "config.json", cfg.to_dict())
+
+    from datasets import Dataset
+
+    # TRL's dataloader only paces the steps; prompts come from the curriculum streams.
+    rows = [problem_row(p, st.name, cfg.instruction) for st, probs in zip(cfg.stages, run.problems) for p in probs]
+    dataset = Dataset.from_list(rows)
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    torch.manual_seed(cfg.seed)
+    tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+    model = AutoModelForCausalLM.from_pretrained(cfg.model)
+    args = _grpo_args(cfg, run.curriculum.max_total_steps)
+    reward = VerifierReward(timeout_s=cfg.verify_timeout_s, workers=cfg.verify_workers)
+    sampler = DynamicSampler(cfg.dynamic_sampling, cfg.grpo.num_generations)
+    trainer_ref: list = []
+    callback = _callback(run, trainer_ref, say)
+    trainer = DynamicSamplingGRPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[callback],
+        crl_sampler=sampler,
+        crl_draw=run.draw,
+        crl_reward=reward,
+    )
+    trainer_ref.append(trainer)
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for cb in (PrinterCallback, ProgressCallback):  # our bar and metrics.jsonl replace TRL's dict prints
+        trainer.remove_callback(cb)
+    if ckpt is not None and run.curriculum.finished:
+        say("the saved run had already finished its curriculum")
+    else:
+        remaining = run.curriculum.max_total_steps - (state["step"] if ckpt is not None else 0)
+        with step_progress("GRPO", remaining, enabled=cfg.progress) as advance:
+            callback.bar = advance
+            trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+    trainer.save_model(str(out / "final"))
+    metrics = out / "metrics.jsonl"
+    transitions = [t.to_dict() for t in run.curriculum.transitions]
+    if cfg.plot and metrics.exists():
+        plot_solve_rates(metrics, out / "solve_rates.png", transitions)
+    summary = {"steps": trainer.state.global_step, "transitions": transitions, "config": asdict(cfg)}
+    atomic_write_json(out / "summary.json", summary)
+    return metrics

@@ -1,0 +1,50 @@
+"""Training configs: presets, merging, validation messages that name the bad values."""
+
+from __future__ import annotations
+
+import pytest
+
+from composition_rl.train.config import TrainConfig, load_config, preset_names
+
+BASE = {"model": "m", "output_dir": "o", "stages": [{"name": "d1", "data": "d1.jsonl", "max_steps": 3}]}
+
+
+def test_presets_ship_and_the_paper_preset_has_the_paper_hyperparameters():
+    assert {"paper", "cpu-tiny"} <= set(preset_names())
+    g = TrainConfig.from_dict({**BASE, "preset": "paper"}).grpo
+    assert (g.num_generations, g.prompts_per_step, g.learning_rate, g.temperature) == (8, 256, 1e-6, 1.0)
+    assert (g.beta, g.epsilon, g.epsilon_high, g.loss_type) == (0.0, 0.2, 0.28, "dapo")
+
+
+def test_file_values_override_the_preset_and_relative_data_resolves_to_the_file(tmp_path):
+    p = tmp_path / "train.yaml"
+    p.write_text(
+        "preset: cpu-tiny\nmodel: m\noutput_dir: o\n"
+        "stages:\n  - {name: d1, data: d1.jsonl, max_steps: 2}\n"
+        "grpo: {learning_rate: 5.0e-5}\ncurriculum: {threshold: 0.5}\n"
+    )
+    cfg = load_config(p)
+    assert cfg.grpo.learning_rate == 5e-5 and cfg.grpo.num_generations == 8  # preset kept
+    assert cfg.curriculum.threshold == 0.5 and cfg.curriculum.window == 3
+    assert cfg.stages[0].data == str(tmp_path / "d1.jsonl")
+
+
+@pytest.mark.parametrize(
+    "change, msg",
+    [
+        ({"preset": "nope"}, "unknown preset 'nope'; known: "),
+        ({"grpo": {"lr": 1}}, r"grpo: unknown key\(s\) \['lr'\]"),
+        ({"grpo": {"num_generations": 1}}, "num_generations must be >= 2, got 1"),
+        ({"grpo": {"scale_rewards": "batch"}}, "scale_rewards"),
+        ({"grpo": {"prompts_per_step": 3, "num_generations": 3, "gradient_accumulation_steps": 2}}, r"\(9\)"),
+        ({"dynamic_sampling": {"band": [0.0, 1.0]}}, r"0 < lo <= hi < 1, got \[0.0, 1.0\]"),
+        ({"curriculum": {"mode": "eyeball"}}, "'eyeball'"),
+        ({"stages": [{"name": "a", "max_steps": 1}]}, "exactly one of data= or arithmetic="),
+        ({"stages": [{"name": "a", "data": "x", "max_steps": 1}, {"name": "a", "data": "y", "max_steps": 1}]},
+         "unique"),
+        ({"colour": "red"}, r"unknown key\(s\) \['colour'\]"),
+    ],
+)
+def test_invalid_configs_name_the_problem(change, msg):
+    with pytest.raises(ValueError, match=msg):
+        TrainConfig.from_dict({**BASE, **change})
