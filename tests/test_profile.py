@@ -267,3 +267,39 @@ def test_keep_goldilocks_on_a_composed_set_keeps_the_records_whole(verifier, tmp
     assert kept == [p for p in composed if 0 < plan[p.question][1] < N]
     assert select_from_profile(tmp_path / "p", "solve_all") == {"comp03", "comp05"}
     capsys.readouterr()
+
+
+def test_endpoint_failing_for_good_exits_cleanly_and_keeps_finished_work(verifier, tmp_path, capsys):
+    from fakes.openai_server import Fault
+
+    problems = make_problems()
+    inp = write_input(tmp_path / "in.jsonl", problems)
+    bad = {problems[5].question}
+
+    def faults(body, attempt):  # one prompt always gets a 400: that chunk fails for good
+        return Fault("status", status=400) if body["messages"][-1]["content"].split("\n")[0] in bad else None
+
+    with FakeOpenAIServer(controlled_responder(problems), faults=faults) as srv:
+        rc = crl(["profile", "--base-url", srv.url, "--model", "m", "--input", str(inp), "-n", str(N),
+                  "--out", str(tmp_path / "p"), "--chunk", "5", "--no-progress"])
+    assert rc == 1
+    assert "rerun the same command to resume" in capsys.readouterr().err
+    assert sorted(r["id"] for r in read_jsonl(tmp_path / "p" / "profile.jsonl")) == sorted(p.id for p in problems[:5])
+
+
+@pytest.mark.shared_data
+def test_cli_profile_with_a_tiny_local_model(shared_data, verifier, tmp_path, capsys):
+    """Real generation: a random-weight model answers nothing right, so every prompt is
+    solve_none, and each row accounts for all n samples."""
+    from fakes.rollout_tiny_qwen import build_tiny_qwen
+
+    model = build_tiny_qwen(tmp_path / "tiny")
+    out = tmp_path / "p"
+    rc = crl(["profile", "--model", str(model), "--input", str(shared_data / "eval" / "amc.json"), "--limit", "4",
+              "-n", "3", "--max-tokens", "8", "--out", str(out), "--no-progress", "--device", "cpu"])
+    assert rc == 0
+    rows = list(read_jsonl(out / "profile.jsonl"))
+    assert len(rows) == 4 and all(sum(r["outcomes"].values()) == 3 for r in rows)
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["solve_none"], summary["prompts"], summary["n"]) == (1.0, 4, 3)
+    capsys.readouterr()

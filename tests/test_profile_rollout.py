@@ -143,3 +143,14 @@ def test_vllm_backend_is_import_guarded():
         pytest.skip("vllm is installed here; the guard only shows without it")
     with pytest.raises(ImportError, match="pip install 'vllm'"):
         build_backend("vllm", model="some/model")
+
+
+@pytest.mark.gpu
+def test_hf_on_cuda_matches_greedy_one_at_a_time(tiny_dir):
+    gpu = build_backend("hf", model=str(tiny_dir), device="cuda", dtype="float32")
+    greedy = SamplingConfig(temperature=0, max_tokens=10)
+    batched = gpu.generate(PROMPTS, n=2, sampling=greedy)
+    for prompt, comps in zip(PROMPTS, batched):
+        assert [c.text for c in comps] == [gpu.generate([prompt], n=1, sampling=greedy)[0][0].text] * 2
+    sampled = gpu.generate(PROMPTS, n=4, sampling=SamplingConfig(max_tokens=16))
+    assert [len(c) for c in sampled] == [4, 4, 4]

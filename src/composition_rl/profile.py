@@ -35,6 +35,7 @@ from composition_rl.stats import BANDS, band, mean, wilson_interval
 
 __all__ = [
     "ProfileConfig",
+    "RunMismatch",
     "keep_from_profile",
     "load_profile",
     "profile_problems",
@@ -104,6 +105,10 @@ def parse_bands(spec: str | Iterable[str]) -> set[str]:
     return out
 
 
+class RunMismatch(ValueError):
+    """An output folder holds a run made with other settings; resuming it would mix them."""
+
+
 def check_run(out_dir: Path, record: dict[str, Any], info: dict[str, Any] | None = None) -> None:
     """Write ``run.json`` on the first run; refuse to resume a run made with other settings."""
     path = out_dir / RUN_FILE
@@ -111,7 +116,7 @@ def check_run(out_dir: Path, record: dict[str, Any], info: dict[str, Any] | None
         old = json.loads(path.read_text(encoding="utf-8"))
         old_cmp = {k: old.get(k) for k in record}
         if old_cmp != record:
-            raise ValueError(
+            raise RunMismatch(
                 f"{out_dir} holds a run made with other settings ({old_cmp}); "
                 f"this run asks for {record}. Use another --out or the same settings."
             )

@@ -23,6 +23,7 @@ __all__ = [
     "PAPER_SAMPLING",
     "Completion",
     "RolloutBackend",
+    "RolloutError",
     "ROLLOUT_BACKENDS",
     "SamplingConfig",
     "build_backend",
@@ -91,6 +92,10 @@ class Completion:
     text: str
     tokens: int = 0
     finish_reason: str = "stop"
+
+
+class RolloutError(RuntimeError):
+    """Generation failed for good (e.g. an endpoint kept failing); a rerun resumes the job."""
 
 
 @runtime_checkable

@@ -13,13 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from composition_rl.backends.base import ChatError, ChatRequest, run_chat_batch
-from composition_rl.backends.rollout import Completion, SamplingConfig
+from composition_rl.backends.rollout import Completion, RolloutError, SamplingConfig
 
-__all__ = ["OpenAIRollout"]
-
-
-class RolloutError(RuntimeError):
-    """Requests that failed for good; the run stops so a rerun resumes those prompts."""
+__all__ = ["OpenAIRollout", "RolloutError"]
 
 
 class OpenAIRollout:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from composition_rl.cli import UsageError
@@ -83,7 +84,9 @@ def build_compositional(problems, depths, args):
 
 
 def run(args: argparse.Namespace) -> int:
+    from composition_rl.backends.rollout import RolloutError
     from composition_rl.evaluate import EvalConfig, evaluate_benchmarks
+    from composition_rl.profile import RunMismatch
 
     try:
         config = EvalConfig(n=args.n, sampling=sampling_from_args(args), template=args.template, chunk=args.chunk)
@@ -117,8 +120,11 @@ def run(args: argparse.Namespace) -> int:
                 "backend": backend.name,
             },
         )
-    except ValueError as e:
+    except RunMismatch as e:
         raise UsageError(str(e)) from None
+    except RolloutError as e:
+        print(f"crl: generation failed: {e}\nfinished prompts are saved; rerun the same command to resume", file=sys.stderr)
+        return 1
     finally:
         backend.close()
     print((Path(args.out) / "results.md").read_text(encoding="utf-8"))

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -165,9 +166,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from composition_rl.backends.rollout import RolloutError
     from composition_rl.io.files import atomic_write_jsonl
     from composition_rl.profile import (
         ProfileConfig,
+        RunMismatch,
         keep_from_profile,
         parse_bands,
         profile_problems,
@@ -206,8 +209,11 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             extra_run_info={"model": args.model, "input": str(args.input), "backend": backend.name},
         )
-    except ValueError as e:
+    except RunMismatch as e:
         raise UsageError(str(e)) from None
+    except RolloutError as e:
+        print(f"crl: generation failed: {e}\nfinished prompts are saved; rerun the same command to resume", file=sys.stderr)
+        return 1
     finally:
         backend.close()
     c = summary["counts"]
