@@ -302,4 +302,12 @@ def test_cli_profile_with_a_tiny_local_model(shared_data, verifier, tmp_path, ca
     assert len(rows) == 4 and all(sum(r["outcomes"].values()) == 3 for r in rows)
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["solve_none"], summary["prompts"], summary["n"]) == (1.0, 4, 3)
+    # Determinism: the same inputs and settings give byte-identical outputs, responses included.
+    runs = []
+    for name in ("d1", "d2"):
+        assert crl(["profile", "--model", str(model), "--input", str(shared_data / "eval" / "amc.json"),
+                    "--limit", "4", "-n", "3", "--max-tokens", "8", "--out", str(tmp_path / name),
+                    "--no-progress", "--device", "cpu", "--keep-responses", "--chunk", "2"]) == 0
+        runs.append((tmp_path / name / "profile.jsonl").read_bytes())
+    assert runs[0] == runs[1] and b'"responses"' in runs[0]
     capsys.readouterr()

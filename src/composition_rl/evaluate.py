@@ -100,7 +100,7 @@ def sample_benchmark(
     path = out_dir / SAMPLES_DIR / f"{name}.jsonl"
     with JsonlLog(path, key="id") as log:
         todo = [p for p in unique.values() if p.id not in log.done]
-        with progress_bar(progress, len(unique), len(unique) - len(todo)) as advance:
+        with progress_bar(progress, len(unique), len(unique) - len(todo), f"eval {name}") as advance:
             for start in range(0, len(todo), config.chunk):
                 chunk = todo[start : start + config.chunk]
                 comps = backend.generate(

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,9 +182,10 @@ def profile_problems(
                     res = results[i * config.n : (i + 1) * config.n]
                     log.append(_row(p, comps, res, config))
                 advance(len(chunk))
-    summary = summarize(load_profile(out, ids=unique.keys()), config.n)
+    rows = load_profile(out, ids=unique.keys())
+    summary = summarize(rows, config.n)
     atomic_write_json(out / SUMMARY_FILE, summary)
-    write_histogram(load_profile(out, ids=unique.keys()), config.n, out / HISTOGRAM_FILE)
+    write_histogram(rows, config.n, out / HISTOGRAM_FILE)
     return summary
 
 
@@ -213,25 +215,17 @@ def _row(p: Problem, comps, results, config: ProfileConfig) -> dict[str, Any]:
     return row
 
 
-class progress_bar:
-    """A rich progress bar that is a no-op when disabled."""
+@contextmanager
+def progress_bar(enabled: bool, total: int, done: int, label: str = "profiling") -> Iterator[Callable[[int], None]]:
+    """A rich progress bar over prompts; yields ``advance(k)``. A no-op when disabled."""
+    if not enabled:
+        yield lambda k: None
+        return
+    from rich.progress import Progress
 
-    def __init__(self, enabled: bool, total: int, done: int) -> None:
-        self.enabled, self.total, self.done = enabled, total, done
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda k: None
-        from rich.progress import Progress
-
-        self._p = Progress(transient=False)
-        self._p.start()
-        task = self._p.add_task("profiling", total=self.total, completed=self.done)
-        return lambda k: self._p.advance(task, k)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self._p.stop()
+    with Progress() as bar:
+        task = bar.add_task(label, total=total, completed=done)
+        yield lambda k: bar.advance(task, k)
 
 
 def load_profile(profile_dir: str | Path, ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
