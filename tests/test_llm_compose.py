@@ -630,3 +630,22 @@ def test_crl_compose_engine_llm_and_auto_from_the_command_line(tmp_path, capsys)
         == 2
     )
     assert "--base-url" in capsys.readouterr().err
+
+
+def test_a_middle_definition_may_not_restate_its_replaced_constant(tmp_path):
+    a, b, c = PROBLEMS[0], PROBLEMS[1], PROBLEMS[2]  # 720 -> "30" in b; b's answer 20 -> c
+
+    def model(body):
+        text = body["messages"][-1]["content"]
+        q1 = text.split("Problem 1:\n", 1)[1].split("\n\nFinal answer", 1)[0]
+        q2 = text.split("Problem 2:\n", 1)[1].split("\n\nFill in these fields:", 1)[0]
+        p = propose(q1, next(x.answer for x in PROBLEMS if x.question == q1), q2)
+        if q1 == b.question:
+            p["definition"] = "the number whose one and one-half is 30"
+        return json.dumps(p)
+
+    with FakeOpenAIServer(model) as srv:
+        stats = compose_candidates(
+            [(a, b, c)], tmp_path, CFG, backend=backend(srv.url), progress=False
+        )
+    assert stats["rejected_by_reason"] == {"definition_reveals_constant": 1}

@@ -888,6 +888,16 @@ class LLMComposer:
             if isinstance(res, Rejection):
                 return Rejection(res.stage, res.reason, f"link {k + 1}: {res.detail}"), usage
             props[k] = res
+            # a middle problem has a definition (link k+1) and a replaced constant (link k):
+            # a definition that restates the constant would give the variable away
+            if k + 1 <= K - 2 and re.search(
+                r"(?<![\w.])" + re.escape(res.literal) + r"(?![\w.])", props[k + 1].definition
+            ):
+                return Rejection(
+                    "check1_v1",
+                    "definition_reveals_constant",
+                    f"link {k + 2}: the definition restates {res.literal!r}, which link {k + 1} replaced",
+                ), usage
         return self._assemble(chain, cid, props), usage
 
     def _assemble(
