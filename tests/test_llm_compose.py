@@ -649,3 +649,31 @@ def test_a_middle_definition_may_not_restate_its_replaced_constant(tmp_path):
             [(a, b, c)], tmp_path, CFG, backend=backend(srv.url), progress=False
         )
     assert stats["rejected_by_reason"] == {"definition_reveals_constant": 1}
+
+
+@pytest.mark.parametrize("verify, requests", [("never", 1), ("auto", 2), ("always", 2)])
+def test_verify_modes(tmp_path, verify, requests):
+    """A tuple answer needs the check in auto mode; never keeps only exact decisions."""
+    cfg = LLMComposeConfig(model="fake-model", verify=verify)
+    with FakeOpenAIServer(good_composer) as srv:
+        tuple_q1 = compose_candidates(
+            [(PROBLEMS[5], PROBLEMS[1])],
+            tmp_path / "t",
+            cfg,
+            backend=backend(srv.url),
+            progress=False,
+        )
+        plain_q1 = compose_candidates(
+            [(PROBLEMS[0], PROBLEMS[1])],
+            tmp_path / "p",
+            cfg,
+            backend=backend(srv.url),
+            progress=False,
+        )
+    assert tuple_q1["llm"]["requests"] == requests
+    assert tuple_q1["accepted"] == (verify != "never")
+    if verify == "never":
+        assert tuple_q1["rejected_by_reason"] == {"definition_unverified": 1}
+    assert plain_q1["accepted"] == 1 and plain_q1["llm"]["requests"] == (
+        2 if verify == "always" else 1
+    )

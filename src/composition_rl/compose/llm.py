@@ -819,7 +819,19 @@ class LLMComposer:
 
         # sub-step "verify": one call, only when the exact checks cannot decide
         need = self.config.verify == "always" or not whole or rephrased or v2_from_words
-        if need and self.config.verify != "never":
+        if need and self.config.verify == "never":  # only what exact checks decide is kept
+            if not whole:
+                return Rejection(
+                    "check1_v1",
+                    "definition_unverified",
+                    "v1 is part of a compound answer and --verify never",
+                )
+            return Rejection(
+                "constant",
+                "v2_unverified",
+                f"{literal!r} cannot be read by program and --verify never",
+            )
+        if need:
             user = _fill(
                 load_prompt("llm_verify"),
                 Q1=earlier.question,
