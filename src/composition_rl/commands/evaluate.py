@@ -16,6 +16,7 @@ from composition_rl.cli import UsageError
 from composition_rl.commands.profile import (
     add_backend_arguments,
     backend_from_args,
+    chunk_from_args,
     load_input,
     sampling_from_args,
 )
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from composition_rl.profile import RunMismatch
 
     try:
-        config = EvalConfig(n=args.n, sampling=sampling_from_args(args), template=args.template, chunk=args.chunk)
+        config = EvalConfig(n=args.n, sampling=sampling_from_args(args), template=args.template, chunk=chunk_from_args(args))
     except ValueError as e:
         raise UsageError(str(e)) from None
     depths = _depths(args.compositional) if args.compositional else []

@@ -51,7 +51,12 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--max-tokens", type=int, default=4096)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--template", default="boxed", help="prompts/rollout_<NAME>.txt or a .txt path")
-    s.add_argument("--chunk", type=int, default=32, help="prompts per generate call / log flush")
+    s.add_argument(
+        "--chunk",
+        type=int,
+        help="prompts per generate call and log flush (default: 32 locally, 4 x --concurrency "
+        "for an endpoint, so slow requests overlap)",
+    )
     i = p.add_argument_group("input")
     i.add_argument("--question-field", help="force the question field")
     i.add_argument("--answer-field", help="force the answer field")
@@ -73,6 +78,12 @@ def sampling_from_args(args: argparse.Namespace):
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def chunk_from_args(args: argparse.Namespace) -> int:
+    if args.chunk is not None:
+        return args.chunk
+    return 4 * args.concurrency if args.base_url else 32
 
 
 def backend_from_args(args: argparse.Namespace):
@@ -186,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
             n=args.n,
             sampling=sampling_from_args(args),
             template=args.template,
-            chunk=args.chunk,
+            chunk=chunk_from_args(args),
             confidence=args.confidence,
             keep_responses=args.keep_responses,
         )
