@@ -108,6 +108,8 @@ ANALYSIS_CASES = [
     ("linkage error", "We find $X = 3 + 4 = 7$. Then Y is 13.", (L1,), [True], "linkage"),
     ("last error", "So X equals 7, and $Y = 7 - 6 = 1$. Final: \\boxed{5}", (L1,), [True], "last"),
     ("x never stated", "The answer is 7 and then 1.", (L1,), [None], "undecidable"),
+    ("restated link is no value", "$Y$ is $6$ less than $X$. We get X = 7, Y = 2.", (L1,), [True], "linkage"),
+    ("restated link only", "Since $Y$ is $6$ less than $X$ and X = 7 ...", (L1,), [True], "undecidable"),
     ("y never stated", "$X=7$.", (L1,), [True], "undecidable"),
     ("depth 3 middle error", "X = 7, so Y = 1. Then $Z = \\frac{1}{2}$ and W = 2.", (L1, L2), [True, False], "middle"),
     ("depth 3 second linkage", "X = 7, Y = 1. $Z = 0.75$; W = 3", (L1, L2), [True, True], "linkage"),

@@ -255,6 +255,11 @@ def _side(m: Mapping[str, Any], n: int) -> dict[str, Any]:
 _VALUE_END = r"(?=\$|\\\)|\\\]|\n|;|,\s|\.\s|\.$|\s+(?:and|so|then|which|since|because|thus|hence)\b|\\quad|\\text|\\,\\text|$)"
 
 
+_RELATION_AFTER = re.compile(
+    r"\$?\s*(?:less|more|greater|fewer|smaller|larger|bigger|times|plus|minus|added|subtracted)\b"
+)
+
+
 def _assignment_re(var: str) -> re.Pattern[str]:
     return re.compile(
         r"(?<![A-Za-z0-9_\\])"
@@ -275,11 +280,15 @@ def stated_value(text: str, var: str) -> Any | None:
     7
     >>> stated_value("Let X be the number of roots.", "X") is None
     True
+    >>> stated_value("$Y$ is $6$ less than $X$, so $Y = 1$.", "Y")
+    1
     """
     from composition_rl.values import parse_answer_value
 
     last = None
     for m in _assignment_re(var).finditer(text):
+        if _RELATION_AFTER.match(text, m.end()):
+            continue  # "Y is 6 less than X" restates the link; it states no value of Y
         value = m.group(1).split("=")[-1].strip().rstrip(".").strip()
         parsed = parse_answer_value(value) if value else None
         if parsed is not None:
