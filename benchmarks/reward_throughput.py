@@ -6,7 +6,8 @@ responses a seeded mix of correct-identical, correct-equivalent, wrong and unpar
 
 - naive: for every pair ``verify(parse(gold), parse(response))`` in this process, with
   Math-Verify's defaults (its signal timeouts, main thread). The gold is wrapped in
-  ``$...$`` so that both sides score the same answers (bare, ``7\\sqrt{2}`` parses as 7);
+  ``$...$`` so that both sides score the same answers (bare, ``7\\sqrt{2}`` parses as 7).
+  It is warmed up first on the same answer shapes as the verifier's fork server;
 - ours: ``Verifier.score_batch`` (worker pool, gold-parse cache, string/integer fast
   paths), after start-up, once with one worker and once with the default (one per core);
 
@@ -49,7 +50,7 @@ def equivalent(gold: str, rng: random.Random) -> str:
         return m.group(1)
     if "\\dfrac" in gold:
         return gold.replace("\\dfrac", "\\frac")
-    return " ".join(gold.replace(",", ", ").split())  # spacing differences
+    return " ".join(re.sub(r",(?!\\!)", ", ", gold).split())  # spacing (not inside 64,\!328)
 
 
 def wrong(gold: str, others: list[str], rng: random.Random) -> str:
@@ -160,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     n = len(pairs)
     print(f"batch: {args.prompts} prompts x {args.group} = {n} pairs ({args.reasoning} reasoning); mix {dict(Counter(kinds))}")
 
+    # The naive loop gets the same warm-up as our fork server, so neither pays first-call costs.
+    from composition_rl.verify.compare import _WARM_UP
+
+    naive([(rf"\boxed{{{a}}}", "7") for a in _WARM_UP] + [(r"\boxed{7}", a) for a in _WARM_UP])
     verifiers, startup = {}, {}
     for label, workers in (("ours, 1 worker", 1), ("ours, default workers", None)):
         t = time.perf_counter()

@@ -21,7 +21,7 @@ from composition_rl.verify import (
     gold_forms,
     summarize,
 )
-from composition_rl.verify.extract import last_boxed, normalize, plain_integer
+from composition_rl.verify.extract import last_boxed, normalize, plain_integer, plain_rational
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +181,14 @@ def test_fast_paths_decide_without_math_verify(verifier):
     assert (r.outcome, r.via) == (OK, "integer")
     r = verifier.score(r"\boxed{26}", 25)
     assert (r.outcome, r.via) == (BAD, "integer")
-    assert verifier.score(r"\boxed{0.5}", r"\frac12").via == "math_verify"
+    r = verifier.score(r"\boxed{3/4}", r"-\frac{-3}{4}")
+    assert (r.outcome, r.via) == (OK, "rational")
+    r = verifier.score(r"\boxed{0.7}", r"\frac{3}{4}")
+    assert (r.outcome, r.via) == (BAD, "rational")
+    # within Math-Verify's 6-decimal rounding: left to Math-Verify, which accepts it
+    r = verifier.score(r"\boxed{0.333333}", r"\frac13")
+    assert (r.outcome, r.via) == (OK, "math_verify")
+    assert verifier.score(r"\boxed{x = 0.5}", r"\frac12").via == "math_verify"
 
 
 def test_gold_forms_of_every_stored_type():
@@ -201,6 +208,9 @@ def test_normalize_and_plain_integer():
     assert normalize("(1,234)") == "(1,234)"  # a tuple keeps its comma
     assert normalize("e") == "e"  # Euler's number is not choice (E)
     assert plain_integer("0007") == "7" and plain_integer("+3") == "3" and plain_integer("1e3") is None
+    assert plain_rational(r"\frac{-3}{4}")[0] == plain_rational("-0.75")[0]
+    for not_plain in (r"17\%", r"30^\circ", r"\frac{1}{0}", "2^3", r"\$5", "1e5", "x"):
+        assert plain_rational(not_plain) is None, not_plain
 
 
 # ---------------------------------------------------------------- cases built from the data files
@@ -269,3 +279,24 @@ def test_equivalent_rewrites_of_real_math_answers(verifier, shared_data):
 def test_last_boxed_handles_thousands_of_nested_braces_linearly():
     inner = "{" * 5000 + "1" + "}" * 5000
     assert last_boxed(r"\boxed{" + inner + "}") == inner
+
+
+@pytest.mark.shared_data
+def test_rational_fast_path_agrees_with_math_verify_on_real_answers(shared_data):
+    """In-process: for plain-number MATH answers, the exact path gives Math-Verify's verdict."""
+    import random
+
+    from composition_rl.verify.compare import Scorer
+
+    golds = sorted({g for g in _math_train(shared_data) if plain_rational(g) is not None})
+    rng = random.Random(0)
+    scorer = Scorer()
+    pairs = [(g, rng.choice(golds)) for g in rng.sample(golds, 150)]
+    pairs += [(g, str(float(plain_rational(g)[0]))) for g in rng.sample(golds, 150)]
+    decided = 0
+    for gold, answer in pairs:
+        fast = scorer.score(rf"\boxed{{{answer}}}", (gold,))
+        if fast.via in ("rational", "integer", "string"):
+            decided += 1
+            assert (fast.outcome == "correct") == scorer._math_verify(answer, (gold,)), (gold, answer)
+    assert decided > 250

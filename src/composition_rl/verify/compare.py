@@ -11,7 +11,10 @@ decide):
 
 1. extract the final answer (``extract.extract_answer``); none -> ``no_answer``;
 2. exact match of normalised strings against any gold form -> ``correct`` ("string");
-3. both sides plain integers -> exact integer comparison ("integer");
+3. both sides plain integers -> exact integer comparison ("integer"); both sides plain
+   rationals (integers, decimals, ``a/b``, ``\\frac{a}{b}``) -> exact comparison, where a
+   decimal only counts as different if it differs by a unit in Math-Verify's rounding
+   place, else it goes on to step 4 ("rational");
 4. Math-Verify ``parse`` of the answer and of each gold form (gold parses are cached, so a
    GRPO group of 8 parses its gold once), then ``verify`` -> correct / incorrect ("math_verify");
    the verdict is cached per (gold, answer), since a group often repeats an answer.
@@ -28,10 +31,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from composition_rl.verify.extract import extract_answer, normalize, plain_integer
+from composition_rl.verify.extract import extract_answer, normalize, plain_integer, plain_rational
 
 __all__ = ["ItemScore", "Scorer", "warm_up"]
 
@@ -86,30 +90,31 @@ class Scorer:
         self.numeric_precision = numeric_precision
         self.strict = strict
         self.gold_cache_size = gold_cache_size
-        self._gold: OrderedDict[str, tuple[str, str | None, list]] = OrderedDict()
+        # gold form -> (normal form, plain integer, plain rational, Math-Verify parse or None)
+        self._gold: OrderedDict[str, tuple] = OrderedDict()
         # (gold forms, answer) -> verdict: in a GRPO group the same final answer recurs, and
         # Math-Verify is deterministic, so one sympy comparison serves them all.
         self._verdicts: OrderedDict[tuple[tuple[str, ...], str], bool] = OrderedDict()
         self.gold_parses = 0  # misses, for tests and the benchmark
 
-    def _gold_entry(self, form: str) -> tuple[str, str | None, list]:
+    def _gold_entry(self, form: str) -> tuple:
         hit = self._gold.get(form)
         if hit is not None:
             self._gold.move_to_end(form)
             return hit
         norm = normalize(form)
-        entry = (norm, plain_integer(norm), None)
+        entry = (norm, plain_integer(norm), plain_rational(form), None)
         self._gold[form] = entry  # normal forms are cheap; the sympy parse is filled lazily
         if len(self._gold) > self.gold_cache_size:
             self._gold.popitem(last=False)
         return entry
 
     def _gold_parsed(self, form: str) -> list:
-        norm, integer, parsed = self._gold_entry(form)
+        norm, integer, rational, parsed = self._gold_entry(form)
         if parsed is None:
             parsed = parse(_as_math(form), _EXTRACTION, parsing_timeout=None)
             self.gold_parses += 1
-            self._gold[form] = (norm, integer, parsed)
+            self._gold[form] = (norm, integer, rational, parsed)
         return parsed
 
     def score(self, response: str, golds: Sequence[str]) -> ItemScore:
@@ -125,6 +130,15 @@ class Scorer:
         if pred_int is not None and all(e[1] is not None for e in entries):
             ok = any(pred_int == e[1] for e in entries)
             return ItemScore("correct" if ok else "incorrect", "integer", _short(extracted))
+        pred_q = plain_rational(extracted)
+        if pred_q is not None and all(e[2] is not None for e in entries):
+            if any(pred_q[0] == e[2][0] for e in entries):
+                return ItemScore("correct", "rational", _short(extracted))
+            # Math-Verify rounds to `float_rounding` decimals when a float is involved, so
+            # only a gap of at least one unit in that place is a sure "incorrect" there.
+            tol = Fraction(1, 10**self.float_rounding)
+            if all((abs(pred_q[0] - e[2][0]) >= tol) if (pred_q[1] or e[2][1]) else True for e in entries):
+                return ItemScore("incorrect", "rational", _short(extracted))
         key = (tuple(golds), extracted)
         verdict = self._verdicts.get(key)
         if verdict is None:

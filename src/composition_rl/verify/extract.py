@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from fractions import Fraction
 
 from composition_rl.registry import Registry
 
@@ -23,6 +24,7 @@ __all__ = [
     "last_boxed",
     "normalize",
     "plain_integer",
+    "plain_rational",
 ]
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -197,7 +199,10 @@ def normalize(s: str) -> str:
     s = _FRAC_VARIANTS.sub(r"\\frac", s)
     s = _DEGREE.sub("", s)
     s = _PERCENT.sub("", s)
-    s = s.replace("{,}", ",")
+    s = s.replace("{,}", ",").strip()
+    # "64,\!328" and "64,328" are one number; "64, 328" (a space after the comma) is a list.
+    if _THOUSANDS.match(s.rstrip(".")):
+        s = s.replace(",", "")
     s = "".join(s.split())
     s = s.rstrip(".")
     m = _TEXT_WRAPPED.match(s)
@@ -206,8 +211,6 @@ def normalize(s: str) -> str:
     m = _CHOICE.match(s)
     if m:
         return (m.group(1) or m.group(2)).upper()
-    if _THOUSANDS.match(s):
-        s = s.replace(",", "")
     return s
 
 
@@ -225,3 +228,50 @@ def plain_integer(s: str) -> str | None:
     neg = s.startswith("-")
     digits = s.lstrip("+-").lstrip("0") or "0"
     return "-" + digits if neg and digits != "0" else digits
+
+
+_RATIONAL_FORMS = (
+    re.compile(r"^(?P<s>[+-]?)(?P<n>\d+)$"),
+    re.compile(r"^(?P<s>[+-]?)(?P<d>\d*\.\d+|\d+\.\d*)$"),
+    re.compile(r"^(?P<s>[+-]?)(?P<n>\d+)/(?P<q>\d+)$"),
+    re.compile(r"^(?P<s>[+-]?)\\frac\{(?P<n>[+-]?\d+)\}\{(?P<q>[+-]?\d+)\}$"),
+    re.compile(r"^(?P<s>[+-]?)\\frac(?P<n>\d)(?P<q>\d)$"),
+    re.compile(r"^(?P<s>[+-]?)\\frac\{(?P<n>[+-]?\d+)\}(?P<q>\d)$"),
+    re.compile(r"^(?P<s>[+-]?)\\frac(?P<n>\d)\{(?P<q>[+-]?\d+)\}$"),
+)
+
+
+def plain_rational(s: str) -> tuple[Fraction, bool] | None:
+    """The exact value of a plain number written as an integer, a decimal or a fraction.
+
+    Returns ``(value, is_decimal)``, or None for anything else, including numbers with a
+    percent or degree sign or a unit (Math-Verify is lenient about those, so they are left
+    to it). Only spacing, ``$``, ``\\left``/``\\right``, ``\\dfrac`` and thousands
+    separators are ignored.
+
+    >>> plain_rational(r"-\\dfrac{3}{4}"), plain_rational("0.75"), plain_rational(r"17\\%")
+    ((Fraction(-3, 4), False), (Fraction(3, 4), True), None)
+    """
+    if len(s) > 60:
+        return None
+    t = _UNESCAPED_DOLLAR.sub("", s)
+    t = _SPACING.sub("", t)
+    t = _LEFT_RIGHT.sub("", t)
+    t = _FRAC_VARIANTS.sub(r"\\frac", t)
+    t = t.replace("{,}", ",").strip()
+    if _THOUSANDS.match(t):
+        t = t.replace(",", "")
+    t = "".join(t.split())
+    for form in _RATIONAL_FORMS:
+        m = form.match(t)
+        if m is None:
+            continue
+        g = m.groupdict()
+        sign = -1 if g["s"] == "-" else 1
+        if g.get("d") is not None:
+            return sign * Fraction(g["d"]), True
+        q = int(g.get("q") or 1)
+        if q == 0:
+            return None
+        return sign * Fraction(int(g["n"]), q), False
+    return None
