@@ -97,6 +97,11 @@ EQUIVALENCE = [
     (r"\text{Friday}", r"\text{Monday}", BAD),
     (r"20\text{ miles}", r"20", OK),
     (r"k = \frac{-33}{2}", r"-16.5", OK),
+    # assignments (a common way models box an answer)
+    ("5", "x = 5", OK),
+    ("5", "x = 6", BAD),
+    (r"\frac{3}{4}", "x_1 = 0.75", OK),
+    ("2", "x = 2 or x = 3", BAD),
     # integers: AIME24 stores "025"; AIME25 stores ints; AMC stores floats like 142.0
     ("025", "25", OK),
     ("204", "240", BAD),

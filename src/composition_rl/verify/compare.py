@@ -44,6 +44,7 @@ logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 _EXTRACTION = (LatexExtractionConfig(), ExprExtractionConfig())
 _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+_ASSIGNMENT = re.compile(r"^\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*([^=<>]+)$")
 _MAX_EXTRACTED_CHARS = 200  # what travels back to the caller; the full string is scored
 
 
@@ -122,15 +123,19 @@ class Scorer:
         extracted = extract_answer(response, self.fallbacks)
         if extracted is None:
             return ItemScore("no_answer")
-        norm = normalize(extracted)
         entries = [self._gold_entry(g) for g in golds]
+        # "x = 5" for gold 5: the fast paths look at the right-hand side (Math-Verify, which
+        # gets the full answer if they cannot decide, compares an assignment the same way).
+        m = _ASSIGNMENT.match(extracted)
+        core = m.group(1) if m and not any("=" in g for g in golds) else extracted
+        norm = normalize(core)
         if any(norm == e[0] for e in entries):
             return ItemScore("correct", "string", _short(extracted))
         pred_int = plain_integer(norm)
         if pred_int is not None and all(e[1] is not None for e in entries):
             ok = any(pred_int == e[1] for e in entries)
             return ItemScore("correct" if ok else "incorrect", "integer", _short(extracted))
-        pred_q = plain_rational(extracted)
+        pred_q = plain_rational(core)
         if pred_q is not None and all(e[2] is not None for e in entries):
             if any(pred_q[0] == e[2][0] for e in entries):
                 return ItemScore("correct", "rational", _short(extracted))
