@@ -193,7 +193,10 @@ def test_fast_paths_decide_without_math_verify(verifier):
     # within Math-Verify's 6-decimal rounding: left to Math-Verify, which accepts it
     r = verifier.score(r"\boxed{0.333333}", r"\frac13")
     assert (r.outcome, r.via) == (OK, "math_verify")
-    assert verifier.score(r"\boxed{x = 0.5}", r"\frac12").via == "math_verify"
+    r = verifier.score(r"\boxed{x = 0.5}", r"\frac12")
+    assert (r.outcome, r.via) == (OK, "rational")  # an assignment is read by its right side
+    r = verifier.score(r"\boxed{\frac{\sqrt{4}}{4}}", r"\frac12")
+    assert (r.outcome, r.via) == (OK, "math_verify")
 
 
 def test_gold_forms_of_every_stored_type():
