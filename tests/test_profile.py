@@ -294,20 +294,15 @@ def test_cli_profile_with_a_tiny_local_model(shared_data, verifier, tmp_path, ca
     from fakes.rollout_tiny_qwen import build_tiny_qwen
 
     model = build_tiny_qwen(tmp_path / "tiny")
-    out = tmp_path / "p"
-    rc = crl(["profile", "--model", str(model), "--input", str(shared_data / "eval" / "amc.json"), "--limit", "4",
-              "-n", "3", "--max-tokens", "8", "--out", str(out), "--no-progress", "--device", "cpu"])
-    assert rc == 0
-    rows = list(read_jsonl(out / "profile.jsonl"))
-    assert len(rows) == 4 and all(sum(r["outcomes"].values()) == 3 for r in rows)
-    summary = json.loads((out / "summary.json").read_text())
-    assert (summary["solve_none"], summary["prompts"], summary["n"]) == (1.0, 4, 3)
-    # Determinism: the same inputs and settings give byte-identical outputs, responses included.
     runs = []
-    for name in ("d1", "d2"):
+    for name in ("d1", "d2"):  # twice: the same inputs and settings give byte-identical outputs
         assert crl(["profile", "--model", str(model), "--input", str(shared_data / "eval" / "amc.json"),
                     "--limit", "4", "-n", "3", "--max-tokens", "8", "--out", str(tmp_path / name),
                     "--no-progress", "--device", "cpu", "--keep-responses", "--chunk", "2"]) == 0
         runs.append((tmp_path / name / "profile.jsonl").read_bytes())
+    rows = list(read_jsonl(tmp_path / "d1" / "profile.jsonl"))
+    assert len(rows) == 4 and all(sum(r["outcomes"].values()) == 3 == len(r["responses"]) for r in rows)
+    summary = json.loads((tmp_path / "d1" / "summary.json").read_text())
+    assert (summary["solve_none"], summary["prompts"], summary["n"]) == (1.0, 4, 3)
     assert runs[0] == runs[1] and b'"responses"' in runs[0]
     capsys.readouterr()
