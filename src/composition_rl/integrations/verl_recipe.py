@@ -1,0 +1,273 @@
+"""A verl launch recipe with the paper's settings and a staged depth curriculum driver.
+
+``crl verl-recipe --stages d1.parquet d2.parquet d3.parquet --model PATH --out DIR`` writes:
+
+- ``DIR/recipe.json``: the stages, thresholds and the Hydra overrides of every stage;
+- ``DIR/stage_<k>.sh``: one ``python -m verl.trainer.main_ppo`` call per stage, for users
+  who drive the schedule by hand;
+- ``DIR/launch.sh``: the curriculum driver, ``python -m composition_rl.integrations.verl_recipe
+  drive DIR/recipe.json``. It trains stage K in chunks of ``chunk_steps``; after each chunk it
+  merges the checkpoint to a Hugging Face folder (``verl.model_merger``), profiles it with
+  ``crl profile`` on a probe sample of depth K, and advances when solve_all reaches the
+  threshold or the stage budget is spent (seed 000, Section 4.3, made automatic).
+
+The overrides (seed 000, Section 4.1 / Appendix B.1): GRPO, no KL (neither in the reward nor
+as a loss), token-mean loss aggregation (Equation 3), clip 0.2 / 0.28, group size 8,
+batch 256, lr 1e-6, temperature 1.0, 16K responses, dynamic sampling as verl's
+``algorithm.filter_groups`` on ``acc`` (Equation 5), and our verifier as the reward
+(``reward.custom_reward_function`` -> ``composition_rl.integrations.verl.compute_score``).
+
+Only the launch needs verl; writing the recipe does not import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PAPER", "RecipeConfig", "RecipeStage", "stage_overrides", "write_recipe"]
+
+REWARD_PATH = "pkg://composition_rl.integrations.verl"
+REWARD_NAME = "compute_score"
+
+# Seed 000, Section 4.1 / Appendix B.1.
+PAPER: dict[str, Any] = {
+    "algorithm.adv_estimator": "grpo",
+    "algorithm.norm_adv_by_std_in_grpo": True,
+    "algorithm.use_kl_in_reward": False,
+    "algorithm.filter_groups.enable": True,
+    "algorithm.filter_groups.metric": "acc",
+    "algorithm.filter_groups.max_num_gen_batches": 8,
+    "data.train_batch_size": 256,
+    "data.max_prompt_length": 2048,
+    "data.max_response_length": 16384,
+    "data.filter_overlong_prompts": True,
+    "data.truncation": "error",
+    "actor_rollout_ref.actor.optim.lr": 1e-6,
+    "actor_rollout_ref.actor.ppo_mini_batch_size": 256,
+    "actor_rollout_ref.actor.use_kl_loss": False,
+    "actor_rollout_ref.actor.kl_loss_coef": 0.0,
+    "actor_rollout_ref.actor.entropy_coeff": 0.0,
+    "actor_rollout_ref.actor.clip_ratio_low": 0.2,
+    "actor_rollout_ref.actor.clip_ratio_high": 0.28,
+    "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
+    # Token-budgeted micro-batches (as verl's DAPO recipe): 16K responses vary wildly in length.
+    "actor_rollout_ref.actor.use_dynamic_bsz": True,
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": 36864,
+    "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True,
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": 36864,
+    "actor_rollout_ref.rollout.name": "vllm",
+    "actor_rollout_ref.rollout.n": 8,
+    "actor_rollout_ref.rollout.temperature": 1.0,
+    "actor_rollout_ref.rollout.top_p": 1.0,
+    "reward.custom_reward_function.path": REWARD_PATH,
+    "reward.custom_reward_function.name": REWARD_NAME,
+    "trainer.logger": "['console']",
+    "trainer.val_before_train": False,
+    "trainer.test_freq": -1,
+}
+
+
+@dataclass
+class RecipeStage:
+    """One stage: a verl parquet (from ``crl compose --export verl``) and its budget."""
+
+    name: str
+    train_file: str
+    depth: int
+    max_steps: int = 200
+
+
+@dataclass
+class RecipeConfig:
+    """What the recipe launches and how the driver decides to advance."""
+
+    model: str
+    out_dir: str
+    stages: list[RecipeStage]
+    threshold: float = 0.75
+    chunk_steps: int = 50
+    probe_size: int = 256
+    probe_samples: int = 8
+    n_gpus_per_node: int = 8
+    nnodes: int = 1
+    save_freq: int = 50
+    project: str = "composition-rl"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> RecipeConfig:
+        if not self.stages:
+            raise ValueError("a recipe needs at least one stage")
+        if not 0 < self.threshold <= 1:
+            raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
+        if self.chunk_steps < 1 or any(s.max_steps < 1 for s in self.stages):
+            raise ValueError("chunk_steps and every stage's max_steps must be >= 1")
+        return self
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    return str(v)
+
+
+def stage_overrides(cfg: RecipeConfig, index: int, model_path: str, total_steps: int) -> list[str]:
+    """The Hydra overrides for training stage ``index`` from ``model_path`` up to ``total_steps``."""
+    st = cfg.stages[index]
+    ckpt_dir = Path(cfg.out_dir) / "checkpoints" / st.name
+    values = dict(PAPER)
+    values.update(
+        {
+            "data.train_files": st.train_file,
+            "data.val_files": st.train_file,
+            "actor_rollout_ref.model.path": model_path,
+            "trainer.total_training_steps": total_steps,
+            "trainer.save_freq": cfg.save_freq,
+            "trainer.default_local_dir": str(ckpt_dir),
+            "trainer.resume_mode": "auto",
+            "trainer.project_name": cfg.project,
+            "trainer.experiment_name": f"{cfg.project}-{st.name}",
+            "trainer.n_gpus_per_node": cfg.n_gpus_per_node,
+            "trainer.nnodes": cfg.nnodes,
+        }
+    )
+    values.update(cfg.extra)
+    return [f"{k}={_fmt(v)}" for k, v in values.items()]
+
+
+def write_recipe(cfg: RecipeConfig) -> Path:
+    """Write recipe.json, stage_<k>.sh and launch.sh under ``cfg.out_dir``; return launch.sh."""
+    cfg.validate()
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plan = []
+    for i, st in enumerate(cfg.stages):
+        model = cfg.model if i == 0 else str(out / "merged" / cfg.stages[i - 1].name)
+        ov = stage_overrides(cfg, i, model, st.max_steps)
+        plan.append({"stage": st.name, "overrides": ov})
+        script = out / f"stage_{i + 1}.sh"
+        lines = ["#!/usr/bin/env bash", f"# Stage {i + 1} ({st.name}, depth {st.depth}): the paper's settings.",
+                 "set -euo pipefail", "python3 -m verl.trainer.main_ppo \\"]
+        lines += [f"    {shlex.quote(o)} \\" for o in ov[:-1]] + [f"    {shlex.quote(ov[-1])}", ""]
+        script.write_text("\n".join(lines), encoding="utf-8")
+        script.chmod(0o755)
+    (out / "recipe.json").write_text(
+        json.dumps({"config": asdict(cfg), "plan": plan}, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    launch = out / "launch.sh"
+    launch.write_text(
+        "#!/usr/bin/env bash\n"
+        "# Staged depth curriculum on verl: train a chunk, merge, profile on a depth-K probe,\n"
+        "# advance when solve_all >= threshold or the stage budget is spent.\n"
+        "set -euo pipefail\n"
+        f"python3 -m composition_rl.integrations.verl_recipe drive {shlex.quote(str(out / 'recipe.json'))} \"$@\"\n",
+        encoding="utf-8",
+    )
+    launch.chmod(0o755)
+    return launch
+
+
+def _load(path: str | os.PathLike) -> RecipeConfig:
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))["config"]
+    raw["stages"] = [RecipeStage(**s) for s in raw["stages"]]
+    return RecipeConfig(**raw).validate()
+
+
+def _probe_file(stage: RecipeStage, out: Path, size: int) -> Path:
+    """Problems of the stage's parquet (first ``size`` rows) as JSONL for ``crl profile``."""
+    import pyarrow.parquet as pq
+
+    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.records import Problem
+
+    rows = pq.read_table(stage.train_file).slice(0, size).to_pylist()
+    probs = []
+    for r in rows:
+        info = r.get("extra_info") or {}
+        answers = info.get("answers") or [r["reward_model"]["ground_truth"]]
+        probs.append(Problem(id=info.get("id") or str(info.get("index")), question=info["question"],
+                             answers=tuple(answers), depth=int(info.get("depth", stage.depth))).to_dict())
+    path = out / "probes" / f"{stage.name}.jsonl"
+    atomic_write_jsonl(path, probs)
+    return path
+
+
+def _latest_step(ckpt_dir: Path) -> int:
+    marker = ckpt_dir / "latest_checkpointed_iteration.txt"
+    return int(marker.read_text().strip()) if marker.exists() else 0
+
+
+def drive(recipe_json: str | os.PathLike, dry_run: bool = False) -> int:
+    """Run the curriculum: for each stage, train chunks until solve_all >= threshold or budget."""
+    cfg = _load(recipe_json)
+    out = Path(cfg.out_dir)
+    log = out / "curriculum.jsonl"
+
+    def run(cmd: list[str]) -> None:
+        print("+ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+        if not dry_run:
+            subprocess.run(cmd, check=True)
+
+    model = cfg.model
+    for i, st in enumerate(cfg.stages):
+        ckpt_dir = out / "checkpoints" / st.name
+        merged = out / "merged" / st.name
+        probe = _probe_file(st, out, cfg.probe_size) if not dry_run else out / "probes" / f"{st.name}.jsonl"
+        steps = _latest_step(ckpt_dir)
+        while True:
+            steps = min(st.max_steps, steps + cfg.chunk_steps)
+            run([sys.executable, "-m", "verl.trainer.main_ppo", *stage_overrides(cfg, i, model, steps)])
+            run([sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir",
+                 str(ckpt_dir / f"global_step_{steps}" / "actor"), "--target_dir", str(merged)])
+            prof = out / "profiles" / f"{st.name}-{steps}"
+            run(["crl", "profile", "--model", str(merged), "--input", str(probe), "-n", str(cfg.probe_samples),
+                 "--temperature", "1.0", "--out", str(prof)])
+            solve_all = None if dry_run else _solve_all(prof)
+            reason = None
+            if solve_all is not None and solve_all >= cfg.threshold and i + 1 < len(cfg.stages):
+                reason = f"solve_all {solve_all:.2f} >= {cfg.threshold:.2f} on the depth-{st.depth} probe"
+            elif steps >= st.max_steps or dry_run:
+                reason = f"step budget of {st.max_steps} exhausted"
+            row = {"stage": st.name, "step": steps, "solve_all": solve_all, "advance": reason}
+            if not dry_run:
+                with open(log, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(row, sort_keys=True) + "\n")
+            print(json.dumps(row), flush=True)
+            if reason:
+                break
+        model = str(merged)
+    return 0
+
+
+def _solve_all(profile_dir: Path) -> float:
+    """The solve_all ratio from a ``crl profile`` output folder (summary.json)."""
+    summary = json.loads((profile_dir / "summary.json").read_text(encoding="utf-8"))
+    for key in ("solve_all", "solve_all_ratio"):
+        if key in summary:
+            return float(summary[key])
+    counts = summary.get("counts") or summary.get("groups") or {}
+    total = sum(counts.values()) if isinstance(counts, dict) else 0
+    if total:
+        return counts.get("solve_all", 0) / total
+    raise ValueError(f"{profile_dir}/summary.json has no solve_all figure: keys {sorted(summary)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m composition_rl.integrations.verl_recipe")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("drive", help="run the staged curriculum described by recipe.json")
+    d.add_argument("recipe")
+    d.add_argument("--dry-run", action="store_true", help="print the commands only")
+    args = p.parse_args(argv)
+    return drive(args.recipe, dry_run=args.dry_run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
