@@ -9,7 +9,9 @@ HELP = "build a tiny Qwen2 model and tokenizer offline, with an SFT warm-up"
 
 def add_arguments(parser) -> None:
     parser.add_argument("--out", required=True, help="folder to write the model into (reused if already built)")
-    parser.add_argument("--sft-steps", type=int, default=None, help="SFT warm-up steps (default 600, ~2-3 min on 2 cores)")
+    parser.add_argument("--sft-steps", type=int, default=None, help="SFT warm-up steps (default 300, ~2 min on 2 cores)")
+    parser.add_argument("--digits", type=int, choices=(1, 2, 3), default=None,
+                        help="operand digits of the arithmetic task (default 1; 2 needs far more SFT)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -19,6 +21,8 @@ def run(args) -> int:
     from composition_rl.train.tiny_model import TinyModelConfig, build_tiny_model
 
     kw = {"seed": args.seed}
+    if args.digits is not None:
+        kw["digits"] = args.digits
     if args.sft_steps is not None:
         if args.sft_steps < 0:
             raise UsageError(f"--sft-steps must be >= 0, got {args.sft_steps}")
