@@ -112,3 +112,16 @@ def test_list_answers_keep_every_accepted_form(shared_data):
     res = load_problems(shared_data / "eval/minerva.json")
     multi = [p for p in res.problems if len(p.answers) > 1]
     assert multi and all(len(set(p.answers)) == len(p.answers) for p in multi)
+
+
+def test_problem_records_are_read_whole(tmp_path):
+    from composition_rl.compose import ComposeConfig, compose_problems
+    from composition_rl.records import Problem
+
+    q1 = Problem.new("What is $3+4$?", "7")
+    q2 = Problem.new("A box holds 12 apples. How many apples do $3$ boxes hold?", "36")
+    c = compose_problems([q1, q2], ComposeConfig(depth=2, pool_size=1)).accepted[0]
+    path = _write_jsonl(tmp_path / "composed.jsonl", [c.to_dict(), q1.to_dict(), {**q2.to_dict(), "question": "  "}])
+    res = load_problems(path)
+    assert res.problems[0] == c and res.problems[0].links and res.problems[1] == q1
+    assert [r["reason"] for r in res.rejects] == ["empty_field"] and res.counts_add_up

@@ -244,6 +244,23 @@ def problems_from_rows(
         if not isinstance(row, dict):
             reject(i, f"wrong_type: row is a {type(row).__name__}, not an object", row)
             continue
+        if _is_record(row) and cfg.question_field is None and cfg.answer_field is None:
+            # our own Problem rows (composed.jsonl, depth1.jsonl): read whole, links and all
+            try:
+                prob = Problem.from_dict(row)
+            except (KeyError, TypeError, ValueError) as e:
+                reject(i, f"bad_record: {type(e).__name__}: {e}", row)
+                continue
+            if not prob.question.strip() or not prob.answers or not all(a.strip() for a in prob.answers):
+                reject(i, "empty_field: question or answers empty in a Problem record", row)
+                continue
+            key = " ".join(prob.question.split())
+            if key in seen:
+                reject(i, f"duplicate_question: same question as row {seen[key]}", row)
+                continue
+            seen[key] = i
+            res.problems.append(prob)
+            continue
         qf = _pick(row, cfg.question_field, QUESTION_FIELDS)
         if qf is None:
             want = cfg.question_field or "/".join(QUESTION_FIELDS)
@@ -294,6 +311,14 @@ def problems_from_rows(
         if cfg.answer_field and not forced_seen["answer"]:
             raise InputError(f"{where}: field {cfg.answer_field!r} (--answer-field) is in no row")
     return res
+
+
+_RECORD_KEYS = frozenset({"id", "question", "answers", "depth"})
+
+
+def _is_record(row: dict[str, Any]) -> bool:
+    """A row written by ``Problem.to_dict()`` (it carries id, answers list and depth)."""
+    return _RECORD_KEYS <= row.keys() and isinstance(row.get("answers"), list)
 
 
 def _jsonable(v: Any) -> Any:
