@@ -16,7 +16,11 @@ from pathlib import Path
 
 import pytest
 
-verl = pytest.importorskip("verl", reason="verl is not installed here; run with .venv-verl (scripts/setup_verl_venv.sh)")
+# Import a real verl module: this folder is itself named "verl" and would satisfy a bare
+# `import verl` as a namespace package where verl is not installed.
+pytest.importorskip("verl.utils.config", reason="verl is not installed here; run with .venv-verl "
+                    "(scripts/setup_verl_venv.sh)")
+import verl  # noqa: E402
 
 from composition_rl.integrations.verl_recipe import (  # noqa: E402
     REWARD_NAME,

@@ -251,7 +251,8 @@ def run_training(
     for cb in (PrinterCallback, ProgressCallback):  # our bar and metrics.jsonl replace TRL's dict prints
         trainer.remove_callback(cb)
     if ckpt is not None and run.curriculum.finished:
-        say("the saved run had already finished its curriculum")
+        say(f"{out} already finished its curriculum at step {state['step']}; nothing to do (crl train --fresh, or resume=False, starts over)")
+        return out / "metrics.jsonl"
     else:
         remaining = run.curriculum.max_total_steps - (state["step"] if ckpt is not None else 0)
         with step_progress("GRPO", remaining, enabled=cfg.progress) as advance:
