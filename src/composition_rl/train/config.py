@@ -50,8 +50,11 @@ class StageConfig:
         data: a problem file (JSONL of ``Problem.to_dict()`` rows, or any file
             ``composition_rl.io.readers.load_problems`` reads).
         arithmetic: instead of ``data``, generate the built-in arithmetic family:
-            ``{depth: K, n: 512, seed: 0, digits: 2}`` (the tiny model's task; see
+            ``{depth: K, n: 512, seed: 0, digits: 1}`` (the tiny model's task; see
             train/arithmetic.py).
+        compose: instead of ``data``, compose a stage on the fly with the symbolic engine:
+            ``{from: FILE, depth: K, pool_size: 20, max_candidates: 512, seed: 0}``
+            (``composition_rl.compose.pipeline.compose_problems``).
         depth: the stage's depth for logs; default the most common depth in its data.
         limit: use only the first ``limit`` problems.
     """
@@ -60,12 +63,20 @@ class StageConfig:
     max_steps: int
     data: str | None = None
     arithmetic: dict[str, int] | None = None
+    compose: dict[str, Any] | None = None
     depth: int | None = None
     limit: int | None = None
 
     def validate(self) -> None:
-        if (self.data is None) == (self.arithmetic is None):
-            raise ValueError(f"stage {self.name!r}: give exactly one of data= or arithmetic=")
+        if sum(x is not None for x in (self.data, self.arithmetic, self.compose)) != 1:
+            raise ValueError(f"stage {self.name!r}: give exactly one of data=, arithmetic= or compose=")
+        if self.compose is not None:
+            unknown = set(self.compose) - {"from", "depth", "pool_size", "max_candidates", "seed"}
+            if unknown or "from" not in self.compose or "depth" not in self.compose:
+                raise ValueError(
+                    f"stage {self.name!r}: compose takes from and depth (and pool_size, max_candidates, "
+                    f"seed); got {self.compose}"
+                )
         if self.max_steps < 1:
             raise ValueError(f"stage {self.name!r}: max_steps must be >= 1, got {self.max_steps}")
         if self.arithmetic is not None:
@@ -244,6 +255,8 @@ class TrainConfig:
             st = StageConfig(**s)
             if st.data is not None and base_dir is not None and not Path(st.data).is_absolute():
                 st.data = str(Path(base_dir) / st.data)
+            if st.compose and base_dir is not None and not Path(str(st.compose.get("from", ""))).is_absolute():
+                st.compose = {**st.compose, "from": str(Path(base_dir) / str(st.compose.get("from", "")))}
             stages.append(st)
         sections = {}
         for name, typ in (("grpo", GRPOSettings), ("dynamic_sampling", DynamicSamplingConfig),

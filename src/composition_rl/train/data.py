@@ -31,6 +31,8 @@ def load_stage_problems(stage: StageConfig) -> list[Problem]:
         a = stage.arithmetic
         problems = arithmetic_problems(int(a.get("n", 512)), int(a["depth"]), seed=int(a.get("seed", 0)),
                                        digits=int(a.get("digits", 2)))
+    elif stage.compose is not None:
+        problems = _compose_stage(stage)
     else:
         path = Path(stage.data)
         if not path.is_file():
@@ -39,8 +41,25 @@ def load_stage_problems(stage: StageConfig) -> list[Problem]:
     if stage.limit is not None:
         problems = problems[: stage.limit]
     if not problems:
-        raise ValueError(f"stage {stage.name!r}: no problems in {stage.data or stage.arithmetic}")
+        raise ValueError(f"stage {stage.name!r}: no problems from {stage.data or stage.arithmetic or stage.compose}")
     return problems
+
+
+def _compose_stage(stage: StageConfig) -> list[Problem]:
+    """Compose the stage's problems on the fly with the project's symbolic engine."""
+    from composition_rl.compose.pipeline import ComposeConfig, compose_problems
+
+    c = stage.compose
+    src = Path(str(c["from"]))
+    if not src.is_file():
+        raise ValueError(f"stage {stage.name!r}: compose.from file not found: {src}")
+    base = _read_problems(src)
+    depth = int(c["depth"])
+    if depth == 1:
+        return base
+    cfg = ComposeConfig(depth=depth, pool_size=int(c.get("pool_size", 20)),
+                        max_candidates=int(c.get("max_candidates", 512)), seed=int(c.get("seed", 0)))
+    return list(compose_problems(base, cfg).accepted)
 
 
 def _read_problems(path: Path) -> list[Problem]:
