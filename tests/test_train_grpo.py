@@ -155,3 +155,15 @@ def test_a_killed_run_resumes_from_its_checkpoint_without_losing_or_duplicating_
     assert [r["step"] for r in after] == [1, 2, 3]
     assert after[:2] == before[:2]
     assert (ckpts / "checkpoint-3" / "crl_state.json").exists()
+
+
+def test_same_config_and_seed_give_the_same_metrics(pytestconfig, tmp_path):
+    model = tiny_policy_dir(pytestconfig)
+    stages = [{"name": "easy", "arithmetic": EASY, "max_steps": 2}]
+    runs = []
+    for name in ("a", "b"):
+        cfg = _config(model, tmp_path / name, stages, plot=False, grpo={"prompts_per_step": 2, "max_completion_length": 24})
+        rows = list(read_jsonl(run_training(cfg, resume=False, log=None)))
+        runs.append([{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in rows])
+        runs[-1].append(list(read_jsonl(tmp_path / name / "pass_rates.jsonl")))
+    assert runs[0] == runs[1]
