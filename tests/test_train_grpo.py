@@ -155,6 +155,11 @@ def test_a_killed_run_resumes_from_its_checkpoint_without_losing_or_duplicating_
     assert [r["step"] for r in after] == [1, 2, 3]
     assert after[:2] == before[:2]
     assert (ckpts / "checkpoint-3" / "crl_state.json").exists()
+    # A rerun of the finished run trains nothing and leaves the logs alone.
+    lines = []
+    run_training(cfg, resume="auto", log=lines.append)
+    assert any("nothing to do" in m for m in lines)
+    assert list(read_jsonl(tmp_path / "metrics.jsonl")) == after
 
 
 def test_same_config_and_seed_give_the_same_metrics(pytestconfig, tmp_path):

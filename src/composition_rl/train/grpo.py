@@ -214,6 +214,10 @@ def run_training(
         run.load_state_dict(state)
         for name in ("metrics.jsonl", "pass_rates.jsonl", "transitions.jsonl"):
             truncate_after(out / name, state["step"])
+        if run.curriculum.finished:
+            say(f"{out} finished its curriculum at step {state['step']}; nothing to do "
+                "(crl train --fresh, or resume=False, starts over)")
+            return out / "metrics.jsonl"
         say(f"resuming from {ckpt} (step {state['step']}, stage {run.curriculum.stage.name})")
     else:
         for name in ("metrics.jsonl", "pass_rates.jsonl", "transitions.jsonl"):
@@ -250,14 +254,10 @@ def run_training(
 
     for cb in (PrinterCallback, ProgressCallback):  # our bar and metrics.jsonl replace TRL's dict prints
         trainer.remove_callback(cb)
-    if ckpt is not None and run.curriculum.finished:
-        say(f"{out} already finished its curriculum at step {state['step']}; nothing to do (crl train --fresh, or resume=False, starts over)")
-        return out / "metrics.jsonl"
-    else:
-        remaining = run.curriculum.max_total_steps - (state["step"] if ckpt is not None else 0)
-        with step_progress("GRPO", remaining, enabled=cfg.progress) as advance:
-            callback.bar = advance
-            trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+    remaining = run.curriculum.max_total_steps - (state["step"] if ckpt is not None else 0)
+    with step_progress("GRPO", remaining, enabled=cfg.progress) as advance:
+        callback.bar = advance
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
     trainer.save_model(str(out / "final"))
     metrics = out / "metrics.jsonl"
     transitions = [t.to_dict() for t in run.curriculum.transitions]
