@@ -7,6 +7,7 @@ rebuilds.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 TEST_MODEL_CONFIG = dict(digits=1, sft_steps=150, sft_batch=32, sft_lr=2e-3, depth_mix={2: 0.15}, eval_n=16)
@@ -15,7 +16,13 @@ TEST_MODEL_CONFIG = dict(digits=1, sft_steps=150, sft_batch=32, sft_lr=2e-3, dep
 def tiny_policy_dir(pytestconfig) -> Path:
     from composition_rl.train.tiny_model import TinyModelConfig, build_tiny_model
 
-    folder = pytestconfig.cache.mkdir("crl-tiny-policy")
+    cache = getattr(pytestconfig, "cache", None)
+    if cache is not None:
+        folder = cache.mkdir("crl-tiny-policy")
+    else:  # -p no:cacheprovider: one build per process
+        import tempfile
+
+        folder = Path(tempfile.gettempdir()) / f"crl-tiny-policy-{os.getpid()}"
     return build_tiny_model(folder, TinyModelConfig(**TEST_MODEL_CONFIG), progress=False)
 
 
