@@ -81,3 +81,28 @@ def test_bad_config_is_rejected():
         TinyModelConfig(hidden_size=130).validate()
     with pytest.raises(ValueError, match="depth_mix"):
         TinyModelConfig(depth_mix={2: 0.7, 3: 0.4}).validate()
+
+
+def test_a_custom_sft_task_is_used_and_keys_the_cache(tmp_path):
+    from composition_rl.records import Problem
+
+    class EchoTask:
+        """q 'say 7' -> '7. \\boxed{7}' at every depth."""
+
+        def __repr__(self):
+            return "EchoTask()"
+
+        def example(self, depth, index):
+            v = str(index % 10)
+            return Problem.new(f"say {v}", v, depth=depth), f"{v}. \\boxed{{{v}}}"
+
+    cfg = TinyModelConfig(sft_steps=2, sft_batch=4, eval_n=2, warmup_steps=1)
+    out = build_tiny_model(tmp_path, cfg, progress=False, task=EchoTask())
+    info = json.loads((out / "build_info.json").read_text())
+    assert info["task"] == "EchoTask()"
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(out)
+    assert "say" in tok.get_vocab() or "Ġsay" in tok.get_vocab()  # the task's text trained the BPE
+    # the default task under the same config is a different build
+    assert json.loads((build_tiny_model(tmp_path / "d", cfg, progress=False) / "build_info.json").read_text())["key"] != info["key"]

@@ -26,11 +26,11 @@ def run_training(config, resume="auto", log=print) -> Path:
     return _run(config, resume=resume, log=log)
 
 
-def build_tiny_model(out_dir, config=None, progress: bool = True, log=None) -> Path:
+def build_tiny_model(out_dir, config=None, progress: bool = True, log=None, task=None) -> Path:
     """Build the tiny Qwen2; see :func:`composition_rl.train.tiny_model.build_tiny_model`."""
     from composition_rl.train.tiny_model import build_tiny_model as _build
 
-    return _build(out_dir, config, progress=progress, log=log)
+    return _build(out_dir, config, progress=progress, log=log, task=task)
 
 
 def __getattr__(name: str):

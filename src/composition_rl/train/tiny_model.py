@@ -31,10 +31,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from composition_rl.io.files import atomic_write_json
-from composition_rl.records import content_id
+from composition_rl.records import Problem, content_id
 from composition_rl.train.arithmetic import make_problem
 
 __all__ = [
+    "ArithmeticTask",
     "CHAT_TEMPLATE",
     "TinyModelConfig",
     "build_tiny_model",
@@ -113,6 +114,28 @@ class TinyModelConfig:
         return content_id(json.dumps(d, sort_keys=True))
 
 
+# --------------------------------------------------------------------------- task
+
+
+@dataclass(frozen=True)
+class ArithmeticTask:
+    """The default SFT task: :func:`composition_rl.train.arithmetic.make_problem`.
+
+    Any object with ``example(depth, index) -> (Problem, scratchpad)`` and a stable ``repr``
+    can replace it (e.g. ``train.rg_task.RGTask``); its ``repr`` is part of the cache key.
+    """
+
+    seed: int = 0
+    digits: int = 1
+
+    def example(self, depth: int, index: int) -> tuple[Problem, str]:
+        return make_problem(depth, seed=self.seed, index=index, digits=self.digits)
+
+
+def _task_for(cfg: TinyModelConfig, task) -> object:
+    return task if task is not None else ArithmeticTask(seed=cfg.seed, digits=cfg.digits)
+
+
 # --------------------------------------------------------------------------- tokenizer
 
 
@@ -186,7 +209,7 @@ def check_tokenizer_roundtrip(tokenizer, saved_dir: str | os.PathLike, texts: Se
 # --------------------------------------------------------------------------- data
 
 
-def _sft_example(cfg: TinyModelConfig, index: int) -> tuple[str, str]:
+def _sft_example(cfg: TinyModelConfig, index: int, task=None) -> tuple[str, str]:
     """(question, scratchpad) for SFT example ``index``; depth drawn from ``depth_mix``."""
     u = random.Random(f"mix:{cfg.seed}:{index}").random()
     depth, acc = 1, 0.0
@@ -195,7 +218,7 @@ def _sft_example(cfg: TinyModelConfig, index: int) -> tuple[str, str]:
         if u < acc:
             depth = d
             break
-    p, sol = make_problem(depth, seed=cfg.seed, index=index, digits=cfg.digits)
+    p, sol = _task_for(cfg, task).example(depth, index)
     return p.question, sol
 
 
@@ -240,11 +263,18 @@ def _boxed(text: str) -> str | None:
 
 
 def evaluate_greedy(model, tokenizer, depth: int, n: int, seed: int, max_new_tokens: int = 96,
-                    digits: int = 2) -> float:
-    """Greedy exact-match accuracy on ``n`` held-out arithmetic problems of one depth."""
+                    digits: int = 1, task=None) -> float:
+    """Greedy exact-match accuracy on ``n`` problems of one depth.
+
+    Held out: the arithmetic family with another ``seed``, or for a custom ``task`` the
+    indices from 1,000,000 on (held out only if the task's examples do not repeat).
+    """
     import torch
 
-    probs = [make_problem(depth, seed=seed, index=i, digits=digits)[0] for i in range(n)]
+    if task is None:
+        probs = [make_problem(depth, seed=seed, index=i, digits=digits)[0] for i in range(n)]
+    else:
+        probs = [task.example(depth, 1_000_000 + i)[0] for i in range(n)]
     tokenizer.padding_side = "left"
     enc = tokenizer([_prompt_text(tokenizer, p.question) for p in probs], return_tensors="pt", padding=True,
                     add_special_tokens=False)
@@ -264,8 +294,12 @@ def build_tiny_model(
     config: TinyModelConfig | None = None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    task=None,
 ) -> Path:
     """Build (or reuse) the tiny model in ``out_dir`` and return the folder.
+
+    ``task`` replaces the SFT task (default :class:`ArithmeticTask`): any object with
+    ``example(depth, index) -> (Problem, scratchpad)``.
 
     The folder loads with ``AutoModelForCausalLM`` / ``AutoTokenizer`` and holds
     ``build_info.json`` (config, parameter count, greedy accuracy per depth, seconds).
@@ -277,11 +311,12 @@ def build_tiny_model(
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     cfg = (config or TinyModelConfig()).validate()
+    key = cfg.key() if task is None else content_id(cfg.key(), repr(task))
     out = Path(out_dir)
     info_path = out / BUILD_INFO
     if info_path.exists():
         info = json.loads(info_path.read_text())
-        if info.get("key") == cfg.key():
+        if info.get("key") == key:
             return out
     say = log or (lambda m: None)
     t0 = time.perf_counter()
@@ -294,7 +329,7 @@ def build_tiny_model(
     probe = build_tokenizer([], 256 + len(SPECIAL_TOKENS))
     corpus = []
     for i in range(2000):
-        q, sol = _sft_example(cfg, i)
+        q, sol = _sft_example(cfg, i, task)
         corpus.append(_prompt_text(probe, q) + sol + "<|im_end|>\n")
     tok = build_tokenizer(corpus, cfg.vocab_size)
     for token in SPECIAL_TOKENS:
@@ -321,9 +356,9 @@ def build_tiny_model(
     n_params = sum(p.numel() for p in model.parameters())
     say(f"tiny Qwen2: {n_params / 1e6:.2f}M parameters, vocab {len(tok)}")
 
-    losses = _sft(model, tok, cfg, progress)
-    acc = {str(d): evaluate_greedy(model, tok, d, cfg.eval_n, seed=cfg.seed + 10_000, digits=cfg.digits)
-           for d in (1, 2, 3)}
+    losses = _sft(model, tok, cfg, progress, task)
+    acc = {str(d): evaluate_greedy(model, tok, d, cfg.eval_n, seed=cfg.seed + 10_000, digits=cfg.digits,
+                                   task=task) for d in (1, 2, 3)}
     say("greedy accuracy on held-out problems: " + ", ".join(f"depth {d} {a:.0%}" for d, a in acc.items()))
 
     out.mkdir(parents=True, exist_ok=True)
@@ -335,7 +370,8 @@ def build_tiny_model(
     atomic_write_json(
         info_path,
         {
-            "key": cfg.key(),
+            "key": key,
+            "task": repr(_task_for(cfg, task)),
             "config": {**asdict(cfg), "depth_mix": {str(k): v for k, v in cfg.depth_mix.items()}},
             "params": n_params,
             "vocab_size": len(tok),
@@ -348,7 +384,7 @@ def build_tiny_model(
     return out
 
 
-def _sft(model, tok, cfg: TinyModelConfig, progress: bool) -> list[float]:
+def _sft(model, tok, cfg: TinyModelConfig, progress: bool, task=None) -> list[float]:
     import torch
 
     from composition_rl.train.progress import step_progress
@@ -366,7 +402,7 @@ def _sft(model, tok, cfg: TinyModelConfig, progress: bool) -> list[float]:
     losses: list[float] = []
     with step_progress("SFT warm-up", cfg.sft_steps, enabled=progress) as advance:
         for step in range(cfg.sft_steps):
-            pairs = [_sft_example(cfg, step * cfg.sft_batch + j) for j in range(cfg.sft_batch)]
+            pairs = [_sft_example(cfg, step * cfg.sft_batch + j, task) for j in range(cfg.sft_batch)]
             # One forward per depth: composed examples are 2-3x longer, and padding every
             # row to the longest would more than double the cost of a step.
             buckets: dict[int, list[tuple[str, str]]] = {}
