@@ -1,11 +1,12 @@
-# The two commands the README names. Each one sets up .venv on a fresh machine.
+# The two commands the README names. Each one sets up what it needs on a fresh machine.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+VERL_STAMP := .venv-verl/.installed
 OUT ?= runs/demo
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test test-main test-verl lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,16 +16,26 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[all]"
 	touch $(STAMP)
 
+# verl 0.9.1 pins another transformers than TRL 1.16: its interop tests get their own venv.
+$(VERL_STAMP): scripts/setup_verl_venv.sh pyproject.toml
+	bash scripts/setup_verl_venv.sh
+
 setup: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/crl demo --out $(OUT)
 
-test: $(STAMP)
+# The whole suite: the main venv, then the verl interop tests (marker `verl`) in .venv-verl.
+test: test-main test-verl
+
+test-main: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+test-verl: $(VERL_STAMP)
+	.venv-verl/bin/python -m pytest -q -m verl tests/verl; rc=$$?; if [ $$rc -eq 5 ]; then echo "no verl tests collected"; exit 0; fi; exit $$rc
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) .venv-verl runs .pytest_cache
