@@ -59,7 +59,7 @@ def main() -> int:
         eng = SymbolicComposer(seed=args.seed)
         pools = build_pools([probe] * cfg.depth, cfg.sizes, cfg.seed, lambda p, k: eng.eligible(p, k, cfg.depth))
         n_upper = count_candidates(pools)
-        del probe, pools, eng
+        del probe, pools
 
         floor = io_floor(args.input, n_upper, tmp)
         t0 = time.perf_counter()
