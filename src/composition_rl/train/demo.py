@@ -20,7 +20,7 @@ __all__ = ["DEMO_STEPS", "train_demo"]
 
 # Step budgets per stage: with the CPU preset (8 prompts x 8 rollouts) a depth-1 step takes
 # about 1.5 s and a depth-2 step about 2.5 s on 2 idle cores.
-DEMO_STEPS = {1: 12, 2: 12, 3: 10}
+DEMO_STEPS = {1: 10, 2: 10, 3: 8}
 # The tiny model's depth-1 solve_all ratio at temperature 1.0 sits around 0.2-0.5, so the
 # paper-like 0.75 would never fire; 0.4 lets saturation, not only the budget, move a stage.
 DEMO_THRESHOLD = 0.4
