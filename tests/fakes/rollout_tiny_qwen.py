@@ -24,7 +24,14 @@ _CORPUS = [
 ]
 
 
-def build_tiny_qwen(out_dir: str | Path, seed: int = 0, hidden: int = 64, layers: int = 2) -> Path:
+def build_tiny_qwen(
+    out_dir: str | Path,
+    seed: int = 0,
+    hidden: int = 64,
+    layers: int = 2,
+    max_positions: int = 1024,
+    corpus: list[str] | None = None,
+) -> Path:
     """Write a tiny Qwen2ForCausalLM + Qwen2 tokenizer with a chat template to ``out_dir``."""
     import torch
     from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, trainers
@@ -50,7 +57,7 @@ def build_tiny_qwen(out_dir: str | Path, seed: int = 0, hidden: int = 64, layers
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_CORPUS * 20, trainer)
+    tok.train_from_iterator((corpus or _CORPUS) * 20, trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>"
     )
@@ -63,7 +70,7 @@ def build_tiny_qwen(out_dir: str | Path, seed: int = 0, hidden: int = 64, layers
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=1024,
+        max_position_embeddings=max_positions,
         eos_token_id=fast.eos_token_id,
         pad_token_id=fast.pad_token_id,
         bos_token_id=None,
