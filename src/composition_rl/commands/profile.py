@@ -122,41 +122,22 @@ def backend_from_args(args: argparse.Namespace):
         raise UsageError(f"cannot start the {name} backend: {e}") from None
 
 
-def is_problem_records(path: str | Path) -> bool:
-    """True for a JSONL of :meth:`Problem.to_dict` rows (e.g. ``crl compose``'s composed.jsonl)."""
-    from composition_rl.io.files import read_jsonl
-
-    if not str(path).endswith(".jsonl") or not Path(path).is_file():
-        return False
-    first = next(iter(read_jsonl(path)), None)
-    return isinstance(first, dict) and {"id", "question", "answers", "depth"} <= first.keys()
-
-
 def load_input(path: str, args: argparse.Namespace):
     """Problems of one input file (rejected rows are reported, not fatal).
 
     Problem records (composed sets) are read back as they are, keeping their ids, links and
     parents, so ``--keep`` writes composed prompts that can be composed or analysed again.
     """
-    from composition_rl.io.files import read_jsonl
     from composition_rl.io.readers import InputError, ReaderConfig, load_problems
-    from composition_rl.records import Problem
 
-    if is_problem_records(path):
-        try:
-            problems = [Problem.from_dict(r) for r in read_jsonl(path)]
-        except (KeyError, TypeError, ValueError) as e:
-            raise UsageError(f"{path}: not a file of Problem records ({e})") from None
-    else:
-        try:
-            res = load_problems(
-                path, ReaderConfig(question_field=args.question_field, answer_field=args.answer_field)
-            )
-        except (InputError, OSError) as e:
-            raise UsageError(str(e)) from None
-        problems = res.problems
-        if res.rejects:
-            print(f"{path}: {len(res.problems)} problems, {len(res.rejects)} rows rejected")
+    # the reader keeps Problem records (composed sets) whole: ids, links, parents
+    try:
+        res = load_problems(path, ReaderConfig(question_field=args.question_field, answer_field=args.answer_field))
+    except (InputError, OSError) as e:
+        raise UsageError(str(e)) from None
+    problems = res.problems
+    if res.rejects:
+        print(f"{path}: {len(res.problems)} problems, {len(res.rejects)} rows rejected")
     problems = problems[: args.limit] if args.limit else problems
     if not problems:
         raise UsageError(f"{path}: no usable problems")

@@ -63,14 +63,8 @@ def _compose_stage(stage: StageConfig) -> list[Problem]:
 
 
 def _read_problems(path: Path) -> list[Problem]:
-    # Our own JSONL (Problem.to_dict rows, e.g. composed.jsonl) round-trips exactly; any
-    # other file goes through the project's reader, which maps heterogeneous fields.
-    if path.suffix == ".jsonl":
-        from composition_rl.io.files import read_jsonl
-
-        rows = list(read_jsonl(path))
-        if rows and all("id" in r and "question" in r and ("answers" in r or "answer" in r) for r in rows):
-            return [Problem.from_dict(r) for r in rows]
+    # the project's reader maps heterogeneous fields and keeps our own Problem rows
+    # (composed.jsonl) whole, links and all
     from composition_rl.io.readers import load_problems
 
     return list(load_problems(path).problems)
