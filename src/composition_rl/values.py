@@ -134,7 +134,10 @@ class Lin:
         return Lin({k: -v for k, v in self.terms.items()})
 
     def __sub__(self, o: Lin) -> Lin:
-        return self + (-o)
+        t = dict(self.terms)
+        for k, v in o.terms.items():
+            t[k] = t.get(k, 0) - v
+        return Lin(t)
 
     def __mul__(self, o: Lin) -> Lin:
         a, b = self.rational(), o.rational()

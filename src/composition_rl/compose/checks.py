@@ -128,7 +128,7 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
             mag = exact_value(g.d_latex)
             if mag is None or not exact_positive(mag):
                 return Failure("check3_relation", "relation_unparsable", f"link {k + 1}: cannot read d from {g.d_latex!r}")
-            written = mag if g.direction == "less" else exact_sub(Fraction(0), mag)
+            written = mag if g.direction == "less" else -mag
         d = exact_value(lk.d_latex)
         if d is None or not exact_equal(written, d):
             return Failure("check3_relation", "relation_mismatch", f"link {k + 1}: text says {written}, record says {lk.d_latex}")
