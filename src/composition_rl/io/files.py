@@ -26,7 +26,7 @@ def _umask() -> int:
 
 def dumps(obj: Any) -> str:
     """Canonical one-line JSON: sorted keys, UTF-8 kept, so equal inputs give equal bytes."""
-    return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"), check_circular=False)
 
 
 @contextmanager
