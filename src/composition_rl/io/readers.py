@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.records import Problem
+from composition_rl.verify.extract import last_boxed  # the verifier's: nested and escaped braces
 
 __all__ = [
     "DEFAULT_RG_SPECS",
@@ -125,30 +126,6 @@ def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
 class _BadLine:
     line: int
     error: str
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\fbox``), nested braces handled.
-
-    >>> last_boxed(r"so \\boxed{\\frac{1}{2}} and finally \\boxed{3}")
-    '3'
-    """
-    idx = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    if idx < 0:
-        return None
-    i = text.find("{", idx)
-    if i < 0:
-        return None
-    depth = 0
-    for j in range(i, len(text)):
-        c = text[j]
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i + 1 : j].strip()
-    return None
 
 
 def _answer_forms(value: Any) -> tuple[tuple[str, ...] | None, str]:

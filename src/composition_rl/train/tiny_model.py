@@ -253,15 +253,6 @@ def _sft_batch(tokenizer, pairs: Sequence[tuple[str, str]]):
 # --------------------------------------------------------------------------- eval
 
 
-def _boxed(text: str) -> str | None:
-    """Last ``\\boxed{...}`` content; build-time sanity check only (training uses the verifier)."""
-    i = text.rfind("\\boxed{")
-    if i < 0:
-        return None
-    j = text.find("}", i)
-    return text[i + 7 : j].strip() if j > 0 else None
-
-
 def evaluate_greedy(model, tokenizer, depth: int, n: int, seed: int, max_new_tokens: int = 96,
                     digits: int = 1, task=None) -> float:
     """Greedy exact-match accuracy on ``n`` problems of one depth.
@@ -283,7 +274,9 @@ def evaluate_greedy(model, tokenizer, depth: int, n: int, seed: int, max_new_tok
         out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                              eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-    return sum(_boxed(t) == p.answer for t, p in zip(texts, probs)) / n
+    from composition_rl.verify.extract import last_boxed
+
+    return sum(last_boxed(t) == p.answer for t, p in zip(texts, probs)) / n
 
 
 # --------------------------------------------------------------------------- build
