@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -306,6 +305,4 @@ def build_chat_backend(name: str, **kwargs: Any) -> ChatBackend:
     ...
     KeyError: "unknown chat backend 'nope'; known: local_hf, openai"
     """
-    target = CHAT_BACKENDS.get(name)
-    mod, _, cls = target.partition(":")
-    return getattr(importlib.import_module(mod), cls)(**kwargs)
+    return CHAT_BACKENDS.build(name, **kwargs)

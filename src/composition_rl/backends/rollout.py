@@ -10,7 +10,6 @@ This module knows nothing about problems, verification or profiling.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -129,9 +128,7 @@ def build_backend(name: str, **kwargs: Any) -> RolloutBackend:
     ...
     KeyError: "unknown rollout backend 'nope'; known: hf, openai, vllm"
     """
-    target = ROLLOUT_BACKENDS.get(name)
-    mod, _, cls = target.partition(":")
-    return getattr(importlib.import_module(mod), cls)(**kwargs)
+    return ROLLOUT_BACKENDS.build(name, **kwargs)
 
 
 def load_template(name_or_path: str = "boxed") -> str:
