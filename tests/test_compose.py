@@ -165,6 +165,10 @@ def test_exports_match_verl_and_trl_schemas(tmp_path):
     assert set(verl[0]) == {"data_source", "prompt", "ability", "reward_model", "extra_info"}
     assert verl[0]["prompt"][0]["role"] == "user" and verl[0]["prompt"][0]["content"].endswith(instruction())
     assert "\\boxed{}" in instruction()
+    from composition_rl.backends.rollout import load_template, render_prompt
+
+    # trainers see exactly the prompt that profiling and evaluation send
+    assert verl[0]["prompt"][0]["content"] == render_prompt(load_template("boxed"), c[0].question)
     assert verl[0]["reward_model"] == {"style": "rule", "ground_truth": Q3.answer}
     assert verl[0]["extra_info"]["depth"] == 2 and verl[1]["extra_info"]["depth"] == 1
     trl = pq.read_table(export(c, "trl", tmp_path)).to_pylist()

@@ -29,14 +29,21 @@ EXPORTERS: Registry[Callable[[Sequence[Problem], str], list[dict[str, Any]]]] = 
 
 
 @cache
+def _template() -> str:
+    # the same packaged template the rollout backends use by default, so training and
+    # export prompts cannot drift from profiling and evaluation prompts
+    text = resources.files("composition_rl.prompts").joinpath("rollout_boxed.txt").read_text("utf-8")
+    return text.rstrip("\n")
+
+
 def instruction() -> str:
-    """The instruction appended to every prompt (package data: prompts/instruction_boxed.txt)."""
-    return resources.files("composition_rl.prompts").joinpath("instruction_boxed.txt").read_text("utf-8").strip()
+    """The instruction that follows every question (from prompts/rollout_boxed.txt)."""
+    return _template().replace("{question}", "").strip()
 
 
 def user_prompt(question: str) -> str:
     """The user message: the question, then the request for a final answer in ``\\boxed{}``."""
-    return f"{question}\n\n{instruction()}"
+    return _template().replace("{question}", question.strip())
 
 
 def _extra(p: Problem, index: int, split: str) -> dict[str, Any]:
