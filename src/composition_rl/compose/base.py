@@ -20,6 +20,11 @@ class Rejection:
     reason: str
     detail: str
 
+    def row(self, candidate_id: str, chain: Sequence[Problem]) -> dict[str, str | list[str]]:
+        """The ``rejected.jsonl`` row every engine writes for a dropped chain."""
+        return {"id": candidate_id, "candidates": [p.id for p in chain], "stage": self.stage,
+                "reason": self.reason, "detail": self.detail}
+
 
 class Composer(Protocol):
     """A composition engine. ``compose`` returns an accepted depth-K Problem or a Rejection."""

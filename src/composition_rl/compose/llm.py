@@ -1347,15 +1347,7 @@ async def _drive(
             "requests": usage.requests,
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
-            "row": res.to_dict()
-            if ok
-            else {
-                "id": cid,
-                "candidates": [p.id for p in chain],
-                "stage": res.stage,
-                "reason": res.reason,
-                "detail": res.detail,
-            },
+            "row": res.to_dict() if ok else res.row(cid, chain),
         }
         journal.append(row)
         counters["done"] += 1

@@ -116,6 +116,15 @@ def _sets_for(problems: Sequence[Problem], first_pool: Sequence[Problem] | None,
     return [first] + [problems] * (depth - 1)
 
 
+def _symbolic_pools(problems, first_pool, config: ComposeConfig):
+    """The symbolic engine for ``config`` and its candidate pools (small ones sampled among
+    problems the engine can place there)."""
+    engine = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars)
+    sets = _sets_for(problems, first_pool, config.depth)
+    pools = build_pools(sets, config.sizes, config.seed, lambda p, k: engine.eligible(p, k, config.depth))
+    return engine, pools
+
+
 def compose_problems(
     problems: Sequence[Problem],
     config: ComposeConfig,
@@ -132,18 +141,14 @@ def compose_problems(
         >>> res.accepted[0].answer
         '7'
     """
-    engine = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars)
-    sets = _sets_for(problems, first_pool, config.depth)
-    pools = build_pools(sets, config.sizes, config.seed, lambda p, k: engine.eligible(p, k, config.depth))
+    engine, pools = _symbolic_pools(problems, first_pool, config)
     res = ComposeResult()
     for chain in iter_candidates(pools, config.seed, config.max_candidates):
         cid = candidate_id(chain)
         out = engine.compose(chain, cid)
         res.candidates += 1
         if isinstance(out, Rejection):
-            res.rejected.append(
-                {"id": cid, "candidates": [p.id for p in chain], "stage": out.stage, "reason": out.reason, "detail": out.detail}
-            )
+            res.rejected.append(out.row(cid, chain))
             ok = False
         else:
             res.accepted.append(out)
@@ -189,9 +194,7 @@ def run_compose(
                                    input_rejects=input_rejects, progress=progress, llm_config=llm_config)
 
     t0 = time.perf_counter()
-    engine = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars)
-    sets = _sets_for(problems, first_pool, config.depth)
-    pools = build_pools(sets, config.sizes, config.seed, lambda p, k: engine.eligible(p, k, config.depth))
+    engine, pools = _symbolic_pools(problems, first_pool, config)
     upper = count_candidates(pools)
     total = min(upper, config.max_candidates) if config.max_candidates else upper
     workers = _worker_count(config.workers, total)
@@ -279,8 +282,7 @@ def _compose_chunk(chunk: list[tuple[int, ...]]) -> tuple[list[str], list[str], 
         res = engine.compose(chain, cid)
         if isinstance(res, Rejection):
             keys.append((res.stage, res.reason))
-            rej.append(dumps({"id": cid, "candidates": [p.id for p in chain], "stage": res.stage,
-                              "reason": res.reason, "detail": res.detail}) + "\n")
+            rej.append(dumps(res.row(cid, chain)) + "\n")
         else:
             acc.append(dumps(res.to_dict()) + "\n")
     return acc, rej, keys
