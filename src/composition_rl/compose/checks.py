@@ -74,6 +74,35 @@ def _v1_failure(answer: str, v1_latex: str, v1_expr: str) -> tuple[str, str] | N
     return None
 
 
+@lru_cache(maxsize=65536)
+def _v2_failure(literal: str, v2_expr: str) -> str | None:
+    """Check 2's value part: the literal put back is the recorded v2 (pure, so cached)."""
+    lit_value = exact_value(literal)
+    if not isinstance(lit_value, Fraction) or lit_value != exact(v2_expr):
+        return f"literal {literal!r} is not {v2_expr}"
+    return None
+
+
+@lru_cache(maxsize=1 << 18)
+def _relation_failure(direction: str, written_latex: str, d_latex: str, v1_latex: str, v2_expr: str) -> tuple[str, str] | None:
+    """Check 3 on strings alone: the relation as written in the prompt (direction and
+    magnitude) equals the recorded d, and ``v1 - d == v2`` exactly. A pure function of its
+    arguments, so it is cached: the same (v1, v2) pair recurs across a pool."""
+    if direction == "equal":
+        written: Exact = Fraction(0)
+    else:
+        mag = exact_value(written_latex)
+        if mag is None or not exact_positive(mag):
+            return "relation_unparsable", f"cannot read d from {written_latex!r}"
+        written = mag if direction == "less" else -mag
+    d = exact_value(d_latex)
+    if d is None or not exact_equal(written, d):
+        return "relation_mismatch", f"text says {written}, record says {d_latex}"
+    if not exact_equal(exact_sub(exact_value(v1_latex), written), exact(v2_expr)):
+        return "arithmetic_mismatch", "v1 - d != v2"
+    return None
+
+
 def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) -> Failure | None:
     """Run checks 1-4 on composed record ``c`` whose chain is ``parents`` (q1..qK)."""
     K = len(parents)
@@ -116,32 +145,22 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
         # the engine wrote one of the token shapes; the substitution is right if one restores q
         if not any(seg[:off] + lk.v2_literal + seg[off + len(t) :] == original for t in tokens):
             return Failure("check2_substitution", "substitution_mismatch", f"link {k + 1}: restoring {lk.v2_literal!r} does not give the original text")
-        lit_value = exact_value(lk.v2_literal)
-        if not isinstance(lit_value, Fraction) or lit_value != exact(lk.v2_expr):
-            return Failure("check2_substitution", "v2_mismatch", f"link {k + 1}: literal {lk.v2_literal!r} is not {lk.v2_expr}")
+        why = _v2_failure(lk.v2_literal, lk.v2_expr)
+        if why is not None:
+            return Failure("check2_substitution", "v2_mismatch", f"link {k + 1}: {why}")
 
     # 3. the written relation is d, and v1 - d == v2
     for k, (lk, g) in enumerate(zip(c.links, glues)):
-        if g.direction == "equal":
-            written: Exact = Fraction(0)
-        else:
-            mag = exact_value(g.d_latex)
-            if mag is None or not exact_positive(mag):
-                return Failure("check3_relation", "relation_unparsable", f"link {k + 1}: cannot read d from {g.d_latex!r}")
-            written = mag if g.direction == "less" else -mag
-        d = exact_value(lk.d_latex)
-        if d is None or not exact_equal(written, d):
-            return Failure("check3_relation", "relation_mismatch", f"link {k + 1}: text says {written}, record says {lk.d_latex}")
-        lhs = exact_sub(exact_value(lk.v1_latex), written)
-        if not exact_equal(lhs, exact(lk.v2_expr)):
-            return Failure("check3_relation", "arithmetic_mismatch", f"link {k + 1}: v1 - d != v2")
+        why = _relation_failure(g.direction, g.d_latex, lk.d_latex, lk.v1_latex, lk.v2_expr)
+        if why is not None:
+            return Failure("check3_relation", why[0], f"link {k + 1}: {why[1]}")
 
     # 4. names and length
     names = [n for lk in c.links for n in (lk.x, lk.y)]
     if len(set(names)) != len(names):
         return Failure("check4_names_length", "name_collision", f"variable names repeat: {names}")
-    used = frozenset().union(*(symbols_used(p.question) for p in parents))
-    clash = sorted(set(n.upper() for n in names) & used)
+    used = frozenset().union(*map(symbols_used, [p.question for p in parents]))
+    clash = sorted({n.upper() for n in names} & used)
     if clash:
         return Failure("check4_names_length", "name_collision", f"{clash} already used as symbols")
     if len(text) > max_chars:

@@ -36,6 +36,7 @@ __all__ = ["VARIABLE_NAMES", "SymbolicComposer"]
 
 # Preferred variable names, in order; X, Y first as in the paper's example.
 VARIABLE_NAMES: tuple[str, ...] = tuple("XYZWUVPQRSTMNKLGHJ")
+_ARITH_CACHE = 1 << 18  # entries of the (q1, literal) arithmetic memo before it is reset
 
 
 @lru_cache(maxsize=4096)
@@ -94,6 +95,11 @@ class SymbolicComposer:
         self._best: dict[str, tuple[Constant, ...]] = {}
         self._lead: dict[str, _Lead | None] = {}
         self._syms: dict[str, frozenset[str]] = {}
+        self._masks: dict[str, int] = {}  # VARIABLE_NAMES a problem uses, as a bit mask
+        self._free: dict[int, tuple[str, ...]] = {}  # used-name mask -> the free names
+        # sub-step 3 depends only on (v1, v2): (q1 id, literal) -> the link's arithmetic.
+        # Pools repeat v1 (|D_1| = 20) and small literals recur, so most links are a lookup.
+        self._arith: dict[tuple[str, str], tuple[str, str, str, str, str]] = {}
 
     def lead(self, p: Problem) -> _Lead | None:
         """v1 of ``p`` with everything the links need, or None if its answer is no number."""
@@ -115,6 +121,31 @@ class SymbolicComposer:
         if s is None:
             s = self._syms[p.id] = symbols_used(p.question)
         return s
+
+    def _names_mask(self, p: Problem) -> int:
+        m = self._masks.get(p.id)
+        if m is None:
+            used = self.symbols(p)
+            m = self._masks[p.id] = sum(1 << i for i, n in enumerate(VARIABLE_NAMES) if n in used)
+        return m
+
+    def _free_names(self, mask: int) -> tuple[str, ...]:
+        free = self._free.get(mask)
+        if free is None:
+            free = self._free[mask] = tuple(n for i, n in enumerate(VARIABLE_NAMES) if not mask >> i & 1)
+        return free
+
+    def _link_arith(self, q1: Problem, lead: _Lead, c: Constant) -> tuple[str, str, str, str, str]:
+        """(direction, |d| LaTeX, d LaTeX, v2 expr, d expr) for v1 of ``q1`` and literal ``c``."""
+        key = (q1.id, c.literal)
+        out = self._arith.get(key)
+        if out is None:
+            direction, d_abs_latex, d_latex = render_offset(lead.value, c.value, lead.parts)
+            out = (direction, d_abs_latex, d_latex, _frac_str(c.value), _offset_str(lead, c.value))
+            if len(self._arith) >= _ARITH_CACHE:
+                self._arith.clear()
+            self._arith[key] = out
+        return out
 
     def lead_value(self, p: Problem):
         return parse_answer_value(p.answer)
@@ -148,14 +179,13 @@ class SymbolicComposer:
             if lead is None:
                 return Rejection("check1_v1", "q1_not_numeric", f"position {k + 1}: answer {chain[k].answer!r} of {chain[k].id} has no exact numeric value")
             leads.append(lead)
-        consts = []
         for k in range(1, K):
-            cs = self.constants(chain[k])
-            if not cs:
+            if not self.constants(chain[k]):
                 return Rejection("constant", "no_constant", f"position {k + 1}: problem {chain[k].id} has no replaceable constant")
-            consts.append(cs)
-        used = self.symbols(chain[0]).union(*(self.symbols(p) for p in chain[1:]))
-        free = [n for n in VARIABLE_NAMES if n not in used]
+        mask = 0
+        for p in chain:
+            mask |= self._names_mask(p)
+        free = self._free_names(mask)
         if len(free) < 2 * (K - 1):
             return Rejection("check4_names_length", "name_collision", f"only {len(free)} free variable names for {K - 1} links")
 
@@ -165,28 +195,14 @@ class SymbolicComposer:
             top = self.best_constants(chain[k + 1])
             h = _choice_hash(self.seed, candidate_id, k)
             c = top[h % len(top)]
-            variant = (h >> 32) % len(spc.DEFINITIONS)
             x, y = free[2 * k], free[2 * k + 1]
             lead = leads[k]
-            direction, d_abs_latex, d_latex = render_offset(lead.value, c.value, lead.parts)
+            direction, d_abs_latex, d_latex, v2_expr, d_expr = self._link_arith(chain[k], lead, c)
             tail = c.offset + len(c.literal)
             token = spc.variable_token(y, c.math_mode, text[tail : tail + 12])
-            rest = text[: c.offset] + token + text[tail:]
-            glue = spc.glue_text(x, y, d_abs_latex, direction, variant, lead.unit)
-            text = spc.join(chain[k].question, glue, rest)
-            links.append(
-                Link(
-                    x=x,
-                    y=y,
-                    v1_latex=lead.latex,
-                    v1_expr=lead.expr,
-                    v2_literal=c.literal,
-                    v2_expr=_frac_str(c.value),
-                    d_latex=d_latex,
-                    d_expr=_offset_str(lead, c.value),
-                    v2_offset=c.offset,
-                )
-            )
+            glue = spc.glue_text(x, y, d_abs_latex, direction, (h >> 32) % len(spc.DEFINITIONS), lead.unit)
+            text = spc.join(chain[k].question, glue, text[: c.offset] + token + text[tail:])
+            links.append(Link(x, y, lead.latex, lead.expr, c.literal, v2_expr, d_latex, d_expr, c.offset))
         links.reverse()
         composed = Problem.new(
             text,
