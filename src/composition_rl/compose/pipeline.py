@@ -214,15 +214,15 @@ def run_compose(
     bar = _Progress(total, enabled=progress)
     try:
         results = pool.imap(_compose_chunk, chunks) if pool is not None else map(_compose_chunk, chunks)
-        with atomic_open(out / "composed.jsonl") as fa, atomic_open(out / "rejected.jsonl") as fr:
-            for acc_lines, rej_lines, rej_keys in results:
-                fa.write("".join(acc_lines))
-                fr.write("".join(rej_lines))
+        with atomic_open(out / "composed.jsonl", "wb") as fa, atomic_open(out / "rejected.jsonl", "wb") as fr:
+            for n_acc, acc_blob, rej_blob, rej_keys in results:
+                fa.write(acc_blob)
+                fr.write(rej_blob)
                 for stage, reason in rej_keys:
                     counts[reason] += 1
                     stages[stage] += 1
-                n += len(acc_lines) + len(rej_lines)
-                accepted += len(acc_lines)
+                n += n_acc + len(rej_keys)
+                accepted += n_acc
                 bar.update(n, accepted)
     finally:
         bar.close()
@@ -275,23 +275,27 @@ def _chunks(it, size: int):
         yield buf
 
 
-def _compose_chunk(chunk: list[tuple[int, ...]]) -> tuple[list[str], list[str], list[tuple[str, str]]]:
-    """Compose one chunk of chains (in a worker or in-process); returns serialized lines."""
+def _compose_chunk(chunk: list[tuple[int, ...]]) -> tuple[int, bytes, bytes, list[tuple[str, str]]]:
+    """Compose one chunk of chains (in a worker or in-process). Returns the number accepted,
+    the accepted and rejected lines as UTF-8 (encoded once, here, so the parent only copies
+    bytes to disk) and the (stage, reason) of each rejection."""
     assert _STATE is not None
     engine, pools = _STATE
     acc: list[str] = []
     rej: list[str] = []
     keys: list[tuple[str, str]] = []
     for ix in chunk:
-        chain = tuple(pools[k][i] for k, i in enumerate(ix))
+        chain = tuple([pools[k][i] for k, i in enumerate(ix)])
         cid = candidate_id(chain)
         res = engine.compose(chain, cid)
         if isinstance(res, Rejection):
             keys.append((res.stage, res.reason))
-            rej.append(dumps(res.row(cid, chain)) + "\n")
+            rej.append(dumps(res.row(cid, chain)))
         else:
-            acc.append(dumps(res.to_dict()) + "\n")
-    return acc, rej, keys
+            acc.append(dumps(res.to_dict()))
+    acc_blob = ("\n".join(acc) + "\n").encode() if acc else b""
+    rej_blob = ("\n".join(rej) + "\n").encode() if rej else b""
+    return len(acc), acc_blob, rej_blob, keys
 
 
 class _Progress:
