@@ -62,7 +62,20 @@ def test_checks_catch_each_kind_of_broken_record():
     moved = broken(links=(dataclasses.replace(lk, v2_offset=lk.v2_offset + 1),))
     assert run_checks(moved, parents).stage == "check2_substitution"
     wrong_d = broken(question=c.question.replace(f"${lk.d_latex.lstrip('-')}$", "$1000$"))
-    assert run_checks(wrong_d, parents).stage == "check3_relation"
+    assert run_checks(wrong_d, parents).reason == "relation_mismatch"
+    # the value checks are memoized on their strings: the good record's (v1, v2) is cached
+    # by now, and a record that changes any of those strings is still caught
+    wrong_v2 = broken(links=(dataclasses.replace(lk, v2_expr=str(int(lk.v2_expr) + 1)),))
+    assert run_checks(wrong_v2, parents).reason == "v2_mismatch"
+    d = int(lk.d_latex)
+    assert d != 0
+    d2 = d + 1 if d > 0 else d - 1  # same direction, text and record agree, v1 - d2 != v2
+    both = broken(
+        question=c.question.replace(f"${abs(d)}$", f"${abs(d2)}$", 1),
+        links=(dataclasses.replace(lk, d_latex=str(d2), d_expr=str(d2)),),
+    )
+    assert run_checks(both, parents).reason == "arithmetic_mismatch"
+    assert run_checks(c, parents) is None
     clash = Problem.new("Let $X = 3$. What is $X + 4$?", "7")
     c2 = compose_problems([Q1, clash], ComposeConfig(depth=2, pool_size=1)).accepted[0]
     forced = dataclasses.replace(c2, links=(dataclasses.replace(c2.links[0], x="X"),))
