@@ -94,7 +94,6 @@ class SymbolicComposer:
         # per-problem work, done once and keyed by id (sympy objects hash slowly)
         self._best: dict[str, tuple[Constant, ...]] = {}
         self._lead: dict[str, _Lead | None] = {}
-        self._syms: dict[str, frozenset[str]] = {}
         self._masks: dict[str, int] = {}  # VARIABLE_NAMES a problem uses, as a bit mask
         self._free: dict[int, tuple[str, ...]] = {}  # used-name mask -> the free names
         # sub-step 3 depends only on (v1, v2): (q1 id, literal) -> the link's arithmetic.
@@ -116,16 +115,10 @@ class SymbolicComposer:
         self._lead[p.id] = lead
         return lead
 
-    def symbols(self, p: Problem) -> frozenset[str]:
-        s = self._syms.get(p.id)
-        if s is None:
-            s = self._syms[p.id] = symbols_used(p.question)
-        return s
-
     def _names_mask(self, p: Problem) -> int:
         m = self._masks.get(p.id)
         if m is None:
-            used = self.symbols(p)
+            used = symbols_used(p.question)
             m = self._masks[p.id] = sum(1 << i for i, n in enumerate(VARIABLE_NAMES) if n in used)
         return m
 
