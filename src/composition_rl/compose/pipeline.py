@@ -206,13 +206,15 @@ def run_compose(
     chunks = _chunks(iter_index_chains(pools, config.seed, config.max_candidates), _CHUNK)
     global _STATE
     _STATE = (engine, pools)
+    pool = None
+    bar = _Progress(total, enabled=progress)
     # The loaded problems, pools and caches live for the whole run: keep the cyclic GC from
     # re-walking them on every full collection (it cost about a third of the run time), and
     # share them copy-on-write with the forked workers. unfreeze() in the finally undoes it.
     gc.freeze()
-    pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
-    bar = _Progress(total, enabled=progress)
     try:
+        if workers > 1:
+            pool = multiprocessing.get_context("fork").Pool(workers)
         results = pool.imap(_compose_chunk, chunks) if pool is not None else map(_compose_chunk, chunks)
         with atomic_open(out / "composed.jsonl", "wb") as fa, atomic_open(out / "rejected.jsonl", "wb") as fr:
             for n_acc, acc_blob, rej_blob, rej_keys in results:
@@ -293,9 +295,11 @@ def _compose_chunk(chunk: list[tuple[int, ...]]) -> tuple[int, bytes, bytes, lis
             rej.append(dumps(res.row(cid, chain)))
         else:
             acc.append(dumps(res.to_dict()))
-    acc_blob = ("\n".join(acc) + "\n").encode() if acc else b""
-    rej_blob = ("\n".join(rej) + "\n").encode() if rej else b""
-    return len(acc), acc_blob, rej_blob, keys
+    return len(acc), _jsonl_bytes(acc), _jsonl_bytes(rej), keys
+
+
+def _jsonl_bytes(lines: list[str]) -> bytes:
+    return ("\n".join(lines) + "\n").encode() if lines else b""
 
 
 class _Progress:
