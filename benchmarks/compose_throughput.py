@@ -62,6 +62,7 @@ def main() -> int:
         del probe, pools
 
         floor = io_floor(args.input, n_upper, tmp)
+        floor_mb = (tmp / "floor.jsonl").stat().st_size / 1e6
         t0 = time.perf_counter()
         problems = load_problems(args.input).problems
         stats = run_compose(problems, cfg, tmp / "out", progress=False)
@@ -74,7 +75,7 @@ def main() -> int:
     print(f"input            {args.input.name}: {len(problems)} problems, depth {cfg.depth}, pools {stats['pools']}")
     print(f"candidates       {n:,} (accepted {stats['accepted']:,} = {stats['acceptance']:.1%}; composed.jsonl {size_mb:.0f} MB)")
     print(f"compose          {compose_s:.2f} s  -> {n / compose_s:,.0f} candidates/s (load + compose + check + write, {os.cpu_count()} cores)")
-    print(f"I/O floor        {floor:.2f} s  (load + write {n_upper:,} records unchanged)")
+    print(f"I/O floor        {floor:.2f} s  (load + write {n_upper:,} records unchanged, {floor_mb:.0f} MB)")
     print(f"ratio            {compose_s / floor:.2f}x the I/O floor")
     print(f"peak RSS         parent {self_rss:.0f} MB, largest worker {child_rss:.0f} MB")
     return 0

@@ -1,0 +1,77 @@
+"""Where the symbolic compose time goes: the MATH depth-2 job in one process, timed whole and
+with one part switched off at a time, side by side in one run.
+
+    .venv/bin/python benchmarks/compose_breakdown.py [--input ../shared/data/train/math_train.json]
+
+Each variant runs ``run_compose`` with ``workers=1`` into a scratch directory, in a fresh
+process of its own (the value caches are module-level, so a second run in one process would
+start warm):
+  * full: the real job (its output is what ``crl compose`` writes);
+  * no checks: ``run_checks`` replaced by a pass (measures checks 1-4 by difference);
+  * no JSON: ``dumps`` in the pipeline replaced by a constant (measures serialization).
+The variants with a part switched off write meaningless files; they exist only to attribute
+time. Nothing here changes the library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from unittest import mock
+
+from composition_rl.compose import ComposeConfig, pipeline, run_compose, symbolic
+from composition_rl.io.readers import load_problems
+
+DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "train" / "math_train.json"
+
+
+def _timed(problems, cfg: ComposeConfig, out: Path) -> float:
+    t0 = time.perf_counter()
+    run_compose(problems, cfg, out, progress=False)
+    return time.perf_counter() - t0
+
+
+VARIANTS = ("full", "no_checks", "no_json")
+
+
+def run_variant(name: str, path: Path) -> float:
+    problems = load_problems(path).problems
+    cfg = ComposeConfig(depth=2, pool_size=20, seed=0, workers=1)
+    patches = {
+        "full": contextlib.nullcontext(),
+        "no_checks": mock.patch.object(symbolic, "run_checks", lambda *a, **k: None),
+        "no_json": mock.patch.object(pipeline, "dumps", lambda obj: "{}"),
+    }
+    with tempfile.TemporaryDirectory() as tmp, patches[name]:
+        return _timed(problems, cfg, Path(tmp) / name)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--input", type=Path, default=DEFAULT)
+    ap.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # one child run
+    args = ap.parse_args()
+    if not args.input.exists():
+        print(f"input not found: {args.input}", file=sys.stderr)
+        return 2
+    if args.variant:
+        print(run_variant(args.variant, args.input))
+        return 0
+    t = {}
+    for v in VARIANTS:
+        cmd = [sys.executable, __file__, "--input", str(args.input), "--variant", v]
+        t[v] = float(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()[-1])
+    full = t["full"]
+    print(f"full job, one process   {full:6.2f} s")
+    for v, what in (("no_checks", "checks 1-4"), ("no_json", "JSON encoding")):
+        print(f"without {what:<16}{t[v]:6.2f} s  -> {what} ~{full - t[v]:.2f} s ({(full - t[v]) / full:.0%})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
