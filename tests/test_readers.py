@@ -54,6 +54,9 @@ def test_ids_are_content_hashes_stable_across_formats(tmp_path):
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "c.parquet")
     c = load_problems(tmp_path / "c.parquet").problems[0]
     assert a.id == b.id == c.id and a.metadata["level"] == 1
+    # the id format is part of the contract (resumed runs and rejects refer to it): sha1 of
+    # question and each answer, each followed by a unit separator, 16 hex chars
+    assert a.id == "9695f63d2e2107e7"  # sha1(b"What is $3+4$?\x1f7\x1f")[:16]
 
 
 def test_field_overrides_and_errors_name_the_field(tmp_path):
