@@ -15,6 +15,7 @@ import sympy
 from composition_rl.compose import ComposeConfig, compose_problems, run_compose
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.pools import build_pools, iter_candidates
+from composition_rl.io.files import dumps
 from composition_rl.io.readers import load_problems, load_reasoning_gym
 from composition_rl.records import Link, Problem
 from composition_rl.values import parse_answer_value
@@ -129,6 +130,22 @@ def test_outputs_counts_and_byte_identical_reruns(tmp_path):
     assert (tmp_path / "c/composed.jsonl").read_bytes() != (tmp_path / "a/composed.jsonl").read_bytes()
 
 
+def _lines_are_records(path, problems, cfg, first_pool=None):
+    """composed.jsonl holds exactly ``dumps(to_dict())`` of each in-memory record, in order
+    (the pipeline writes through the engine's spliced serializer, not ``dumps``)."""
+    res = compose_problems(problems, cfg, first_pool=first_pool)
+    want = "".join(dumps(p.to_dict()) + "\n" for p in res.accepted)
+    assert res.accepted and open(path, encoding="utf-8").read() == want
+
+
+def test_written_lines_are_the_records_json(tmp_path):
+    # reasoning-gym metadata is nested (dicts in dicts): the hardest case for the splicing
+    probs = load_reasoning_gym(seed=0, scale=120).problems
+    for cfg in (ComposeConfig(depth=2, pool_size=10, seed=3), ComposeConfig(depth=3, pool_size=4, seed=1)):
+        run_compose(probs, cfg, tmp_path / str(cfg.depth), progress=False)
+        _lines_are_records(tmp_path / str(cfg.depth) / "composed.jsonl", probs, cfg)
+
+
 def test_config_rejects_impossible_values():
     for bad in (dict(depth=1), dict(pool_size=0), dict(pool_sizes=(20,)), dict(max_candidates=0), dict(engine="magic")):
         with pytest.raises(ValueError):
@@ -168,6 +185,8 @@ def test_contract_depth3_and_cross_domain(shared_data, tmp_path):
     sci_ids = {p.id for p in sci}
     assert all(r["parents"][0] in sci_ids and r["metadata"]["parent_sources"] == ["minerva", "math_train"] for r in rows)
     _contract(rows, _by_id(math, sci))
+    _lines_are_records(tmp_path / "d3/composed.jsonl", math, ComposeConfig(depth=3, seed=0, max_candidates=600))
+    _lines_are_records(tmp_path / "x/composed.jsonl", math, ComposeConfig(depth=2, seed=0, max_candidates=600), sci)
 
 
 def test_exports_match_verl_and_trl_schemas(tmp_path):

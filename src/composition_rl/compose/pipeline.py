@@ -294,7 +294,7 @@ def _compose_chunk(chunk: list[tuple[int, ...]]) -> tuple[int, bytes, bytes, lis
             keys.append((res.stage, res.reason))
             rej.append(dumps(res.row(cid, chain)))
         else:
-            acc.append(dumps(res.to_dict()))
+            acc.append(engine.record_json(res, chain))
     return len(acc), _jsonl_bytes(acc), _jsonl_bytes(rej), keys
 
 
