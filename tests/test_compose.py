@@ -61,7 +61,15 @@ def test_checks_catch_each_kind_of_broken_record():
     wrong_v1 = broken(links=(dataclasses.replace(lk, v1_latex="8", v1_expr="8"),))
     assert run_checks(wrong_v1, parents).stage == "check1_v1"
     moved = broken(links=(dataclasses.replace(lk, v2_offset=lk.v2_offset + 1),))
-    assert run_checks(moved, parents).stage == "check2_substitution"
+    assert run_checks(moved, parents).reason == "variable_not_found"
+    other_literal = broken(links=(dataclasses.replace(lk, v2_literal=lk.v2_literal + "0"),))
+    assert run_checks(other_literal, parents).reason == "substitution_mismatch"
+    assert run_checks(broken(question="  " + c.question), parents).reason == "q1_modified"
+    assert run_checks(broken(question=c.question.replace("sum", "max", 1)), parents).reason == "q1_modified"
+    # Q1 uses n as a symbol: a record that names v1 N (consistently) clashes with it
+    renamed = broken(question=c.question.replace(f"${lk.x}$", "$N$"), links=(dataclasses.replace(lk, x="N"),))
+    why = run_checks(renamed, parents)
+    assert (why.reason, why.detail) == ("name_collision", "['N'] already used as symbols")
     wrong_d = broken(question=c.question.replace(f"${lk.d_latex.lstrip('-')}$", "$1000$"))
     assert run_checks(wrong_d, parents).reason == "relation_mismatch"
     # the value checks are memoized on their strings: the good record's (v1, v2) is cached

@@ -103,66 +103,77 @@ def _relation_failure(direction: str, written_latex: str, d_latex: str, v1_latex
     return None
 
 
+@lru_cache(maxsize=256)
+def _token_shapes(y: str) -> tuple[str, ...]:
+    """The ways an engine may write variable ``y`` in place of a literal (see ``spc.variable_token``)."""
+    return (f"${y}$", f"{y} \\cdot ", y)
+
+
 def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) -> Failure | None:
     """Run checks 1-4 on composed record ``c`` whose chain is ``parents`` (q1..qK)."""
     K = len(parents)
-    if c.depth != K or len(c.links) != K - 1 or tuple(p.id for p in parents) != c.parents:
-        return Failure("check1_v1", "bad_record", f"depth {c.depth}, {len(c.links)} links, parents {c.parents} do not match the chain")
+    links = c.links
+    if c.depth != K or len(links) != K - 1 or tuple([p.id for p in parents]) != c.parents:
+        return Failure("check1_v1", "bad_record", f"depth {c.depth}, {len(links)} links, parents {c.parents} do not match the chain")
     text = c.question
     if tuple(c.answers) != tuple(parents[-1].answers):
         return Failure("check1_v1", "answer_mismatch", "the composed answer is not the last problem's answer")
 
-    # locate the glue paragraphs in order; they split the text into the K problem segments
+    # locate the glue paragraphs in order; they split the text into the K problem segments:
+    # text[:glues[0].start] is q1, text[glues[k].end : glues[k+1].start] the modified q_{k+2}
     glues = []
     pos = 0
-    for k, lk in enumerate(c.links):
+    for k, lk in enumerate(links):
         g = find_glue(text, lk.x, lk.y, pos)
         if g is None:
             return Failure("check3_relation", "relation_missing", f"link {k + 1}: no relation sentence for ${lk.y}$ and ${lk.x}$")
         glues.append(g)
         pos = g.end
-    segments = [text[: glues[0].start]]
-    for k in range(K - 1):
-        end = glues[k + 1].start if k + 1 < K - 1 else len(text)
-        segments.append(text[glues[k].end : end])
 
-    # 1. v1 from q1's answer, q1 intact
-    for k, lk in enumerate(c.links):
-        earlier = parents[k]
-        if k == 0 and segments[0] != earlier.question:
-            return Failure("check1_v1", "q1_modified", "the first problem's text was changed")
-        why = _v1_failure(earlier.answer, lk.v1_latex, lk.v1_expr)
+    # 1. q1 intact, and v1 from each earlier problem's answer
+    q1 = parents[0].question
+    if glues[0].start != len(q1) or not text.startswith(q1):
+        return Failure("check1_v1", "q1_modified", "the first problem's text was changed")
+    for k, lk in enumerate(links):
+        why = _v1_failure(parents[k].answer, lk.v1_latex, lk.v1_expr)
         if why is not None:
             return Failure("check1_v1", why[0], f"link {k + 1}: {why[1]}")
 
     # 2. substituting v2 back restores the later problem exactly
-    for k, lk in enumerate(c.links):
-        seg, original = segments[k + 1], parents[k + 1].question
-        off = lk.v2_offset
-        tokens = [t for t in (f"${lk.y}$", f"{lk.y} \\cdot ", lk.y) if seg.startswith(t, off)]
-        if not tokens:
-            return Failure("check2_substitution", "variable_not_found", f"link {k + 1}: {lk.y} is not at offset {off}")
+    for k, lk in enumerate(links):
+        seg = text[glues[k].end : glues[k + 1].start if k + 2 < K else len(text)]
+        original, off, lit = parents[k + 1].question, lk.v2_offset, lk.v2_literal
         # the engine wrote one of the token shapes; the substitution is right if one restores q
-        if not any(seg[:off] + lk.v2_literal + seg[off + len(t) :] == original for t in tokens):
-            return Failure("check2_substitution", "substitution_mismatch", f"link {k + 1}: restoring {lk.v2_literal!r} does not give the original text")
-        why = _v2_failure(lk.v2_literal, lk.v2_expr)
+        found = False
+        for t in _token_shapes(lk.y):
+            if seg.startswith(t, off):
+                found = True
+                if seg[:off] + lit + seg[off + len(t) :] == original:
+                    break
+        else:
+            if not found:
+                return Failure("check2_substitution", "variable_not_found", f"link {k + 1}: {lk.y} is not at offset {off}")
+            return Failure("check2_substitution", "substitution_mismatch", f"link {k + 1}: restoring {lit!r} does not give the original text")
+        why = _v2_failure(lit, lk.v2_expr)
         if why is not None:
             return Failure("check2_substitution", "v2_mismatch", f"link {k + 1}: {why}")
 
     # 3. the written relation is d, and v1 - d == v2
-    for k, (lk, g) in enumerate(zip(c.links, glues)):
+    for k, (lk, g) in enumerate(zip(links, glues)):
         why = _relation_failure(g.direction, g.d_latex, lk.d_latex, lk.v1_latex, lk.v2_expr)
         if why is not None:
             return Failure("check3_relation", why[0], f"link {k + 1}: {why[1]}")
 
     # 4. names and length
-    names = [n for lk in c.links for n in (lk.x, lk.y)]
+    names = [n for lk in links for n in (lk.x, lk.y)]
     if len(set(names)) != len(names):
         return Failure("check4_names_length", "name_collision", f"variable names repeat: {names}")
-    used = frozenset().union(*map(symbols_used, [p.question for p in parents]))
-    clash = sorted({n.upper() for n in names} & used)
+    used = symbols_used(q1)
+    for p in parents[1:]:
+        used = used | symbols_used(p.question)
+    clash = {n.upper() for n in names} & used
     if clash:
-        return Failure("check4_names_length", "name_collision", f"{clash} already used as symbols")
+        return Failure("check4_names_length", "name_collision", f"{sorted(clash)} already used as symbols")
     if len(text) > max_chars:
         return Failure("check4_names_length", "too_long", f"{len(text)} chars > {max_chars}")
     return None

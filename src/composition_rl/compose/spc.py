@@ -18,8 +18,8 @@ each link sits in its own paragraph (the *glue*) between the two problem texts::
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 __all__ = [
     "DEFINITIONS",
@@ -82,9 +82,9 @@ def variable_token(y: str, math_mode: bool, next_text: str) -> str:
     return y
 
 
-@dataclass(frozen=True)
-class Glue:
-    """A parsed glue paragraph: where it sits and what it states."""
+class Glue(NamedTuple):
+    """A parsed glue paragraph: where it sits and what it states (a NamedTuple: the checks
+    build one per record)."""
 
     start: int
     end: int  # index just after the paragraph's trailing blank line
@@ -119,5 +119,5 @@ def find_glue(text: str, x: str, y: str, start: int = 0) -> Glue | None:
     m = pat.search(text, start)
     if m is None:
         return None
-    direction = "equal" if m.group("eq") else m.group("dir")
-    return Glue(m.start(), m.end(), x, y, m.group("d") or "", direction)
+    d, direction, eq = m.group("d", "dir", "eq")
+    return Glue(m.start(), m.end(), x, y, d or "", "equal" if eq else direction)
