@@ -729,6 +729,12 @@ class Constant:
         return (tier, 0 if self.unique else 1)
 
 
+_CHOICE_ANSWER = re.compile(r"\s*(?:\\text\{\s*)?\(?[A-E]\)?\s*\}?\s*")
+_SUBSCRIPT_TAIL = re.compile(r"_\s*\{[^{}]*$")
+_SHORTHAND_TAIL = re.compile(r"\\(?:frac|dfrac|tfrac|sqrt)$")
+_CMD_TAIL = re.compile(r"\\[a-zA-Z]+\s*$")
+_KNOWN_CMD_TAIL = re.compile(r"\\(?:pi|circ|cdot|times|div|left|right|quad|qquad|le|ge|leq|geq|pm|neq|approx)\s*$")
+_SEPARATORS = re.compile(r"\{,\}|,\\!|,")
 _MATH_DELIMS = re.compile(r"\\.|\$\$|\$", re.S)
 
 
@@ -778,7 +784,7 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
     blocks = _masked_blocks(question)
     mask = _math_mask(question)
     end = len(question)
-    if re.fullmatch(r"\s*(?:\\text\{\s*)?\(?[A-E]\)?\s*\}?\s*", answer or ""):
+    if _CHOICE_ANSWER.fullmatch(answer or ""):
         m = _CHOICE.search(question)
         if m:
             end = m.start()
@@ -804,14 +810,14 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
         if before == "," and s >= 2 and question[s - 2].isdigit():
             continue
         pre = question[max(0, s - 12) : s]
-        if re.search(r"_\s*\{[^{}]*$", pre) or re.search(r"\\(?:frac|dfrac|tfrac|sqrt)$", pre):
+        if _SUBSCRIPT_TAIL.search(pre) or _SHORTHAND_TAIL.search(pre):
             continue  # subscript index or \frac12-style shorthand
-        if re.search(r"\\[a-zA-Z]+\s*$", pre) and not _ARITH_CMDS.search(pre):
-            if re.search(r"\\(?:pi|circ|cdot|times|div|left|right|quad|qquad|le|ge|leq|geq|pm|neq|approx)\s*$", pre) is None:
+        if _CMD_TAIL.search(pre) and not _ARITH_CMDS.search(pre):
+            if _KNOWN_CMD_TAIL.search(pre) is None:
                 continue  # argument of an unknown command
         if len(lit) > 1 and lit[0] == "0" and lit[1] != ".":
             continue  # leading zeros: a digit string, not a quantity
-        plain = re.sub(r"\{,\}|,\\!|,", "", lit)
+        plain = _SEPARATORS.sub("", lit) if "," in lit else lit
         if plain.isdigit() and len(plain) == 4 and 1000 <= int(plain) <= 2099 and "," not in lit:
             continue  # a year
         if _LABEL_WORDS.search(question[max(0, s - 14) : s]):
@@ -827,7 +833,7 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
             or bool(_ARITH_CMDS.search(left))
             or bool(_ARITH_CMDS_AFTER.match(question[e : e + 10]))
         )
-        found.append((s, lit, Fraction(plain), in_math, arithmetic))
+        found.append((s, lit, Fraction(int(plain)) if plain.isdigit() else Fraction(plain), in_math, arithmetic))
     counts: dict[Fraction, int] = {}
     for f in found:
         counts[f[2]] = counts.get(f[2], 0) + 1
