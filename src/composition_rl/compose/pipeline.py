@@ -217,9 +217,17 @@ def run_compose(
             pool = multiprocessing.get_context("fork").Pool(workers)
         results = pool.imap(_compose_chunk, chunks) if pool is not None else map(_compose_chunk, chunks)
         with atomic_open(out / "composed.jsonl", "wb") as fa, atomic_open(out / "rejected.jsonl", "wb") as fr:
+            unsynced = 0
             for n_acc, acc_blob, rej_blob, rej_keys in results:
                 fa.write(acc_blob)
                 fr.write(rej_blob)
+                unsynced += len(acc_blob)
+                if unsynced >= _SYNC_BYTES:
+                    # flush to disk while the workers compose the next chunks, so that the
+                    # closing fsync (atomic_open) finds little left to write
+                    fa.flush()
+                    os.fsync(fa.fileno())
+                    unsynced = 0
                 for stage, reason in rej_keys:
                     counts[reason] += 1
                     stages[stage] += 1
@@ -257,6 +265,7 @@ def run_compose(
 
 
 _CHUNK = 2048
+_SYNC_BYTES = 32 << 20  # composed.jsonl bytes written between overlapped fsyncs
 _STATE: tuple[Any, list[list[Problem]]] | None = None  # set before the worker fork
 
 
