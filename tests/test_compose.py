@@ -4,6 +4,7 @@ record), the paper's Compose shape, depth K, pools, determinism, outputs and exp
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import subprocess
 import sys
@@ -14,7 +15,13 @@ import sympy
 
 from composition_rl.compose import ComposeConfig, compose_problems, run_compose
 from composition_rl.compose.checks import run_checks
-from composition_rl.compose.pools import build_pools, iter_candidates
+from composition_rl.compose.pools import (
+    build_pools,
+    count_candidates,
+    iter_candidates,
+    iter_index_chains,
+    iter_index_range,
+)
 from composition_rl.io.files import dumps
 from composition_rl.io.readers import load_problems, load_reasoning_gym
 from composition_rl.records import Link, Problem
@@ -113,6 +120,23 @@ def test_pools_small_first_full_last_and_no_repeats():
     assert len(chains) == len(set(tuple(p.id for p in ch) for ch in chains))
     sample = list(iter_candidates(pools, seed=1, max_candidates=50))
     assert len(sample) == 50 and set(map(tuple, sample)) <= set(map(tuple, chains))
+
+
+def test_index_ranges_tile_the_candidate_order():
+    # workers enumerate their share from (start, stop): the pieces must join into exactly the
+    # candidate order, last position slowest, with every repeated-problem chain left out
+    probs = load_reasoning_gym(seed=0, scale=30).problems
+    for pools in (build_pools([probs, probs], [4, None], seed=2), build_pools([probs, probs, probs], [3, 5, None], seed=2),
+                  [probs[:6], probs[3:9], probs[:7]]):
+        want = [
+            rev[::-1] for rev in itertools.product(*(range(len(p)) for p in reversed(pools)))
+            if len({pools[k][i].id for k, i in enumerate(rev[::-1])}) == len(pools)
+        ]
+        assert list(iter_index_chains(pools, seed=0)) == want
+        total = count_candidates(pools)
+        for step in (1, 5, 7, total):
+            pieces = [ix for a in range(0, total, step) for ix in iter_index_range(pools, a, a + step)]
+            assert pieces == want
 
 
 def _read(path):

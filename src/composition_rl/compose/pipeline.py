@@ -32,6 +32,7 @@ from composition_rl.compose.pools import (
     count_candidates,
     iter_candidates,
     iter_index_chains,
+    iter_index_range,
 )
 from composition_rl.io.files import atomic_open, atomic_write_json, atomic_write_jsonl, dumps
 from composition_rl.records import Problem
@@ -203,7 +204,11 @@ def run_compose(
     counts: Counter[str] = Counter()
     stages: Counter[str] = Counter()
     n = accepted = 0
-    chunks = _chunks(iter_index_chains(pools, config.seed, config.max_candidates), _CHUNK)
+    if config.max_candidates is None or config.max_candidates >= upper:
+        # the whole product: each task is a range of chain numbers that the worker enumerates
+        chunks = (range(a, min(a + _CHUNK, upper)) for a in range(0, upper, _CHUNK))
+    else:  # a sample: the parent draws it and sends the chains
+        chunks = _chunks(iter_index_chains(pools, config.seed, config.max_candidates), _CHUNK)
     global _STATE
     _STATE = (engine, pools)
     pool = None
@@ -286,12 +291,15 @@ def _chunks(it, size: int):
         yield buf
 
 
-def _compose_chunk(chunk: list[tuple[int, ...]]) -> tuple[int, bytes, bytes, list[tuple[str, str]]]:
-    """Compose one chunk of chains (in a worker or in-process). Returns the number accepted,
-    the accepted and rejected lines as UTF-8 (encoded once, here, so the parent only copies
-    bytes to disk) and the (stage, reason) of each rejection."""
+def _compose_chunk(chunk: range | list[tuple[int, ...]]) -> tuple[int, bytes, bytes, list[tuple[str, str]]]:
+    """Compose one chunk of chains (in a worker or in-process): a range of chain numbers of
+    the full product, or the chains themselves. Returns the number accepted, the accepted and
+    rejected lines as UTF-8 (encoded once, here, so the parent only copies bytes to disk) and
+    the (stage, reason) of each rejection."""
     assert _STATE is not None
     engine, pools = _STATE
+    if isinstance(chunk, range):
+        chunk = iter_index_range(pools, chunk.start, chunk.stop)
     acc: list[str] = []
     rej: list[str] = []
     keys: list[tuple[str, str]] = []

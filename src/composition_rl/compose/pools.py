@@ -8,14 +8,13 @@ give the same candidates in the same order.
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
 
 from composition_rl.records import Problem, content_id
 
-__all__ = ["build_pools", "candidate_id", "count_candidates", "iter_candidates", "iter_index_chains"]
+__all__ = ["build_pools", "candidate_id", "count_candidates", "iter_candidates", "iter_index_chains", "iter_index_range"]
 
 
 def candidate_id(chain: Sequence[Problem]) -> str:
@@ -69,25 +68,18 @@ def iter_index_chains(
     total = count_candidates(pools)
     if total == 0:
         return
+    if max_candidates is None or max_candidates >= total:
+        yield from iter_index_range(pools, 0, total)
+        return
     ids = [[p.id for p in pool] for pool in pools]
 
     def distinct(ix: tuple[int, ...]) -> bool:
         return len({ids[k][i] for k, i in enumerate(ix)}) == len(ix)
 
-    if max_candidates is None or max_candidates >= total:
-        for rev in itertools.product(*(range(len(p)) for p in reversed(pools))):
-            ix = rev[::-1]
-            if distinct(ix):
-                yield ix
-        return
     sizes = [len(p) for p in pools]
 
     def decode(i: int) -> tuple[int, ...]:
-        out = []
-        for n in sizes:  # position 0 is the least significant digit
-            i, r = divmod(i, n)
-            out.append(r)
-        return tuple(out)
+        return _decode(i, sizes)
 
     rng = random.Random(f"cands:{seed}")
     picked: list[int] = []
@@ -99,6 +91,38 @@ def iter_index_chains(
                 break
     for i in sorted(picked):
         yield decode(i)
+
+
+def _decode(i: int, sizes: Sequence[int]) -> tuple[int, ...]:
+    """Pool indices of chain number ``i`` of the product (position 0 the least significant digit)."""
+    out = []
+    for n in sizes:
+        i, r = divmod(i, n)
+        out.append(r)
+    return tuple(out)
+
+
+def iter_index_range(pools: Sequence[Sequence[Problem]], start: int, stop: int) -> Iterator[tuple[int, ...]]:
+    """The chains numbered ``start .. stop-1`` of the full product, in the order of
+    :func:`iter_index_chains`, without those that hold one problem twice.
+
+    Consecutive ranges tile the product, so a worker can enumerate its own share of a run
+    from two integers instead of being sent every chain."""
+    sizes = [len(p) for p in pools]
+    n0 = sizes[0]
+    first = [p.id for p in pools[0]]
+    i = max(start, 0)
+    stop = min(stop, math.prod(sizes))
+    while i < stop:
+        outer, r0 = divmod(i, n0)
+        rest = _decode(outer, sizes[1:])  # positions 1..K-1 stay fixed while position 0 runs
+        hi = min(stop, (outer + 1) * n0)
+        rest_ids = {pools[k + 1][j].id for k, j in enumerate(rest)}
+        if len(rest_ids) == len(rest):
+            for r in range(r0, r0 + hi - i):
+                if first[r] not in rest_ids:
+                    yield (r, *rest)
+        i = hi
 
 
 def iter_candidates(
