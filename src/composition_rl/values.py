@@ -223,7 +223,7 @@ class _LinDomain:
 
     @staticmethod
     def rational(s: str) -> Lin:
-        return Lin.of(Fraction(s))
+        return Lin.of(Fraction(int(s)) if s.isdigit() else Fraction(s))
 
     pi = Lin({"pi": Fraction(1)})
 
@@ -249,15 +249,15 @@ class _Parser:
         self.D = domain
         self.toks: list[tuple[str, str]] = []
         pos = 0
-        while pos < len(text):
-            m = _TOKEN.match(text, pos)
-            if not m:
-                raise _ParseError(f"unexpected {text[pos]!r}")
+        for m in _TOKEN.finditer(text):
+            if m.start() != pos:  # finditer skipped a character no token matches
+                break
             pos = m.end()
             kind = m.lastgroup
-            if kind == "ws":
-                continue
-            self.toks.append((kind, m.group()))
+            if kind != "ws":
+                self.toks.append((kind, m.group()))
+        if pos < len(text):
+            raise _ParseError(f"unexpected {text[pos]!r}")
         self.i = 0
 
     def peek(self) -> tuple[str, str] | None:
