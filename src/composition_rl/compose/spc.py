@@ -60,6 +60,7 @@ def relation_sentence(x: str, y: str, d_abs_latex: str, direction: str) -> str:
     return f"${y}$ is ${d_abs_latex}$ {direction} than ${x}$."
 
 
+@lru_cache(maxsize=1 << 16)
 def glue_text(x: str, y: str, d_abs_latex: str, direction: str, variant: int, unit: str = "") -> str:
     """The paragraph that defines X and states how Y relates to it."""
     definition = DEFINITIONS[variant % len(DEFINITIONS)].format(x=x, unit=unit_note(unit))

@@ -154,7 +154,7 @@ class SymbolicComposer:
         top = self._best.get(p.id)
         if top is None:
             cs = self.constants(p)
-            best = min(c.rank for c in cs)
+            best = min((c.rank for c in cs), default=None)
             top = self._best[p.id] = tuple(c for c in cs if c.rank == best)
         return top
 
@@ -175,12 +175,15 @@ class SymbolicComposer:
             if lead is None:
                 return Rejection("check1_v1", "q1_not_numeric", f"position {k + 1}: answer {chain[k].answer!r} of {chain[k].id} has no exact numeric value")
             leads.append(lead)
-        for k in range(1, K):
-            if not self.constants(chain[k]):
-                return Rejection("constant", "no_constant", f"position {k + 1}: problem {chain[k].id} has no replaceable constant")
+        tops = [self.best_constants(chain[k]) for k in range(1, K)]  # empty: no constant
+        for k, top in enumerate(tops, 2):
+            if not top:
+                return Rejection("constant", "no_constant", f"position {k}: problem {chain[k - 1].id} has no replaceable constant")
+        masks = self._masks
         mask = 0
         for p in chain:
-            mask |= self._names_mask(p)
+            m = masks.get(p.id)
+            mask |= m if m is not None else self._names_mask(p)
         free = self._free_names(mask)
         if len(free) < 2 * (K - 1):
             return Rejection("check4_names_length", "name_collision", f"only {len(free)} free variable names for {K - 1} links")
@@ -188,7 +191,7 @@ class SymbolicComposer:
         text = chain[-1].question
         links: list[Link] = []
         for k in reversed(range(K - 1)):
-            top = self.best_constants(chain[k + 1])
+            top = tops[k]
             h = _choice_hash(self.seed, candidate_id, k)
             c = top[h % len(top)]
             x, y = free[2 * k], free[2 * k + 1]
