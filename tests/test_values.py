@@ -8,11 +8,14 @@ import pytest
 import sympy
 
 from composition_rl.values import (
+    _clean,
+    _Parser,
     exact_equal,
     exact_sub,
     exact_value,
     find_constants,
     parse_answer_value,
+    parse_number,
     render_offset,
     symbols_used,
 )
@@ -154,3 +157,18 @@ def test_offsets_render_and_parse_back_exactly(v1, v2, direction, mag):
     assert (got_dir, got_mag) == (direction, mag)
     d = exact_sub(exact_value(sympy.latex(v1)), v2)
     assert exact_equal(exact_value(signed), d)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        r"\frac{\sqrt{3}}{2}", r"2\sqrt{8}", r"\sqrt{2}\sqrt{3}", r"\sqrt{\frac{1}{2}}", r"3 - 2\sqrt{2}",
+        r"\frac{10613}{2} - \frac{\sqrt{13}}{2}", r"14\pi", r"\frac{\pi}{4} - 281", r"-\frac{1}{\sqrt{5}}",
+        r"(1+\sqrt{2})^2", r"\sqrt[3]{16}", r"\pi^2", r"\sqrt{2}+\sqrt{3}", r"0.5\sqrt{7}", r"1e3\sqrt{2}",
+    ],
+)
+def test_fast_exact_parse_gives_the_same_sympy_value(text):
+    # parse_number tries exact Q-linear arithmetic first; it must return the very expression
+    # (same tree, same LaTeX) the general sympy parse gives, or defer to it
+    general = _Parser(_clean(text)).parse()
+    assert sympy.srepr(parse_number(text)) == sympy.srepr(general)

@@ -453,6 +453,10 @@ def parse_number(text: str) -> sympy.Expr | None:
         return fast
     if not s or re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+|(?<=\d)[eE](?=[+-]?\d)", "", s)):
         return None  # letters outside known commands: an expression, not a number
+    try:  # Q-linear combinations of 1, square roots and pi: exact at Fraction speed
+        return _Parser(s, _LinDomain).parse().to_sympy()
+    except (NotLinear, _ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError):
+        pass  # anything else, or any doubt: the general sympy parse decides
     try:
         v = _Parser(s).parse()
     except (_ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError):
