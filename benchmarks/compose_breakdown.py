@@ -8,7 +8,8 @@ process of its own (the value caches are module-level, so a second run in one pr
 start warm):
   * full: the real job (its output is what ``crl compose`` writes);
   * no checks: ``run_checks`` replaced by a pass (measures checks 1-4 by difference);
-  * no JSON: ``dumps`` in the pipeline replaced by a constant (measures serialization).
+  * no JSON: the engine's ``record_json`` and the rejected rows' ``dumps`` replaced by a
+    constant (measures serialization).
 The variants with a part switched off write meaningless files; they exist only to attribute
 time. Nothing here changes the library.
 """
@@ -45,9 +46,14 @@ def run_variant(name: str, path: Path) -> float:
     patches = {
         "full": contextlib.nullcontext(),
         "no_checks": mock.patch.object(symbolic, "run_checks", lambda *a, **k: None),
-        "no_json": mock.patch.object(pipeline, "dumps", lambda obj: "{}"),
+        "no_json": [
+            mock.patch.object(symbolic.SymbolicComposer, "record_json", lambda self, rec, chain: "{}"),
+            mock.patch.object(pipeline, "dumps", lambda obj: "{}"),  # the rejected rows
+        ],
     }
-    with tempfile.TemporaryDirectory() as tmp, patches[name]:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        for p in patches[name] if isinstance(patches[name], list) else [patches[name]]:
+            stack.enter_context(p)
         return _timed(problems, cfg, Path(tmp) / name)
 
 

@@ -15,6 +15,7 @@ Two jobs, both exact (sympy, never floats):
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -764,14 +765,6 @@ def _math_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _math_mask(text: str) -> bytearray:
-    """Per-character flag (1 = math mode), from :func:`_math_spans`."""
-    mask = bytearray(len(text))
-    for a, b in _math_spans(text):
-        mask[a:b] = b"\x01" * (b - a)
-    return mask
-
-
 def _masked_blocks(text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in _BLOCKS.finditer(text)]
 
@@ -786,7 +779,8 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
             answer choice on are skipped (replacing them would change the options).
     """
     blocks = _masked_blocks(question)
-    mask = _math_mask(question)
+    spans = _math_spans(question)
+    span_starts = [a for a, _ in spans]
     end = len(question)
     if _CHOICE_ANSWER.fullmatch(answer or ""):
         m = _CHOICE.search(question)
@@ -826,9 +820,10 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
             continue  # a year
         if _LABEL_WORDS.search(question[max(0, s - 14) : s]):
             continue
-        if not mask[s] and before == "(" and after == ")":
+        i = bisect_right(span_starts, s) - 1
+        in_math = i >= 0 and s < spans[i][1]  # inside $...$ and the like
+        if not in_math and before == "(" and after == ")":
             continue  # an enumeration label such as (1) in text
-        in_math = mask[s]
         left = question[max(0, s - 8) : s].rstrip()
         right = question[e : e + 8].lstrip()
         arithmetic = in_math and (
@@ -837,13 +832,14 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
             or bool(_ARITH_CMDS.search(left))
             or bool(_ARITH_CMDS_AFTER.match(question[e : e + 10]))
         )
-        found.append((s, lit, Fraction(int(plain)) if plain.isdigit() else Fraction(plain), in_math, arithmetic))
-    counts: dict[Fraction, int] = {}
+        # an int counts as the equal Fraction (same hash, equal), and hashes far faster
+        key = int(plain) if plain.isdigit() else Fraction(plain)
+        found.append((s, lit, key, in_math, arithmetic))
+    counts: dict[int | Fraction, int] = {}
     for f in found:
         counts[f[2]] = counts.get(f[2], 0) + 1
     return tuple(
-        Constant(offset=s, literal=lit, value=v, math_mode=mm, arithmetic=ar, unique=counts[v] == 1)
-        for s, lit, v, mm, ar in found
+        [Constant(s, lit, Fraction(k), mm, ar, counts[k] == 1) for s, lit, k, mm, ar in found]
     )
 
 
