@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import sympy
 
-from composition_rl.compose import ComposeConfig, compose_problems, run_compose
+from composition_rl.compose import ComposeConfig, compose_problems, pipeline, run_compose
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.pools import (
     build_pools,
@@ -176,6 +176,24 @@ def test_written_lines_are_the_records_json(tmp_path):
     for cfg in (ComposeConfig(depth=2, pool_size=10, seed=3), ComposeConfig(depth=3, pool_size=4, seed=1)):
         run_compose(probs, cfg, tmp_path / str(cfg.depth), progress=False)
         _lines_are_records(tmp_path / str(cfg.depth) / "composed.jsonl", probs, cfg)
+
+
+@pytest.mark.parametrize("copy_file_range", [True, False])
+def test_worker_pool_output_equals_one_process(tmp_path, monkeypatch, copy_file_range):
+    # > 4 chunks of candidates, so that workers=2 really forks; their accepted lines travel
+    # through spill files (copy_file_range, or pread/pwrite where the OS lacks it)
+    probs = load_reasoning_gym(seed=0, scale=500).problems
+    cfg = ComposeConfig(depth=2, pool_size=20, seed=5)
+    one = run_compose(probs, dataclasses.replace(cfg, workers=1), tmp_path / "one", progress=False)
+    if not copy_file_range:
+        monkeypatch.delattr("os.copy_file_range", raising=False)
+    two = run_compose(probs, dataclasses.replace(cfg, workers=2), tmp_path / "two", progress=False)
+    assert one["candidates"] > 4 * pipeline._CHUNK and pipeline._worker_count(2, one["candidates"]) == 2
+    for name in ("composed.jsonl", "rejected.jsonl"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    assert one["accepted"] == two["accepted"] > 0
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == [
+        "composed.jsonl", "input_rejects.jsonl", "rejected.jsonl", "stats.json"]  # no spill left
 
 
 def test_config_rejects_impossible_values():

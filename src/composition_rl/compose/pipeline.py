@@ -14,9 +14,12 @@ Every file is written atomically. The same inputs and config give byte-identical
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
+import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -210,8 +213,7 @@ def run_compose(
     else:  # a sample: the parent draws it and sends the chains
         chunks = _chunks(iter_index_chains(pools, config.seed, config.max_candidates), _CHUNK)
     global _STATE
-    _STATE = (engine, pools)
-    pool = None
+    pool = spill = None
     bar = _Progress(total, enabled=progress)
     # The loaded problems, pools and caches live for the whole run: keep the cyclic GC from
     # re-walking them on every full collection (it cost about a third of the run time), and
@@ -219,18 +221,26 @@ def run_compose(
     gc.freeze()
     try:
         if workers > 1:
+            # workers leave their accepted lines in spill files beside the output (see _Spill)
+            spill = _Spill(tempfile.mkdtemp(prefix=".compose-parts-", dir=out))
+        _STATE = (engine, pools, spill)
+        if workers > 1:
             pool = multiprocessing.get_context("fork").Pool(workers)
         results = pool.imap(_compose_chunk, chunks) if pool is not None else map(_compose_chunk, chunks)
-        with atomic_open(out / "composed.jsonl", "wb") as fa, atomic_open(out / "rejected.jsonl", "wb") as fr:
+        with (
+            atomic_open(out / "composed.jsonl", "wb") as fa,
+            atomic_open(out / "rejected.jsonl", "wb") as fr,
+            contextlib.closing(_OrderedOutput(fa.fileno())) as composed,
+        ):
             unsynced = 0
-            for n_acc, acc_blob, rej_blob, rej_keys in results:
-                fa.write(acc_blob)
+            for n_acc, acc, rej_blob, rej_keys in results:
+                # bytes (in-process) or a (spill file, offset, length) range a worker wrote
+                written = composed.write(acc) if isinstance(acc, bytes) else composed.copy_range(*acc)
                 fr.write(rej_blob)
-                unsynced += len(acc_blob)
+                unsynced += written
                 if unsynced >= _SYNC_BYTES:
                     # flush to disk while the workers compose the next chunks, so that the
                     # closing fsync (atomic_open) finds little left to write
-                    fa.flush()
                     os.fsync(fa.fileno())
                     unsynced = 0
                 for stage, reason in rej_keys:
@@ -246,6 +256,8 @@ def run_compose(
         if pool is not None:
             pool.terminate()
             pool.join()
+        if spill is not None:
+            shutil.rmtree(spill.folder, ignore_errors=True)
     atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
     elapsed = time.perf_counter() - t0
     stats = {
@@ -271,7 +283,7 @@ def run_compose(
 
 _CHUNK = 2048
 _SYNC_BYTES = 32 << 20  # composed.jsonl bytes written between overlapped fsyncs
-_STATE: tuple[Any, list[list[Problem]]] | None = None  # set before the worker fork
+_STATE: tuple[Any, list[list[Problem]], Any] | None = None  # (engine, pools, spill), set before the fork
 
 
 def _worker_count(requested: int, total: int) -> int:
@@ -291,13 +303,15 @@ def _chunks(it, size: int):
         yield buf
 
 
-def _compose_chunk(chunk: range | list[tuple[int, ...]]) -> tuple[int, bytes, bytes, list[tuple[str, str]]]:
+def _compose_chunk(
+    chunk: range | list[tuple[int, ...]],
+) -> tuple[int, bytes | tuple[str, int, int], bytes, list[tuple[str, str]]]:
     """Compose one chunk of chains (in a worker or in-process): a range of chain numbers of
-    the full product, or the chains themselves. Returns the number accepted, the accepted and
-    rejected lines as UTF-8 (encoded once, here, so the parent only copies bytes to disk) and
-    the (stage, reason) of each rejection."""
+    the full product, or the chains themselves. Returns the number accepted, the accepted
+    lines (UTF-8 bytes in-process; in a worker, the (file, offset, length) where it spilled
+    them), the rejected lines as UTF-8 and the (stage, reason) of each rejection."""
     assert _STATE is not None
-    engine, pools = _STATE
+    engine, pools, spill = _STATE
     if isinstance(chunk, range):
         chunk = iter_index_range(pools, chunk.start, chunk.stop)
     acc: list[str] = []
@@ -312,11 +326,86 @@ def _compose_chunk(chunk: range | list[tuple[int, ...]]) -> tuple[int, bytes, by
             rej.append(dumps(res.row(cid, chain)))
         else:
             acc.append(engine.record_json(res, chain))
-    return len(acc), _jsonl_bytes(acc), _jsonl_bytes(rej), keys
+    acc_bytes = _jsonl_bytes(acc)
+    return len(acc), spill.put(acc_bytes) if spill is not None and acc_bytes else acc_bytes, _jsonl_bytes(rej), keys
 
 
 def _jsonl_bytes(lines: list[str]) -> bytes:
     return ("\n".join(lines) + "\n").encode() if lines else b""
+
+
+class _Spill:
+    """Where a worker leaves its accepted lines: one append-only file per worker process in a
+    private temporary folder of the output directory. The worker hands the parent only the
+    (file, offset, length) of each chunk; the parent copies that range into composed.jsonl in
+    candidate order. Sending the bytes instead (pickle, pipe, unpickle, write: ~134 MB for the
+    MATH depth-2 run) cost the parent ~0.4 s of CPU that the two workers needed."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self._fd: int | None = None
+        self._pid = 0
+        self._path = ""
+        self._size = 0
+
+    def put(self, data: bytes) -> tuple[str, int, int]:
+        if self._fd is None or self._pid != os.getpid():  # opened in the worker, never inherited
+            self._pid = os.getpid()
+            self._path = os.path.join(self.folder, f"{self._pid}.part")
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self._size = 0
+        offset = self._size
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        self._size += len(data)
+        return self._path, offset, len(data)
+
+
+class _OrderedOutput:
+    """Appends to an open file by explicit offsets: bytes, or byte ranges of spill files
+    (``os.copy_file_range`` where the OS has it, so the data never enters this process)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.size = 0
+        self._src: dict[str, int] = {}
+
+    def write(self, data: bytes) -> int:
+        view = memoryview(data)
+        while view:  # pwrite does not move the file position: we keep our own offset
+            n = os.pwrite(self.fd, view, self.size)
+            view = view[n:]
+            self.size += n
+        return len(data)
+
+    def copy_range(self, path: str, offset: int, length: int) -> int:
+        src = self._src.get(path)
+        if src is None:
+            src = self._src[path] = os.open(path, os.O_RDONLY)
+        done = 0
+        while done < length:
+            n = _copy(src, self.fd, length - done, offset + done, self.size + done)
+            if n <= 0:
+                raise OSError(f"spill file {path} ended at {offset + done}, expected {offset + length}")
+            done += n
+        self.size += length
+        return length
+
+    def close(self) -> None:
+        for fd in self._src.values():
+            os.close(fd)
+        self._src.clear()
+
+
+def _copy(src: int, dst: int, n: int, src_off: int, dst_off: int) -> int:
+    if hasattr(os, "copy_file_range"):
+        try:
+            return os.copy_file_range(src, dst, n, src_off, dst_off)
+        except OSError:  # e.g. not supported by this filesystem: copy through memory
+            pass
+    data = os.pread(src, min(n, 1 << 24), src_off)
+    return os.pwrite(dst, data, dst_off) if data else 0
 
 
 class _Progress:
