@@ -237,17 +237,18 @@ class SymbolicComposer:
         replaces ``to_dict`` + ``dumps``, about a quarter of the job, with a few
         string encodes. ``tests/test_compose.py`` holds it equal to ``dumps(to_dict())``.
         """
-        parts = [self._parent_json(p) for p in chain]
-        links = ",".join(
+        pjson = self._pjson
+        parts = [pjson.get(p.id) or self._parent_json(p) for p in chain]
+        links = ",".join([
             f'{{"d":{_js(lk.d_latex)},"d_expr":{_js(lk.d_expr)},"v1":{_js(lk.v1_latex)},'
             f'"v1_expr":{_js(lk.v1_expr)},"v2":{_js(lk.v2_literal)},"v2_expr":{_js(lk.v2_expr)},'
             f'"v2_offset":{int.__repr__(lk.v2_offset)},"x":{_js(lk.x)},"y":{_js(lk.y)}}}'
             for lk in rec.links
-        )
+        ])
         meta = (
             f'{{"candidate":{_js(rec.metadata["candidate"])},'
-            f'"parent_metadata":[{",".join(m for _, m in parts)}],'
-            f'"parent_sources":[{",".join(s for s, _ in parts)}]}}'
+            f'"parent_metadata":[{",".join([m for _, m in parts])}],'
+            f'"parent_sources":[{",".join([s for s, _ in parts])}]}}'
         )
         return (
             f'{{"answer":{_js(rec.answers[0])},"answers":[{",".join(map(_js, rec.answers))}],'
