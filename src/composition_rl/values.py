@@ -532,6 +532,28 @@ def to_fraction(v: sympy.Rational) -> Fraction:
 def exact_value(text: str) -> Exact | None:
     """:func:`parse_number`, with rationals returned as ``Fraction`` for fast arithmetic."""
     s = text if _PLAIN.fullmatch(text) else _clean(text)
+    f = _simple_rational(s)
+    if f is not None:
+        return f
+    lin = _spaced_sum(s) if " " in s else None
+    if lin is None:
+        try:
+            lin = _Parser(s, _LinDomain).parse()
+        except NotLinear:
+            lin = None
+        except (_ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError):
+            return None
+    if lin is not None:
+        r = lin.rational()
+        return r if r is not None else lin
+    v = parse_number(text)
+    if v is None:
+        return None
+    return to_fraction(v) if v.is_Rational else v
+
+
+def _simple_rational(s: str) -> Fraction | None:
+    """``-12``, ``3.25``, ``\\frac{7}{2}`` (cleaned) without the parser; None for anything else."""
     m = _SIMPLE.fullmatch(s)
     if m is not None and len(s) <= _MAX_DIGITS:
         sign, whole, frac = m.groups()
@@ -541,19 +563,65 @@ def exact_value(text: str) -> Exact | None:
     if m is not None and int(m.group(3)) != 0:
         f = Fraction(int(m.group(2)), int(m.group(3)))
         return -f if m.group(1) else f
+    return None
+
+
+_SIGN_OR_BRACKET = re.compile(r"[-+(){}\[\]]")
+
+
+def _top_level_signs(s: str) -> list[int]:
+    """Indices of the ``+``/``-`` characters of ``s`` outside any bracket."""
+    out, depth = [], 0
+    for m in _SIGN_OR_BRACKET.finditer(s):
+        ch = m.group()
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        elif depth == 0:
+            out.append(m.start())
+    return out
+
+
+@lru_cache(maxsize=65536)
+def _linear_term(s: str) -> Fraction | Lin | None:
+    """One cleaned term (``486 \\sqrt{3}``, ``-\\frac{305}{2}``) as Fraction or Lin; None when it
+    is not Q-linear or does not parse on its own."""
+    f = _simple_rational(s)
+    if f is not None:
+        return f
     try:
         lin = _Parser(s, _LinDomain).parse()
-    except NotLinear:
-        lin = None
-    except (_ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError):
+    except (NotLinear, _ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError):
         return None
-    if lin is not None:
-        r = lin.rational()
-        return r if r is not None else lin
-    v = parse_number(text)
-    if v is None:
+    r = lin.rational()
+    return r if r is not None else lin
+
+
+def _spaced_sum(s: str) -> Lin | None:
+    """``t1 - t2 + t3`` with the binary signs written spaced at the top level and every ``t`` a
+    single term (a leading unary sign at most): the signed sum of the terms, each parsed once
+    and cached. The grammar makes this the value the full parse gives, so the checks, which
+    meet the same irrational part (``486 \\sqrt{3}``) in thousands of relations, parse it once.
+    None for any other shape (``1 - 3-4``, ``2^ - 3``, ``1e-5 + 2``): the full parser decides."""
+    cuts = [i for i in _top_level_signs(s) if 1 < i < len(s) - 2 and s[i - 1] == " " and s[i + 1] == " "]
+    if not cuts:
         return None
-    return to_fraction(v) if v.is_Rational else v
+    total = Lin({})
+    start, sign = 0, "+"
+    for i in [*cuts, len(s) + 1]:
+        piece = s[start : i - 1].strip()
+        body = piece[1:] if piece[:1] in "+-" else piece
+        if not body.strip() or _top_level_signs(body):
+            return None  # empty, or itself a sum: not a single term
+        v = _linear_term(piece)
+        if v is None:
+            return None
+        v = v if isinstance(v, Lin) else Lin.of(v)
+        total = total + v if sign == "+" else total - v
+        if i <= len(s):
+            sign, start = s[i], i + 2
+    return total
 
 
 def _to_sym(v) -> sympy.Expr:
