@@ -8,7 +8,7 @@ process of its own (the value caches are module-level, so a second run in one pr
 start warm):
   * full: the real job (its output is what ``crl compose`` writes);
   * no checks: ``run_checks`` replaced by a pass (measures checks 1-4 by difference);
-  * no JSON: the engine's ``record_json`` and the rejected rows' ``dumps`` replaced by a
+  * no JSON: the engine's ``record_json`` and ``Rejection.row_json`` replaced by a
     constant (measures serialization).
 The variants with a part switched off write meaningless files; they exist only to attribute
 time. Nothing here changes the library.
@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from unittest import mock
 
-from composition_rl.compose import ComposeConfig, pipeline, run_compose, symbolic
+from composition_rl.compose import ComposeConfig, run_compose, symbolic
+from composition_rl.compose.base import Rejection
 from composition_rl.io.readers import load_problems
 
 DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "train" / "math_train.json"
@@ -48,7 +49,7 @@ def run_variant(name: str, path: Path) -> float:
         "no_checks": mock.patch.object(symbolic, "run_checks", lambda *a, **k: None),
         "no_json": [
             mock.patch.object(symbolic.SymbolicComposer, "record_json", lambda self, rec, chain: "{}"),
-            mock.patch.object(pipeline, "dumps", lambda obj: "{}"),  # the rejected rows
+            mock.patch.object(Rejection, "row_json", lambda self, cid, chain: "{}"),  # the rejected rows
         ],
     }
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:

@@ -163,19 +163,25 @@ def test_outputs_counts_and_byte_identical_reruns(tmp_path):
 
 
 def _lines_are_records(path, problems, cfg, first_pool=None):
-    """composed.jsonl holds exactly ``dumps(to_dict())`` of each in-memory record, in order
-    (the pipeline writes through the engine's spliced serializer, not ``dumps``)."""
+    """composed.jsonl holds exactly ``dumps(to_dict())`` of each in-memory record, in order, and
+    rejected.jsonl ``dumps(row)`` of each rejection (the pipeline writes both through
+    hand-spliced serializers, not ``dumps``)."""
     res = compose_problems(problems, cfg, first_pool=first_pool)
     want = "".join(dumps(p.to_dict()) + "\n" for p in res.accepted)
     assert res.accepted and open(path, encoding="utf-8").read() == want
+    want = "".join(dumps(r) + "\n" for r in res.rejected)
+    assert (path.parent / "rejected.jsonl").read_text(encoding="utf-8") == want
+    return res
 
 
 def test_written_lines_are_the_records_json(tmp_path):
     # reasoning-gym metadata is nested (dicts in dicts): the hardest case for the splicing
-    probs = load_reasoning_gym(seed=0, scale=120).problems
+    # (plus a problem with no number to replace, so that chains ending on it are rejected)
+    probs = load_reasoning_gym(seed=0, scale=120).problems + [Problem.new("Name the capital of France.", "Paris")]
     for cfg in (ComposeConfig(depth=2, pool_size=10, seed=3), ComposeConfig(depth=3, pool_size=4, seed=1)):
         run_compose(probs, cfg, tmp_path / str(cfg.depth), progress=False)
-        _lines_are_records(tmp_path / str(cfg.depth) / "composed.jsonl", probs, cfg)
+        res = _lines_are_records(tmp_path / str(cfg.depth) / "composed.jsonl", probs, cfg)
+        assert res.rejected
 
 
 @pytest.mark.parametrize("copy_file_range", [True, False])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring as _js
 from typing import Protocol
 
 from composition_rl.records import Problem
@@ -24,6 +25,13 @@ class Rejection:
         """The ``rejected.jsonl`` row every engine writes for a dropped chain."""
         return {"id": candidate_id, "candidates": [p.id for p in chain], "stage": self.stage,
                 "reason": self.reason, "detail": self.detail}
+
+    def row_json(self, candidate_id: str, chain: Sequence[Problem]) -> str:
+        """``dumps(self.row(...))`` byte for byte (keys in sorted order), without the generic
+        encoder: the symbolic pipeline writes one per dropped candidate."""
+        ids = ",".join([_js(p.id) for p in chain])
+        return (f'{{"candidates":[{ids}],"detail":{_js(self.detail)},"id":{_js(candidate_id)},'
+                f'"reason":{_js(self.reason)},"stage":{_js(self.stage)}}}')
 
 
 class Composer(Protocol):

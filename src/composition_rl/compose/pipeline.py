@@ -37,7 +37,7 @@ from composition_rl.compose.pools import (
     iter_index_chains,
     iter_index_range,
 )
-from composition_rl.io.files import atomic_open, atomic_write_json, atomic_write_jsonl, dumps
+from composition_rl.io.files import atomic_open, atomic_write_json, atomic_write_jsonl
 from composition_rl.records import Problem
 
 __all__ = ["ComposeConfig", "ComposeResult", "FUNNEL_STAGES", "compose_problems", "run_compose"]
@@ -323,7 +323,7 @@ def _compose_chunk(
         res = engine.compose(chain, cid)
         if isinstance(res, Rejection):
             keys.append((res.stage, res.reason))
-            rej.append(dumps(res.row(cid, chain)))
+            rej.append(res.row_json(cid, chain))
         else:
             acc.append(engine.record_json(res, chain))
     acc_bytes = _jsonl_bytes(acc)
