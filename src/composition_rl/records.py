@@ -47,6 +47,14 @@ class Link:
     d_expr: str
     v2_offset: int  # character offset of the literal in the later problem's original text
 
+    def __init__(self, x: str, y: str, v1_latex: str, v1_expr: str, v2_literal: str, v2_expr: str,
+                 d_latex: str, d_expr: str, v2_offset: int) -> None:
+        # The state the generated frozen __init__ makes (one object.__setattr__ per field), in
+        # one dict update: composing builds a Link and a Problem per candidate, and this halves
+        # that cost. tests/test_records_init.py holds the signature to the fields.
+        self.__dict__.update(x=x, y=y, v1_latex=v1_latex, v1_expr=v1_expr, v2_literal=v2_literal,
+                             v2_expr=v2_expr, d_latex=d_latex, d_expr=d_expr, v2_offset=v2_offset)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "x": self.x,
@@ -100,6 +108,14 @@ class Problem:
     links: tuple[Link, ...] = ()
     engine: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __init__(self, id: str, question: str, answers: tuple[str, ...], source: str = "", depth: int = 1,
+                 parents: tuple[str, ...] = (), links: tuple[Link, ...] = (), engine: str = "",
+                 metadata: Mapping[str, Any] | None = None) -> None:
+        # as Link.__init__: the generated frozen __init__'s state in one dict update
+        self.__dict__.update(id=id, question=question, answers=answers, source=source, depth=depth,
+                             parents=parents, links=links, engine=engine,
+                             metadata={} if metadata is None else metadata)
 
     def __hash__(self) -> int:  # metadata is a dict: hash by the content id instead
         return hash(self.id)
