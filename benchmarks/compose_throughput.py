@@ -85,10 +85,11 @@ def main() -> int:
     ratio = statistics.median(c / f for c, f in pairs)
     print(f"input            {args.input.name}: {len(problems)} problems, depth {cfg.depth}, pools {stats['pools']}")
     print(f"candidates       {n:,} (accepted {stats['accepted']:,} = {stats['acceptance']:.1%}; composed.jsonl {size_mb:.0f} MB)")
-    print(f"compose          {compose_s:.2f} s  -> {n / compose_s:,.0f} candidates/s (median; load + compose + check + write, {os.cpu_count()} cores)")
+    workers = args.workers or os.cpu_count()
+    print(f"compose          {compose_s:.2f} s  -> {n / compose_s:,.0f} candidates/s (median; load + compose + check + write, {workers} worker(s), {os.cpu_count()} cores)")
     print(f"I/O floor        {floor:.2f} s  (median; load + write {n_upper:,} records unchanged, {floor_mb:.0f} MB)")
     print(f"ratio            {ratio:.2f}x the I/O floor (median of {len(pairs)} pairs; range {min(c / f for c, f in pairs):.2f}-{max(c / f for c, f in pairs):.2f})")
-    print(f"peak RSS         parent {self_rss:.0f} MB, largest worker {child_rss:.0f} MB")
+    print(f"peak RSS         parent {self_rss:.0f} MB, largest worker " + (f"{child_rss:.0f} MB" if child_rss else "- (none forked)"))
     return 0
 
 
