@@ -202,6 +202,22 @@ def test_worker_pool_output_equals_one_process(tmp_path, monkeypatch, copy_file_
         "composed.jsonl", "input_rejects.jsonl", "rejected.jsonl", "stats.json"]  # no spill left
 
 
+def test_cross_domain_records_carry_each_parents_own_source(tmp_path):
+    # the same question and answer in both files share an id but not source and metadata
+    a = tmp_path / "setA.json"
+    a.write_text(json.dumps([{"problem": "What is $2 + 3$?", "answer": "5"},
+                             {"problem": "What is $10 - 4$?", "answer": "6"}]))
+    b = tmp_path / "setB.json"
+    b.write_text(json.dumps([{"problem": "What is $10 - 4$?", "answer": "6", "level": "B-level"},
+                             {"problem": "Tom has $12$ apples and eats $5$. How many are left?", "answer": "7"}]))
+    first, main = load_problems(a).problems, load_problems(b).problems
+    cfg = ComposeConfig(depth=2, workers=1)
+    run_compose(main, cfg, tmp_path / "out", first_pool=first, progress=False)
+    rows = _read(tmp_path / "out/composed.jsonl")
+    assert rows and all(r["metadata"]["parent_sources"] == ["setA", "setB"] for r in rows)
+    _lines_are_records(tmp_path / "out/composed.jsonl", main, cfg, first)
+
+
 def test_config_rejects_impossible_values():
     for bad in (dict(depth=1), dict(pool_size=0), dict(pool_sizes=(20,)), dict(max_candidates=0), dict(engine="magic")):
         with pytest.raises(ValueError):

@@ -101,7 +101,7 @@ class SymbolicComposer:
         # sub-step 3 depends only on (v1, v2): (q1 id, literal) -> the link's arithmetic.
         # Pools repeat v1 (|D_1| = 20) and small literals recur, so most links are a lookup.
         self._arith: dict[tuple[str, str], tuple[str, str, str, str, str]] = {}
-        self._pjson: dict[str, tuple[str, str]] = {}  # id -> (source, metadata) as JSON
+        self._pjson: dict[str, tuple[str, str, str, dict]] = {}  # id -> source, metadata as JSON, and raw
 
     def lead(self, p: Problem) -> _Lead | None:
         """v1 of ``p`` with everything the links need, or None if its answer is no number."""
@@ -223,10 +223,12 @@ class SymbolicComposer:
         }
 
     def _parent_json(self, p: Problem) -> tuple[str, str]:
+        # keyed by id, but the id hashes only question and answers: the same problem from two
+        # files (cross-domain runs) has another source and metadata, so those must match too
         f = self._pjson.get(p.id)
-        if f is None:
-            f = self._pjson[p.id] = (_js(p.source), dumps(dict(p.metadata)))
-        return f
+        if f is None or f[2] != p.source or f[3] != p.metadata:
+            f = self._pjson[p.id] = (_js(p.source), dumps(dict(p.metadata)), p.source, dict(p.metadata))
+        return f[0], f[1]
 
     def record_json(self, rec: Problem, chain: Sequence[Problem]) -> str:
         """``dumps(rec.to_dict())`` for a record :meth:`compose` built from ``chain``, byte for byte.
@@ -237,8 +239,7 @@ class SymbolicComposer:
         replaces ``to_dict`` + ``dumps``, about a quarter of the job, with a few
         string encodes. ``tests/test_compose.py`` holds it equal to ``dumps(to_dict())``.
         """
-        pjson = self._pjson
-        parts = [pjson.get(p.id) or self._parent_json(p) for p in chain]
+        parts = [self._parent_json(p) for p in chain]
         links = ",".join([
             f'{{"d":{_js(lk.d_latex)},"d_expr":{_js(lk.d_expr)},"v1":{_js(lk.v1_latex)},'
             f'"v1_expr":{_js(lk.v1_expr)},"v2":{_js(lk.v2_literal)},"v2_expr":{_js(lk.v2_expr)},'
