@@ -208,3 +208,10 @@ def test_relation_values_split_at_spaced_signs_equal_the_full_parse(text, value)
     else:  # Lin (Q-linear radicals and pi) or, beyond that, sympy itself
         got_sym = got.to_sympy() if hasattr(got, "to_sympy") else got
     assert sympy.simplify(got_sym - value) == 0
+
+
+def test_a_sum_never_reads_a_number_the_full_parse_refuses():
+    # the parser refuses numbers over 80 digits; reading a sum term by term must not let one in
+    big = r"\frac{" + "1" * 81 + "}{3}"
+    assert exact_value(big + " + 1") is None
+    assert exact_value(r"1 - \frac{" + "2" * 81 + "}{7}") is None

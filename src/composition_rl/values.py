@@ -587,7 +587,9 @@ def _top_level_signs(s: str) -> list[int]:
 def _linear_term(s: str) -> Fraction | Lin | None:
     """One cleaned term (``486 \\sqrt{3}``, ``-\\frac{305}{2}``) as Fraction or Lin; None when it
     is not Q-linear or does not parse on its own."""
-    f = _simple_rational(s)
+    # the whole-string \frac shortcut has no digit cap; a piece must keep the parser's
+    # 80-digit limit, or a sum would read what the full parse refuses
+    f = _simple_rational(s) if len(s) <= _MAX_DIGITS else None
     if f is not None:
         return f
     try:
