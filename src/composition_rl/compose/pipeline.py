@@ -352,7 +352,7 @@ class _Spill:
         if self._fd is None or self._pid != os.getpid():  # opened in the worker, never inherited
             self._pid = os.getpid()
             self._path = os.path.join(self.folder, f"{self._pid}.part")
-            self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
             self._size = 0
         offset = self._size
         view = memoryview(data)
@@ -401,7 +401,9 @@ class _OrderedOutput:
 def _copy(src: int, dst: int, n: int, src_off: int, dst_off: int) -> int:
     if hasattr(os, "copy_file_range"):
         try:
-            return os.copy_file_range(src, dst, n, src_off, dst_off)
+            copied = os.copy_file_range(src, dst, n, src_off, dst_off)
+            if copied > 0:
+                return copied
         except OSError:  # e.g. not supported by this filesystem: copy through memory
             pass
     data = os.pread(src, min(n, 1 << 24), src_off)
