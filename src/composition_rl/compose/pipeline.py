@@ -223,9 +223,10 @@ def run_compose(
         if workers > 1:
             # workers leave their accepted lines in spill files beside the output (see _Spill)
             spill = _Spill(tempfile.mkdtemp(prefix=".compose-parts-", dir=out))
-        _STATE = (engine, pools, spill)
-        if workers > 1:
+            _STATE = (engine, pools, spill)  # before the fork: the workers inherit it
             pool = multiprocessing.get_context("fork").Pool(workers)
+        else:
+            _STATE = (engine, pools, None)
         results = pool.imap(_compose_chunk, chunks) if pool is not None else map(_compose_chunk, chunks)
         with (
             atomic_open(out / "composed.jsonl", "wb") as fa,

@@ -77,20 +77,16 @@ def iter_index_chains(
         return len({ids[k][i] for k, i in enumerate(ix)}) == len(ix)
 
     sizes = [len(p) for p in pools]
-
-    def decode(i: int) -> tuple[int, ...]:
-        return _decode(i, sizes)
-
     rng = random.Random(f"cands:{seed}")
     picked: list[int] = []
     # sample a little extra so that chains with a repeated problem can be dropped
     for i in rng.sample(range(total), min(total, max_candidates + max_candidates // 10 + 16)):
-        if distinct(decode(i)):
+        if distinct(_decode(i, sizes)):
             picked.append(i)
             if len(picked) == max_candidates:
                 break
     for i in sorted(picked):
-        yield decode(i)
+        yield _decode(i, sizes)
 
 
 def _decode(i: int, sizes: Sequence[int]) -> tuple[int, ...]:

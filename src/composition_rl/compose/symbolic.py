@@ -23,7 +23,7 @@ from composition_rl.compose import spc
 from composition_rl.compose.base import COMPOSERS, Rejection
 from composition_rl.compose.checks import run_checks
 from composition_rl.io.files import dumps
-from composition_rl.records import Link, Problem, content_id
+from composition_rl.records import Link, Problem
 from composition_rl.values import (
     Constant,
     find_constants,
@@ -203,10 +203,9 @@ class SymbolicComposer:
             text = spc.join(chain[k].question, glue, text[: c.offset] + token + text[tail:])
             links.append(Link(x, y, lead.latex, lead.expr, c.literal, v2_expr, d_latex, d_expr, c.offset))
         links.reverse()
-        answers = tuple(chain[-1].answers)  # as Problem.new: id = content hash of text and answers
-        composed = Problem(
-            content_id(text, *answers), text, answers, "compose:" + self.name, K,
-            tuple([p.id for p in chain]), tuple(links), self.name, self.metadata(chain, candidate_id),
+        composed = Problem.new(
+            text, chain[-1].answers, source="compose:" + self.name, depth=K, parents=tuple([p.id for p in chain]),
+            links=tuple(links), engine=self.name, metadata=self.metadata(chain, candidate_id),
         )
         failure = run_checks(composed, chain, self.max_chars)
         if failure is not None:
