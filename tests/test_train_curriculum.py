@@ -80,3 +80,29 @@ def test_state_round_trip_continues_the_same_window():
 def test_bad_settings_are_rejected(kw, msg):
     with pytest.raises(ValueError, match=msg):
         Curriculum(_stages(), **kw)
+
+
+def test_total_steps_caps_the_run_in_whatever_stage_it_is():
+    # budgets of 20 each would allow 60 steps; the cap ends the run at 7, in stage depth2
+    c = Curriculum(_stages(), threshold=0.5, window=2, total_steps=7)
+    assert c.max_total_steps == 7
+    fired = [c.observe(i + 1, x) for i, x in enumerate([0.6, 0.6, 0.1, 0.1, 0.1, 0.1, 0.1])]
+    assert fired[1].kind == "threshold" and fired[1].to_stage == "depth2"
+    assert fired[2:6] == [None] * 4
+    assert fired[6].kind == "budget" and fired[6].to_stage is None and fired[6].from_stage == "depth2"
+    assert "total step budget of 7" in fired[6].reason and c.finished
+
+
+def test_total_steps_survives_a_resume_and_old_states_derive_it():
+    c = Curriculum(_stages(), threshold=0.5, window=2, total_steps=5)
+    for i, x in enumerate([0.6, 0.6, 0.1]):
+        c.observe(i + 1, x)
+    state = c.state_dict()
+    again = Curriculum(_stages(), threshold=0.5, window=2, total_steps=5)
+    again.load_state_dict(state)
+    assert again.steps_done == 3
+    old = {k: v for k, v in state.items() if k != "steps_done"}  # written before the field existed
+    older = Curriculum(_stages(), threshold=0.5, window=2, total_steps=5)
+    older.load_state_dict(old)
+    assert older.steps_done == 3
+    assert older.observe(4, 0.1) is None and older.observe(5, 0.1).reason.startswith("total step budget")

@@ -9,7 +9,8 @@ import math
 from collections.abc import Iterable, Sequence
 from statistics import NormalDist
 
-__all__ = ["BANDS", "band", "mean", "pass_at_k", "mean_pass_at_k", "wilson_interval"]
+__all__ = ["BANDS", "band", "mean", "mean_interval", "pass_at_k", "mean_pass_at_k", "t_quantile",
+           "wilson_interval"]
 
 #: The three difficulty classes of a prompt at a rollout budget (seed 000, Figure 2; seed 002).
 BANDS = ("solve_none", "goldilocks", "solve_all")
@@ -79,3 +80,56 @@ def band(correct: int, n: int) -> str:
     if correct == n:
         return "solve_all"
     return "goldilocks"
+
+
+def _t_cdf(t: float, df: int) -> float:
+    """CDF of Student's t with ``df`` degrees of freedom (regularized incomplete beta)."""
+    import mpmath  # a dependency of sympy, which the core already needs
+
+    x = df / (df + t * t)
+    tail = 0.5 * float(mpmath.betainc(df / 2.0, 0.5, 0, x, regularized=True))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on the CDF).
+
+    >>> round(t_quantile(0.975, 2), 3), round(t_quantile(0.975, 10), 3)
+    (4.303, 2.228)
+    """
+    if df < 1 or not 0.0 < p < 1.0:
+        raise ValueError(f"t_quantile needs df >= 1 and 0 < p < 1; got df={df}, p={p}")
+    lo, hi = -1e6, 1e6
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-10:
+            break
+    return (lo + hi) / 2
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, tuple[float, float] | None]:
+    """Mean and two-sided Student-t interval of independent replicates (e.g. one value per seed).
+
+    The interval is ``mean +- t_{(1+c)/2, n-1} * s / sqrt(n)`` with ``s`` the sample standard
+    deviation; with one value there is no interval (``None``). Across 3 seeds the t factor is
+    4.30, so only effects that are large relative to the seed spread exclude zero.
+
+    >>> m, (lo, hi) = mean_interval([0.10, 0.12, 0.14])
+    >>> round(m, 3), round(lo, 4), round(hi, 4)
+    (0.12, 0.0703, 0.1697)
+    """
+    vals = [float(v) for v in values]
+    if not vals:
+        raise ValueError("mean_interval needs at least one value")
+    if not (0.0 < confidence < 1.0):
+        raise ValueError(f"confidence must be in (0, 1); got {confidence}")
+    m = math.fsum(vals) / len(vals)
+    if len(vals) == 1:
+        return m, None
+    sd = math.sqrt(math.fsum((v - m) ** 2 for v in vals) / (len(vals) - 1))
+    half = t_quantile(0.5 + confidence / 2.0, len(vals) - 1) * sd / math.sqrt(len(vals))
+    return m, (m - half, m + half)

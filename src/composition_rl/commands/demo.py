@@ -5,8 +5,10 @@
    (``composed.jsonl``, ``rejected.jsonl``, ``stats.json``, ``verl.parquet``, ``trl.parquet``);
 3. unless ``--compose-only``: build the tiny model offline -> ``DIR/model/``, and train a
    short depth curriculum (1 -> 2 -> 3) with GRPO and dynamic sampling on CPU ->
-   ``DIR/train/`` (``metrics.jsonl``, plots);
-4. print a summary.
+   ``DIR/train/`` (``metrics.jsonl``, ``solve_rates.png``, ``config.yaml``): solve_all climbs on
+   the depth-1 pool until the curriculum sees it saturate, then compositions of that pool
+   bring the informative groups back (see train/demo.py);
+4. print what the run shows and write ``DIR/summary.json``.
 
 No user data and no network are needed.
 """
@@ -71,6 +73,14 @@ def run(args: argparse.Namespace) -> int:
 
         con.rule("[bold]3. tiny model and curriculum training (CPU)")
         summary["train"] = train_demo(out, seed=args.seed, progress=not args.no_progress)
+        mech = summary["train"]["mechanism"]
+        summary["what_it_shows"] = [mech["captions"]["ratios"], mech["captions"]["reward"]]
+        con.rule("[bold]what the run shows")
+        for line in summary["what_it_shows"]:
+            con.print(line)
+        for name, ok in mech["checks"].items():
+            con.print(f"[{'green' if ok else 'red'}]{'ok' if ok else 'NO'}[/] {name.replace('_', ' ')}")
+        con.print(f"plot: {summary['train']['plot']}")
 
     summary["elapsed_s"] = round(time.perf_counter() - t0, 1)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

@@ -122,11 +122,19 @@ class DynamicSamplingConfig:
 
 @dataclass
 class CurriculumConfig:
-    """See :class:`composition_rl.train.curriculum.Curriculum`."""
+    """See :class:`composition_rl.train.curriculum.Curriculum`.
+
+    Args:
+        mode: ``auto`` (advance on saturation or budget) or ``manual`` (fixed budgets).
+        threshold: rolling solve_all that ends a stage in ``auto`` mode.
+        window: steps in the rolling mean.
+        total_steps: optional cap on the whole run's steps (for matched-steps comparisons).
+    """
 
     mode: str = "auto"
     threshold: float = 0.75
     window: int = 5
+    total_steps: int | None = None
 
     def validate(self) -> None:
         if self.mode not in ("auto", "manual"):
@@ -135,6 +143,8 @@ class CurriculumConfig:
             raise ValueError(f"curriculum.threshold must be in (0, 1], got {self.threshold}")
         if self.window < 1:
             raise ValueError(f"curriculum.window must be >= 1, got {self.window}")
+        if self.total_steps is not None and self.total_steps < 1:
+            raise ValueError(f"curriculum.total_steps must be >= 1 (or null), got {self.total_steps}")
 
 
 @dataclass

@@ -7,6 +7,10 @@ saturates", judged by eye. Here the switch is a rule:
   stage reaches ``threshold``, or when the stage's step budget runs out;
 - ``manual``: advance after exactly each stage's ``max_steps`` (a fixed schedule).
 
+``total_steps`` optionally caps the whole run, whatever stage it is in: two curricula then
+train for the same number of steps (matched-steps comparisons) while their stage changes
+are still decided by saturation.
+
 Every transition is returned (and logged by the trainer) with its reason. The state is a
 small dict so a resumed run continues the same stage with the same window.
 
@@ -65,6 +69,7 @@ class Curriculum:
         mode: Literal["auto", "manual"] = "auto",
         threshold: float = 0.75,
         window: int = 5,
+        total_steps: int | None = None,
     ) -> None:
         if not stages:
             raise ValueError("a curriculum needs at least one stage")
@@ -74,7 +79,11 @@ class Curriculum:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
+        if total_steps is not None and total_steps < 1:
+            raise ValueError(f"total_steps must be >= 1, got {total_steps}")
         self.stages = list(stages)
+        self.total_steps = total_steps
+        self.steps_done = 0
         self.mode = mode
         self.threshold = threshold
         self.window = window
@@ -89,8 +98,9 @@ class Curriculum:
 
     @property
     def max_total_steps(self) -> int:
-        """Upper bound on steps: every stage running its full budget."""
-        return sum(s.max_steps for s in self.stages)
+        """Upper bound on steps: every stage running its full budget, or ``total_steps``."""
+        budgets = sum(s.max_steps for s in self.stages)
+        return budgets if self.total_steps is None else min(budgets, self.total_steps)
 
     def rolling_solve_all(self) -> float | None:
         """Mean solve_all over the last ``window`` steps of this stage; None until it is full."""
@@ -104,6 +114,9 @@ class Curriculum:
         if self.finished:
             raise RuntimeError("the curriculum has finished; no more steps to observe")
         self.history.append(float(solve_all))
+        self.steps_done += 1
+        if self.total_steps is not None and self.steps_done >= self.total_steps:
+            return self._finish(step, f"total step budget of {self.total_steps} exhausted")
         stage = self.stage
         rolling = self.rolling_solve_all()
         transition: Transition | None = None
@@ -121,6 +134,13 @@ class Curriculum:
             )
             transition = self._advance(step, reason, kind)
         return transition
+
+    def _finish(self, step: int, reason: str) -> Transition:
+        t = Transition(step=step, from_stage=self.stage.name, to_stage=None, reason=reason, kind="budget")
+        self.finished = True
+        self.history = []
+        self.transitions.append(t)
+        return t
 
     def _advance(self, step: int, reason: str, kind) -> Transition:
         old = self.stage.name
@@ -140,6 +160,7 @@ class Curriculum:
             "index": self.index,
             "history": list(self.history),
             "finished": self.finished,
+            "steps_done": self.steps_done,
             "transitions": [t.to_dict() for t in self.transitions],
         }
 
@@ -148,3 +169,6 @@ class Curriculum:
         self.history = [float(x) for x in state["history"]]
         self.finished = bool(state["finished"])
         self.transitions = [Transition(**t) for t in state["transitions"]]
+        # states written before steps_done existed: steps are numbered from 1, stage by stage
+        done = self.transitions[-1].step if self.transitions else 0
+        self.steps_done = int(state.get("steps_done", done + len(self.history)))

@@ -107,7 +107,8 @@ class _Run:
             self.streams.append(PromptStream(probs, st.name, seed=cfg.seed, instruction=cfg.instruction))
             specs.append(StageSpec(st.name, stage_depth(st, probs), st.max_steps))
         c = cfg.curriculum
-        self.curriculum = Curriculum(specs, mode=c.mode, threshold=c.threshold, window=c.window)
+        self.curriculum = Curriculum(specs, mode=c.mode, threshold=c.threshold, window=c.window,
+                                     total_steps=c.total_steps)
 
     def draw(self, n: int) -> list[dict]:
         return self.streams[self.curriculum.index].draw(n)
@@ -228,6 +229,10 @@ def run_training(
 
     # TRL's dataloader only paces the steps; prompts come from the curriculum streams.
     rows = [problem_row(p, st.name, cfg.instruction) for st, probs in zip(cfg.stages, run.problems) for p in probs]
+    # With fewer rows than one step's prompts, TRL's sampler yields no batch and training
+    # ends after 0 steps without a word; repeating the rows only changes that pacing.
+    while len(rows) < cfg.grpo.prompts_per_step:
+        rows += rows
     dataset = Dataset.from_list(rows)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)

@@ -45,6 +45,8 @@ def step_row(step: int, stage: str, depth: int, sample: StepSample, seconds: dic
     trained = sample.trained_groups
     row: dict[str, Any] = {"step": step, "stage": stage, "depth": depth, **_ratios(groups)}
     row["response_length"] = sum(g.mean_length for g in groups) / max(1, len(groups))
+    # every completion generated this step, kept or dropped: the step's sampling compute
+    row["generated_tokens"] = round(sum(g.mean_length * len(g.scores) for g in groups))
     row["reward_mean_trained"] = _ratios(trained)["reward_mean"]
     row["trained_groups"] = len(trained)
     row["trained_informative"] = sum(g.kind == "informative" for g in trained)
@@ -78,10 +80,12 @@ def truncate_after(path: str | os.PathLike, step: int) -> int:
 
 
 def plot_solve_rates(metrics_path: str | os.PathLike, out_png: str | os.PathLike,
-                     transitions: list[dict[str, Any]] | None = None, title: str | None = None) -> Path:
+                     transitions: list[dict[str, Any]] | None = None, title: str | None = None,
+                     captions: tuple[str, str] | None = None) -> Path:
     """Plot solve_all and solve_none over steps (the shape of seed 000 Figure 2, left).
 
     Stage transitions are drawn as dashed vertical lines labelled with the new stage.
+    ``captions`` puts one line of plain words under each panel (what rose, what fell, why).
     """
     import matplotlib
 
@@ -107,6 +111,11 @@ def plot_solve_rates(metrics_path: str | os.PathLike, out_png: str | os.PathLike
             ax.text(t["step"] + 0.7, 0.95, t["to_stage"], fontsize=8, color="gray", va="top")
     ax.legend(loc="center right")
     ax.set_title(title or "solve_all / solve_none of sampled groups (before filtering)")
+    if captions:
+        fig.set_size_inches(8, 7.2)
+        for a, text in zip((ax, ax2), captions):
+            a.text(0.0, -0.16 if a is ax else -0.42, text, transform=a.transAxes, fontsize=8.5, va="top",
+                   wrap=True, color="#333333")
     fig.tight_layout()
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -69,24 +69,72 @@ def scratchpad(problem: Problem, parents: dict[str, Problem]) -> str:
 class RGTask:
     """Problems of depth 1-3 for one seed, and their scratchpads.
 
+    With ``test_share > 0`` the distinct depth-1 problems are split once, by a seeded
+    shuffle, into a train side and a held-out test side. Everything a model is trained on
+    (SFT examples via :meth:`example`, ``problems(depth)``, :meth:`pool`) comes from the train
+    side, and ``problems(depth, "test")`` composes only held-out problems, so a test set of
+    any depth shares no problem (as q1, q2 or at depth 1) with training.
+
     Args:
-        seed: reasoning-gym seed and composition seed.
-        n_base: depth-1 problems generated.
+        seed: reasoning-gym seed, split seed and composition seed.
+        n_base: depth-1 problems generated (duplicates are set aside by the reader).
         n_composed: composed candidates per depth (a seeded sample; pools of 20 for q1).
+        test_share: share of the distinct depth-1 problems held out for testing.
+
+    >>> t = RGTask(seed=0, test_share=0.25)
+    >>> train, test = t.base("train"), t.base("test")
+    >>> len(train) + len(test) == len(RGTask(seed=0).base()), {p.id for p in train} & {p.id for p in test}
+    (True, set())
     """
 
     seed: int = 0
     n_base: int = 600
     n_composed: int = 3000
+    test_share: float = 0.0
 
-    def problems(self, depth: int) -> list[Problem]:
-        return list(_problems(self.seed, self.n_base, self.n_composed, depth))
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.test_share < 1.0:
+            raise ValueError(f"test_share must be in [0, 1), got {self.test_share}")
+
+    def base(self, split: str = "train") -> list[Problem]:
+        """The depth-1 problems of one side (``train`` or ``test``)."""
+        return list(_split(self.seed, self.n_base, self.test_share)[_side(split)])
+
+    def problems(self, depth: int, split: str = "train") -> list[Problem]:
+        """Depth 1: :meth:`base`; depth K: the engine's depth-K compositions of that side only."""
+        if depth == 1:
+            return self.base(split)
+        return self.compose(self.base(split), depth, self.n_composed)
+
+    def pool(self, size: int) -> list[Problem]:
+        """The first ``size`` train-side problems in a seeded order: an RL prompt pool."""
+        train = self.base("train")
+        if not 1 <= size <= len(train):
+            raise ValueError(f"pool size must be in 1..{len(train)} (train-side problems), got {size}")
+        random.Random(f"rg-pool:{self.seed}").shuffle(train)
+        return train[:size]
+
+    def compose(self, problems: list[Problem], depth: int, max_candidates: int | None = None) -> list[Problem]:
+        """Depth-``depth`` compositions whose every part is one of ``problems`` (seeded, shuffled)."""
+        return list(_composed(self.seed, tuple(problems), depth, max_candidates or self.n_composed))
 
     def example(self, depth: int, index: int) -> tuple[Problem, str]:
-        """(problem, scratchpad) number ``index`` of a depth (cycling through the set)."""
-        probs = _problems(self.seed, self.n_base, self.n_composed, depth)
+        """(problem, scratchpad) number ``index`` of a depth (cycling through the train side)."""
+        probs = self.problems(depth)
         p = probs[index % len(probs)]
         return p, scratchpad(p, _base_index(self.seed, self.n_base))
+
+    def test_example(self, depth: int, index: int) -> tuple[Problem, str]:
+        """Like :meth:`example`, from the held-out side (the train side when nothing is held out)."""
+        probs = self.problems(depth, "test" if self.test_share else "train")
+        p = probs[index % len(probs)]
+        return p, scratchpad(p, _base_index(self.seed, self.n_base))
+
+
+def _side(split: str) -> int:
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    return 0 if split == "train" else 1
 
 
 @lru_cache(maxsize=8)
@@ -108,15 +156,27 @@ def _base_index(seed: int, n: int) -> dict[str, Problem]:
 
 
 @lru_cache(maxsize=16)
-def _problems(seed: int, n_base: int, n_composed: int, depth: int) -> tuple[Problem, ...]:
-    base = _base(seed, n_base)
+def _split(seed: int, n: int, test_share: float) -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
+    base = _base(seed, n)
+    if not test_share:
+        return base, ()
+    order = sorted(range(len(base)), key=lambda i: base[i].id)
+    random.Random(f"rg-split:{seed}").shuffle(order)
+    held = set(order[: round(len(base) * test_share)])
+    return (tuple(p for i, p in enumerate(base) if i not in held),
+            tuple(p for i, p in enumerate(base) if i in held))
+
+
+@lru_cache(maxsize=32)
+def _composed(seed: int, problems: tuple[Problem, ...], depth: int, n_composed: int) -> tuple[Problem, ...]:
     if depth == 1:
-        return base
+        return problems
     from composition_rl.compose import ComposeConfig, compose_problems
 
-    res = compose_problems(list(base), ComposeConfig(depth=depth, pool_size=20, seed=seed, max_candidates=n_composed))
+    res = compose_problems(list(problems), ComposeConfig(depth=depth, pool_size=20, seed=seed,
+                                                         max_candidates=n_composed))
     if not res.accepted:
-        raise RuntimeError(f"no depth-{depth} composition from {len(base)} problems")
+        raise RuntimeError(f"no depth-{depth} composition from {len(problems)} problems")
     out = list(res.accepted)
     # candidates come grouped by their last problem; mix them so a batch sees many answers
     random.Random(f"rg-task:{seed}:{depth}").shuffle(out)

@@ -257,13 +257,16 @@ def evaluate_greedy(model, tokenizer, depth: int, n: int, seed: int, max_new_tok
                     digits: int = 1, task=None) -> float:
     """Greedy exact-match accuracy on ``n`` problems of one depth.
 
-    Held out: the arithmetic family with another ``seed``, or for a custom ``task`` the
-    indices from 1,000,000 on (held out only if the task's examples do not repeat).
+    Held out: the arithmetic family with another ``seed``; for a custom ``task`` its
+    ``test_example`` when it has one (``RGTask(test_share=...)``), else the indices from
+    1,000,000 on (held out only if the task's examples do not repeat).
     """
     import torch
 
     if task is None:
         probs = [make_problem(depth, seed=seed, index=i, digits=digits)[0] for i in range(n)]
+    elif hasattr(task, "test_example"):
+        probs = [task.test_example(depth, i)[0] for i in range(n)]
     else:
         probs = [task.example(depth, 1_000_000 + i)[0] for i in range(n)]
     tokenizer.padding_side = "left"

@@ -1,0 +1,79 @@
+"""Settings of ``crl reproduce``: one dataclass, each field documented once (the CLI reads it).
+
+>>> ReproduceConfig().seeds, ReproduceConfig.quick().seeds
+((0, 1, 2), (0,))
+>>> ReproduceConfig(arm_steps=7, snapshot_every=5)
+Traceback (most recent call last):
+...
+ValueError: arm_steps (7) must be a multiple of snapshot_every (5): the continue arm is compared at step arm_steps
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ARMS", "ReproduceConfig"]
+
+#: The arms of the Table 1 / Figure 3 comparison, all started from the depth-1 checkpoint.
+ARMS = ("continue", "depth2", "curriculum", "mix")
+
+
+def _f(default: Any, help: str) -> Any:
+    """A field with its help text (defaults are immutable: ints, floats, tuples)."""
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """What one reproduction runs. Defaults: the full 3-seed run (about 30 min on 2 cores)."""
+
+    seeds: tuple[int, ...] = _f((0, 1, 2), "seeds; each seeds data split, SFT, RL sampling and evaluation")
+    sft_steps: int = _f(400, "SFT warm-up steps of each seed's tiny model")
+    pool_size: int = _f(16, "depth-1 prompts in the RL pool")
+    d1_steps: int = _f(60, "depth-1 GRPO steps before the arms split (Figure 2 left)")
+    arm_steps: int = _f(30, "GRPO steps of every arm (the matched-steps comparison)")
+    arms: tuple[str, ...] = _f(ARMS, "arms to train: continue, depth2, curriculum, mix")
+    snapshot_every: int = _f(5, "the continue arm saves a checkpoint every N steps (matched-compute picks)")
+    max_continue_factor: float = _f(4.0, "the continue arm runs at most this many times arm_steps")
+    profile_n: int = _f(8, "samples per prompt when profiling the depth-1 checkpoint (Figure 2 right)")
+    profile_composed: int = _f(96, "composed prompts per depth profiled")
+    eval_n: int = _f(8, "samples per held-out problem (avg@N)")
+    test_composed: int = _f(96, "held-out composed problems per depth (depth 2 and 3)")
+    eval_max_tokens: int = _f(128, "most new tokens per evaluation sample")
+    workers: int = _f(2, "jobs run in parallel (one CPU thread each)")
+
+    def __post_init__(self) -> None:
+        bad = []
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            bad.append(f"seeds {self.seeds} must be distinct and at least one")
+        unknown = sorted(set(self.arms) - set(ARMS))
+        if unknown or "continue" not in self.arms:
+            bad.append(f"arms {self.arms}: known {ARMS}, and 'continue' (the reference) is required")
+        for name in ("sft_steps", "pool_size", "d1_steps", "arm_steps", "snapshot_every", "profile_n",
+                     "profile_composed", "eval_n", "test_composed", "eval_max_tokens", "workers"):
+            if getattr(self, name) < 1:
+                bad.append(f"{name}={getattr(self, name)} must be >= 1")
+        if self.max_continue_factor < 1:
+            bad.append(f"max_continue_factor={self.max_continue_factor} must be >= 1")
+        if bad:
+            raise ValueError("; ".join(bad))
+        if self.arm_steps % self.snapshot_every:
+            raise ValueError(f"arm_steps ({self.arm_steps}) must be a multiple of snapshot_every "
+                             f"({self.snapshot_every}): the continue arm is compared at step arm_steps")
+
+    @classmethod
+    def quick(cls, **overrides: Any) -> ReproduceConfig:
+        """One seed and shorter phases: the wiring and the direction of the effects, in minutes."""
+        base = dict(seeds=(0,), d1_steps=40, arm_steps=15, profile_composed=48,
+                    test_composed=48)
+        return cls(**{**base, **overrides})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def fields_help(cls) -> list[tuple[str, Any, str]]:
+        """(name, default, help) of every field: what the command line is generated from."""
+        return [(f.name, f.default, f.metadata["help"]) for f in dataclasses.fields(cls)]

@@ -1,0 +1,295 @@
+"""The jobs of one seed, each a plain function of (config, out, seed, arg) that writes files.
+
+Per seed ``s`` under ``OUT/seed_s/``:
+
+- ``sft``: stage data (``data/*.jsonl``) and the tiny model (``model/``);
+- ``d1``: depth-1 GRPO on the pool (``d1/``: metrics for Figure 2 left, ``d1/final``);
+- ``profile``: the depth-1 checkpoint's pass rates on the pool and on depth-2/3 compositions
+  of it (``profile/{pool,depth2,depth3}/``: Figure 2 right);
+- ``arm:NAME``: an arm trained from ``d1/final`` (``arms/NAME/``); ``continue`` runs longer,
+  with snapshots, so that it can also be compared at matched generated tokens;
+- ``eval:NAME``: held-out avg@N at depth 1, 2, 3 and v1 recovery (``eval/NAME/``).
+
+A job that finished wrote ``jobs/NAME.json``; the executor skips it on a rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+from composition_rl.io.files import atomic_write_json, read_jsonl
+from composition_rl.reproduce.config import ReproduceConfig
+
+__all__ = ["ARM_STAGES", "continue_steps", "eval_targets", "run_job", "seed_dir"]
+
+# Training sampling (the cpu-tiny preset: temperature 1.0) for profiles, so a profile's bands
+# are the bands GRPO sees; evaluation uses the paper's evaluation preset (0.6 / 0.95 / 20).
+PROFILE_TEMPERATURE = 1.0
+EVAL_SAMPLING = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
+
+
+def seed_dir(out: Path, seed: int) -> Path:
+    return Path(out) / f"seed_{seed}"
+
+
+def _recipe():
+    from composition_rl.train.toy import ToyRecipe
+
+    return ToyRecipe
+
+
+def recipe_for(cfg: ReproduceConfig):
+    """The shared toy recipe with this run's SFT steps and pool size."""
+    return _recipe()(sft_steps=cfg.sft_steps, pool_size=cfg.pool_size)
+
+
+def _threads() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+# ----------------------------------------------------------------------------- sft / d1
+
+
+def job_sft(cfg: ReproduceConfig, out: Path, seed: int, arg: str | None) -> dict[str, Any]:
+    from composition_rl.train.tiny_model import build_tiny_model
+
+    _threads()
+    r = recipe_for(cfg)
+    d = seed_dir(out, seed)
+    paths = r.write_stage_data(seed, d / "data", test_composed=cfg.test_composed)
+    model = build_tiny_model(d / "model", r.tiny_model_config(seed), progress=False, task=r.task(seed))
+    info = json.loads((model / "build_info.json").read_text())
+    sizes = {name: sum(1 for _ in read_jsonl(p)) for name, p in paths.items()}
+    return {"greedy_accuracy": info["greedy_accuracy"], "sft_seconds": info["seconds"], "data": sizes}
+
+
+def _train(cfg: ReproduceConfig, seed: int, model: Path, output: Path, stages: list[dict[str, Any]],
+           mode: str = "manual", total_steps: int | None = None, **extra: Any) -> list[dict[str, Any]]:
+    from composition_rl.train.grpo import run_training
+
+    conf = recipe_for(cfg).train_config(model, output, stages, seed, mode=mode, total_steps=total_steps,
+                                        progress=False, **extra)
+    metrics = run_training(conf, resume=False, log=None)
+    return list(read_jsonl(metrics))
+
+
+def job_d1(cfg: ReproduceConfig, out: Path, seed: int, arg: str | None) -> dict[str, Any]:
+    _threads()
+    d = seed_dir(out, seed)
+    stages = [{"name": "depth1", "data": str(d / "data" / "pool.jsonl"), "max_steps": cfg.d1_steps, "depth": 1}]
+    rows = _train(cfg, seed, d / "model", d / "d1", stages)
+    return {"steps": len(rows), **_climb(rows)}
+
+
+def _climb(rows: list[dict[str, Any]], k: int = 5) -> dict[str, float]:
+    """Mean solve_all of the first and last ``k`` steps (the demo's criterion, Figure 2 left)."""
+    first = [r["solve_all"] for r in rows[:k]]
+    last = [r["solve_all"] for r in rows[-k:]]
+    return {"solve_all_first": sum(first) / len(first), "solve_all_last": sum(last) / len(last)}
+
+
+# ----------------------------------------------------------------------------- profile
+
+
+def job_profile(cfg: ReproduceConfig, out: Path, seed: int, arg: str | None) -> dict[str, Any]:
+    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.backends.rollout_hf import HFRollout
+    from composition_rl.io.readers import load_problems
+    from composition_rl.profile import ProfileConfig, profile_problems
+    from composition_rl.verify import Verifier, VerifyConfig
+
+    _threads()
+    d = seed_dir(out, seed)
+    backend = HFRollout(d / "d1" / "final", device="cpu")
+    sampling = SamplingConfig(temperature=PROFILE_TEMPERATURE, top_p=1.0, top_k=0, max_tokens=cfg.eval_max_tokens,
+                              seed=seed)
+    pconf = ProfileConfig(n=cfg.profile_n, sampling=sampling, template="plain")
+    result = {}
+    with Verifier(VerifyConfig(workers=1)) as verifier:
+        for name in ("pool", "depth2", "depth3"):
+            probs = list(load_problems(d / "data" / f"{name}.jsonl").problems)
+            if name != "pool":
+                probs = probs[: cfg.profile_composed]
+            target = d / "profile" / name
+            shutil.rmtree(target, ignore_errors=True)  # a killed job restarts clean
+            summary = profile_problems(probs, backend, verifier, target, pconf, progress=False)
+            result[name] = summary
+    return result
+
+
+# ----------------------------------------------------------------------------- arms
+
+#: stages of each arm; ``{d}`` is the seed's data folder, ``{n}`` the arm's step budget.
+ARM_STAGES: dict[str, list[dict[str, Any]]] = {
+    "continue": [{"name": "depth1", "data": "{d}/pool.jsonl", "depth": 1}],
+    "depth2": [{"name": "depth2", "data": "{d}/depth2.jsonl", "depth": 2}],
+    "mix": [{"name": "mix", "data": "{d}/mix.jsonl", "depth": 1}],
+    # the automatic curriculum from where depth 1 left off: it moves on when solve_all
+    # saturates; curriculum.total_steps holds it to the same number of steps as the others
+    "curriculum": [{"name": "depth1", "data": "{d}/pool.jsonl", "depth": 1},
+                   {"name": "depth2", "data": "{d}/depth2.jsonl", "depth": 2},
+                   {"name": "depth3", "data": "{d}/depth3.jsonl", "depth": 3}],
+}
+
+
+def _arm_tokens(out: Path, seed: int, name: str) -> int:
+    rows = read_jsonl(seed_dir(out, seed) / "arms" / name / "metrics.jsonl")
+    return sum(int(r["generated_tokens"]) for r in rows)
+
+
+def continue_steps(cfg: ReproduceConfig, d1_rows: list[dict[str, Any]], budgets: list[int]) -> int:
+    """Steps for the continue arm: enough to reach the largest composed arm's generated tokens.
+
+    The depth-1 cost per step is estimated from the last 10 steps of the depth-1 phase, with a
+    10% margin; the result is rounded up to a snapshot and capped at ``max_continue_factor``.
+
+    >>> cfg = ReproduceConfig(arm_steps=30, snapshot_every=5)
+    >>> continue_steps(cfg, [{"generated_tokens": 1000}] * 10, [60000])
+    70
+    >>> continue_steps(cfg, [{"generated_tokens": 1000}] * 10, [])
+    30
+    """
+    per_step = sum(r["generated_tokens"] for r in d1_rows[-10:]) / max(1, len(d1_rows[-10:]))
+    need = math.ceil(1.1 * max(budgets, default=0) / max(per_step, 1.0))
+    steps = max(cfg.arm_steps, math.ceil(need / cfg.snapshot_every) * cfg.snapshot_every)
+    cap = int(cfg.max_continue_factor * cfg.arm_steps) // cfg.snapshot_every * cfg.snapshot_every
+    return min(steps, max(cap, cfg.arm_steps))
+
+
+def job_arm(cfg: ReproduceConfig, out: Path, seed: int, arm: str) -> dict[str, Any]:
+    _threads()
+    d = seed_dir(out, seed)
+    data = str(d / "data")
+    stages = [{**s, "data": s["data"].format(d=data)} for s in ARM_STAGES[arm]]
+    extra: dict[str, Any] = {}
+    if arm == "curriculum":
+        for s in stages:  # any stage may use the whole budget; saturation decides the moves
+            s["max_steps"] = cfg.arm_steps
+        rows = _train(cfg, seed, d / "d1" / "final", d / "arms" / arm, stages, mode="auto",
+                      total_steps=cfg.arm_steps)
+    else:
+        steps = cfg.arm_steps
+        if arm == "continue":
+            d1_rows = list(read_jsonl(d / "d1" / "metrics.jsonl"))
+            budgets = [_arm_tokens(out, seed, a) for a in cfg.arms if a != "continue"]
+            steps = continue_steps(cfg, d1_rows, budgets)
+            extra = {"save_steps": cfg.snapshot_every, "save_total_limit": None}
+        stages[0]["max_steps"] = steps
+        rows = _train(cfg, seed, d / "d1" / "final", d / "arms" / arm, stages, **extra)
+    transitions_path = d / "arms" / arm / "transitions.jsonl"
+    transitions = list(read_jsonl(transitions_path)) if transitions_path.exists() else []
+    return {
+        "steps": len(rows),
+        "generated_tokens": sum(int(r["generated_tokens"]) for r in rows),
+        "tokens_at_arm_steps": sum(int(r["generated_tokens"]) for r in rows[: cfg.arm_steps]),
+        "informative_mean": sum(r["informative"] for r in rows[: cfg.arm_steps]) / max(1, min(len(rows),
+                                                                                             cfg.arm_steps)),
+        "solve_all_mean": sum(r["solve_all"] for r in rows[: cfg.arm_steps]) / max(1, min(len(rows),
+                                                                                           cfg.arm_steps)),
+        "transitions": transitions,
+    }
+
+
+# ----------------------------------------------------------------------------- eval
+
+
+def eval_targets(cfg: ReproduceConfig, out: Path, seed: int, name: str) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """Label -> (model folder, info) to evaluate for one eval job.
+
+    ``start`` is the depth-1 checkpoint; an arm is its final model; ``continue`` also gives
+    ``continue@tokens:ARM`` for every composed arm: the snapshot whose cumulative generated
+    tokens come closest to that arm's (matched compute).
+    """
+    d = seed_dir(out, seed)
+    if name == "start":
+        return {"start": (d / "d1" / "final", {"steps": 0})}
+    if name != "continue":
+        return {name: (d / "arms" / name / "final", {})}
+    rows = list(read_jsonl(d / "arms" / "continue" / "metrics.jsonl"))
+    cum, total = {}, 0
+    for r in rows:
+        total += int(r["generated_tokens"])
+        cum[int(r["step"])] = total
+    snaps = sorted(int(p.name.split("-")[1]) for p in (d / "arms" / "continue" / "checkpoints").glob("checkpoint-*"))
+    ck = d / "arms" / "continue" / "checkpoints"
+    targets = {"continue": (ck / f"checkpoint-{cfg.arm_steps}", {"steps": cfg.arm_steps,
+                                                                   "tokens": cum.get(cfg.arm_steps)})}
+    for arm in cfg.arms:
+        if arm == "continue":
+            continue
+        budget = _arm_tokens(out, seed, arm)
+        best = min(snaps, key=lambda s: (abs(cum.get(s, 0) - budget), s))
+        targets[f"continue@tokens:{arm}"] = (ck / f"checkpoint-{best}", {"steps": best, "tokens": cum.get(best),
+                                                                         "target_tokens": budget})
+    return targets
+
+
+def job_eval(cfg: ReproduceConfig, out: Path, seed: int, name: str) -> dict[str, Any]:
+    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.backends.rollout_hf import HFRollout
+    from composition_rl.evaluate import EvalConfig, evaluate_benchmarks
+    from composition_rl.io.readers import load_problems
+    from composition_rl.verify import Verifier, VerifyConfig
+
+    _threads()
+    d = seed_dir(out, seed)
+    tests = {k: list(load_problems(d / "data" / f"test{k}.jsonl").problems) for k in (1, 2, 3)}
+    sampling = SamplingConfig(**EVAL_SAMPLING, max_tokens=cfg.eval_max_tokens, seed=1000 + seed)
+    econf = EvalConfig(n=cfg.eval_n, sampling=sampling, template="plain", chunk=64)
+    results: dict[str, Any] = {}
+    done: dict[Path, dict[str, Any]] = {}
+    with Verifier(VerifyConfig(workers=1)) as verifier:
+        for label, (model, info) in eval_targets(cfg, out, seed, name).items():
+            if model not in done:
+                target = d / "eval" / label.replace(":", "_").replace("@", "_at_")
+                shutil.rmtree(target, ignore_errors=True)
+                res = evaluate_benchmarks({"test": tests[1]}, HFRollout(model, device="cpu"), verifier, target,
+                                          econf, compositional={"test": {2: tests[2], 3: tests[3]}},
+                                          progress=False)
+                done[model] = _scores(res, cfg.eval_n)
+            results[label] = {**done[model], **info, "model": str(model.relative_to(d))}
+    return results
+
+
+def _scores(res: dict[str, Any], n: int) -> dict[str, Any]:
+    key = f"avg@{n}"
+    comp = res["compositional"]["test"]
+    return {
+        "depth1": res["benchmarks"]["test"][key],
+        "depth2": comp["2"][key],
+        "depth3": comp["3"][key],
+        "v1_recovery_depth2": comp["2"]["v1_recovery"],
+        "v1_recovery_depth3": comp["3"]["v1_recovery"],
+    }
+
+
+# ----------------------------------------------------------------------------- dispatch
+
+JOBS = {"sft": job_sft, "d1": job_d1, "profile": job_profile, "arm": job_arm, "eval": job_eval}
+
+
+def run_job(cfg_dict: dict[str, Any], out: str, seed: int, kind: str, arg: str | None) -> dict[str, Any]:
+    """Run one job in this process and record its result (the executor's unit of work)."""
+    import os
+    import time
+    import warnings
+
+    # a worker's output is the parent's progress display: keep library chatter out of it
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    cfg = ReproduceConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg_dict.items()})
+    t0 = time.perf_counter()
+    result = JOBS[kind](cfg, Path(out), seed, arg)
+    result["seconds"] = round(time.perf_counter() - t0, 1)
+    name = kind if arg is None else f"{kind}-{arg}"
+    atomic_write_json(seed_dir(Path(out), seed) / "jobs" / f"{name}.json", result)
+    return result

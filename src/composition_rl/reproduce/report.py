@@ -1,0 +1,353 @@
+"""Aggregate a reproduction's jobs into results.json, report.md and PNG figures.
+
+Every number comes from the job results and the logs under ``seed_S/``; across seeds a
+difference is reported as its mean with a Student-t 95% interval (``stats.mean_interval``),
+and an effect is said to hold only when that interval excludes zero.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from composition_rl.io.files import atomic_write_json, read_jsonl
+from composition_rl.reproduce.config import ReproduceConfig
+from composition_rl.reproduce.jobs import seed_dir
+from composition_rl.stats import mean_interval
+
+__all__ = ["aggregate", "verdict", "write_report"]
+
+DEPTHS = ("depth1", "depth2", "depth3")
+ARM_LABELS = {
+    "continue": "(a) continue on depth 1",
+    "depth2": "(b) composed depth 2",
+    "curriculum": "(c) automatic depth curriculum",
+    "mix": "(d) mix of original and composed",
+}
+
+
+def _get(results: dict[str, dict[str, Any]], seed: int, name: str) -> dict[str, Any]:
+    return results[f"s{seed}/{name}"]
+
+
+def _interval(values: list[float]) -> dict[str, Any]:
+    m, ci = mean_interval(values)
+    return {"mean": m, "ci95": list(ci) if ci else None, "per_seed": values}
+
+
+def verdict(entry: dict[str, Any]) -> str:
+    """``holds (+)``, ``holds (-)`` or ``not shown`` from a mean and its interval.
+
+    >>> verdict({"mean": 0.1, "ci95": [0.02, 0.18]}), verdict({"mean": 0.1, "ci95": [-0.01, 0.2]})
+    ('holds (+)', 'not shown')
+    >>> verdict({"mean": -0.1, "ci95": [-0.2, -0.05]}), verdict({"mean": 0.1, "ci95": None})
+    ('holds (-)', 'one seed: no interval')
+    """
+    ci = entry.get("ci95")
+    if ci is None:
+        return "one seed: no interval"
+    if ci[0] > 0:
+        return "holds (+)"
+    if ci[1] < 0:
+        return "holds (-)"
+    return "not shown"
+
+
+def aggregate(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], wall_s: float,
+              resumed_jobs: int = 0) -> dict[str, Any]:
+    """The results.json dict (schema in docs/science.md)."""
+    seeds = list(cfg.seeds)
+    climb = [_get(results, s, "d1") for s in seeds]
+    prof = [_get(results, s, "profile") for s in seeds]
+    evals: dict[int, dict[str, Any]] = {}
+    for s in seeds:
+        evals[s] = {}
+        for a in ("start", *cfg.arms):
+            evals[s].update(_get(results, s, f"eval-{a}"))
+    arms = ["start", *cfg.arms]
+    keys = (*DEPTHS, "v1_recovery_depth2", "v1_recovery_depth3")
+    out: dict[str, Any] = {
+        "seeds": seeds,
+        "config": cfg.to_dict(),
+        "solve_all_climb": {
+            "first": _mean([c["solve_all_first"] for c in climb]),
+            "last": _mean([c["solve_all_last"] for c in climb]),
+            "per_seed": [{"first": c["solve_all_first"], "last": c["solve_all_last"]} for c in climb],
+            "steps": cfg.d1_steps,
+        },
+        "composition_drop": {
+            "pool_solve_all": _mean([p["pool"]["solve_all"] for p in prof]),
+            "composed_solve_all": _mean([p["depth2"]["solve_all"] for p in prof]),
+            "by_set": {
+                name: {b: _mean([p[name][b] for p in prof]) for b in ("solve_all", "goldilocks",
+                                                                                  "solve_none")}
+                for name in ("pool", "depth2", "depth3")
+            },
+        },
+        "arms": {a: {k: _mean_opt([evals[s][a][k] for s in seeds]) for k in keys} for a in arms},
+        "diff_vs_continue": {},
+        "training_signal": {
+            a: {
+                "informative_mean": _mean([_get(results, s, f"arm-{a}")["informative_mean"] for s in seeds]),
+                "solve_all_mean": _mean([_get(results, s, f"arm-{a}")["solve_all_mean"] for s in seeds]),
+                "tokens_per_step": _mean([_get(results, s, f"arm-{a}")["tokens_at_arm_steps"] / cfg.arm_steps
+                                          for s in seeds]),
+            }
+            for a in cfg.arms
+        },
+        "wall_s": wall_s,
+        "resumed_jobs": resumed_jobs,
+        "job_seconds": {name: r.get("seconds") for name, r in sorted(results.items())},
+    }
+    for a in cfg.arms:
+        if a == "continue":
+            continue
+        out["diff_vs_continue"][a] = {
+            k: _interval([evals[s][a][k] - evals[s]["continue"][k] for s in seeds]) for k in DEPTHS
+        }
+    matched: dict[str, Any] = {"basis": "generated tokens (every completion sampled, kept or filtered)",
+                               "arms": {}}
+    for a in cfg.arms:
+        if a == "continue":
+            continue
+        ref = f"continue@tokens:{a}"
+        matched["arms"][a] = {
+            "arm_tokens": _mean([evals[s][ref]["target_tokens"] for s in seeds]),
+            "continue_tokens": _mean([evals[s][ref]["tokens"] or 0 for s in seeds]),
+            "continue_steps": [evals[s][ref]["steps"] for s in seeds],
+            "continue": {k: _mean([evals[s][ref][k] for s in seeds]) for k in DEPTHS},
+            "diff_vs_continue": {k: _interval([evals[s][a][k] - evals[s][ref][k] for s in seeds]) for k in DEPTHS},
+        }
+    out["matched_compute"] = matched
+    return out
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _mean_opt(values: list[Any]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return _mean(vals) if vals else None
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def fig_solve_all(cfg: ReproduceConfig, out: Path) -> Path:
+    """Figure 2 left: solve_all / solve_none of sampled groups during depth-1 GRPO, per seed."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, s in enumerate(cfg.seeds):
+        rows = list(read_jsonl(seed_dir(out, s) / "d1" / "metrics.jsonl"))
+        steps = [r["step"] for r in rows]
+        ax.plot(steps, [r["solve_all"] for r in rows], color="tab:red", alpha=0.8,
+                label="solve_all" if i == 0 else None)
+        ax.plot(steps, [r["solve_none"] for r in rows], color="tab:blue", alpha=0.8,
+                label="solve_none" if i == 0 else None)
+    ax.set_xlabel("depth-1 GRPO step")
+    ax.set_ylabel("share of sampled groups (G=8)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(f"Fig. 2 left: the policy masters its depth-1 pool ({len(cfg.seeds)} seed(s), one line each)")
+    ax.legend(loc="center right")
+    fig.tight_layout()
+    path = out / "fig2_left_solve_all.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig_composition(res: dict[str, Any], out: Path) -> Path:
+    """Figure 2 right: the same checkpoint on its pool and on compositions of the pool."""
+    plt = _plt()
+    by = res["composition_drop"]["by_set"]
+    names = ["pool", "depth2", "depth3"]
+    labels = ["training pool\n(depth 1)", "compositions\n(depth 2)", "compositions\n(depth 3)"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    bottom = [0.0] * 3
+    for band, color in (("solve_all", "tab:red"), ("goldilocks", "tab:green"), ("solve_none", "tab:blue")):
+        vals = [by[n][band] for n in names]
+        ax.bar(labels, vals, bottom=bottom, color=color, label=band)
+        for i, v in enumerate(vals):
+            if v > 0.06:
+                ax.text(i, bottom[i] + v / 2, f"{v:.2f}", ha="center", va="center", color="white", fontsize=9)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_ylabel("share of prompts (8 samples each)")
+    ax.set_title("Fig. 2 right: same checkpoint, mastered pool vs its compositions")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    path = out / "fig2_right_composition.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig_arms(cfg: ReproduceConfig, res: dict[str, Any], out: Path) -> Path:
+    """Table 1 / Figure 3: held-out avg@N per depth for each arm, with per-seed points."""
+    plt = _plt()
+    arms = ["start", *cfg.arms]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.8), sharey=False)
+    for ax, depth in zip(axes, DEPTHS):
+        means = [res["arms"][a][depth] for a in arms]
+        ax.bar(range(len(arms)), means, color=["gray"] + ["tab:blue", "tab:orange", "tab:green", "tab:purple"][
+            : len(cfg.arms)])
+        for i, a in enumerate(arms):
+            if a == "start":
+                continue
+            if a != "continue":
+                ci = res["diff_vs_continue"][a][depth]["ci95"]
+                if ci:
+                    ref = res["arms"]["continue"][depth]
+                    ax.plot([i, i], [ref + ci[0], ref + ci[1]], color="black", linewidth=1.5)
+        ax.set_xticks(range(len(arms)))
+        ax.set_xticklabels(["start", *[a for a in cfg.arms]], rotation=30, fontsize=8)
+        ax.set_title(f"held-out {depth}")
+        ax.set_ylim(0, 1)
+    axes[0].set_ylabel(f"avg@{cfg.eval_n}")
+    fig.suptitle(f"Arms after {cfg.arm_steps} steps from the depth-1 checkpoint "
+                 "(bars: mean over seeds; black: continue + 95% CI of the difference)", fontsize=9)
+    fig.tight_layout()
+    path = out / "fig3_arms.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig_signal(cfg: ReproduceConfig, out: Path) -> Path:
+    """The mechanism during the arms: share of informative groups per step, per arm."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    colors = {"continue": "tab:blue", "depth2": "tab:orange", "curriculum": "tab:green", "mix": "tab:purple"}
+    for a in cfg.arms:
+        per_step: dict[int, list[float]] = {}
+        for s in cfg.seeds:
+            for r in read_jsonl(seed_dir(out, s) / "arms" / a / "metrics.jsonl"):
+                if r["step"] <= cfg.arm_steps:
+                    per_step.setdefault(r["step"], []).append(r["informative"])
+        steps = sorted(per_step)
+        ax.plot(steps, [sum(per_step[k]) / len(per_step[k]) for k in steps], color=colors.get(a), label=a)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("arm step")
+    ax.set_ylabel("informative groups (0 < pass < 1)")
+    ax.set_title("Learning signal per arm (mean over seeds)")
+    ax.legend()
+    fig.tight_layout()
+    path = out / "fig_signal.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ----------------------------------------------------------------------------- markdown
+
+
+def _f(x: Any) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _ci(e: dict[str, Any]) -> str:
+    ci = e["ci95"]
+    return f"{e['mean']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+
+
+def render(cfg: ReproduceConfig, res: dict[str, Any], figures: list[Path]) -> str:
+    n = cfg.eval_n
+    c = res["solve_all_climb"]
+    d = res["composition_drop"]
+    lines = [
+        "# Composition-RL at toy scale: reproduction report",
+        "",
+        f"Seeds {res['seeds']}; wall time {res['wall_s']:.0f} s"
+        + (f" (this invocation; {res['resumed_jobs']} jobs were done by an earlier one)" if res["resumed_jobs"]
+           else "") + ". Settings: `config.json`. "
+        "Intervals are Student-t 95% intervals over seeds; an effect *holds* only when its interval "
+        "excludes zero.",
+        "",
+        "## Figure 2 left: solve_all climbs during depth-1 GRPO",
+        "",
+        f"Mean solve_all of sampled groups, first 5 steps {c['first']:.3f} -> last 5 steps {c['last']:.3f} "
+        f"({cfg.d1_steps} steps, pool of {cfg.pool_size} prompts).",
+        "",
+        "![](fig2_left_solve_all.png)",
+        "",
+        "## Figure 2 right: the mastered pool vs its compositions (same checkpoint)",
+        "",
+        "| set | solve_all | goldilocks | solve_none |",
+        "|---|---|---|---|",
+    ]
+    for name in ("pool", "depth2", "depth3"):
+        b = d["by_set"][name]
+        lines.append(f"| {name} | {_f(b['solve_all'])} | {_f(b['goldilocks'])} | {_f(b['solve_none'])} |")
+    lines += ["", "![](fig2_right_composition.png)", "",
+              f"## Table 1 / Figure 3: arms trained {cfg.arm_steps} steps from that checkpoint", "",
+              f"Held-out avg@{n} (test problems share no problem with SFT or RL), mean over seeds.", "",
+              "| arm | depth 1 | depth 2 | depth 3 | v1 recovery (d2) | informative share | tokens/step |",
+              "|---|---|---|---|---|---|---|"]
+    for a in ["start", *cfg.arms]:
+        m = res["arms"][a]
+        sig = res["training_signal"].get(a, {})
+        lines.append(f"| {ARM_LABELS.get(a, 'depth-1 checkpoint (start)')} | {_f(m['depth1'])} | {_f(m['depth2'])} | "
+                     f"{_f(m['depth3'])} | {_f(m['v1_recovery_depth2'])} | {_f(sig.get('informative_mean'))} | "
+                     f"{sig.get('tokens_per_step', 0):.0f} |" if sig else
+                     f"| depth-1 checkpoint (start) | {_f(m['depth1'])} | {_f(m['depth2'])} | {_f(m['depth3'])} | "
+                     f"{_f(m['v1_recovery_depth2'])} | - | - |")
+    lines += ["", "### Difference to (a) at matched steps", "",
+              "| arm | depth 1 | depth 2 | depth 3 | verdict (depth 1 / 2 / 3) |", "|---|---|---|---|---|"]
+    for a, e in res["diff_vs_continue"].items():
+        lines.append(f"| {ARM_LABELS[a]} | {_ci(e['depth1'])} | {_ci(e['depth2'])} | {_ci(e['depth3'])} | "
+                     + " / ".join(verdict(e[k]) for k in DEPTHS) + " |")
+    mc = res["matched_compute"]
+    lines += ["", f"### Difference to (a) at matched compute ({mc['basis']})", "",
+              "Arm (a) runs on until it has generated as many tokens as each composed arm; its snapshot "
+              "closest to that budget is evaluated.", "",
+              "| arm | arm tokens | (a) tokens | (a) steps | depth 1 | depth 2 | depth 3 | verdict |",
+              "|---|---|---|---|---|---|---|---|"]
+    for a, e in mc["arms"].items():
+        dv = e["diff_vs_continue"]
+        lines.append(f"| {ARM_LABELS[a]} | {e['arm_tokens']:.0f} | {e['continue_tokens']:.0f} | "
+                     f"{e['continue_steps']} | {_ci(dv['depth1'])} | {_ci(dv['depth2'])} | {_ci(dv['depth3'])} | "
+                     + " / ".join(verdict(dv[k]) for k in DEPTHS) + " |")
+    lines += ["", "![](fig3_arms.png)", "", "![](fig_signal.png)", "", "## What holds", ""]
+    lines += [f"- {s}" for s in summary_lines(res)]
+    return "\n".join(lines) + "\n"
+
+
+def summary_lines(res: dict[str, Any]) -> list[str]:
+    """Plain sentences on each effect, positive or negative."""
+    c, d = res["solve_all_climb"], res["composition_drop"]
+    out = [
+        f"solve_all of sampled depth-1 groups goes from {c['first']:.2f} (first 5 steps) to {c['last']:.2f} "
+        f"(last 5)" + (": the policy masters its pool." if c["last"] > c["first"] else ": it does NOT rise."),
+        f"On the same checkpoint, solve_all is {d['pool_solve_all']:.2f} on the pool and "
+        f"{d['composed_solve_all']:.2f} on its depth-2 compositions"
+        + (" (composition makes the mastered prompts harder)." if d["composed_solve_all"] < d["pool_solve_all"]
+           else " (composition did NOT lower it)."),
+    ]
+    for a, e in res["diff_vs_continue"].items():
+        parts = [f"{k} {_ci(e[k])} ({verdict(e[k])})" for k in DEPTHS]
+        out.append(f"{ARM_LABELS[a]} vs (a), matched steps: " + "; ".join(parts) + ".")
+    for a, e in res["matched_compute"]["arms"].items():
+        dv = e["diff_vs_continue"]
+        parts = [f"{k} {_ci(dv[k])} ({verdict(dv[k])})" for k in DEPTHS]
+        out.append(f"{ARM_LABELS[a]} vs (a), matched tokens: " + "; ".join(parts) + ".")
+    return out
+
+
+def write_report(cfg: ReproduceConfig, out: Path, results: dict[str, dict[str, Any]], wall_s: float,
+                 resumed_jobs: int = 0) -> dict:
+    """Write results.json, the figures and report.md; return the results dict."""
+    res = aggregate(cfg, results, wall_s, resumed_jobs)
+    figures = [fig_solve_all(cfg, out), fig_composition(res, out), fig_arms(cfg, res, out), fig_signal(cfg, out)]
+    res["figures"] = [p.name for p in figures]
+    atomic_write_json(out / "results.json", res)
+    (out / "report.md").write_text(render(cfg, res, figures), encoding="utf-8")
+    return res

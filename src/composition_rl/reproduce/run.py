@@ -1,0 +1,151 @@
+"""Run a reproduction: the job graph of every seed on a small process pool, then the report.
+
+Jobs of different seeds are independent and the arms of one seed are too, so on 2 cores
+two jobs run at once (each on one torch thread, which is as fast for a 1M-parameter model).
+Each finished job leaves ``seed_S/jobs/NAME.json``; a rerun of the same command skips those
+and continues, and a changed config is refused rather than mixed in.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from composition_rl.io.files import atomic_write_json
+from composition_rl.reproduce.config import ReproduceConfig
+from composition_rl.reproduce.jobs import run_job, seed_dir
+
+__all__ = ["Job", "plan", "run_reproduce"]
+
+CONFIG_FILE = "config.json"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work: ``kind`` (sft, d1, profile, arm, eval) for one seed, after ``deps``."""
+
+    seed: int
+    kind: str
+    arg: str | None = None
+    deps: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"s{self.seed}/{self.kind}" + (f"-{self.arg}" if self.arg else "")
+
+    def marker(self, out: Path) -> Path:
+        return seed_dir(out, self.seed) / "jobs" / (self.kind + (f"-{self.arg}" if self.arg else "") + ".json")
+
+
+def plan(cfg: ReproduceConfig) -> list[Job]:
+    """Every job of every seed, in an order that starts the long chains first.
+
+    >>> [j.name for j in plan(ReproduceConfig(seeds=(0,), arms=("continue", "depth2")))]
+    ['s0/sft', 's0/d1', 's0/arm-depth2', 's0/profile', 's0/eval-start', 's0/arm-continue', 's0/eval-depth2', 's0/eval-continue']
+    """
+    jobs: list[Job] = []
+    composed = [a for a in cfg.arms if a != "continue"]
+    for s in cfg.seeds:
+        p = f"s{s}/"
+        jobs.append(Job(s, "sft"))
+        jobs.append(Job(s, "d1", deps=(p + "sft",)))
+        jobs += [Job(s, "arm", a, deps=(p + "d1",)) for a in composed]
+        jobs.append(Job(s, "profile", deps=(p + "d1",)))
+        jobs.append(Job(s, "eval", "start", deps=(p + "d1",)))
+        # the continue arm runs until it has generated as many tokens as the composed arms
+        jobs.append(Job(s, "arm", "continue", deps=tuple(p + f"arm-{a}" for a in composed)))
+        jobs += [Job(s, "eval", a, deps=(p + f"arm-{a}",)) for a in composed]
+        jobs.append(Job(s, "eval", "continue", deps=(p + "arm-continue",)))
+    return jobs
+
+
+def _check_config(out: Path, cfg: ReproduceConfig) -> None:
+    path = out / CONFIG_FILE
+    want = json.loads(json.dumps(cfg.to_dict()))
+    if path.exists():
+        have = json.loads(path.read_text())
+        if have != want:
+            diff = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
+            raise ValueError(f"{out} holds a reproduction with other settings ({', '.join(diff)} differ); "
+                             "use another --out or the same settings to resume")
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, want)
+
+
+def execute(cfg: ReproduceConfig, out: Path, jobs: list[Job], on_done: Callable[[Job, dict], None],
+            on_start: Callable[[Job], None] = lambda j: None) -> dict[str, dict[str, Any]]:
+    """Run ``jobs`` respecting their deps on ``cfg.workers`` processes; skip finished ones."""
+    results: dict[str, dict[str, Any]] = {}
+    for j in jobs:
+        if j.marker(out).exists():
+            results[j.name] = json.loads(j.marker(out).read_text())
+            on_done(j, results[j.name])
+    pending = [j for j in jobs if j.name not in results]
+    cfg_dict = cfg.to_dict()
+    ctx = multiprocessing.get_context("spawn")  # no torch state or threads inherited by workers
+    with ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
+        running: dict[Any, Job] = {}
+        while pending or running:
+            for j in [j for j in pending if all(d in results for d in j.deps)]:
+                if len(running) >= cfg.workers:
+                    break
+                pending.remove(j)
+                on_start(j)
+                running[pool.submit(run_job, cfg_dict, str(out), j.seed, j.kind, j.arg)] = j
+            if not running:
+                missing = sorted({d for j in pending for d in j.deps} - results.keys())
+                raise RuntimeError(f"jobs wait on unknown or failed jobs: {missing}")
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                j = running.pop(fut)
+                try:
+                    results[j.name] = fut.result()
+                except Exception as e:
+                    for other in running:
+                        other.cancel()
+                    raise RuntimeError(f"job {j.name} failed: {type(e).__name__}: {e}") from e
+                on_done(j, results[j.name])
+    return results
+
+
+def run_reproduce(cfg: ReproduceConfig, out: str | Path, progress: bool = True,
+                  log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or resume) the reproduction into ``out``; write report.md, results.json, figures.
+
+    Returns the results dict written to ``out/results.json``.
+    """
+    from composition_rl.reproduce.report import write_report
+
+    out = Path(out)
+    _check_config(out, cfg)
+    jobs = plan(cfg)
+    t0 = time.perf_counter()
+    resumed = sum(j.marker(out).exists() for j in jobs)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("[bold]reproduce"), BarColumn(), TextColumn("{task.completed}/{task.total} jobs"),
+               TimeElapsedColumn(), TextColumn("{task.description}"))
+    running: set[str] = set()
+    with Progress(*columns, disable=not progress, transient=False) as bar:
+        task = bar.add_task("", total=len(jobs))
+
+        def started(j: Job) -> None:
+            running.add(j.name)
+            bar.update(task, description="running " + ", ".join(sorted(running)))
+
+        def done(j: Job, result: dict) -> None:
+            running.discard(j.name)
+            bar.update(task, advance=1, description="running " + ", ".join(sorted(running)))
+            if not progress:
+                log(f"done {j.name} ({result.get('seconds', 0)} s)")
+
+        results = execute(cfg, out, jobs, on_done=done, on_start=started)
+    # wall time of this invocation; jobs finished by an earlier, interrupted one are counted
+    return write_report(cfg, out, results, round(time.perf_counter() - t0, 1), resumed_jobs=resumed)

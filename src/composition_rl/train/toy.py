@@ -1,0 +1,112 @@
+"""The CPU-scale recipe that ``crl demo`` and ``crl reproduce`` share: one place for its numbers.
+
+The toy domain is reasoning-gym's ``basic_arithmetic`` (one-digit operands) and its
+compositions by the project's symbolic engine (:class:`composition_rl.train.rg_task.RGTask`).
+The policy is the tiny Qwen2 of :mod:`composition_rl.train.tiny_model`, warmed up by SFT on
+scratchpads of depth 1, 2 and 3. GRPO then trains on a small depth-1 pool, which the
+policy masters within tens of steps (solve_all rises, as in seed 000 Figure 2 left), and on
+compositions of that same pool, which it has not mastered (Figure 2 right).
+
+Nothing here is demo-only: :meth:`ToyRecipe.train_config` returns an ordinary
+:class:`~composition_rl.train.config.TrainConfig` on the ``cpu-tiny`` preset, and the
+stage files it points at are plain JSONL problem files, so ``crl train`` runs the same thing.
+
+>>> r = ToyRecipe()
+>>> r.tiny_model_config(seed=3).seed, r.task(seed=3).seed
+(3, 3)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from composition_rl.io.files import atomic_write_jsonl
+from composition_rl.records import Problem
+
+__all__ = ["ToyRecipe"]
+
+
+@dataclass(frozen=True)
+class ToyRecipe:
+    """Settings of the toy reproduction (measured on 2 CPU cores; see docs/science.md).
+
+    Args:
+        n_base: reasoning-gym problems generated (about 220 are distinct).
+        test_share: distinct depth-1 problems held out from SFT and RL, for testing.
+        pool_size: depth-1 prompts in the RL pool.
+        composed_per_depth: composition candidates per depth (the pool's compositions).
+        sft_steps: SFT warm-up steps of the tiny model (batch 32).
+        depth_mix: share of SFT examples per composed depth (the rest is depth 1). Without
+            composed examples the model never composes and depth-2 reward stays 0.
+        learning_rate: GRPO learning rate.
+        threshold, window: the curriculum's saturation rule (rolling solve_all).
+    """
+
+    n_base: int = 600
+    test_share: float = 0.25
+    pool_size: int = 16
+    composed_per_depth: int = 1500
+    sft_steps: int = 400
+    depth_mix: dict[int, float] = field(default_factory=lambda: {2: 0.3, 3: 0.1})
+    learning_rate: float = 1e-4
+    threshold: float = 0.5
+    window: int = 3
+
+    def task(self, seed: int):
+        """The seed's problem family, with its held-out side."""
+        from composition_rl.train.rg_task import RGTask
+
+        return RGTask(seed=seed, n_base=self.n_base, test_share=self.test_share)
+
+    def tiny_model_config(self, seed: int):
+        """The tiny model's SFT settings for ``seed``."""
+        from composition_rl.train.tiny_model import TinyModelConfig
+
+        return TinyModelConfig(seed=seed, sft_steps=self.sft_steps, depth_mix=dict(self.depth_mix))
+
+    def write_stage_data(self, seed: int, folder: str | Path, test_composed: int = 0) -> dict[str, Path]:
+        """Write the pool, its depth-2/3 compositions and (optionally) held-out test sets.
+
+        Returns name -> path for ``pool`` (depth 1), ``depth2``, ``depth3``, ``mix`` (the pool
+        plus as many depth-2 prompts) and, with ``test_composed > 0``, ``test1``, ``test2``,
+        ``test3`` (compositions of held-out problems only).
+        """
+        task = self.task(seed)
+        pool = task.pool(self.pool_size)
+        sets: dict[str, list[Problem]] = {"pool": pool}
+        for depth in (2, 3):
+            sets[f"depth{depth}"] = task.compose(pool, depth, self.composed_per_depth)
+        sets["mix"] = pool + sets["depth2"][: len(pool)]
+        if test_composed:
+            test = task.base("test")
+            sets["test1"] = test
+            for depth in (2, 3):
+                sets[f"test{depth}"] = task.compose(test, depth, self.composed_per_depth)[:test_composed]
+        folder = Path(folder)
+        paths = {}
+        for name, probs in sets.items():
+            paths[name] = folder / f"{name}.jsonl"
+            atomic_write_jsonl(paths[name], (p.to_dict() for p in probs))
+        return paths
+
+    def train_config(self, model: str | Path, output_dir: str | Path, stages: list[dict[str, Any]], seed: int,
+                     mode: str = "auto", total_steps: int | None = None, progress: bool = True,
+                     **extra: Any):
+        """A ``cpu-tiny`` :class:`TrainConfig` with this recipe's learning rate and curriculum rule."""
+        from composition_rl.train.config import TrainConfig
+
+        raw: dict[str, Any] = {
+            "preset": "cpu-tiny",
+            "model": str(model),
+            "output_dir": str(output_dir),
+            "seed": seed,
+            "stages": stages,
+            "grpo": {"learning_rate": self.learning_rate},
+            "curriculum": {"mode": mode, "threshold": self.threshold, "window": self.window,
+                           "total_steps": total_steps},
+            "progress": progress,
+            **extra,
+        }
+        return TrainConfig.from_dict(raw)

@@ -1,0 +1,59 @@
+"""``crl reproduce --quick`` end to end on a minimal budget: every job runs in real worker
+processes (tiny model, GRPO, profile, evaluation), results.json has the documented keys,
+a rerun resumes without redoing a job, and other settings are refused. The pool of 6 is
+smaller than one step's 8 prompts: it once made training end after 0 steps without a word."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+TINY = ["--sft-steps", "8", "--d1-steps", "2", "--arm-steps", "2", "--snapshot-every", "1",
+        "--arms", "continue,depth2", "--profile-n", "2", "--profile-composed", "3", "--test-composed", "3",
+        "--eval-n", "2", "--eval-max-tokens", "48", "--pool-size", "6", "--no-progress"]
+
+
+def _crl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "composition_rl.cli", "reproduce", *args],
+                          capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.slow
+def test_quick_reproduction_wiring_resume_and_refusal(tmp_path):
+    out = tmp_path / "repro"
+    r = _crl("--quick", "--out", str(out), *TINY)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((out / "results.json").read_text())
+    for key in ("seeds", "solve_all_climb", "composition_drop", "arms", "diff_vs_continue", "matched_compute",
+                "wall_s"):
+        assert key in res, key
+    assert res["seeds"] == [0]
+    assert set(res["solve_all_climb"]) >= {"first", "last"}
+    assert set(res["composition_drop"]) >= {"pool_solve_all", "composed_solve_all"}
+    assert set(res["arms"]) == {"start", "continue", "depth2"}
+    for arm in res["arms"].values():
+        assert all(0.0 <= arm[k] <= 1.0 for k in ("depth1", "depth2", "depth3"))
+    d = res["diff_vs_continue"]["depth2"]["depth2"]
+    assert d["ci95"] is None and len(d["per_seed"]) == 1  # one seed: no interval is claimed
+    assert d["mean"] == pytest.approx(res["arms"]["depth2"]["depth2"] - res["arms"]["continue"]["depth2"])
+    mc = res["matched_compute"]["arms"]["depth2"]
+    assert mc["arm_tokens"] > 0 and mc["continue_steps"][0] >= 2
+    for fig in res["figures"]:
+        assert (out / fig).stat().st_size > 1000
+    assert "Figure 2 left" in (out / "report.md").read_text()
+    # the held-out test sets share no problem with anything trained on
+    data = out / "seed_0" / "data"
+    ids = lambda name: {json.loads(line)["id"] for line in open(data / f"{name}.jsonl")}  # noqa: E731
+    parents = lambda name: {p for line in open(data / f"{name}.jsonl")  # noqa: E731
+                            for p in json.loads(line).get("parents") or []}
+    assert not (ids("test1") | parents("test2") | parents("test3")) & (ids("pool") | parents("depth2"))
+    # rerun: every job is done, nothing is retrained
+    again = _crl("--quick", "--out", str(out), *TINY)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((out / "results.json").read_text())["resumed_jobs"] == 8
+    # other settings into the same folder are refused, not mixed
+    other = _crl("--quick", "--out", str(out), *TINY[:-1], "--eval-n", "3", "--no-progress")
+    assert other.returncode == 2 and "eval_n" in other.stderr
