@@ -30,7 +30,7 @@ class ReproduceConfig:
     """What one reproduction runs. Defaults: the full 3-seed run (about 30 min on 2 cores)."""
 
     seeds: tuple[int, ...] = _f((0, 1, 2), "seeds; each seeds data split, SFT, RL sampling and evaluation")
-    sft_steps: int = _f(400, "SFT warm-up steps of each seed's tiny model")
+    sft_steps: int = _f(600, "SFT warm-up steps of each seed's tiny model")
     pool_size: int = _f(16, "depth-1 prompts in the RL pool")
     d1_steps: int = _f(60, "depth-1 GRPO steps before the arms split (Figure 2 left)")
     arm_steps: int = _f(30, "GRPO steps of every arm (the matched-steps comparison)")

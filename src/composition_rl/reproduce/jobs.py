@@ -132,9 +132,7 @@ ARM_STAGES: dict[str, list[dict[str, Any]]] = {
     "mix": [{"name": "mix", "data": "{d}/mix.jsonl", "depth": 1}],
     # the automatic curriculum from where depth 1 left off: it moves on when solve_all
     # saturates; curriculum.total_steps holds it to the same number of steps as the others
-    "curriculum": [{"name": "depth1", "data": "{d}/pool.jsonl", "depth": 1},
-                   {"name": "depth2", "data": "{d}/depth2.jsonl", "depth": 2},
-                   {"name": "depth3", "data": "{d}/depth3.jsonl", "depth": 3}],
+    "curriculum": [],  # ToyRecipe.curriculum_stages: depth 2 composed from what depth 1 mastered
 }
 
 
@@ -169,8 +167,9 @@ def job_arm(cfg: ReproduceConfig, out: Path, seed: int, arm: str) -> dict[str, A
     stages = [{**s, "data": s["data"].format(d=data)} for s in ARM_STAGES[arm]]
     extra: dict[str, Any] = {}
     if arm == "curriculum":
-        for s in stages:  # any stage may use the whole budget; saturation decides the moves
-            s["max_steps"] = cfg.arm_steps
+        # any stage may use the whole budget; saturation decides the moves
+        paths = {name: d / "data" / f"{name}.jsonl" for name in ("pool", "train", "depth3")}
+        stages = recipe_for(cfg).curriculum_stages(paths, seed, dict.fromkeys((1, 2, 3), cfg.arm_steps))
         rows = _train(cfg, seed, d / "d1" / "final", d / "arms" / arm, stages, mode="auto",
                       total_steps=cfg.arm_steps)
     else:

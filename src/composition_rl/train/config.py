@@ -54,7 +54,11 @@ class StageConfig:
             train/arithmetic.py).
         compose: instead of ``data``, compose a stage on the fly with the symbolic engine:
             ``{from: FILE, depth: K, pool_size: 20, max_candidates: 512, seed: 0}``
-            (``composition_rl.compose.pipeline.compose_problems``).
+            (``composition_rl.compose.pipeline.compose_problems``). With ``first: mastered``
+            the stage is composed when the curriculum reaches it, and q1 comes only from the
+            previous stage's prompts whose latest sampled group was solve_all (seed 000:
+            compose what the policy has mastered); ``min_mastered`` (default 2) is the fewest
+            such prompts it accepts before falling back to all of the previous stage's.
         depth: the stage's depth for logs; default the most common depth in its data.
         limit: use only the first ``limit`` problems.
     """
@@ -71,11 +75,15 @@ class StageConfig:
         if sum(x is not None for x in (self.data, self.arithmetic, self.compose)) != 1:
             raise ValueError(f"stage {self.name!r}: give exactly one of data=, arithmetic= or compose=")
         if self.compose is not None:
-            unknown = set(self.compose) - {"from", "depth", "pool_size", "max_candidates", "seed"}
+            unknown = set(self.compose) - {"from", "depth", "pool_size", "max_candidates", "seed", "first",
+                                           "min_mastered"}
+            if self.compose.get("first", "mastered") != "mastered":
+                raise ValueError(f"stage {self.name!r}: compose.first must be 'mastered', got "
+                                 f"{self.compose['first']!r}")
             if unknown or "from" not in self.compose or "depth" not in self.compose:
                 raise ValueError(
                     f"stage {self.name!r}: compose takes from and depth (and pool_size, max_candidates, "
-                    f"seed); got {self.compose}"
+                    f"seed, first, min_mastered); got {self.compose}"
                 )
         if self.max_steps < 1:
             raise ValueError(f"stage {self.name!r}: max_steps must be >= 1, got {self.max_steps}")

@@ -45,8 +45,11 @@ def load_stage_problems(stage: StageConfig) -> list[Problem]:
     return problems
 
 
-def _compose_stage(stage: StageConfig) -> list[Problem]:
-    """Compose the stage's problems on the fly with the project's symbolic engine."""
+def _compose_stage(stage: StageConfig, first: Sequence[Problem] | None = None) -> list[Problem]:
+    """Compose the stage's problems on the fly with the project's symbolic engine.
+
+    ``first`` (when given) is the pool q1 is drawn from; later positions come from the file.
+    """
     from composition_rl.compose.pipeline import ComposeConfig, compose_problems
 
     c = stage.compose
@@ -59,7 +62,49 @@ def _compose_stage(stage: StageConfig) -> list[Problem]:
         return base
     cfg = ComposeConfig(depth=depth, pool_size=int(c.get("pool_size", 20)),
                         max_candidates=int(c.get("max_candidates", 512)), seed=int(c.get("seed", 0)))
-    return list(compose_problems(base, cfg).accepted)
+    out = list(compose_problems(base, cfg, first_pool=list(first) if first is not None else None).accepted)
+    if not out:
+        raise ValueError(f"stage {stage.name!r}: no composition accepted from {src}")
+    return out
+
+
+def composes_mastered(stage: StageConfig) -> bool:
+    """True for a stage composed when reached, from the previous stage's mastered prompts."""
+    return stage.compose is not None and stage.compose.get("first") == "mastered"
+
+
+def mastered_ids(pass_rates: Sequence[dict[str, Any]], stage: str) -> list[str]:
+    """Ids of ``stage``'s prompts whose latest sampled group was solve_all, in first-seen order.
+
+    >>> rows = [{"stage": "d1", "id": "a", "kind": "solve_all"}, {"stage": "d1", "id": "b", "kind": "solve_all"},
+    ...         {"stage": "d1", "id": "a", "kind": "informative"}, {"stage": "d2", "id": "c", "kind": "solve_all"}]
+    >>> mastered_ids(rows, "d1")
+    ['b']
+    """
+    latest: dict[str, str] = {}
+    for r in pass_rates:
+        if r["stage"] == stage:
+            latest[r["id"]] = r["kind"]
+    return [i for i, kind in latest.items() if kind == "solve_all"]
+
+
+def compose_from_mastered(stage: StageConfig, previous: Sequence[Problem], previous_stage: str,
+                          pass_rates: Sequence[dict[str, Any]]) -> tuple[list[Problem], dict[str, Any]]:
+    """The stage's problems, composed with q1 from the mastered prompts of ``previous``.
+
+    Returns the problems and a record of the choice (how many were mastered, whether it fell
+    back to every prompt of the previous stage because too few were).
+    """
+    ids = set(mastered_ids(pass_rates, previous_stage))
+    first = [p for p in previous if p.id in ids]
+    need = int(stage.compose.get("min_mastered", 2))
+    fallback = len(first) < need
+    problems = _compose_stage(stage, list(previous) if fallback else first)
+    if stage.limit is not None:
+        problems = problems[: stage.limit]
+    info = {"stage": stage.name, "from_stage": previous_stage, "mastered": len(first),
+            "previous_prompts": len(previous), "fallback_to_all": fallback, "problems": len(problems)}
+    return problems, info
 
 
 def _read_problems(path: Path) -> list[Problem]:

@@ -5,8 +5,9 @@
 2. GRPO with dynamic sampling trains on a small depth-1 pool until the curriculum sees
    solve_all saturate (rolling mean >= threshold): the policy has mastered the pool and most
    of its groups carry no gradient;
-3. the curriculum moves to depth-2 compositions of that same pool, then depth 3: solve_all
-   drops and informative groups (0 < pass rate < 1) come back.
+3. the curriculum moves to depth 2, composed at that moment with q1 from the pool prompts the
+   policy has just mastered (their latest group was solve_all) and q2 from the training side,
+   then to depth 3: solve_all drops and informative groups (0 < pass rate < 1) come back.
 
 Everything lands under ``out``: ``model/``, ``train_data/*.jsonl``, ``train/`` (``metrics.jsonl``,
 ``transitions.jsonl``, ``solve_rates.png``, ``config.yaml``: the same run for ``crl train``).
@@ -23,7 +24,7 @@ __all__ = ["DEMO_STEPS", "mechanism", "train_demo"]
 
 # Step budgets per stage. Depth 1 is generous (a step takes about 1 s): the stage is meant to
 # end because solve_all saturates, not because the budget runs out.
-DEMO_STEPS = {1: 80, 2: 15, 3: 8}
+DEMO_STEPS = {1: 70, 2: 15, 3: 5}
 
 
 def train_demo(out: str | Path, seed: int = 0, progress: bool = True, log=print) -> dict[str, Any]:
@@ -41,9 +42,7 @@ def train_demo(out: str | Path, seed: int = 0, progress: bool = True, log=print)
     info = json.loads((model_dir / "build_info.json").read_text())
 
     paths = recipe.write_stage_data(seed, out / "train_data")
-    names = {1: "pool", 2: "depth2", 3: "depth3"}
-    stages = [{"name": f"depth{d}", "data": str(paths[names[d]]), "max_steps": steps, "depth": d}
-              for d, steps in DEMO_STEPS.items()]
+    stages = recipe.curriculum_stages(paths, seed, DEMO_STEPS)
     cfg = recipe.train_config(model_dir, out / "train", stages, seed, mode="auto", progress=progress)
     (out / "train").mkdir(parents=True, exist_ok=True)
     # the resolved settings as a crl train config: `crl train --config out/train/config.yaml`

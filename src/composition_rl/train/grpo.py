@@ -30,7 +30,13 @@ from typing import Any
 from composition_rl.io.files import atomic_write_json, dumps
 from composition_rl.train.config import TrainConfig, load_config
 from composition_rl.train.curriculum import Curriculum, StageSpec
-from composition_rl.train.data import PromptStream, load_stage_problems, problem_row, stage_depth
+from composition_rl.train.data import (
+    PromptStream,
+    composes_mastered,
+    load_stage_problems,
+    problem_row,
+    stage_depth,
+)
 from composition_rl.train.metrics import plot_solve_rates, step_row, truncate_after
 
 __all__ = ["latest_checkpoint", "run_training"]
@@ -98,32 +104,65 @@ class _Run:
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
         self.out = Path(cfg.output_dir)
-        self.streams: list[PromptStream] = []
+        # a stage composed from the mastered prompts of the one before is built when reached
+        self.streams: list[PromptStream | None] = []
+        self.problems: list[list | None] = []
+        self.pending_streams: dict[str, dict[str, int]] = {}
+        self.say: Callable[[str], None] = lambda m: None
         specs = []
-        self.problems = []
         for st in cfg.stages:
+            if composes_mastered(st):
+                self.problems.append(None)
+                self.streams.append(None)
+                specs.append(StageSpec(st.name, st.depth or int(st.compose["depth"]), st.max_steps))
+                continue
             probs = load_stage_problems(st)
             self.problems.append(probs)
             self.streams.append(PromptStream(probs, st.name, seed=cfg.seed, instruction=cfg.instruction))
             specs.append(StageSpec(st.name, stage_depth(st, probs), st.max_steps))
+        if composes_mastered(cfg.stages[0]):
+            raise ValueError(f"stage {cfg.stages[0].name!r}: compose.first: mastered needs a stage before it")
         c = cfg.curriculum
         self.curriculum = Curriculum(specs, mode=c.mode, threshold=c.threshold, window=c.window,
                                      total_steps=c.total_steps)
 
+    def _build(self, i: int) -> PromptStream:
+        """Compose stage ``i`` from what the policy mastered in stage ``i - 1`` (pass_rates.jsonl)."""
+        from composition_rl.io.files import atomic_write_jsonl, read_jsonl
+        from composition_rl.train.data import compose_from_mastered
+
+        st, prev = self.cfg.stages[i], self.cfg.stages[i - 1]
+        log = self.out / "pass_rates.jsonl"
+        rates = list(read_jsonl(log)) if log.exists() else []
+        probs, info = compose_from_mastered(st, self.problems[i - 1], prev.name, rates)
+        self.problems[i] = probs
+        atomic_write_jsonl(self.out / "stages" / f"{st.name}.jsonl", (p.to_dict() for p in probs))
+        stream = PromptStream(probs, st.name, seed=self.cfg.seed, instruction=self.cfg.instruction)
+        if st.name in self.pending_streams:
+            stream.load_state_dict(self.pending_streams.pop(st.name))
+        self.streams[i] = stream
+        self.say(f"stage {st.name}: composed {info['problems']} prompts with q1 from the {info['mastered']} of "
+                 f"{info['previous_prompts']} {prev.name} prompts last seen solve_all"
+                 + (" (too few: all of them used)" if info["fallback_to_all"] else ""))
+        return stream
+
     def draw(self, n: int) -> list[dict]:
-        return self.streams[self.curriculum.index].draw(n)
+        i = self.curriculum.index
+        stream = self.streams[i] or self._build(i)
+        return stream.draw(n)
 
     def state_dict(self, step: int) -> dict[str, Any]:
-        return {
-            "step": step,
-            "curriculum": self.curriculum.state_dict(),
-            "streams": {s.name: s.state_dict() for s in self.streams},
-        }
+        streams = {s.name: s.state_dict() for s in self.streams if s is not None}
+        return {"step": step, "curriculum": self.curriculum.state_dict(), "streams": {**self.pending_streams,
+                                                                                       **streams}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.curriculum.load_state_dict(state["curriculum"])
-        for s in self.streams:
-            s.load_state_dict(state["streams"][s.name])
+        for st, s in zip(self.cfg.stages, self.streams):
+            if s is not None:
+                s.load_state_dict(state["streams"][st.name])
+            elif st.name in state["streams"]:
+                self.pending_streams[st.name] = state["streams"][st.name]
 
 
 def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
@@ -206,6 +245,7 @@ def run_training(
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     run = _Run(cfg)
+    run.say = say
 
     ckpt = latest_checkpoint(out) if resume else None
     if resume is True and ckpt is None:
@@ -228,7 +268,8 @@ def run_training(
     from datasets import Dataset
 
     # TRL's dataloader only paces the steps; prompts come from the curriculum streams.
-    rows = [problem_row(p, st.name, cfg.instruction) for st, probs in zip(cfg.stages, run.problems) for p in probs]
+    rows = [problem_row(p, st.name, cfg.instruction) for st, probs in zip(cfg.stages, run.problems)
+            for p in probs or []]
     # With fewer rows than one step's prompts, TRL's sampler yields no batch and training
     # ends after 0 steps without a word; repeating the rows only changes that pacing.
     while len(rows) < cfg.grpo.prompts_per_step:

@@ -75,11 +75,16 @@ class RGTask:
     side, and ``problems(depth, "test")`` composes only held-out problems, so a test set of
     any depth shares no problem (as q1, q2 or at depth 1) with training.
 
+    With ``pool_size > 0`` that many train-side problems form the RL pool (:meth:`pool`), and
+    SFT examples avoid them and their compositions: as in a real pipeline, the RL prompts are
+    not the SFT data, so the policy meets them with room to improve.
+
     Args:
         seed: reasoning-gym seed, split seed and composition seed.
         n_base: depth-1 problems generated (duplicates are set aside by the reader).
         n_composed: composed candidates per depth (a seeded sample; pools of 20 for q1).
         test_share: share of the distinct depth-1 problems held out for testing.
+        pool_size: train-side problems reserved for RL (0: none; SFT may use every one).
 
     >>> t = RGTask(seed=0, test_share=0.25)
     >>> train, test = t.base("train"), t.base("test")
@@ -91,6 +96,7 @@ class RGTask:
     n_base: int = 600
     n_composed: int = 3000
     test_share: float = 0.0
+    pool_size: int = 0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.test_share < 1.0:
@@ -106,21 +112,35 @@ class RGTask:
             return self.base(split)
         return self.compose(self.base(split), depth, self.n_composed)
 
-    def pool(self, size: int) -> list[Problem]:
-        """The first ``size`` train-side problems in a seeded order: an RL prompt pool."""
+    def pool(self, size: int | None = None) -> list[Problem]:
+        """The first ``size`` (default ``pool_size``) train-side problems in a seeded order: an RL pool."""
+        size = self.pool_size if size is None else size
         train = self.base("train")
         if not 1 <= size <= len(train):
             raise ValueError(f"pool size must be in 1..{len(train)} (train-side problems), got {size}")
         random.Random(f"rg-pool:{self.seed}").shuffle(train)
         return train[:size]
 
-    def compose(self, problems: list[Problem], depth: int, max_candidates: int | None = None) -> list[Problem]:
-        """Depth-``depth`` compositions whose every part is one of ``problems`` (seeded, shuffled)."""
-        return list(_composed(self.seed, tuple(problems), depth, max_candidates or self.n_composed))
+    def sft_problems(self, depth: int) -> list[Problem]:
+        """What SFT may show: the train side without the RL pool, and its compositions."""
+        if not self.pool_size:
+            return self.problems(depth)
+        held = {p.id for p in self.pool()}
+        return self.compose([p for p in self.base("train") if p.id not in held], depth, self.n_composed)
+
+    def compose(self, problems: list[Problem], depth: int, max_candidates: int | None = None,
+                first: list[Problem] | None = None) -> list[Problem]:
+        """Depth-``depth`` compositions of ``problems`` (seeded, shuffled).
+
+        ``first`` restricts q1 to those problems (the engine's first pool, as in seed 000:
+        compose the prompts the policy has mastered, with any problem of the set after them).
+        """
+        return list(_composed(self.seed, tuple(problems), depth, max_candidates or self.n_composed,
+                              tuple(first) if first is not None else None))
 
     def example(self, depth: int, index: int) -> tuple[Problem, str]:
-        """(problem, scratchpad) number ``index`` of a depth (cycling through the train side)."""
-        probs = self.problems(depth)
+        """(problem, scratchpad) number ``index`` of a depth (cycling through :meth:`sft_problems`)."""
+        probs = self.sft_problems(depth)
         p = probs[index % len(probs)]
         return p, scratchpad(p, _base_index(self.seed, self.n_base))
 
@@ -168,13 +188,15 @@ def _split(seed: int, n: int, test_share: float) -> tuple[tuple[Problem, ...], t
 
 
 @lru_cache(maxsize=32)
-def _composed(seed: int, problems: tuple[Problem, ...], depth: int, n_composed: int) -> tuple[Problem, ...]:
+def _composed(seed: int, problems: tuple[Problem, ...], depth: int, n_composed: int,
+              first: tuple[Problem, ...] | None = None) -> tuple[Problem, ...]:
     if depth == 1:
         return problems
     from composition_rl.compose import ComposeConfig, compose_problems
 
     res = compose_problems(list(problems), ComposeConfig(depth=depth, pool_size=20, seed=seed,
-                                                         max_candidates=n_composed))
+                                                         max_candidates=n_composed),
+                           first_pool=list(first) if first is not None else None)
     if not res.accepted:
         raise RuntimeError(f"no depth-{depth} composition from {len(problems)} problems")
     out = list(res.accepted)

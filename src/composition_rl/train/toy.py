@@ -5,7 +5,8 @@ compositions by the project's symbolic engine (:class:`composition_rl.train.rg_t
 The policy is the tiny Qwen2 of :mod:`composition_rl.train.tiny_model`, warmed up by SFT on
 scratchpads of depth 1, 2 and 3. GRPO then trains on a small depth-1 pool, which the
 policy masters within tens of steps (solve_all rises, as in seed 000 Figure 2 left), and on
-compositions of that same pool, which it has not mastered (Figure 2 right).
+compositions built on that pool (q1 from the pool, as the paper composes the prompts a
+policy has mastered), which it has not mastered (Figure 2 right).
 
 Nothing here is demo-only: :meth:`ToyRecipe.train_config` returns an ordinary
 :class:`~composition_rl.train.config.TrainConfig` on the ``cpu-tiny`` preset, and the
@@ -40,6 +41,7 @@ class ToyRecipe:
         sft_steps: SFT warm-up steps of the tiny model (batch 32).
         depth_mix: share of SFT examples per composed depth (the rest is depth 1). Without
             composed examples the model never composes and depth-2 reward stays 0.
+        hidden_size, num_layers, intermediate_size: the tiny Qwen2's shape.
         learning_rate: GRPO learning rate.
         threshold, window: the curriculum's saturation rule (rolling solve_all).
     """
@@ -48,37 +50,47 @@ class ToyRecipe:
     test_share: float = 0.25
     pool_size: int = 16
     composed_per_depth: int = 1500
-    sft_steps: int = 400
-    depth_mix: dict[int, float] = field(default_factory=lambda: {2: 0.3, 3: 0.1})
+    sft_steps: int = 600
+    depth_mix: dict[int, float] = field(default_factory=lambda: {2: 0.5, 3: 0.05})
+    hidden_size: int = 128
+    num_layers: int = 4
+    intermediate_size: int = 512
     learning_rate: float = 1e-4
     threshold: float = 0.5
-    window: int = 3
+    window: int = 5
 
     def task(self, seed: int):
         """The seed's problem family, with its held-out side."""
         from composition_rl.train.rg_task import RGTask
 
-        return RGTask(seed=seed, n_base=self.n_base, test_share=self.test_share)
+        return RGTask(seed=seed, n_base=self.n_base, test_share=self.test_share, pool_size=self.pool_size)
 
     def tiny_model_config(self, seed: int):
         """The tiny model's SFT settings for ``seed``."""
         from composition_rl.train.tiny_model import TinyModelConfig
 
-        return TinyModelConfig(seed=seed, sft_steps=self.sft_steps, depth_mix=dict(self.depth_mix))
+        return TinyModelConfig(seed=seed, sft_steps=self.sft_steps, depth_mix=dict(self.depth_mix),
+                               hidden_size=self.hidden_size, num_layers=self.num_layers,
+                               intermediate_size=self.intermediate_size)
 
     def write_stage_data(self, seed: int, folder: str | Path, test_composed: int = 0) -> dict[str, Path]:
         """Write the pool, its depth-2/3 compositions and (optionally) held-out test sets.
 
-        Returns name -> path for ``pool`` (depth 1), ``depth2``, ``depth3``, ``mix`` (the pool
-        plus as many depth-2 prompts) and, with ``test_composed > 0``, ``test1``, ``test2``,
+        Composed sets take q1 from the pool and later problems from the train side (the
+        engine's first pool, as in seed 000). Returns name -> path for ``pool`` (depth 1),
+        ``depth2``, ``depth3``, ``mix`` (the pool
+        plus as many depth-2 prompts), ``train`` (the whole train side) and, with ``test_composed > 0``, ``test1``, ``test2``,
         ``test3`` (compositions of held-out problems only).
         """
         task = self.task(seed)
-        pool = task.pool(self.pool_size)
+        pool = task.pool()
         sets: dict[str, list[Problem]] = {"pool": pool}
         for depth in (2, 3):
-            sets[f"depth{depth}"] = task.compose(pool, depth, self.composed_per_depth)
+            # seed 000's pools: q1 from the prompts being mastered (the RL pool), the later
+            # problems from the whole training side
+            sets[f"depth{depth}"] = task.compose(task.base("train"), depth, self.composed_per_depth, first=pool)
         sets["mix"] = pool + sets["depth2"][: len(pool)]
+        sets["train"] = task.base("train")
         if test_composed:
             test = task.base("test")
             sets["test1"] = test
@@ -90,6 +102,17 @@ class ToyRecipe:
             paths[name] = folder / f"{name}.jsonl"
             atomic_write_jsonl(paths[name], (p.to_dict() for p in probs))
         return paths
+
+    def curriculum_stages(self, paths: dict[str, Path], seed: int, budgets: dict[int, int]) -> list[dict[str, Any]]:
+        """Depth 1 on the pool, then depth 2 composed when reached from the pool prompts the policy
+        has mastered (``compose.first: mastered``), then the depth-3 set."""
+        return [
+            {"name": "depth1", "data": str(paths["pool"]), "max_steps": budgets[1], "depth": 1},
+            {"name": "depth2", "max_steps": budgets[2], "depth": 2,
+             "compose": {"from": str(paths["train"]), "depth": 2, "first": "mastered", "seed": seed,
+                         "max_candidates": self.composed_per_depth}},
+            {"name": "depth3", "data": str(paths["depth3"]), "max_steps": budgets[3], "depth": 3},
+        ]
 
     def train_config(self, model: str | Path, output_dir: str | Path, stages: list[dict[str, Any]], seed: int,
                      mode: str = "auto", total_steps: int | None = None, progress: bool = True,
