@@ -684,3 +684,17 @@ def test_verify_modes(tmp_path, verify, requests):
     assert plain_q1["accepted"] == 1 and plain_q1["llm"]["requests"] == (
         2 if verify == "always" else 1
     )
+
+
+def test_stats_report_latency_and_the_fraction_of_the_concurrency_bound(tmp_path):
+    # a fixed 0.2 s server latency at concurrency 4: the client sees at least 0.2 s per call,
+    # the bound is at most 4 / 0.2 = 20 calls/s, and no run can exceed its bound
+    cfg = LLMComposeConfig(base_urls=("http://unused",), model="fake-model", concurrency=4)
+    with FakeOpenAIServer(good_composer, latency_s=0.2) as srv:
+        b = backend(srv.url, concurrency=4)
+        stats = compose_candidates(PAIRS[:16], tmp_path, cfg, backend=b, progress=False)
+    run = stats["this_run"]
+    assert run["ok"] > 0 and run["latency_s"] >= 0.2 * run["ok"]
+    assert run["mean_latency_s"] >= 0.2 and run["bound_calls_per_s"] <= 20.0
+    assert run["bound_calls_per_s"] == pytest.approx(4 / run["mean_latency_s"], rel=0.01)
+    assert 0 < run["fraction_of_bound"] <= 1.0

@@ -227,12 +227,15 @@ class ChatStats:
     retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: seconds spent in successful attempts, as the client saw them (queueing included)
+    latency_s: float = 0.0
     retried_by_kind: Counter = field(default_factory=Counter)
     failed_by_kind: Counter = field(default_factory=Counter)
     calls_by_endpoint: Counter = field(default_factory=Counter)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["latency_s"] = round(self.latency_s, 3)
         for k in ("retried_by_kind", "failed_by_kind", "calls_by_endpoint"):
             d[k] = dict(sorted(getattr(self, k).items()))
         return d

@@ -532,6 +532,7 @@ class OpenAIChat(ChatBackend):
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 self.stats.calls += 1
                 self.stats.calls_by_endpoint[ep.label] += 1
+                t_call = time.perf_counter()
                 try:
                     call = st.clients[ep.idx].post(
                         "/chat/completions", cast_to=_httpx_response(), body=kwargs
@@ -546,6 +547,7 @@ class OpenAIChat(ChatBackend):
                     kind, retryable, wait, detail = self._classify(exc)
                     refused = self._refused(exc, kind, detail, attempt, kwargs)
                 else:
+                    self.stats.latency_s += time.perf_counter() - t_call
                     self.stats.prompt_tokens += resp.prompt_tokens
                     self.stats.completion_tokens += resp.completion_tokens
                     return resp

@@ -1488,11 +1488,30 @@ def _finalize(
         "this_run": {
             **s.to_dict(),
             "calls_per_s": round(s.calls / elapsed, 2) if elapsed > 0 else None,
+            **_bound(s, llm_config.concurrency, elapsed),
         },
         "elapsed_s": round(elapsed, 3),
     }
     atomic_write_json(out / "stats.json", stats)
     return stats
+
+
+def _bound(s: Any, concurrency: int, elapsed: float) -> dict[str, Any]:
+    """The concurrency/latency bound on calls/s and the fraction of it this run reached.
+
+    With ``concurrency`` requests in flight and a mean latency L per successful call (as the
+    client saw it, queueing at the server included), no client can exceed concurrency / L
+    calls/s; the fraction says how well the engine kept its slots busy.
+    """
+    if not s.ok or s.latency_s <= 0 or elapsed <= 0:
+        return {"mean_latency_s": None, "bound_calls_per_s": None, "fraction_of_bound": None}
+    lat = s.latency_s / s.ok
+    bound = concurrency / lat
+    return {
+        "mean_latency_s": round(lat, 3),
+        "bound_calls_per_s": round(bound, 3),
+        "fraction_of_bound": round(s.ok / elapsed / bound, 3),
+    }
 
 
 def run_llm_compose(
