@@ -4,6 +4,8 @@ Each fixture under ``tests/fixtures/real_llm/`` is a reply recorded from llama.c
 OpenAI-compatible server (``llama-cpp-python[server]`` 0.3.36) serving SmolLM2-135M-Instruct
 (``scripts/serve_real_llm.sh``) that broke something in our client or engine. The tests
 replay them offline through the loopback fake server, so the default suite keeps every fix.
+Beside them: the error shapes other real servers are known to send (vLLM's context-length
+400, a chat template without a system role), each named after where it comes from.
 """
 
 from __future__ import annotations
@@ -170,3 +172,20 @@ def test_a_prompt_over_the_context_window_rejects_that_candidate_only(tmp_path):
     first = sum(1 for a, _ in pairs if a.id == long_id)
     assert stats["rejected_by_reason"].get("llm_context_length", 0) >= first
     assert stats["candidates"] == len(pairs) == stats["accepted"] + stats["rejected"]
+
+
+def test_a_chat_template_without_a_system_role_gets_the_system_text_in_the_user_turn():
+    # Gemma's chat template raises this inside the server (a 500 for every such request)
+    def no_system(body, attempt):
+        if body["messages"][0]["role"] == "system":
+            return Fault("status", status=500, message="TemplateError: System role not supported")
+        return None
+
+    with FakeOpenAIServer(lambda b: b["messages"][0]["content"], faults=no_system) as srv:
+        b = fast(srv.url, max_retries=6)
+        reqs = [ChatRequest.user(f"U{i}", system="S", max_tokens=8) for i in range(3)]
+        out = run_chat_batch(b, reqs)
+    assert [r.text for r in out] == [f"S\n\nU{i}" for i in range(3)]
+    assert b.fold_system and b.describe()["fold_system"] is True
+    assert srv.requests <= 3 + 3  # one refusal each at most, no retry storm
+    assert not b.stats.failed_by_kind

@@ -87,6 +87,12 @@ _VALIDATION_RE = re.compile(
 # the field a pydantic error list names first: ('body', 'response_format', 'type')
 _LOC_RE = re.compile(r"""['"]loc['"]:\s*[(\[]\s*['"]body['"],\s*['"](\w+)['"]""")
 _CONTEXT_RE = re.compile(r"context length|context window|context_length_exceeded", re.I)
+# a chat template that takes no system message (Gemma's, Mistral's older ones) raises this
+# inside the server, which answers 500 for every request that carries one
+_SYSTEM_RE = re.compile(
+    r"system role not supported|roles must alternate|system message(s)? (is |are )?not supported",
+    re.I,
+)
 
 
 def refusal(status: int, text: str) -> tuple[str, str] | None:
@@ -99,11 +105,13 @@ def refusal(status: int, text: str) -> tuple[str, str] | None:
     ('response_format', '--structured (auto, json_schema, json_object or none)')
     >>> refusal(400, "This model's maximum context length is 4096 tokens") is None
     True
-    >>> refusal(503, "overloaded") is None, refusal(404, "no such route")[1][:9]
+    >>> refusal(503, "overloaded") is None, refusal(404, "no such route")[1][:10]
     (True, '--base-url')
     """
     if status in (408, 409, 429) or not (400 <= status < 500 or status == 500):
         return None
+    if _SYSTEM_RE.search(text):
+        return "messages", "the prompt's system message (the chat template refuses it)"
     if status == 500 and not _VALIDATION_RE.search(text):
         return None  # an ordinary server fault: retried
     if _CONTEXT_RE.search(text):
@@ -168,6 +176,20 @@ def _httpx_response() -> type:
     import httpx2
 
     return httpx2.Response
+
+
+def _fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The system message's text put in front of the first user message.
+
+    >>> _fold_system([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
+    [{'role': 'user', 'content': 'S\\n\\nU'}]
+    """
+    system, rest = messages[0], [dict(m) for m in messages[1:]]
+    for m in rest:
+        if m.get("role") == "user":
+            m["content"] = f"{system['content']}\n\n{m['content']}"
+            return rest
+    return [{"role": "user", "content": system["content"]}, *rest]
 
 
 @dataclass
@@ -387,6 +409,9 @@ class OpenAIChat(ChatBackend):
         #: the mode requests are sent with now; ``auto`` starts strict and steps down once
         #: per refusal (json_schema -> json_object -> none)
         self.structured_used = "json_schema" if structured == "auto" else structured
+        #: set once the server's chat template refuses a system message: from then on the
+        #: system text is sent as the start of the first user message
+        self.fold_system = False
         self.lean_transport = lean_transport
         self._rr = 0
         self._rng = random.Random()
@@ -415,6 +440,7 @@ class OpenAIChat(ChatBackend):
             "max_retries": self.max_retries,
             "structured": self.structured,
             "structured_used": self.structured_used,
+            "fold_system": self.fold_system,
             "api_key_set": bool(os.environ.get(API_KEY_ENV)),
         }
 
@@ -447,9 +473,12 @@ class OpenAIChat(ChatBackend):
         # the body chat.completions.create would send; posted through the client's documented
         # custom-request path (``client.post(..., cast_to=httpx.Response)``), which skips the
         # per-call typed-dict transform and pydantic parsing (a few ms of CPU per call here)
+        messages = [dict(m) for m in req.messages]
+        if self.fold_system and messages and messages[0].get("role") == "system":
+            messages = _fold_system(messages)
         kw: dict[str, Any] = {
             "model": self.model,
-            "messages": [dict(m) for m in req.messages],
+            "messages": messages,
             "n": req.n,
             "temperature": req.temperature,
             "top_p": req.top_p,
@@ -511,6 +540,8 @@ class OpenAIChat(ChatBackend):
         if hit is None:
             return None
         field, option = hit
+        if _SYSTEM_RE.search(str(exc.message)) and kwargs["messages"][0].get("role") == "system":
+            return "fold_system"
         sent_format = "response_format" in kwargs
         if self.structured == "auto" and sent_format and field in ("response_format", ""):
             return "fallback"
@@ -554,6 +585,19 @@ class OpenAIChat(ChatBackend):
                 finally:
                     ep.outstanding -= 1
                     self.in_flight -= 1
+            if refused == "fold_system":
+                if not self.fold_system:
+                    self.fold_system = True
+                    log.warning(
+                        "%s: the chat template refuses a system message; sending it as the "
+                        "start of the user message from now on",
+                        ep.label,
+                    )
+                kwargs = self._request_kwargs(req, mode)
+                self.stats.retries += 1
+                self.stats.retried_by_kind["refused_system_message"] += 1
+                attempt -= 1
+                continue
             if refused == "fallback":
                 if self.structured_used == mode:  # the first refusal decides, for every request
                     self.structured_used = _FALLBACK[mode]
