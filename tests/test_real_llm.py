@@ -51,8 +51,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """The real server on 127.0.0.1:<free port>; yields its base URL."""
-    if not (LLM_VENV / ".installed").exists():
-        pytest.skip(f"{LLM_VENV} is not set up: run `bash scripts/serve_real_llm.sh --setup`")
+    if not (LLM_VENV / ".installed").exists():  # asked for by marker: a skip would hide it
+        pytest.fail(f"{LLM_VENV} is not set up: run `bash scripts/serve_real_llm.sh --setup`")
     logdir = tmp_path_factory.mktemp("real_llm_server")
     port = _free_port()
     out = open(logdir / "stdout.log", "w")
