@@ -1,9 +1,11 @@
 """Regressions built from what a real server and a real model sent back.
 
-Each fixture under ``tests/fixtures/real_llm/`` is a reply recorded from llama.cpp's
-OpenAI-compatible server (``llama-cpp-python[server]`` 0.3.36) serving SmolLM2-135M-Instruct
-(``scripts/serve_real_llm.sh``) that broke something in our client or engine. The tests
-replay them offline through the loopback fake server, so the default suite keeps every fix.
+Each fixture under ``tests/fixtures/real_llm/`` is a reply of llama.cpp's OpenAI-compatible
+server (``llama-cpp-python[server]`` 0.3.36, serving SmolLM2-135M-Instruct through
+``scripts/serve_real_llm.sh``) that broke something in our client or engine; its
+``provenance`` field says whether it was recorded from the running server or rebuilt from
+the server's source. The tests replay them offline through the loopback fake server, so the
+default suite keeps every fix.
 Beside them: the error shapes other real servers are known to send (vLLM's context-length
 400, a chat template without a system role), each named after where it comes from.
 """
