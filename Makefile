@@ -41,7 +41,7 @@ $(LLM_STAMP): scripts/serve_real_llm.sh
 	bash scripts/serve_real_llm.sh --setup
 
 test-real-llm: $(STAMP) $(LLM_STAMP)
-	$(BIN)/python -m pytest -q -m real_llm tests/test_real_llm.py
+	$(BIN)/python -m pytest -q -m real_llm tests/test_real_llm.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
