@@ -87,7 +87,7 @@ URL="http://127.0.0.1:$PORT/v1"
 deadline=$(($(date +%s) + READY_TIMEOUT_S))
 until "$VENV/bin/python" -c "import urllib.request; urllib.request.urlopen('$URL/models', timeout=2).read()" 2>/dev/null; do
     if ! kill -0 "$SERVER" 2>/dev/null; then
-        echo "serve_real_llm: the server exited before answering (port $PORT taken?)" >&2
+        echo "serve_real_llm: the server exited before answering (its error is above; port $PORT taken?)" >&2
         exit 1
     fi
     if [ "$(date +%s)" -ge "$deadline" ]; then
