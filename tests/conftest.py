@@ -16,6 +16,12 @@ SHARED_DATA = (REPO.parent / "shared" / "data").resolve()
 
 def pytest_collection_modifyitems(config, items):
     skip_data = pytest.mark.skip(reason=f"shared data folder not found at {SHARED_DATA}")
+    # The real-LLM job starts a llama.cpp server and takes minutes: it runs only when asked
+    # for by marker (make test-real-llm, which make test runs), never inside the main suite.
+    real_llm_asked = "real_llm" in (config.getoption("markexpr", "") or "")
+    skip_real_llm = pytest.mark.skip(
+        reason="real-LLM job: run `make test-real-llm` (pytest -m real_llm tests/test_real_llm.py)"
+    )
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU; run with a GPU machine and -m gpu")
     have_gpu = False
     if any("gpu" in it.keywords for it in items):
@@ -30,6 +36,8 @@ def pytest_collection_modifyitems(config, items):
             it.add_marker(skip_data)
         if "gpu" in it.keywords and not have_gpu:
             it.add_marker(skip_gpu)
+        if "real_llm" in it.keywords and not real_llm_asked:
+            it.add_marker(skip_real_llm)
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,7 @@ import sympy
 from fakes.composer_script import good_composer, propose
 from fakes.openai_server import FakeOpenAIServer, Fault, body_key
 
+from composition_rl.backends.base import RequestRefused
 from composition_rl.backends.cache import ResponseCache
 from composition_rl.backends.openai_chat import OpenAIChat
 from composition_rl.compose.llm import (
@@ -387,13 +388,19 @@ def test_no_secret_in_logs_outputs_or_stats(tmp_path, monkeypatch, caplog):
 
     with FakeOpenAIServer(good_composer, faults=leaky) as srv:
         cfg = LLMComposeConfig(base_urls=(srv.url,), model="fake-model", concurrency=8, timeout_s=2)
-        stats = compose_candidates(
-            PAIRS[:30], tmp_path, cfg, progress=False
-        )  # backend built from config, key from env
+        # a 401 is refused for every request alike: the run stops with one error naming the
+        # key's variable (not one rejection per candidate)
+        with pytest.raises(RequestRefused) as err:
+            compose_candidates(PAIRS[:30], tmp_path, cfg, progress=False)
     assert srv.auth_headers == {f"Bearer {SECRET}"}
-    assert stats["rejected_by_reason"].get("llm_http_401", 0) >= 1
-    assert "Incorrect API key" in (tmp_path / "rejected.jsonl").read_text()
-    blobs = [caplog.text, json.dumps(stats)] + [
+    assert err.value.kind == "http_401" and "OPENAI_API_KEY" in str(err.value)
+    assert "Incorrect API key" in str(err.value)
+    # the rest of the run, resumed without the fault, keeps the key out of every file
+    with FakeOpenAIServer(good_composer) as srv:
+        cfg = LLMComposeConfig(base_urls=(srv.url,), model="fake-model", concurrency=8, timeout_s=2)
+        stats = compose_candidates(PAIRS[:30], tmp_path, cfg, progress=False)
+    assert stats["candidates"] == 30
+    blobs = [caplog.text, str(err.value), json.dumps(stats)] + [
         p.read_text() for p in tmp_path.iterdir() if p.is_file()
     ]
     assert all(SECRET not in b for b in blobs)
@@ -677,3 +684,17 @@ def test_verify_modes(tmp_path, verify, requests):
     assert plain_q1["accepted"] == 1 and plain_q1["llm"]["requests"] == (
         2 if verify == "always" else 1
     )
+
+
+def test_stats_report_latency_and_the_fraction_of_the_concurrency_bound(tmp_path):
+    # a fixed 0.2 s server latency at concurrency 4: the client sees at least 0.2 s per call,
+    # the bound is at most 4 / 0.2 = 20 calls/s, and no run can exceed its bound
+    cfg = LLMComposeConfig(base_urls=("http://unused",), model="fake-model", concurrency=4)
+    with FakeOpenAIServer(good_composer, latency_s=0.2) as srv:
+        b = backend(srv.url, concurrency=4)
+        stats = compose_candidates(PAIRS[:16], tmp_path, cfg, backend=b, progress=False)
+    run = stats["this_run"]
+    assert run["ok"] > 0 and run["latency_s"] >= 0.2 * run["ok"]
+    assert run["mean_latency_s"] >= 0.2 and run["bound_calls_per_s"] <= 20.0
+    assert run["bound_calls_per_s"] == pytest.approx(4 / run["mean_latency_s"], rel=0.01)
+    assert 0 < run["fraction_of_bound"] <= 1.0

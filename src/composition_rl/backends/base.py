@@ -31,6 +31,7 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "ChatStats",
+    "RequestRefused",
     "build_chat_backend",
     "run_chat_batch",
 ]
@@ -181,6 +182,35 @@ class ChatError(Exception):
         self.attempts = attempts
 
 
+class RequestRefused(ChatError, ValueError):
+    """The server refuses the request as such: no retry and no other prompt can change that.
+
+    A 4xx other than 408/409/429 (bad settings, an unknown model, a missing key), or a 500
+    whose body is a request-validation error (llama.cpp's server answers a field it does not
+    accept that way). Every request of a run would fail the same way, so a caller stops the
+    run with this one message instead of counting a failure per item. ``field`` is the
+    request field the server named (``response_format``, ``max_tokens`` ...) or ``""``;
+    ``option`` is the setting to change. It is a ``ValueError`` too: like an invalid config,
+    it is fixed by changing a setting, and command lines report it as such.
+
+    >>> e = RequestRefused("http_400", "HTTP 400: bad", field="max_tokens", option="--max-tokens")
+    >>> str(e)
+    'the server refuses the request (http_400: HTTP 400: bad); change --max-tokens'
+    """
+
+    def __init__(
+        self, kind: str, detail: str = "", field: str = "", option: str = "", attempts: int = 1
+    ) -> None:
+        super().__init__(kind, detail, attempts)
+        self.field = field
+        self.option = option
+        fix = f"; change {option}" if option else ""
+        self.args = (f"the server refuses the request ({kind}: {detail}){fix}",)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 @dataclass
 class ChatStats:
     """Counters every backend keeps (what ``stats.json`` reports under ``llm``).
@@ -197,12 +227,15 @@ class ChatStats:
     retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: seconds spent in successful attempts, as the client saw them (queueing included)
+    latency_s: float = 0.0
     retried_by_kind: Counter = field(default_factory=Counter)
     failed_by_kind: Counter = field(default_factory=Counter)
     calls_by_endpoint: Counter = field(default_factory=Counter)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["latency_s"] = round(self.latency_s, 3)
         for k in ("retried_by_kind", "failed_by_kind", "calls_by_endpoint"):
             d[k] = dict(sorted(getattr(self, k).items()))
         return d

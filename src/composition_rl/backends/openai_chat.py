@@ -8,6 +8,15 @@
   garbled bodies are retried with exponential backoff and jitter; a 429 waits what its
   ``Retry-After`` (or ``retry-after-ms``) header says, else backs off. The client's own
   retries are off (``max_retries=0``) so every attempt is counted here.
+* A request the server can never accept (a 4xx other than 408/409/429, or a 500 whose body
+  is a request-validation error, which is how llama.cpp's server answers an unknown field
+  value) is not retried: it raises :class:`~composition_rl.backends.base.RequestRefused`
+  naming the field and the option to change. A prompt longer than the model's context is
+  the exception: it concerns that prompt only (kind ``context_length``).
+* Structured output is negotiated (``structured="auto"``): strict ``json_schema`` first
+  (vLLM, SGLang, OpenAI), then ``json_object`` with the schema in a ``schema`` field
+  (llama.cpp), then the prompt alone, each step taken once, when the server refuses the
+  previous one.
 * The API key is read only from the ``OPENAI_API_KEY`` environment variable, never taken as
   an argument, never logged, and scrubbed from any error text we keep. Servers that need no
   key (a local vLLM) get the placeholder ``EMPTY``.
@@ -25,6 +34,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,16 +47,82 @@ from composition_rl.backends.base import (
     ChatError,
     ChatRequest,
     ChatResponse,
+    RequestRefused,
 )
 
-__all__ = ["API_KEY_ENV", "OpenAIChat"]
+__all__ = ["API_KEY_ENV", "STRUCTURED_MODES", "OpenAIChat", "refusal"]
 
 log = logging.getLogger(__name__)
 
 #: The only place the key may come from.
 API_KEY_ENV = "OPENAI_API_KEY"
 
-STRUCTURED_MODES = ("json_schema", "json_object", "none")
+STRUCTURED_MODES = ("auto", "json_schema", "json_object", "none")
+#: What ``structured="auto"`` tries next when the server refuses a ``response_format``.
+_FALLBACK = {"json_schema": "json_object", "json_object": "none"}
+
+#: Request field -> the setting a user changes (the flags of crl compose/profile/eval).
+FIELD_OPTIONS = {
+    "response_format": "--structured (auto, json_schema, json_object or none)",
+    "max_tokens": "--max-tokens",
+    "top_k": "--top-k",
+    "top_p": "--top-p",
+    "temperature": "--temperature",
+    "seed": "--seed",
+    "stop": "the stop sequences",
+    "n": "-n or the backend's use_n",
+    "model": "--model (the name the server serves)",
+    "messages": "the prompt template",
+}
+_FIELD_RE = re.compile(
+    r"\b(response_format|json_schema|max_tokens|top_k|top_p|temperature|seed|stop|model|messages)\b"
+)
+# how a request-validation error reads: pydantic / FastAPI (llama.cpp's server returns these
+# as HTTP 500 with the error list as the message), or a plain "invalid request" wording
+_VALIDATION_RE = re.compile(
+    r"validation error|literal_error|extra_forbidden|Input should be|Field required"
+    r"|'loc': \(|\"loc\":|invalid_request_error|Unrecognized request argument",
+    re.I,
+)
+# the field a pydantic error list names first: ('body', 'response_format', 'type')
+_LOC_RE = re.compile(r"""['"]loc['"]:\s*[(\[]\s*['"]body['"],\s*['"](\w+)['"]""")
+_CONTEXT_RE = re.compile(r"context length|context window|context_length_exceeded", re.I)
+# a chat template that takes no system message (Gemma's, Mistral's older ones) raises this
+# inside the server, which answers 500 for every request that carries one
+_SYSTEM_RE = re.compile(
+    r"system role not supported|roles must alternate|system message(s)? (is |are )?not supported",
+    re.I,
+)
+
+
+def refusal(status: int, text: str) -> tuple[str, str] | None:
+    """(field, option) when an error response means the request itself is refused, else None.
+
+    ``text`` is the error body. A 4xx other than 408/409/429 is a refusal; so is a 500 whose
+    body is a validation error. A context-length error concerns one prompt, not the run.
+
+    >>> refusal(500, "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type')}]")
+    ('response_format', '--structured (auto, json_schema, json_object or none)')
+    >>> refusal(400, "This model's maximum context length is 4096 tokens") is None
+    True
+    >>> refusal(503, "overloaded") is None, refusal(404, "no such route")[1][:10]
+    (True, '--base-url')
+    """
+    if status in (408, 409, 429) or not (400 <= status < 500 or status == 500):
+        return None
+    if _SYSTEM_RE.search(text):
+        return "messages", "the prompt's system message (the chat template refuses it)"
+    if status == 500 and not _VALIDATION_RE.search(text):
+        return None  # an ordinary server fault: retried
+    if _CONTEXT_RE.search(text):
+        return None
+    if status in (401, 403):
+        return "", f"the key in {API_KEY_ENV}"
+    m = _LOC_RE.search(text) or _FIELD_RE.search(text)
+    field = "" if m is None else ("response_format" if m.group(1) == "json_schema" else m.group(1))
+    if status == 404 and field != "model":
+        return field, "--base-url (it ends in /v1) or --model"
+    return field, FIELD_OPTIONS.get(field, "the request settings")
 
 
 def _safe_url(url: str) -> str:
@@ -100,6 +176,20 @@ def _httpx_response() -> type:
     import httpx2
 
     return httpx2.Response
+
+
+def _fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The system message's text put in front of the first user message.
+
+    >>> _fold_system([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
+    [{'role': 'user', 'content': 'S\\n\\nU'}]
+    """
+    system, rest = messages[0], [dict(m) for m in messages[1:]]
+    for m in rest:
+        if m.get("role") == "user":
+            m["content"] = f"{system['content']}\n\n{m['content']}"
+            return rest
+    return [{"role": "user", "content": system["content"]}, *rest]
 
 
 @dataclass
@@ -264,7 +354,9 @@ class OpenAIChat(ChatBackend):
         backoff_s: first backoff; doubles each retry, with jitter, up to ``backoff_max_s``.
         max_retry_after_s: cap on a server's ``Retry-After`` wait.
         structured: how a request's ``json_schema`` is sent: ``json_schema`` (strict schema,
-            vLLM/SGLang/OpenAI), ``json_object`` (JSON mode only) or ``none`` (prompt only).
+            vLLM/SGLang/OpenAI), ``json_object`` (JSON mode with a ``schema`` field, which
+            llama.cpp enforces), ``none`` (prompt only) or ``auto`` (the first of these the
+            server accepts; see the module docstring).
         lean_transport: send ``http://`` requests through :class:`_StreamTransport` (the
             official client still builds, authenticates and checks every request).
         cache: optional :class:`~composition_rl.backends.cache.ResponseCache`.
@@ -282,7 +374,7 @@ class OpenAIChat(ChatBackend):
         backoff_s: float = 0.5,
         backoff_max_s: float = 30.0,
         max_retry_after_s: float = 120.0,
-        structured: str = "json_schema",
+        structured: str = "auto",
         lean_transport: bool = True,
         cache: Any | None = None,
     ) -> None:
@@ -314,6 +406,12 @@ class OpenAIChat(ChatBackend):
         self.backoff_max_s = backoff_max_s
         self.max_retry_after_s = max_retry_after_s
         self.structured = structured
+        #: the mode requests are sent with now; ``auto`` starts strict and steps down once
+        #: per refusal (json_schema -> json_object -> none)
+        self.structured_used = "json_schema" if structured == "auto" else structured
+        #: set once the server's chat template refuses a system message: from then on the
+        #: system text is sent as the start of the first user message
+        self.fold_system = False
         self.lean_transport = lean_transport
         self._rr = 0
         self._rng = random.Random()
@@ -341,6 +439,8 @@ class OpenAIChat(ChatBackend):
             "timeout_s": self.timeout_s,
             "max_retries": self.max_retries,
             "structured": self.structured,
+            "structured_used": self.structured_used,
+            "fold_system": self.fold_system,
             "api_key_set": bool(os.environ.get(API_KEY_ENV)),
         }
 
@@ -369,13 +469,16 @@ class OpenAIChat(ChatBackend):
                 return e
         raise AssertionError("unreachable")
 
-    def _request_kwargs(self, req: ChatRequest) -> dict[str, Any]:
+    def _request_kwargs(self, req: ChatRequest, mode: str | None = None) -> dict[str, Any]:
         # the body chat.completions.create would send; posted through the client's documented
         # custom-request path (``client.post(..., cast_to=httpx.Response)``), which skips the
         # per-call typed-dict transform and pydantic parsing (a few ms of CPU per call here)
+        messages = [dict(m) for m in req.messages]
+        if self.fold_system and messages and messages[0].get("role") == "system":
+            messages = _fold_system(messages)
         kw: dict[str, Any] = {
             "model": self.model,
-            "messages": [dict(m) for m in req.messages],
+            "messages": messages,
             "n": req.n,
             "temperature": req.temperature,
             "top_p": req.top_p,
@@ -387,13 +490,15 @@ class OpenAIChat(ChatBackend):
             kw["stop"] = list(req.stop)
         if req.top_k and req.top_k > 0:
             kw["top_k"] = req.top_k
-        if req.json_schema is not None and self.structured == "json_schema":
+        mode = mode or self.structured_used
+        if req.json_schema is not None and mode == "json_schema":
             kw["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "output", "schema": dict(req.json_schema), "strict": True},
             }
-        elif req.json_schema is not None and self.structured == "json_object":
-            kw["response_format"] = {"type": "json_object"}
+        elif req.json_schema is not None and mode == "json_object":
+            # llama.cpp's servers constrain the reply to a ``schema`` given with JSON mode
+            kw["response_format"] = {"type": "json_object", "schema": dict(req.json_schema)}
         return kw
 
     def _classify(self, exc: BaseException) -> tuple[str, bool, float | None, str]:
@@ -410,6 +515,8 @@ class OpenAIChat(ChatBackend):
             if code == 429:
                 wait = parse_retry_after(exc.response.headers)
                 return "rate_limited", True, wait, detail
+            if code in (400, 413, 422) and _CONTEXT_RE.search(str(exc.message)):
+                return "context_length", False, None, detail  # this prompt only
             return f"http_{code}", code >= 500 or code in (408, 409), None, detail
         if isinstance(
             exc,
@@ -422,9 +529,30 @@ class OpenAIChat(ChatBackend):
         base = min(self.backoff_s * (2 ** (attempt - 1)), self.backoff_max_s)
         return base * (0.5 + 0.5 * self._rng.random())  # "equal jitter"
 
+    def _refused(self, exc: BaseException, kind: str, detail: str, attempt: int, kwargs: dict):
+        """None when ``exc`` is no refusal; "fallback" when ``auto`` may step down a mode;
+        else the :class:`RequestRefused` to raise."""
+        import openai
+
+        if not isinstance(exc, openai.APIStatusError) or kind == "context_length":
+            return None
+        hit = refusal(exc.status_code, str(exc.message))
+        if hit is None:
+            return None
+        field, option = hit
+        if _SYSTEM_RE.search(str(exc.message)) and kwargs["messages"][0].get("role") == "system":
+            return "fold_system"
+        sent_format = "response_format" in kwargs
+        if self.structured == "auto" and sent_format and field in ("response_format", ""):
+            return "fallback"
+        if field == "response_format" and self.structured != "auto":
+            option = f"--structured (now {self.structured}; auto negotiates)"
+        return RequestRefused(kind, detail, field=field, option=option, attempts=attempt)
+
     async def _chat(self, req: ChatRequest) -> ChatResponse:
         st = self._state()
-        kwargs = self._request_kwargs(req)
+        mode = self.structured_used
+        kwargs = self._request_kwargs(req, mode)
         attempt = 0
         while True:
             attempt += 1
@@ -435,6 +563,7 @@ class OpenAIChat(ChatBackend):
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 self.stats.calls += 1
                 self.stats.calls_by_endpoint[ep.label] += 1
+                t_call = time.perf_counter()
                 try:
                     call = st.clients[ep.idx].post(
                         "/chat/completions", cast_to=_httpx_response(), body=kwargs
@@ -447,13 +576,46 @@ class OpenAIChat(ChatBackend):
                     resp = self._convert(json.loads(raw.content))
                 except Exception as exc:  # classified below; nothing is swallowed silently
                     kind, retryable, wait, detail = self._classify(exc)
+                    refused = self._refused(exc, kind, detail, attempt, kwargs)
                 else:
+                    self.stats.latency_s += time.perf_counter() - t_call
                     self.stats.prompt_tokens += resp.prompt_tokens
                     self.stats.completion_tokens += resp.completion_tokens
                     return resp
                 finally:
                     ep.outstanding -= 1
                     self.in_flight -= 1
+            if refused == "fold_system":
+                if not self.fold_system:
+                    self.fold_system = True
+                    log.warning(
+                        "%s: the chat template refuses a system message; sending it as the "
+                        "start of the user message from now on",
+                        ep.label,
+                    )
+                kwargs = self._request_kwargs(req, mode)
+                self.stats.retries += 1
+                self.stats.retried_by_kind["refused_system_message"] += 1
+                attempt -= 1
+                continue
+            if refused == "fallback":
+                if self.structured_used == mode:  # the first refusal decides, for every request
+                    self.structured_used = _FALLBACK[mode]
+                    log.warning(
+                        "%s refuses response_format %s (%s); sending %s from now on",
+                        ep.label,
+                        mode,
+                        detail[:200],
+                        self.structured_used,
+                    )
+                mode = self.structured_used
+                kwargs = self._request_kwargs(req, mode)
+                self.stats.retries += 1
+                self.stats.retried_by_kind[f"refused_{kind}"] += 1
+                attempt -= 1  # a negotiation step is no failed attempt
+                continue
+            if isinstance(refused, RequestRefused):
+                raise refused
             if not retryable or attempt > self.max_retries:
                 log.debug("request failed for good after %d attempts: %s", attempt, kind)
                 raise ChatError(kind, detail, attempts=attempt)

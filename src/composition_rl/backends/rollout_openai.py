@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from composition_rl.backends.base import ChatError, ChatRequest, run_chat_batch
+from composition_rl.backends.base import ChatError, ChatRequest, RequestRefused, run_chat_batch
 from composition_rl.backends.rollout import Completion, RolloutError, SamplingConfig
 
 __all__ = ["OpenAIRollout", "RolloutError"]
@@ -98,6 +98,9 @@ class OpenAIRollout:
                 return out
             results = run_chat_batch(self.chat, reqs)
             failed = [r for r in results if isinstance(r, ChatError)]
+            refused = [r for r in failed if isinstance(r, RequestRefused)]
+            if refused:  # every request fails alike: say which setting to change
+                raise RolloutError(f"{refused[0]} ({len(refused)} of {len(reqs)} requests)")
             if failed:
                 kinds = sorted({e.kind for e in failed})
                 raise RolloutError(

@@ -47,7 +47,13 @@ from typing import Any
 
 import sympy
 
-from composition_rl.backends.base import ChatBackend, ChatError, ChatRequest, ChatResponse
+from composition_rl.backends.base import (
+    ChatBackend,
+    ChatError,
+    ChatRequest,
+    ChatResponse,
+    RequestRefused,
+)
 from composition_rl.compose import spc
 from composition_rl.compose.base import Rejection
 from composition_rl.compose.pools import (
@@ -102,6 +108,7 @@ LLM_STAGES = (
 )
 VARIABLE_NAMES: tuple[str, ...] = tuple("XYZWUVPQRSTMNKLGHJ")
 VERIFY_MODES = ("auto", "always", "never")
+STRUCTURED = ("auto", "json_schema", "json_object", "none")
 
 PROPOSE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -144,7 +151,9 @@ class LLMComposeConfig:
         max_retries: retries on timeouts, 5xx, 429 and connection errors.
         temperature, top_p: sampling (paper, Section 3.4: 0.1 and 0.7).
         max_tokens: most tokens per reply; a reply cut off there is a counted rejection.
-        structured: ``json_schema`` (strict schema), ``json_object`` or ``none``.
+        structured: ``auto`` (the first the server accepts of the next three),
+            ``json_schema`` (strict schema), ``json_object`` (JSON mode with a ``schema``
+            field, llama.cpp) or ``none`` (the prompt alone).
         verify: ``auto`` (a verification call only where exact checks cannot decide),
             ``always`` (one per link, the paper's stricter self-check) or ``never``.
         cache: response cache file; default ``<out>/llm_cache.jsonl``.
@@ -162,7 +171,7 @@ class LLMComposeConfig:
     temperature: float = 0.1
     top_p: float = 0.7
     max_tokens: int = 2048
-    structured: str = "json_schema"
+    structured: str = "auto"
     verify: str = "auto"
     cache: str | None = None
     no_cache: bool = False
@@ -185,6 +194,8 @@ class LLMComposeConfig:
             bad.append(f"temperature={self.temperature}, top_p={self.top_p} (need >= 0 and (0, 1])")
         if self.max_tokens < 16:
             bad.append(f"max_tokens={self.max_tokens} (must be >= 16)")
+        if self.structured not in STRUCTURED:
+            bad.append(f"structured={self.structured!r} (one of {', '.join(STRUCTURED)})")
         if self.verify not in VERIFY_MODES:
             bad.append(f"verify={self.verify!r} (one of {', '.join(VERIFY_MODES)})")
         if bad:
@@ -658,6 +669,8 @@ class LLMComposer:
     async def _call(self, req: ChatRequest, usage: Usage) -> ChatResponse | Rejection:
         try:
             resp = await self._ask(req)
+        except RequestRefused:
+            raise  # every candidate would fail alike: the driver stops the run
         except ChatError as e:
             usage.requests += 1
             return Rejection("llm_call", f"llm_{e.kind}", e.detail[:300])
@@ -1288,6 +1301,12 @@ def compose_candidates(
                 own_backend,
             )
         )
+    except RequestRefused as e:
+        e.args = (
+            f"{e}. Candidates finished so far are kept in {out / JOURNAL}; rerun with the "
+            "setting changed to go on",
+        )
+        raise
     finally:
         if cache is not None:
             cache.close()
@@ -1320,6 +1339,8 @@ async def _drive(
             time.perf_counter() - t0,
         )
 
+    refused: list[RequestRefused] = []
+
     async def one(chain: Sequence[Problem], cid: str) -> None:
         usage = Usage()
         try:
@@ -1333,6 +1354,9 @@ async def _drive(
                     res, used_engine = sres, "symbolic"
             if res is None:
                 res, _ = await composer.compose(chain, cid, usage)
+        except RequestRefused as e:
+            refused.append(e)  # not journaled: a rerun with the option changed redoes it
+            return
         except Exception as e:  # a bug must not sink a day-long run: count it, loudly
             log.exception("candidate %s failed", cid)
             res, used_engine = (
@@ -1356,6 +1380,8 @@ async def _drive(
 
     try:
         for chain in candidates:
+            if refused:
+                break
             chain = tuple(chain)
             cid = candidate_id(chain)
             if cid in seen:
@@ -1369,9 +1395,14 @@ async def _drive(
             t = asyncio.create_task(one(chain, cid))
             tasks.add(t)
             t.add_done_callback(lambda t: (tasks.discard(t), slots.release()))
+        if refused:
+            for t in list(tasks):
+                t.cancel()
         if tasks:
-            await asyncio.gather(*list(tasks))
+            await asyncio.gather(*list(tasks), return_exceptions=bool(refused))
         tick()
+        if refused:
+            raise refused[0]
     finally:
         bar.close()
         journal.close()
@@ -1457,11 +1488,30 @@ def _finalize(
         "this_run": {
             **s.to_dict(),
             "calls_per_s": round(s.calls / elapsed, 2) if elapsed > 0 else None,
+            **_bound(s, llm_config.concurrency, elapsed),
         },
         "elapsed_s": round(elapsed, 3),
     }
     atomic_write_json(out / "stats.json", stats)
     return stats
+
+
+def _bound(s: Any, concurrency: int, elapsed: float) -> dict[str, Any]:
+    """The concurrency/latency bound on calls/s and the fraction of it this run reached.
+
+    With ``concurrency`` requests in flight and a mean latency L per successful call (as the
+    client saw it, queueing at the server included), no client can exceed concurrency / L
+    calls/s; the fraction says how well the engine kept its slots busy.
+    """
+    if not s.ok or s.latency_s <= 0 or elapsed <= 0:
+        return {"mean_latency_s": None, "bound_calls_per_s": None, "fraction_of_bound": None}
+    lat = s.latency_s / s.ok
+    bound = concurrency / lat
+    return {
+        "mean_latency_s": round(lat, 3),
+        "bound_calls_per_s": round(bound, 3),
+        "fraction_of_bound": round(s.ok / elapsed / bound, 3),
+    }
 
 
 def run_llm_compose(
@@ -1570,9 +1620,10 @@ def add_llm_arguments(parser: Any) -> None:
     )
     g.add_argument(
         "--structured",
-        default="json_schema",
-        choices=["json_schema", "json_object", "none"],
-        help="how JSON output is requested",
+        default="auto",
+        choices=list(STRUCTURED),
+        help="how JSON output is requested: auto (json_schema, else json_object with a schema, "
+        "else the prompt alone, as the server accepts), or one of them",
     )
     g.add_argument(
         "--verify",
