@@ -17,6 +17,7 @@ that into explicit, configurable rules:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -118,3 +119,37 @@ class Naturalness:
         if not self.approximate_q1 and approximate_question(question):
             return "approximate_q1"
         return ""
+
+
+def _field_help() -> dict[str, str]:
+    """Each field's help, from the Args section of :class:`Naturalness` (declared once)."""
+    doc = (Naturalness.__doc__ or "").split("Args:", 1)[-1]
+    out: dict[str, str] = {}
+    name = None
+    for line in doc.splitlines():
+        m = re.match(r"\s{8}(\w+): (.*)", line)
+        if m:
+            name = m.group(1)
+            out[name] = m.group(2).strip()
+        elif name and line.strip():
+            out[name] += " " + line.strip()
+    return out
+
+
+def add_arguments(group) -> None:
+    """``--max-offset``, ``--max-denominator``, ... : one flag per :class:`Naturalness` field."""
+    helps = _field_help()
+    for f in dataclasses.fields(Naturalness):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            flag = ("--no-" if f.default else "--") + f.name.replace("_", "-")
+            group.add_argument(flag, dest=f"natural_{f.name}", action="store_const", const=not f.default,
+                               default=f.default, help=helps.get(f.name, ""))
+        else:
+            group.add_argument(flag, dest=f"natural_{f.name}", type=int, default=f.default, metavar="N",
+                               help=f"{helps.get(f.name, '')} (default {f.default})")
+
+
+def from_args(args) -> Naturalness:
+    """The :class:`Naturalness` the flags of :func:`add_arguments` describe."""
+    return Naturalness(**{f.name: getattr(args, f"natural_{f.name}") for f in dataclasses.fields(Naturalness)})
