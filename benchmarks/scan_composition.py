@@ -24,14 +24,16 @@ from composition_rl.io.files import read_jsonl
 from composition_rl.records import Problem
 
 
-def summarise(run: Path) -> dict:
+def summarise(run: Path, every: int = 1) -> dict:
     kinds: Counter[str] = Counter()
     mags: list[Fraction] = []
     multi = 0
 
     def records():
         nonlocal multi
-        for row in read_jsonl(run / "composed.jsonl"):
+        for i, row in enumerate(read_jsonl(run / "composed.jsonl")):
+            if i % every:
+                continue
             rec = Problem.from_dict(row)
             for lk in rec.links:
                 try:
@@ -53,6 +55,7 @@ def summarise(run: Path) -> dict:
 
     return {
         "run": str(run),
+        "every": every,
         "records": n,
         "defects": {c: defects.get(c, 0) for c in (*DEFECTS, "unreadable")},
         "examples": examples,
@@ -66,12 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--json", type=Path, help="also write the summaries here")
+    ap.add_argument("--every", type=int, default=1, help="scan every N-th record only (a quick look at a big run)")
     args = ap.parse_args(argv)
     out = []
     for run in args.runs:
-        s = summarise(run)
+        s = summarise(run, args.every)
         out.append(s)
-        print(f"{run}: {s['records']:,} records")
+        print(f"{run}: {s['records']:,} records" + (f" (every {args.every}th)" if args.every > 1 else ""))
         for c, v in s["defects"].items():
             print(f"  {c:24s} {v:>8,}")
         print("  offset kinds      ", "  ".join(f"{k} {v:.1%}" for k, v in s["offset_kinds"].items()))

@@ -131,7 +131,9 @@ def test_a_repeated_quantity_is_replaced_everywhere():
     # one occurrence left as it was: the checks reject, the scanner sees the value
     left = rec.question[: -len("\\sqrt Y$.")] + "\\sqrt 5$."
     bad = Problem.from_dict({**rec.to_dict(), "question": left})
-    assert run_checks(bad, (Q1, q2)) is not None
+    assert run_checks(bad, (Q1, q2)).reason == "variable_not_found"
+    edited = Problem.from_dict({**rec.to_dict(), "question": rec.question.replace("Simplify", "Simplifz")})
+    assert run_checks(edited, (Q1, q2)).reason == "substitution_mismatch"
     offs = sorted((rec.links[0].v2_offset, *rec.links[0].v2_also))
     two = Problem.from_dict({**rec.to_dict(), "question": left,
                              "links": [{**rec.links[0].to_dict(), "v2_offset": offs[0], "v2_also": [offs[1]]}]})
