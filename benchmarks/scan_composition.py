@@ -19,7 +19,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from composition_rl.compose.natural import OFFSET_KINDS, offset_kind
-from composition_rl.compose.quality import DEFECTS, scan_records
+from composition_rl.compose.quality import DEFECTS, NOTES, scan_records
 from composition_rl.io.files import read_jsonl
 from composition_rl.records import Problem
 
@@ -57,7 +57,7 @@ def summarise(run: Path, every: int = 1) -> dict:
         "run": str(run),
         "every": every,
         "records": n,
-        "defects": {c: defects.get(c, 0) for c in (*DEFECTS, "unreadable")},
+        "defects": {c: defects.get(c, 0) for c in (*DEFECTS, "unreadable", *NOTES)},
         "examples": examples,
         "offset_kinds": {k: round(kinds[k] / links, 4) for k in OFFSET_KINDS},
         "abs_d_percentiles": {str(q): pct(q) for q in (0.5, 0.9, 0.99, 1.0)},

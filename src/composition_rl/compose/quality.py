@@ -9,7 +9,9 @@ look for records that are correct but poor training data, reading only the compo
 * ``notation`` (class 3): the replaced literal was notation, not a quantity: ``f^{-1}``,
   ``\\sqrt[3]{}``, ``f^{(4)}``, ``\\mathbb{R}^3``, an index ``a_1``, an environment argument.
 * ``repeated_value`` (class 2, the part a program can see): the later problem still shows
-  v2 (another literal, or a figure label, with the same value), so the chain can be skipped.
+  v2 (another literal that reads as a quantity, or a figure label, with the same value), so
+  the chain can be skipped. ``same_value_other_role`` is reported apart: v2's value written
+  as a coordinate, a table cell or a list label, which may or may not be the same quantity.
 
 Math mode here is found by its own scan (a stack of open delimiters and environments), not by
 the code that chose the constant, so the scanner can catch that code's mistakes.
@@ -24,10 +26,13 @@ from fractions import Fraction
 
 from composition_rl.compose.spc import Glue, find_glue
 from composition_rl.records import Link, Problem
+from composition_rl.values import find_constants
 
 __all__ = ["DEFECTS", "glues", "scan_record", "scan_records", "segments"]
 
 DEFECTS = ("latex_dollars_in_math", "latex_bare_in_prose", "notation", "repeated_value")
+# reported, not a defect by the finder's reading: v2's value also written in another role
+NOTES = ("same_value_other_role",)
 
 _ENVS = (
     "equation", "align", "alignat", "eqnarray", "gather", "multline", "flalign", "displaymath", "math",
@@ -41,7 +46,7 @@ _NOTATION_BEFORE = (
     (re.compile(r"\\sqrt\s*\[\s*$"), "root index"),
     (re.compile(r"\^\s*\{\s*\(\s*$"), "derivative order"),
     (re.compile(r"\\mathbb\s*\{?\s*[A-Z]\s*\}?\s*\^\s*\{?\s*$"), "dimension"),
-    (re.compile(r"_\s*\{?[^{}$]*$"), "index"),
+    (re.compile(r"_\s*$|_\s*\{[^{}$]*$"), "index"),
     (re.compile(r"\\begin\s*\{[a-zA-Z*]+\}\s*\{\s*$"), "environment argument"),
 )
 _BRACKETS = ("(", "[", "\\left", "\\{")
@@ -118,20 +123,32 @@ def segments(rec: Problem) -> list[tuple[int, int]] | None:
 
 
 def _restore(seg: str, lk: Link) -> tuple[str, list[tuple[int, str]]] | None:
-    """The original later problem, and (offset in it, token written) per replaced place."""
-    out, pos, shift, places = [], 0, 0, []
+    """The original later problem, and (offset in it, token written) per replaced place.
+
+    ``Y \\cdot `` and ``Y`` followed by the text's own ``\\cdot`` look alike, so the shapes are
+    tried place by place with backtracking: the first assignment that finds Y at every
+    recorded offset is taken."""
     lit = lk.v2_literal
-    for off in sorted((lk.v2_offset, *lk.v2_also)):
+    offs = sorted((lk.v2_offset, *lk.v2_also))
+    shapes = (f"${lk.y}$", f"{lk.y} \\cdot ", lk.y)
+
+    def walk(i: int, shift: int) -> list[str] | None:
+        if i == len(offs):
+            return []
+        at = offs[i] + shift
+        for tok in shapes:
+            if seg.startswith(tok, at):
+                rest = walk(i + 1, shift + len(tok) - len(lit))
+                if rest is not None:
+                    return [tok, *rest]
+        return None
+
+    toks = walk(0, 0)
+    if toks is None:
+        return None
+    out, pos, shift, places = [], 0, 0, []
+    for off, tok in zip(offs, toks):
         at = off + shift
-        cdot = f"{lk.y} \\cdot "
-        if seg.startswith(f"${lk.y}$", at):
-            tok = f"${lk.y}$"
-        elif seg.startswith(cdot, at) and seg[at + len(cdot) :].lstrip().startswith(_BRACKETS):
-            tok = cdot  # spc.variable_token writes it only before a bracket
-        elif seg.startswith(lk.y, at):
-            tok = lk.y
-        else:
-            return None
         out += [seg[pos:at], lit]
         places.append((off, tok))
         pos = at + len(tok)
@@ -142,6 +159,10 @@ def _restore(seg: str, lk: Link) -> tuple[str, list[tuple[int, str]]] | None:
 
 def _value(s: str) -> Fraction:
     return Fraction(re.sub(r"\{,\}|,\\!|,", "", s))
+
+
+def _in_figure(text: str, pos: int) -> bool:
+    return any(m.start() <= pos < m.end() for m in _FIGURE.finditer(text))
 
 
 def _visible_numbers(text: str):
@@ -186,12 +207,21 @@ def scan_record(rec: Problem) -> list[tuple[str, str]]:
                 if pat.search(before) and (what != "inverse superscript" or lk.v2_literal == "1"):
                     found.append(("notation", f"link {k}: {lk.v2_literal!r} is a {what}"))
                     break
-        # v2 still visible: another number of the same value in the rewritten problem
+        # v2 still visible: another literal the constant finder reads as a quantity (any
+        # flaw), or a figure label, with v2's value, left in the rewritten problem
         v2 = Fraction(lk.v2_expr)
-        for m in _visible_numbers(seg):
-            if _value(m.group()) == v2:
-                found.append(("repeated_value", f"link {k}: {m.group()!r} still written at {m.start()}"))
-                break
+        replaced = {off for off, _ in places}
+        same = [c.offset for c in find_constants(original) if c.value == v2 and c.offset not in replaced]
+        labels = [m.group() for m in _visible_numbers(original) if _in_figure(original, m.start()) and _value(m.group()) == v2]
+        if same or labels:
+            found.append(("repeated_value", f"link {k}: {v2} still written at {(same or ['a figure label'])[0]}"))
+        else:
+            # the same value in another role (a coordinate, a table cell, a list label): not
+            # the replaced quantity by the finder's reading, reported apart
+            for m in _visible_numbers(seg):
+                if _value(m.group()) == v2:
+                    found.append(("same_value_other_role", f"link {k}: {m.group()!r} at {m.start()}"))
+                    break
     return found
 
 
