@@ -68,6 +68,9 @@ CASES = [
     ("a stated fact with no unknown (the issue's 5!=...=120)", -1,
      "Recall $5!=5\\cdot4\\cdot3\\cdot2\\cdot1=120$. How many ways can $7$ people sit in a row?", "5040",
      {"120": (True, "fact"), "7": (True, "")}),
+    ("a sum bound inside a subscript (math 3461: a_{95} would show it)", 3461,
+     "Each of the numbers $a_1,$ $a_2,$ $\\dots,$ $a_{95}$ is $\\pm 1.$  Find the smallest possible positive value of\n"
+     "\\[\\sum_{1 \\le i < j \\le 95} a_i a_j.\\]", "13", {"95": None, "1": (True, "")}),
     ("figure label repeats the value (the issue's 4'')", -1,
      "The circle has radius 4 inches. What is its area?\n[asy]draw(circle((0,0),4));label(\"$4''$\",(2,0),N);[/asy]",
      "16\\pi", {"4": (False, "repeated")}),

@@ -929,6 +929,8 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
         pre = question[max(0, s - 12) : s]
         if _SUBSCRIPT_TAIL.search(pre) or _SHORTHAND_TAIL.search(pre):
             continue  # subscript index or \frac12-style shorthand
+        if _SUBSCRIPT_TAIL.search(question[max(0, s - 40) : s]):
+            continue  # deeper in a subscript: the bound of \sum_{1 \le i < j \le 95}, an index
         if _CMD_TAIL.search(pre) and not _ARITH_CMDS.search(pre):
             if _KNOWN_CMD_TAIL.search(pre) is None:
                 continue  # argument of an unknown command

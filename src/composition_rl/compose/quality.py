@@ -211,7 +211,10 @@ def scan_record(rec: Problem) -> list[tuple[str, str]]:
         # flaw), or a figure label, with v2's value, left in the rewritten problem
         v2 = Fraction(lk.v2_expr)
         replaced = {off for off, _ in places}
-        same = [c.offset for c in find_constants(original) if c.value == v2 and c.offset not in replaced]
+        # the finder's reading of the problem: the last one with its answer (a multiple-choice
+        # problem answered by a letter has its options left unread), earlier ones without
+        answer = rec.answer if k == len(rec.links) else ""
+        same = [c.offset for c in find_constants(original, answer) if c.value == v2 and c.offset not in replaced]
         labels = [m.group() for m in _visible_numbers(original) if _in_figure(original, m.start()) and _value(m.group()) == v2]
         if same or labels:
             found.append(("repeated_value", f"link {k}: {v2} still written at {(same or ['a figure label'])[0]}"))
