@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reproduce": ("reproduce", "reproduce Fig. 2 and Table 1 at toy scale on CPU: seeds, 95% intervals, figures"),
     "tiny-model": ("tiny_model", "build a tiny Qwen2 model and tokenizer offline, with an SFT warm-up"),
     "verl-recipe": ("verl_recipe", "write a verl launch script with the paper's settings and a curriculum driver"),
+    "audit": ("audit", "blind-audit a composed set: sample records for review, then score the filled form"),
 }
 
 

@@ -46,17 +46,21 @@ class Link:
     d_latex: str
     d_expr: str
     v2_offset: int  # character offset of the literal in the later problem's original text
+    # offsets of further occurrences of the same literal that Y also replaces (the text
+    # repeats the quantity: leaving one would show Y's value); () for one occurrence
+    v2_also: tuple[int, ...] = ()
 
     def __init__(self, x: str, y: str, v1_latex: str, v1_expr: str, v2_literal: str, v2_expr: str,
-                 d_latex: str, d_expr: str, v2_offset: int) -> None:
+                 d_latex: str, d_expr: str, v2_offset: int, v2_also: tuple[int, ...] = ()) -> None:
         # The state the generated frozen __init__ makes (one object.__setattr__ per field), in
         # one dict update: composing builds a Link and a Problem per candidate, and this halves
         # that cost. tests/test_records_init.py holds the signature to the fields.
         self.__dict__.update(x=x, y=y, v1_latex=v1_latex, v1_expr=v1_expr, v2_literal=v2_literal,
-                             v2_expr=v2_expr, d_latex=d_latex, d_expr=d_expr, v2_offset=v2_offset)
+                             v2_expr=v2_expr, d_latex=d_latex, d_expr=d_expr, v2_offset=v2_offset,
+                             v2_also=v2_also)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "x": self.x,
             "y": self.y,
             "v1": self.v1_latex,
@@ -67,6 +71,9 @@ class Link:
             "d_expr": self.d_expr,
             "v2_offset": self.v2_offset,
         }
+        if self.v2_also:  # absent for one occurrence, so such records keep their bytes
+            d["v2_also"] = list(self.v2_also)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Link:
@@ -80,6 +87,7 @@ class Link:
             d_latex=d["d"],
             d_expr=d["d_expr"],
             v2_offset=int(d["v2_offset"]),
+            v2_also=tuple(int(o) for o in d.get("v2_also", ())),
         )
 
 

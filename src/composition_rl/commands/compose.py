@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="symbolic: exact, by program; llm: the paper's LLM sub-steps; auto: symbolic where it can")
     c.add_argument("--workers", type=int, default=0, help="processes for the symbolic engine (0 = one per core)")
 
+    from composition_rl.compose import natural
+
+    natural.add_arguments(p.add_argument_group("naturalness (docs/composition.md)"))
     o = p.add_argument_group("output")
     o.add_argument("--out", required=True, help="output folder")
     o.add_argument("--export", default="", help="also write trainer datasets: verl,trl")
@@ -103,14 +106,14 @@ def load_inputs(args: argparse.Namespace) -> tuple[list, list | None, dict[str, 
 
 
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.compose import ComposeConfig, run_compose
+    from composition_rl.compose import ComposeConfig, natural, run_compose
 
     t0 = time.perf_counter()
     try:
         config = ComposeConfig(
             depth=args.depth, pool_sizes=args.pool_sizes, pool_size=args.pool_size,
             max_candidates=args.max_candidates, seed=args.seed, max_chars=args.max_chars,
-            engine=args.engine, workers=args.workers,
+            engine=args.engine, workers=args.workers, natural=natural.from_args(args),
         )
         exports = [e.strip() for e in args.export.split(",") if e.strip()]
         from composition_rl.io.export import EXPORTERS

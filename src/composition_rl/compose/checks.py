@@ -109,6 +109,33 @@ def _token_shapes(y: str) -> tuple[str, ...]:
     return (f"${y}$", f"{y} \\cdot ", y)
 
 
+def _restore_all(seg: str, original: str, lk) -> tuple[str, str] | None:
+    """Check 2 for a link that replaced several occurrences: walking the original offsets in
+    order, each must hold a token shape of Y in ``seg``; putting the literal back at all of
+    them must give the original text. None if it does."""
+    lit = lk.v2_literal
+    out, pos, shift = [], 0, 0
+    for off in sorted((lk.v2_offset, *lk.v2_also)):
+        at = off + shift
+        # "Y \cdot " only where a bracket follows the literal (spc.variable_token's rule), so
+        # that a "Y" followed by the text's own "\cdot" is not misread
+        nxt = original[off + len(lit) : off + len(lit) + 12].lstrip()
+        shapes = [t for t in _token_shapes(lk.y) if seg.startswith(t, at)]
+        if len(shapes) > 1 and not nxt.startswith(("(", "[", "\\left", "\\{")):
+            shapes = [t for t in shapes if "cdot" not in t]
+        tok = shapes[0] if shapes else None
+        if tok is None:
+            return "variable_not_found", f"{lk.y} is not at offset {off}"
+        out.append(seg[pos:at])
+        out.append(lit)
+        pos = at + len(tok)
+        shift += len(tok) - len(lit)
+    out.append(seg[pos:])
+    if "".join(out) != original:
+        return "substitution_mismatch", f"restoring {lit!r} at {1 + len(lk.v2_also)} places does not give the original text"
+    return None
+
+
 def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) -> Failure | None:
     """Run checks 1-4 on composed record ``c`` whose chain is ``parents`` (q1..qK)."""
     K = len(parents)
@@ -143,17 +170,22 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
     for k, lk in enumerate(links):
         seg = text[glues[k].end : glues[k + 1].start if k + 2 < K else len(text)]
         original, off, lit = parents[k + 1].question, lk.v2_offset, lk.v2_literal
-        # the engine wrote one of the token shapes; the substitution is right if one restores q
-        found = False
-        for t in _token_shapes(lk.y):
-            if seg.startswith(t, off):
-                found = True
-                if seg[:off] + lit + seg[off + len(t) :] == original:
-                    break
+        if lk.v2_also:
+            why = _restore_all(seg, original, lk)
+            if why is not None:
+                return Failure("check2_substitution", why[0], f"link {k + 1}: {why[1]}")
         else:
-            if not found:
-                return Failure("check2_substitution", "variable_not_found", f"link {k + 1}: {lk.y} is not at offset {off}")
-            return Failure("check2_substitution", "substitution_mismatch", f"link {k + 1}: restoring {lit!r} does not give the original text")
+            # the engine wrote one of the token shapes; the substitution is right if one restores q
+            found = False
+            for t in _token_shapes(lk.y):
+                if seg.startswith(t, off):
+                    found = True
+                    if seg[:off] + lit + seg[off + len(t) :] == original:
+                        break
+            else:
+                if not found:
+                    return Failure("check2_substitution", "variable_not_found", f"link {k + 1}: {lk.y} is not at offset {off}")
+                return Failure("check2_substitution", "substitution_mismatch", f"link {k + 1}: restoring {lit!r} does not give the original text")
         why = _v2_failure(lit, lk.v2_expr)
         if why is not None:
             return Failure("check2_substitution", "v2_mismatch", f"link {k + 1}: {why}")

@@ -29,6 +29,7 @@ from typing import Any
 
 from composition_rl.compose.base import COMPOSERS, Rejection
 from composition_rl.compose.checks import CHECK_STAGES
+from composition_rl.compose.natural import Naturalness
 from composition_rl.compose.pools import (
     build_pools,
     candidate_id,
@@ -62,6 +63,8 @@ class ComposeConfig:
         engine: "symbolic" (exact, by program), "llm" or "auto" (symbolic where it can).
         workers: processes for the symbolic engine (0 = one per core). Output does not
             depend on it.
+        natural: the naturalness rules (q1 preference, offset limits and ranking; see
+            :mod:`composition_rl.compose.natural`).
     """
 
     depth: int = 2
@@ -72,6 +75,7 @@ class ComposeConfig:
     max_chars: int = 8000
     engine: str = "symbolic"
     workers: int = 0
+    natural: Naturalness = field(default_factory=Naturalness)
 
     def __post_init__(self) -> None:
         if self.depth < 2:
@@ -124,9 +128,10 @@ def _sets_for(problems: Sequence[Problem], first_pool: Sequence[Problem] | None,
 def _symbolic_pools(problems, first_pool, config: ComposeConfig):
     """The symbolic engine for ``config`` and its candidate pools (small ones sampled among
     problems the engine can place there)."""
-    engine = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars)
+    engine = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars, natural=config.natural)
     sets = _sets_for(problems, first_pool, config.depth)
-    pools = build_pools(sets, config.sizes, config.seed, lambda p, k: engine.eligible(p, k, config.depth))
+    pools = build_pools(sets, config.sizes, config.seed, lambda p, k: engine.eligible(p, k, config.depth),
+                        flaw=lambda p, k: engine.pool_flaw(p, k, config.depth), report=engine.pool_report)
     return engine, pools
 
 
@@ -206,6 +211,7 @@ def run_compose(
 
     counts: Counter[str] = Counter()
     stages: Counter[str] = Counter()
+    tally: Counter[str] = Counter()  # offset kinds of the accepted links
     n = accepted = 0
     if config.max_candidates is None or config.max_candidates >= upper:
         # the whole product: each task is a range of chain numbers that the worker enumerates
@@ -234,7 +240,8 @@ def run_compose(
             contextlib.closing(_OrderedOutput(fa.fileno())) as composed,
         ):
             unsynced = 0
-            for n_acc, acc, rej_blob, rej_keys in results:
+            for n_acc, acc, rej_blob, rej_keys, links in results:
+                tally.update(links)
                 # bytes (in-process) or a (spill file, offset, length) range a worker wrote
                 written = composed.write(acc) if isinstance(acc, bytes) else composed.copy_range(*acc)
                 fr.write(rej_blob)
@@ -271,6 +278,8 @@ def run_compose(
         "acceptance": round(accepted / n, 6) if n else 0.0,
         "rejected_by_reason": dict(sorted(counts.items())),
         "rejected_by_stage": {s: stages.get(s, 0) for s in FUNNEL_STAGES},
+        "links": engine.link_stats(tally),
+        "pool_preference": engine.pool_report,
         "funnel": funnel(n, stages),
         "checks": list(CHECK_STAGES),
         "inputs": inputs or {},
@@ -306,11 +315,12 @@ def _chunks(it, size: int):
 
 def _compose_chunk(
     chunk: range | list[tuple[int, ...]],
-) -> tuple[int, bytes | tuple[str, int, int], bytes, list[tuple[str, str]]]:
+) -> tuple[int, bytes | tuple[str, int, int], bytes, list[tuple[str, str]], dict[str, int]]:
     """Compose one chunk of chains (in a worker or in-process): a range of chain numbers of
     the full product, or the chains themselves. Returns the number accepted, the accepted
     lines (UTF-8 bytes in-process; in a worker, the (file, offset, length) where it spilled
-    them), the rejected lines as UTF-8 and the (stage, reason) of each rejection."""
+    them), the rejected lines as UTF-8, the (stage, reason) of each rejection and the offset
+    kinds of the accepted links (``SymbolicComposer.take_tally``)."""
     assert _STATE is not None
     engine, pools, spill = _STATE
     if isinstance(chunk, range):
@@ -328,7 +338,8 @@ def _compose_chunk(
         else:
             acc.append(engine.record_json(res, chain))
     acc_bytes = _jsonl_bytes(acc)
-    return len(acc), spill.put(acc_bytes) if spill is not None and acc_bytes else acc_bytes, _jsonl_bytes(rej), keys
+    return (len(acc), spill.put(acc_bytes) if spill is not None and acc_bytes else acc_bytes, _jsonl_bytes(rej), keys,
+            engine.take_tally())
 
 
 def _jsonl_bytes(lines: list[str]) -> bytes:

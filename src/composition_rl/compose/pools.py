@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from composition_rl.records import Problem, content_id
 
@@ -27,10 +29,20 @@ def build_pools(
     sizes: Sequence[int | None],
     seed: int,
     eligible: Callable[[Problem, int], bool] | None = None,
+    flaw: Callable[[Problem, int], str] | None = None,
+    report: dict[str, Any] | None = None,
 ) -> list[list[Problem]]:
     """One pool per position: a seeded random sample of ``sizes[k]`` problems from ``sets[k]``
     (the whole set when the size is None or not smaller). Small pools sample only problems
-    ``eligible(p, k)``; a full pool keeps every problem, so the rejections stay visible."""
+    ``eligible(p, k)``; a full pool keeps every problem, so the rejections stay visible.
+
+    ``flaw(p, k)`` ranks pool partners (issue 16): it names why an eligible problem reads
+    poorly at position k ("" if it does not). A sampled problem with a flaw is swapped for
+    one without, drawn by a second seeded generator, so a pool whose first draw has no flawed
+    problem is exactly the pool drawn without ``flaw`` (outputs stay byte-identical where the
+    rule changes nothing). ``report``, if given, receives per position the flaws met among
+    the eligible problems and among the first draw, and how many were swapped.
+    """
     if len(sets) != len(sizes):
         raise ValueError(f"{len(sets)} sets but {len(sizes)} pool sizes")
     pools: list[list[Problem]] = []
@@ -43,8 +55,32 @@ def build_pools(
         cands = [p for p in items if eligible is None or eligible(p, k)]
         rng = random.Random(f"pool:{seed}:{k}")
         idx = sorted(rng.sample(range(len(cands)), min(size, len(cands))))
+        if flaw is not None:
+            idx = _prefer(cands, idx, k, seed, flaw, report)
         pools.append([cands[i] for i in idx])
     return pools
+
+
+def _prefer(cands: Sequence[Problem], idx: list[int], k: int, seed: int,
+            flaw: Callable[[Problem, int], str], report: dict[str, Any] | None) -> list[int]:
+    """``idx`` with every flawed problem swapped for an unflawed one not yet drawn (as many
+    as there are); the replacements come from their own seeded stream."""
+    flaws = [flaw(p, k) for p in cands]
+    bad = [i for i in idx if flaws[i]]
+    keep = [i for i in idx if not flaws[i]]
+    drawn = set(idx)
+    spare = [i for i, f in enumerate(flaws) if not f and i not in drawn]
+    extra = random.Random(f"pool-prefer:{seed}:{k}").sample(spare, min(len(bad), len(spare)))
+    kept_bad = bad[len(extra):]  # too few good ones: the rest stay, flawed but eligible
+    if report is not None:
+        report[f"position_{k + 1}"] = {
+            "eligible": len(cands),
+            "flawed_eligible": dict(sorted(Counter(f for f in flaws if f).items())),
+            "flawed_drawn": dict(sorted(Counter(flaws[i] for i in bad).items())),
+            "swapped": len(extra),
+            "excluded": [cands[i].id for i in bad[: len(extra)]],
+        }
+    return sorted(keep + extra + kept_bad)
 
 
 def count_candidates(pools: Sequence[Sequence[Problem]]) -> int:

@@ -10,8 +10,9 @@ checked again by :mod:`composition_rl.compose.checks` on the record itself.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from json.encoder import encode_basestring as _js
@@ -22,6 +23,7 @@ import sympy
 from composition_rl.compose import spc
 from composition_rl.compose.base import COMPOSERS, Rejection
 from composition_rl.compose.checks import run_checks
+from composition_rl.compose.natural import OFFSET_KINDS, Naturalness, offset_kind
 from composition_rl.io.files import dumps
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
@@ -73,6 +75,32 @@ def _v1_str(v: sympy.Expr) -> str:
     return f"{v.p}" if v.is_Integer else f"{v.p}/{v.q}" if v.is_Rational else sympy.sstr(v)
 
 
+def _replace_all(text: str, y: str, c: Constant) -> str:
+    """``text`` with the literal of ``c`` replaced by Y at its offset and at every offset of
+    ``c.also``, each written for its own mode."""
+    n = len(c.literal)
+    out, pos = [], 0
+    for off, math_mode in sorted([(c.offset, c.math_mode), *c.also]):
+        out.append(text[pos:off])
+        out.append(spc.variable_token(y, math_mode, text[off + n : off + n + 12]))
+        pos = off + n
+    out.append(text[pos:])
+    return "".join(out)
+
+
+_MAG_BUCKETS = ("0..10", "10..100", "100..1000", ">1000", "irrational")
+
+
+def _bucket(lead: _Lead, v2: Fraction) -> tuple[str, str]:
+    """("kind:<offset kind>", "abs:<bucket of |d|>") of one link."""
+    if lead.r_str:
+        return "kind:irrational", "abs:irrational"
+    d = lead.parts[0] - v2
+    a = abs(d)
+    mag = "0..10" if a <= 10 else "10..100" if a <= 100 else "100..1000" if a <= 1000 else ">1000"
+    return f"kind:{offset_kind(d)}", "abs:" + mag
+
+
 def _choice_hash(seed: int, candidate_id: str, link: int) -> int:
     """A stable 64-bit number per (seed, candidate, link): all choices derive from it."""
     return int.from_bytes(hashlib.blake2b(f"{seed}:{candidate_id}:{link}".encode(), digest_size=8).digest(), "big")
@@ -86,11 +114,14 @@ class SymbolicComposer:
     Args:
         seed: all choices (constant, phrasing) derive from ``seed`` and the candidate id.
         max_chars: length limit of a composed prompt (check 4).
+        natural: which q1s lead and which offsets a relation may state, and their ranking
+            (see :mod:`composition_rl.compose.natural`).
     """
 
     seed: int = 0
     max_chars: int = 8000
     name: str = "symbolic"
+    natural: Naturalness = field(default_factory=Naturalness)
 
     def __post_init__(self) -> None:
         # per-problem work, done once and keyed by id (sympy objects hash slowly)
@@ -102,6 +133,9 @@ class SymbolicComposer:
         # Pools repeat v1 (|D_1| = 20) and small literals recur, so most links are a lookup.
         self._arith: dict[tuple[str, str], tuple[str, str, str, str, str]] = {}
         self._pjson: dict[str, tuple[str, str, str, dict]] = {}  # id -> source, metadata as JSON, and raw
+        # per accepted link: its offset kind and magnitude bucket (see take_tally / link_stats)
+        self.tally: Counter[str] = Counter()
+        self.pool_report: dict[str, object] = {}  # what build_pools swapped out, for stats.json
 
     def lead(self, p: Problem) -> _Lead | None:
         """v1 of ``p`` with everything the links need, or None if its answer is no number."""
@@ -149,14 +183,42 @@ class SymbolicComposer:
     def constants(self, p: Problem) -> tuple[Constant, ...]:
         return find_constants(p.question, p.answer)
 
-    def best_constants(self, p: Problem) -> tuple[Constant, ...]:
-        """The best-ranked constants of ``p`` (math mode in arithmetic, then unique values)."""
+    def safe_constants(self, p: Problem) -> tuple[tuple[tuple[int, int], Constant, int | None], ...]:
+        """The constants of ``p`` without a flaw (see :data:`composition_rl.values.FLAWS`), each
+        with its structural rank and, when it is an integer, its value as an int."""
         top = self._best.get(p.id)
         if top is None:
-            cs = self.constants(p)
-            best = min((c.rank for c in cs), default=None)
-            top = self._best[p.id] = tuple(c for c in cs if c.rank == best)
+            top = self._best[p.id] = tuple(
+                (c.rank, c, c.value.numerator if c.value.denominator == 1 else None)
+                for c in self.constants(p) if not c.flaw
+            )
         return top
+
+    def choose(self, lead: _Lead, safe, h: int) -> Constant | None:
+        """The constant a link replaces, for v1 ``lead``: among the safe constants whose offset
+        the naturalness rules allow, those of the best (offset kind, structural rank); the
+        pick among them is ``h``. None when no offset is allowed."""
+        nat = self.natural
+        v1 = lead.parts[0] if not lead.r_str else None
+        v1i = v1.numerator if v1 is not None and v1.denominator == 1 else None
+        best = None
+        top: list[Constant] = []
+        for rank, c, ci in safe:
+            if v1i is not None and ci is not None:  # the common case, in ints
+                d = v1i - ci
+                if abs(d) > nat.max_offset:
+                    continue
+                key = (0, rank)  # zero and integer offsets share the best kind rank
+            else:
+                dq = None if v1 is None else v1 - c.value
+                if not nat.allows(dq):
+                    continue
+                key = (nat.rank(dq), rank)
+            if best is None or key < best:
+                best, top = key, [c]
+            elif key == best:
+                top.append(c)
+        return top[h % len(top)] if top else None
 
     def eligible(self, p: Problem, position: int, depth: int) -> bool:
         """Whether ``p`` can stand at ``position`` (0-based) of a chain of ``depth``."""
@@ -165,6 +227,38 @@ class SymbolicComposer:
         if position > 0 and not self.constants(p):
             return False
         return True
+
+    def pool_flaw(self, p: Problem, position: int, depth: int) -> str:
+        """Why ``p`` reads poorly at ``position`` ("" if it does not): a q1 whose answer is
+        irrational, large or approximate by construction, or a later problem with no safe
+        constant. Pools are filled with problems without such a flaw first."""
+        if position < depth - 1:
+            lead = self.lead(p)
+            v1 = None if lead is None or lead.r_str else lead.parts[0]
+            why = self.natural.q1_flaw(p.question, v1)
+            if why:
+                return why
+        if position > 0 and not self.safe_constants(p):
+            return "no_safe_constant"
+        return ""
+
+    def take_tally(self) -> dict[str, int]:
+        """The offset kinds and magnitudes counted since the last call (a worker's share)."""
+        out = dict(self.tally)
+        self.tally.clear()
+        return out
+
+    @staticmethod
+    def link_stats(tally: dict[str, int]) -> dict[str, dict[str, object]]:
+        """``stats.json``'s summary of the accepted links: count and share of each offset kind
+        and of each magnitude bucket of ``|d|``."""
+        n = sum(v for k, v in tally.items() if k.startswith("kind:")) or 1
+        kinds = {k: tally.get("kind:" + k, 0) for k in OFFSET_KINDS}
+        mags = {b: tally.get("abs:" + b, 0) for b in _MAG_BUCKETS}
+        return {
+            "offset_kinds": {k: {"count": v, "share": round(v / n, 6)} for k, v in kinds.items()},
+            "offset_abs": {k: {"count": v, "share": round(v / n, 6)} for k, v in mags.items()},
+        }
 
     def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
         """``SPC(q1..qK) = Compose(q1, SPC(q2..qK))`` for one candidate chain."""
@@ -175,7 +269,7 @@ class SymbolicComposer:
             if lead is None:
                 return Rejection("check1_v1", "q1_not_numeric", f"position {k + 1}: answer {chain[k].answer!r} of {chain[k].id} has no exact numeric value")
             leads.append(lead)
-        tops = [self.best_constants(chain[k]) for k in range(1, K)]  # empty: no constant
+        tops = [self.safe_constants(chain[k]) for k in range(1, K)]  # empty: no constant
         for k, top in enumerate(tops, 2):
             if not top:
                 return Rejection("constant", "no_constant", f"position {k}: problem {chain[k - 1].id} has no replaceable constant")
@@ -190,18 +284,26 @@ class SymbolicComposer:
 
         text = chain[-1].question
         links: list[Link] = []
+        kinds = []
         for k in reversed(range(K - 1)):
-            top = tops[k]
             h = _choice_hash(self.seed, candidate_id, k)
-            c = top[h % len(top)]
-            x, y = free[2 * k], free[2 * k + 1]
             lead = leads[k]
+            c = self.choose(lead, tops[k], h)
+            if c is None:
+                return Rejection("constant", "unnatural_offset", f"position {k + 2}: no constant of {chain[k + 1].id} "
+                                 f"gives an offset from v1 = {lead.latex} within the naturalness limits")
+            x, y = free[2 * k], free[2 * k + 1]
             direction, d_abs_latex, d_latex, v2_expr, d_expr = self._link_arith(chain[k], lead, c)
-            tail = c.offset + len(c.literal)
-            token = spc.variable_token(y, c.math_mode, text[tail : tail + 12])
             glue = spc.glue_text(x, y, d_abs_latex, direction, (h >> 32) % len(spc.DEFINITIONS), lead.unit)
-            text = spc.join(chain[k].question, glue, text[: c.offset] + token + text[tail:])
-            links.append(Link(x, y, lead.latex, lead.expr, c.literal, v2_expr, d_latex, d_expr, c.offset))
+            if c.also:  # a repeated quantity: every occurrence becomes Y
+                text = _replace_all(text, y, c)
+            else:
+                tail = c.offset + len(c.literal)
+                text = text[: c.offset] + spc.variable_token(y, c.math_mode, text[tail : tail + 12]) + text[tail:]
+            text = spc.join(chain[k].question, glue, text)
+            links.append(Link(x, y, lead.latex, lead.expr, c.literal, v2_expr, d_latex, d_expr, c.offset,
+                              tuple(sorted(o for o, _ in c.also))))
+            kinds.append(_bucket(lead, c.value))
         links.reverse()
         composed = Problem.new(
             text, chain[-1].answers, source="compose:" + self.name, depth=K, parents=tuple([p.id for p in chain]),
@@ -210,6 +312,9 @@ class SymbolicComposer:
         failure = run_checks(composed, chain, self.max_chars)
         if failure is not None:
             return Rejection(failure.stage, failure.reason, failure.detail)
+        for kind, mag in kinds:
+            self.tally[kind] += 1
+            self.tally[mag] += 1
         return composed
 
     @staticmethod
@@ -241,7 +346,9 @@ class SymbolicComposer:
         parts = [self._parent_json(p) for p in chain]
         links = ",".join([
             f'{{"d":{_js(lk.d_latex)},"d_expr":{_js(lk.d_expr)},"v1":{_js(lk.v1_latex)},'
-            f'"v1_expr":{_js(lk.v1_expr)},"v2":{_js(lk.v2_literal)},"v2_expr":{_js(lk.v2_expr)},'
+            f'"v1_expr":{_js(lk.v1_expr)},"v2":{_js(lk.v2_literal)},'
+            + (f'"v2_also":[{",".join(map(str, lk.v2_also))}],' if lk.v2_also else "")
+            + f'"v2_expr":{_js(lk.v2_expr)},'
             f'"v2_offset":{int.__repr__(lk.v2_offset)},"x":{_js(lk.x)},"y":{_js(lk.y)}}}'
             for lk in rec.links
         ])

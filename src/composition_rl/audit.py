@@ -1,0 +1,242 @@
+"""A blind human audit of a composed set: sample, show, score (issue 16).
+
+:func:`sample` draws a seeded sample of accepted records and turns each into a blind item:
+the problems in order, the relation paragraphs, the later problems with the replaced
+places marked, and the answer. Nothing from the engine (ids of parents, offsets, exact
+expressions, the engine's name) is shown, so the reviewer judges the prompt as a policy
+would see it. :func:`write_csv` and :func:`write_html` write the form; :func:`score` reads a
+filled CSV and reports the invalid, shortcut and natural rates with Wilson intervals.
+
+A reviewer answers three questions per item (``y`` or ``n``):
+
+* ``valid``: the prompt is well posed and the answer is right (q1 solves to X, the relation
+  gives the replaced value, the rewritten problem still has the stated answer);
+* ``shortcut``: the chain can be skipped (the replaced value is still visible, or the
+  answer does not depend on it);
+* ``natural``: a reader would accept the wording (LaTeX renders, the relation reads as a
+  sensible statement).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from composition_rl.compose.quality import glues
+from composition_rl.records import Problem
+from composition_rl.stats import wilson_interval
+
+__all__ = ["QUESTIONS", "AuditItem", "AuditScore", "sample", "score", "write_csv", "write_html"]
+
+QUESTIONS = ("valid", "shortcut", "natural")
+FIELDS = ("item", "first_problem", "relations", "later_problems", "answer", *QUESTIONS, "note")
+MARK_OPEN, MARK_CLOSE = "[[", "]]"  # how a replaced place is marked in the CSV
+
+
+@dataclass(frozen=True)
+class AuditItem:
+    """One blind item: what the reviewer reads."""
+
+    item: str
+    record_id: str  # kept in the key file, never shown
+    first_problem: str
+    relations: tuple[str, ...]
+    later_problems: tuple[str, ...]  # with each replaced place wrapped in MARK_OPEN/MARK_CLOSE
+    answer: str
+
+
+def _blind(rec: Problem, item: str) -> AuditItem:
+    gs = glues(rec)
+    if gs is None:
+        raise ValueError(f"record {rec.id}: no relation paragraph found; is this a composed record?")
+    text = rec.question
+    ends = [g.start for g in gs[1:]] + [len(text)]
+    laters = tuple(_mark(text[g.end : e], lk) for g, e, lk in zip(gs, ends, rec.links))
+    relations = tuple(text[g.start : g.end].strip() for g in gs)
+    return AuditItem(item, rec.id, text[: gs[0].start], relations, laters, rec.answer)
+
+
+def _mark(seg: str, lk) -> str:
+    """``seg`` with every place the variable was written marked (``[[Y]]``)."""
+    out, pos, shift = [], 0, 0
+    for off in sorted((lk.v2_offset, *lk.v2_also)):
+        at = off + shift
+        for tok in (f"${lk.y}$", f"{lk.y} \\cdot ", lk.y):
+            if seg.startswith(tok, at):
+                break
+        else:
+            return seg
+        out += [seg[pos:at], MARK_OPEN + tok + MARK_CLOSE]
+        pos = at + len(tok)
+        shift += len(tok) - len(lk.v2_literal)
+    out.append(seg[pos:])
+    return "".join(out)
+
+
+def sample(run_dir: str | Path, n: int, seed: int) -> list[AuditItem]:
+    """A seeded sample of ``n`` accepted records of a ``crl compose`` run, in a shuffled order.
+
+    Raises:
+        ValueError: no ``composed.jsonl`` in ``run_dir``, or a line that is not a record.
+    """
+    path = Path(run_dir) / "composed.jsonl"
+    if not path.is_file():
+        raise ValueError(f"{run_dir}: no composed.jsonl (is this the output folder of crl compose?)")
+    offsets = []
+    with open(path, "rb") as f:
+        pos = 0
+        for line in f:
+            if line.strip():
+                offsets.append(pos)
+            pos += len(line)
+    if n < 1:
+        raise ValueError(f"sample size {n} must be >= 1")
+    rng = random.Random(f"audit:{seed}")
+    picked = rng.sample(range(len(offsets)), min(n, len(offsets)))
+    items = []
+    with open(path, "rb") as f:
+        for i, idx in enumerate(picked, 1):
+            f.seek(offsets[idx])
+            line = f.readline()
+            try:
+                rec = Problem.from_dict(json.loads(line))
+            except (ValueError, KeyError) as e:
+                raise ValueError(f"{path}: line {idx + 1} is not a composed record: {e}") from e
+            items.append(_blind(rec, f"A{i:03d}"))
+    return items
+
+
+def write_csv(items: Sequence[AuditItem], path: str | Path) -> None:
+    """The form to fill: one row per item, empty ``valid``, ``shortcut``, ``natural``, ``note``."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, FIELDS)
+    w.writeheader()
+    for it in items:
+        w.writerow({"item": it.item, "first_problem": it.first_problem, "relations": "\n\n".join(it.relations),
+                    "later_problems": "\n\n".join(it.later_problems), "answer": it.answer})
+    Path(path).write_text(buf.getvalue(), encoding="utf-8")
+
+
+def write_key(items: Sequence[AuditItem], path: str | Path, run_dir: str | Path, seed: int) -> None:
+    """Which record each item is (kept apart from the form, so the review stays blind)."""
+    Path(path).write_text(json.dumps({"run": str(run_dir), "seed": seed,
+                                      "items": {it.item: it.record_id for it in items}}, indent=1) + "\n")
+
+
+_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>composition audit</title>
+<script>window.MathJax={{tex:{{inlineMath:[['$','$'],['\\\\(','\\\\)']],processEscapes:true}}}};</script>
+<script async src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"></script>
+<style>body{{font-family:sans-serif;max-width:60em;margin:auto}} .item{{border-top:2px solid #888;padding:.5em 0}}
+pre{{white-space:pre-wrap;background:#f6f6f6;padding:.4em}} mark{{background:#ffd54f}} .q label{{margin-right:1.5em}}</style>
+</head><body><h1>Blind audit: {n} composed prompts</h1>
+<p>For each item answer: <b>valid</b> (well posed, answer right), <b>shortcut</b> (the chain can be
+skipped), <b>natural</b> (a reader would accept it). The replaced places are <mark>marked</mark>.
+Then press <button onclick="save()">download filled CSV</button> and score it with
+<code>crl audit --score FILE.csv</code>. The page works offline too (formulas then stay as LaTeX).</p>
+{items}
+<script>
+const FIELDS={fields};
+function cell(s){{s=String(s??'');return /[",\\n]/.test(s)?'"'+s.replace(/"/g,'""')+'"':s;}}
+function save(){{const rows=[FIELDS.join(',')];
+for(const d of document.querySelectorAll('.item')){{const it=JSON.parse(d.dataset.row);
+for(const q of ['valid','shortcut','natural']){{const c=d.querySelector('input[name="'+it.item+'-'+q+'"]:checked');it[q]=c?c.value:'';}}
+it.note=d.querySelector('textarea').value;rows.push(FIELDS.map(f=>cell(it[f])).join(','));}}
+const a=document.createElement('a');a.href=URL.createObjectURL(new Blob([rows.join('\\n')+'\\n'],{{type:'text/csv'}}));
+a.download='audit_filled.csv';a.click();}}
+</script></body></html>
+"""
+
+
+def _html_marked(text: str) -> str:
+    esc = html.escape(text)
+    return esc.replace(html.escape(MARK_OPEN), "<mark>").replace(html.escape(MARK_CLOSE), "</mark>")
+
+
+def write_html(items: Sequence[AuditItem], path: str | Path) -> None:
+    """A self-contained page: the items with radio buttons, and a button that saves the CSV."""
+    parts = []
+    for it in items:
+        row = {"item": it.item, "first_problem": it.first_problem, "relations": "\n\n".join(it.relations),
+               "later_problems": "\n\n".join(it.later_problems), "answer": it.answer}
+        qs = "".join(
+            f'<span class="q">{q}: <label><input type="radio" name="{it.item}-{q}" value="y">y</label>'
+            f'<label><input type="radio" name="{it.item}-{q}" value="n">n</label></span> '
+            for q in QUESTIONS
+        )
+        body = "".join(f"<pre>{_html_marked(r)}</pre><pre>{_html_marked(p)}</pre>"
+                       for r, p in zip(it.relations, it.later_problems))
+        parts.append(
+            f'<div class="item" data-row="{html.escape(json.dumps(row))}"><h2>{it.item}</h2>'
+            f"<pre>{html.escape(it.first_problem)}</pre>{body}"
+            f"<p>Answer: <code>{html.escape(it.answer)}</code></p><p>{qs}</p>"
+            f'<textarea rows="2" cols="80" placeholder="note"></textarea></div>'
+        )
+    Path(path).write_text(_PAGE.format(n=len(items), items="\n".join(parts), fields=json.dumps(list(FIELDS))),
+                          encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class AuditScore:
+    """Counts of a filled audit and their rates with 95% Wilson intervals."""
+
+    items: int
+    answered: dict[str, int]  # per question: rows with y or n
+    yes: dict[str, int]
+
+    def rate(self, q: str) -> tuple[float, float, float]:
+        """(share of "y", low, high) for question ``q`` among the rows that answer it."""
+        n, k = self.answered[q], self.yes[q]
+        lo, hi = wilson_interval(k, n) if n else (0.0, 1.0)
+        return (k / n if n else 0.0), lo, hi
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"items": self.items}
+        for q in QUESTIONS:
+            r, lo, hi = self.rate(q)
+            out[q] = {"yes": self.yes[q], "answered": self.answered[q], "rate": round(r, 4),
+                      "wilson95": [round(lo, 4), round(hi, 4)]}
+        v = self.answered["valid"]
+        out["invalid"] = {"count": v - self.yes["valid"], "answered": v,
+                          "rate": round((v - self.yes["valid"]) / v, 4) if v else 0.0,
+                          "wilson95": [round(x, 4) for x in (wilson_interval(v - self.yes["valid"], v) if v else (0.0, 1.0))]}
+        return out
+
+
+_YES = {"y", "yes", "1", "true"}
+_NO = {"n", "no", "0", "false"}
+
+
+def score(path: str | Path) -> AuditScore:
+    """Read a filled audit CSV.
+
+    Raises:
+        ValueError: a missing column, or an answer that is not y/n (naming the item and field).
+    """
+    p = Path(path)
+    try:
+        rows = list(csv.DictReader(p.read_text(encoding="utf-8").splitlines(keepends=True)))
+    except OSError as e:
+        raise ValueError(f"{path}: {e}") from e
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    missing = [q for q in ("item", *QUESTIONS) if q not in rows[0]]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
+    answered = dict.fromkeys(QUESTIONS, 0)
+    yes = dict.fromkeys(QUESTIONS, 0)
+    for row in rows:
+        for q in QUESTIONS:
+            v = (row.get(q) or "").strip().lower()
+            if not v:
+                continue
+            if v not in _YES | _NO:
+                raise ValueError(f"{path}: item {row.get('item')!r}, field {q!r}: {row[q]!r} is not y or n")
+            answered[q] += 1
+            yes[q] += v in _YES
+    return AuditScore(len(rows), answered, yes)

@@ -1,0 +1,68 @@
+"""``crl audit``: a blind sample of a composed set for human review, and its score.
+
+    crl audit runs/math_d2 --sample 40 --seed 0 --out audit.html   # or audit.csv
+    crl audit --score audit_filled.csv
+
+The first form writes the form (HTML with buttons, or CSV to fill in a spreadsheet) and,
+beside it, ``<out>.key.json`` mapping items to record ids (not shown to the reviewer). The
+second reads a filled CSV and prints the invalid, shortcut and natural rates with 95%
+Wilson intervals (``--json`` also writes them). See docs/composition.md, "Auditing a set".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from composition_rl.cli import UsageError
+
+HELP = "blind-audit a composed set: sample records for review, then score the filled form"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", nargs="?", help="output folder of crl compose (holds composed.jsonl)")
+    p.add_argument("--sample", type=int, default=40, help="records to sample (default: 40)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample (default: 0)")
+    p.add_argument("--out", help="the form to write: a .html page or a .csv file")
+    p.add_argument("--score", metavar="FILLED", help="score a filled audit CSV instead")
+    p.add_argument("--json", help="with --score: also write the figures to this JSON file")
+
+
+def run(args: argparse.Namespace) -> int:
+    from composition_rl import audit
+
+    if args.score:
+        if args.run or args.out:
+            raise UsageError("--score FILLED takes no run folder and no --out")
+        try:
+            s = audit.score(args.score)
+        except ValueError as e:
+            raise UsageError(str(e)) from e
+        d = s.to_dict()
+        print(f"{s.items} items")
+        inv = d["invalid"]
+        print(f"  invalid   {inv['count']:>3} of {inv['answered']:<3} {inv['rate']:.1%}  "
+              f"(95% Wilson {inv['wilson95'][0]:.1%} - {inv['wilson95'][1]:.1%})")
+        for q in ("shortcut", "natural"):
+            r = d[q]
+            print(f"  {q:9s} {r['yes']:>3} of {r['answered']:<3} {r['rate']:.1%}  "
+                  f"(95% Wilson {r['wilson95'][0]:.1%} - {r['wilson95'][1]:.1%})")
+        if args.json:
+            Path(args.json).write_text(json.dumps(d, indent=1) + "\n")
+        return 0
+    if not args.run or not args.out:
+        raise UsageError("give a run folder and --out audit.html|audit.csv (or --score FILLED)")
+    out = Path(args.out)
+    if out.suffix not in (".html", ".csv"):
+        raise UsageError(f"--out {out}: the name must end in .html or .csv")
+    try:
+        items = audit.sample(args.run, args.sample, args.seed)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    out.parent.mkdir(parents=True, exist_ok=True)
+    (audit.write_html if out.suffix == ".html" else audit.write_csv)(items, out)
+    key = out.with_name(out.name + ".key.json")
+    audit.write_key(items, key, args.run, args.seed)
+    print(f"{len(items)} items in {out} (record ids in {key}; keep it from the reviewer)")
+    return 0

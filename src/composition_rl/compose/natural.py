@@ -1,0 +1,155 @@
+"""What makes a link read naturally: the offset kinds, their ranking, and which q1 may lead.
+
+Sub-step 3 of seed 000 (Section 3.4) states ``Y = X - d``. Any exact ``d`` is correct, but a
+blind audit of symbolic compositions (issue 16) found that readers reject links such as
+"$Z$ is $\\frac{\\sqrt{13}}{2} + \\frac{1}{2}$ less than $Y$" (an irrational offset built to
+cancel q1's answer) or "$Y$ is $2999980$ less than $X$", and q1s whose answer is approximate
+by construction ("to two significant figures") used as if exact. :class:`Naturalness` turns
+that into explicit, configurable rules:
+
+* a q1 (any position but the last) is *preferred* when its answer is a rational number of
+  modest size and its text asks for no rounding; pools are filled with preferred problems
+  first (:func:`composition_rl.compose.pools.build_pools`);
+* a link's offset must be within ``max_offset`` and have a denominator of at most
+  ``max_denominator``; among the constants that qualify, the engine ranks by offset kind
+  (:data:`OFFSET_KINDS`: zero and integer first) before the structural rank of the constant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+__all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "offset_kind"]
+
+# The kinds an offset ``d = v1 - v2`` can have, in order of preference ("equal to" and an
+# integer read equally well, so they share a rank).
+OFFSET_KINDS = ("zero", "integer", "rational", "irrational")
+_KIND_RANK = {"zero": 0, "integer": 0, "rational": 1, "irrational": 2}
+
+# A question whose answer is approximate by construction: the solver rounds, so another
+# correct solver may get another X (Minerva: "to two significant figures").
+APPROXIMATE = re.compile(
+    r"significant (?:figure|digit)s?|decimal places?|to the nearest|nearest (?:whole|integer|tenth|hundredth|thousandth)"
+    r"|\bround(?:ed|ing)?\b(?! robin)|\bapproximate(?:ly)?\b|\bestimate\b|order of magnitude",
+    re.I,
+)
+
+
+def approximate_question(text: str) -> bool:
+    """Whether ``text`` asks for a rounded or estimated answer.
+
+    >>> approximate_question("Give your answer to two significant figures.")
+    True
+    >>> approximate_question("A round table seats 6. How many ways?")
+    False
+    """
+    m = APPROXIMATE.search(text)
+    if m is None:
+        return False
+    if m.group().lower() == "round":  # "a round table", "round trip": a shape, not rounding
+        after = text[m.end() : m.end() + 12].lower()
+        return after.startswith((" your", " to", " the answer", " off", " it"))
+    return True
+
+
+def offset_kind(d: Fraction | None) -> str:
+    """The kind of an offset (None: irrational).
+
+    >>> offset_kind(Fraction(0)), offset_kind(Fraction(4)), offset_kind(Fraction(1, 2)), offset_kind(None)
+    ('zero', 'integer', 'rational', 'irrational')
+    """
+    if d is None:
+        return "irrational"
+    if d == 0:
+        return "zero"
+    return "integer" if d.denominator == 1 else "rational"
+
+
+@dataclass(frozen=True)
+class Naturalness:
+    """How natural a link must read (issue 16). Defaults keep the MATH depth-2 run above 80%
+    acceptance while removing irrational links, huge offsets and rounded q1s.
+
+    Args:
+        max_offset: largest ``|d|`` a relation may state ("Y is 2999980 less than X" is out).
+        max_denominator: largest denominator of ``d`` ("\\frac{511999999}{1000}" is out).
+        irrational_q1: allow q1s with irrational answers (every offset is then irrational).
+        approximate_q1: allow q1s whose text asks for rounding or significant figures.
+        max_q1: largest ``|v1|`` of a preferred q1 (a larger one is far from most constants,
+            so its offsets break ``max_offset``: v1 = 19440 lost 6,334 MATH links).
+        prefer_integer: rank constants by offset kind (integer before rational) before their
+            structural rank; False keeps the structural rank alone.
+    """
+
+    max_offset: int = 1000
+    max_denominator: int = 100
+    irrational_q1: bool = False
+    approximate_q1: bool = False
+    max_q1: int = 1000
+    prefer_integer: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_offset < 1:
+            raise ValueError(f"max_offset={self.max_offset} must be >= 1")
+        if self.max_denominator < 1:
+            raise ValueError(f"max_denominator={self.max_denominator} must be >= 1")
+        if self.max_q1 < 1:
+            raise ValueError(f"max_q1={self.max_q1} must be >= 1")
+
+    def allows(self, d: Fraction | None) -> bool:
+        """Whether an offset may be stated (None: irrational, allowed only with irrational q1s)."""
+        if d is None:
+            return self.irrational_q1
+        return abs(d) <= self.max_offset and d.denominator <= self.max_denominator
+
+    def rank(self, d: Fraction | None) -> int:
+        """Sort key of an offset's kind (lower is preferred); 0 for all when not preferring."""
+        return _KIND_RANK[offset_kind(d)] if self.prefer_integer else 0
+
+    def q1_flaw(self, question: str, v1: Fraction | None) -> str:
+        """Why a problem should not lead a link ("" if it may): its value (None: irrational)
+        and its text decide."""
+        if v1 is None and not self.irrational_q1:
+            return "irrational_q1"
+        if v1 is not None and (abs(v1) > self.max_q1 or v1.denominator > self.max_denominator):
+            return "large_q1"
+        if not self.approximate_q1 and approximate_question(question):
+            return "approximate_q1"
+        return ""
+
+
+def _field_help() -> dict[str, str]:
+    """Each field's help, from the Args section of :class:`Naturalness` (declared once)."""
+    doc = (Naturalness.__doc__ or "").split("Args:", 1)[-1]
+    out: dict[str, str] = {}
+    name = None
+    for line in doc.splitlines():
+        m = re.match(r"\s{8}(\w+): (.*)", line)
+        if m:
+            name = m.group(1)
+            out[name] = m.group(2).strip()
+        elif name and line.strip():
+            out[name] += " " + line.strip()
+    return out
+
+
+def add_arguments(group) -> None:
+    """``--max-offset``, ``--max-denominator``, ... : one flag per :class:`Naturalness` field."""
+    helps = _field_help()
+    for f in dataclasses.fields(Naturalness):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            flag = ("--no-" if f.default else "--") + f.name.replace("_", "-")
+            group.add_argument(flag, dest=f"natural_{f.name}", action="store_const", const=not f.default,
+                               default=f.default, help=helps.get(f.name, ""))
+        else:
+            group.add_argument(flag, dest=f"natural_{f.name}", type=int, default=f.default, metavar="N",
+                               help=f"{helps.get(f.name, '')} (default {f.default})")
+
+
+def from_args(args) -> Naturalness:
+    """The :class:`Naturalness` the flags of :func:`add_arguments` describe."""
+    return Naturalness(**{f.name: getattr(args, f"natural_{f.name}") for f in dataclasses.fields(Naturalness)})
