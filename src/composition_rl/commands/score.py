@@ -24,6 +24,7 @@ from typing import Any
 from composition_rl.cli import UsageError
 
 HELP = "score responses against gold answers with the bounded verifier"
+RESUMABLE = True  # a rerun continues from the finished work
 _CHUNK = 2048
 
 
