@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 VERL_STAMP := .venv-verl/.installed
 OUT ?= runs/demo
 
-.PHONY: setup demo test test-main test-verl lint clean
+.PHONY: setup verl-env demo test test-main test-verl lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,6 +21,9 @@ $(VERL_STAMP): scripts/setup_verl_venv.sh pyproject.toml
 	bash scripts/setup_verl_venv.sh
 
 setup: $(STAMP)
+
+# the environment `crl verl-recipe --python .venv-verl/bin/python` launches through
+verl-env: $(VERL_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/crl demo --out $(OUT)

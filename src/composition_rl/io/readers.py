@@ -23,6 +23,7 @@ from composition_rl.records import Problem
 from composition_rl.verify.extract import last_boxed  # the verifier's: nested and escaped braces
 
 __all__ = [
+    "BadLine",
     "DEFAULT_RG_SPECS",
     "InputError",
     "LoadResult",
@@ -234,9 +235,14 @@ def _csv_rows(p: Path, text: str, delimiter: str) -> list[Any]:
 
 
 @dataclass(frozen=True)
-class _BadLine:
+class BadLine:
+    """A line of a JSONL/CSV file that could not be parsed, kept in place of its row."""
+
     line: int
     error: str
+
+
+_BadLine = BadLine
 
 
 def _answer_forms(value: Any) -> tuple[tuple[str, ...] | None, str]:
