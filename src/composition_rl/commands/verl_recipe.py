@@ -15,9 +15,16 @@ from pathlib import Path
 
 HELP = "write a verl launch script with the paper's settings and a curriculum driver"
 
-_PROBE = ("import importlib.util as u, sys; "
-          "missing = [m for m in ('verl', 'composition_rl') if u.find_spec(m) is None]; "
+# verl.trainer, not verl: a folder named verl on sys.path (tests/verl) is a namespace package
+_PROBE = ("import importlib.util as u, sys\n"
+          "def has(m):\n"
+          "    try:\n"
+          "        return u.find_spec(m) is not None\n"
+          "    except ImportError:\n"
+          "        return False\n"
+          "missing = [m for m in ('verl.trainer', 'composition_rl') if not has(m)]\n"
           "print(' '.join(missing)); sys.exit(3 if missing else 0)")
+
 
 
 def _positive(text: str) -> int:
@@ -76,9 +83,9 @@ def choose_python(args) -> str:
         if missing:
             raise UsageError(f"--python {args.python} cannot import {' and '.join(missing)}; {build}")
         return py
-    import importlib.util
+    from composition_rl.integrations.verl_recipe import has_verl
 
-    if importlib.util.find_spec("verl") is not None:
+    if has_verl():
         return sys.executable
     local = Path(".venv-verl/bin/python")
     if local.exists() and _missing(str(local.absolute())) == []:

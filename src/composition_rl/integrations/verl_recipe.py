@@ -223,6 +223,17 @@ def _load(path: str | os.PathLike) -> RecipeConfig:
     return RecipeConfig(**raw).validate()
 
 
+def has_verl() -> bool:
+    """Whether this interpreter can import verl's trainer (``verl.trainer``, not ``verl``: a
+    folder named verl on sys.path, such as tests/verl, is a namespace package)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("verl.trainer") is not None
+    except ImportError:
+        return False
+
+
 def _probe_file(stage: RecipeStage, out: Path, size: int) -> Path:
     """Problems of the stage's parquet (first ``size`` rows) as JSONL for ``crl profile``."""
     import pyarrow.parquet as pq
@@ -252,9 +263,7 @@ def drive(recipe_json: str | os.PathLike, dry_run: bool = False) -> int:
     cfg = _load(recipe_json)
     out = Path(cfg.out_dir)
     log = out / "curriculum.jsonl"
-    import importlib.util
-
-    if importlib.util.find_spec("verl") is None:
+    if not has_verl():
         msg = (f"verl is not importable by {sys.executable}: build the environment with `make verl-env` "
                "and write the recipe with --python .venv-verl/bin/python")
         if not dry_run:
