@@ -7,7 +7,7 @@ VERL_STAMP := .venv-verl/.installed
 LLM_STAMP := .venv-llm/.installed
 OUT ?= runs/demo
 
-.PHONY: setup demo test test-main test-verl test-real-llm lint clean
+.PHONY: setup verl-env demo test test-main test-verl test-real-llm lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -22,6 +22,9 @@ $(VERL_STAMP): scripts/setup_verl_venv.sh pyproject.toml
 	bash scripts/setup_verl_venv.sh
 
 setup: $(STAMP)
+
+# the environment `crl verl-recipe --python .venv-verl/bin/python` launches through
+verl-env: $(VERL_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/crl demo --out $(OUT)

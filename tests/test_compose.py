@@ -199,7 +199,7 @@ def test_worker_pool_output_equals_one_process(tmp_path, monkeypatch, copy_file_
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
     assert one["accepted"] == two["accepted"] > 0
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == [
-        "composed.jsonl", "input_rejects.jsonl", "rejected.jsonl", "stats.json"]  # no spill left
+        ".compose.lock", "composed.jsonl", "input_rejects.jsonl", "rejected.jsonl", "stats.json"]  # no spill left
 
 
 def test_cross_domain_records_carry_each_parents_own_source(tmp_path):

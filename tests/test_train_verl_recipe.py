@@ -11,15 +11,22 @@ from composition_rl.cli import main
 from composition_rl.integrations.verl_recipe import PAPER
 
 
-def test_recipe_scripts_carry_the_paper_settings_and_our_reward(tmp_path):
+def _stages(tmp_path, depths=(1, 2)):
+    from composition_rl.io.export import export
+    from composition_rl.train.arithmetic import arithmetic_problems
+
     stages = []
-    for d in (1, 2):
-        f = tmp_path / f"d{d}.parquet"
-        f.write_bytes(b"PAR1")  # existence is all the writer checks
-        stages.append(str(f))
+    for d in depths:
+        (tmp_path / f"d{d}").mkdir()
+        stages.append(str(export(arithmetic_problems(4, depth=d, seed=d), "verl", tmp_path / f"d{d}")))
+    return stages
+
+
+def test_recipe_scripts_carry_the_paper_settings_and_our_reward(tmp_path):
+    stages = _stages(tmp_path)
     out = tmp_path / "recipe"
     assert main(["verl-recipe", "--stages", *stages, "--model", "Qwen/Qwen3-4B-Base", "--out", str(out),
-                 "--max-steps", "120", "--threshold", "0.7"]) == 0
+                 "--max-steps", "120", "--threshold", "0.7", "--python", "python3", "--no-python-check"]) == 0
     s1 = (out / "stage_1.sh").read_text()
     for needle in ("verl.trainer.main_ppo", "algorithm.filter_groups.enable=True",
                    "algorithm.filter_groups.metric=acc", "actor_rollout_ref.actor.loss_agg_mode=token-mean",
@@ -35,7 +42,8 @@ def test_recipe_scripts_carry_the_paper_settings_and_our_reward(tmp_path):
     assert f"actor_rollout_ref.model.path={out / 'merged' / 'depth1'}" in (out / "stage_2.sh").read_text()
     recipe = json.loads((out / "recipe.json").read_text())
     assert recipe["config"]["threshold"] == 0.7 and len(recipe["plan"]) == 2
-    assert "drive" in (out / "launch.sh").read_text()
+    assert "python3 -m composition_rl.integrations.verl_recipe drive" in (out / "launch.sh").read_text()
+    assert (out / "stage_1.sh").read_text().splitlines()[1] == f"# Stage 1 of 2: depth 1 ({stages[0]}), the paper's settings."
     assert PAPER["algorithm.filter_groups.metric"] == "acc"
 
 
@@ -48,8 +56,10 @@ def test_dry_run_driver_lists_train_merge_profile_per_stage(tmp_path):
     r = subprocess.run([sys.executable, "-m", "composition_rl.integrations.verl_recipe", "drive",
                         str(tmp_path / "recipe.json"), "--dry-run"], capture_output=True, text=True, check=True)
     cmds = [line for line in r.stdout.splitlines() if line.startswith("+ ")]
-    assert [c.split()[3] if "python" in c.split()[1] else c.split()[1] for c in cmds] == [
-        "verl.trainer.main_ppo", "verl.model_merger", "crl", "verl.trainer.main_ppo", "verl.model_merger", "crl"]
+    assert [c.split()[3] for c in cmds] == [
+        "verl.trainer.main_ppo", "verl.model_merger", "composition_rl.cli",
+        "verl.trainer.main_ppo", "verl.model_merger", "composition_rl.cli"]
+    assert all(c.split()[1] == sys.executable for c in cmds)  # one interpreter, never a bare crl/python3
     assert "--input" in cmds[2] and "probes/depth1.jsonl" in cmds[2]
 
 
@@ -57,3 +67,14 @@ def test_missing_stage_file_is_a_usage_error(tmp_path, capsys):
     assert main(["verl-recipe", "--stages", str(tmp_path / "nope.parquet"), "--model", "m",
                  "--out", str(tmp_path / "o")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_stage_depths_come_from_the_data(tmp_path, capsys):
+    stages = _stages(tmp_path, depths=(2, 3))
+    out = tmp_path / "r"
+    assert main(["verl-recipe", "--stages", *stages, "--model", "m", "--out", str(out), "--no-python-check"]) == 0
+    recipe = json.loads((out / "recipe.json").read_text())
+    assert [(s["name"], s["depth"]) for s in recipe["config"]["stages"]] == [("depth2", 2), ("depth3", 3)]
+    assert main(["verl-recipe", "--stages", *stages, "--model", "m", "--out", str(out), "--no-python-check",
+                 "--depths", "1", "2"]) == 2
+    assert "--depths says 1, but" in capsys.readouterr().err

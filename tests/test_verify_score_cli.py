@@ -58,6 +58,8 @@ def test_score_resumes_after_a_torn_write(tmp_path, shared_data):
     lines = full.splitlines(keepends=True)
     # as if killed mid-line after 12 rows
     (tmp_path / "part.jsonl").write_bytes(b"".join(lines[:12]) + lines[12][:20])
+    # the killed run had recorded its options first (a rerun under other options refuses)
+    (tmp_path / "part.options.json").write_bytes((tmp_path / "full.options.json").read_bytes())
     assert main([*args, "--out", str(tmp_path / "part.jsonl")]) == 0
     assert (tmp_path / "part.jsonl").read_bytes() == full
     assert (tmp_path / "part.rejects.jsonl").read_bytes() == (tmp_path / "full.rejects.jsonl").read_bytes()
@@ -65,9 +67,12 @@ def test_score_resumes_after_a_torn_write(tmp_path, shared_data):
 
 def test_score_usage_errors(tmp_path, capsys):
     assert main(["score", "--input", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o.jsonl")]) == 2
+    # a line that is not JSON is rejected with its number; the other rows are scored
     (tmp_path / "bad.jsonl").write_text('{"response": "x", "answer": "1"}\nnot json\n')
-    assert main(["score", "--input", str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "o.jsonl")]) == 2
-    assert "line 2 is not JSON" in capsys.readouterr().err
+    assert main(["score", "--input", str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "b.jsonl"),
+                 "--no-progress"]) == 0
+    assert json.loads((tmp_path / "b.rejects.jsonl").read_text())["reason"].startswith("line 2 is not valid JSON")
+    assert len((tmp_path / "b.jsonl").read_text().splitlines()) == 1
     (tmp_path / "ok.jsonl").write_text('{"response": "x", "answer": "1"}\n')
     assert main(["score", "--input", str(tmp_path / "ok.jsonl"), "--out", str(tmp_path / "o.jsonl"), "--timeout", "0"]) == 2
     assert main(["score", "--input", str(tmp_path / "ok.jsonl"), "--out", str(tmp_path / "o.jsonl"), "--fallback", "nope"]) == 2

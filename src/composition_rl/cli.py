@@ -1,18 +1,23 @@
 """The ``crl`` command line: thin. Each subcommand lives in ``composition_rl.commands.<name>``
 and is imported only when it runs, so ``crl compose`` never pays for torch.
 
-A command module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+A command module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``,
+and may define ``RESUMABLE`` (a bool, or a function of the parsed args) when a rerun of an
+interrupted command continues where it stopped.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 
 # name -> (module, one-line help). Help is duplicated here so `crl --help` imports nothing.
 COMMANDS: dict[str, tuple[str, str]] = {
     "compose": ("compose", "compose a verifiable prompt set into a harder one (SPC, depth K)"),
+    "export": ("export", "write problems as they are (depth 1) as verl/TRL datasets and Problem JSONL"),
     "demo": ("demo", "run the main job end to end on the built-in default data"),
     "score": ("score", "score responses against gold answers with the bounded verifier"),
     "profile": ("profile", "measure per-prompt pass rates of a policy (solve_all / goldilocks / solve_none)"),
@@ -29,8 +34,37 @@ class UsageError(Exception):
     """Bad arguments or unreadable inputs: printed without a traceback, exit code 2."""
 
 
+DESCRIPTION = """\
+Composition-RL (arXiv 2602.12036): compose prompts your RLVR run has mastered into harder
+ones that are still checkable, verify answers, profile and evaluate policies, and train
+with GRPO plus dynamic sampling."""
+
+EPILOG = """\
+a first run:
+  crl compose --input problems.jsonl --depth 2 --out runs/d2 --export verl,trl
+  crl export  --input problems.jsonl --out runs/d1 --format verl,trl     (depth 1, as is)
+  crl score   --input responses.jsonl --out scored.jsonl
+
+Inputs: JSON array, JSONL, CSV, TSV or Parquet (also .gz / .zst) with a question and an answer
+column; name yours with --question-field / --answer-field. Run 'crl COMMAND --help' for a
+command's options. Docs: README.md and docs/ in the repository."""
+
+
+def version() -> str:
+    """The installed package version (the source tree's when run from a checkout)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as _v
+
+    try:
+        return _v("composition-rl")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree without install
+        return "0+unknown"
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="crl", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="crl", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"crl (composition-rl) {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (mod, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
@@ -52,14 +86,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         build_parser().print_help()
         return 2
+    module = _module(COMMANDS[args.command][0])
+    previous = signal.signal(signal.SIGTERM, _sigterm_handler(os.getpid()))
     try:
-        return int(_module(COMMANDS[args.command][0]).run(args) or 0)
+        return int(module.run(args) or 0)
     except UsageError as e:
         print(f"crl {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"crl {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
+        resumable = getattr(module, "RESUMABLE", False)
+        if callable(resumable):
+            resumable = resumable(args)
+        tail = "rerun the same command to resume" if resumable else "this command keeps no partial work: rerun it to start over"
+        print(f"crl {args.command}: interrupted; {tail}", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _sigterm_handler(pid: int):
+    """SIGTERM ends a command like Ctrl-C (cleanup runs, one line, exit 130) in this process.
+    A forked child that inherited the handler dies the default way instead."""
+
+    def handler(signum, frame):
+        if os.getpid() != pid:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise KeyboardInterrupt
+
+    return handler
 
 
 if __name__ == "__main__":

@@ -114,3 +114,37 @@ def test_launch_overrides_pass_verl_config_composition_and_validation(exported, 
         assert composed.reward.custom_reward_function.path == REWARD_PATH
         assert need_reference_policy(composed) is False  # no KL anywhere
     assert "verl_recipe drive" in launch.read_text()
+
+
+def test_launch_dry_run_works_through_this_environment(exported, tmp_path):
+    """The documented cluster path: crl export (depth 1) and crl compose --export verl
+    (depth 2) data, `crl verl-recipe --python <this venv>`, then `bash launch.sh --dry-run`
+    from another folder with a clean environment (no PYTHONPATH): the scripts reach verl
+    and composition_rl through the interpreter alone."""
+    import os
+    import subprocess
+    import sys
+
+    from composition_rl.io.export import export
+    from composition_rl.train.arithmetic import arithmetic_problems
+
+    (tmp_path / "d1").mkdir()
+    d1 = export(arithmetic_problems(6, depth=1, seed=1), "verl", tmp_path / "d1")
+    _, _, d2 = exported
+    out = tmp_path / "recipe"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = "/usr/bin:/bin"  # no venv on PATH: a bare python3 would lack both packages
+    r = subprocess.run([sys.executable, "-m", "composition_rl.cli", "verl-recipe", "--stages", str(d1), str(d2),
+                        "--model", "Qwen/Qwen3-4B-Base", "--out", str(out), "--python", sys.executable],
+                       capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    recipe = json.loads((out / "recipe.json").read_text())
+    assert [s["depth"] for s in recipe["config"]["stages"]] == [1, 2]  # read from the data
+    r = subprocess.run(["bash", str(out / "launch.sh"), "--dry-run"], capture_output=True, text=True, env=env,
+                       cwd="/")
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr  # verl was found by the recipe's interpreter
+    cmds = [line.split() for line in r.stdout.splitlines() if line.startswith("+ ")]
+    assert [c[3] for c in cmds] == ["verl.trainer.main_ppo", "verl.model_merger", "composition_rl.cli"] * 2
+    assert {c[1] for c in cmds} == {sys.executable}
+    assert "dry run: one chunk" in r.stdout and "exhausted" not in r.stdout

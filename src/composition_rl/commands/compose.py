@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,11 @@ from typing import Any
 from composition_rl.cli import UsageError
 
 HELP = "compose a verifiable prompt set into a harder one (SPC, depth K)"
+
+
+def RESUMABLE(args: argparse.Namespace) -> bool:  # noqa: N802 - read by cli.main on Ctrl-C
+    """Only the LLM engines keep finished work; a symbolic run starts over."""
+    return getattr(args, "engine", "symbolic") != "symbolic"
 
 
 def _pool_sizes(text: str) -> tuple[int | None, ...]:
@@ -28,7 +35,8 @@ def _pool_sizes(text: str) -> tuple[int | None, ...]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_argument_group("input")
-    src.add_argument("--input", help="problems file (.json array, .jsonl, .parquet); default: reasoning-gym numeric generators")
+    src.add_argument("--input", help="problems file (.json array, .jsonl, .csv, .tsv, .parquet; .gz or .zst "
+                     "compressed too); default: reasoning-gym numeric generators")
     src.add_argument("--question-field", help="field holding the question (default: problem/question/prompt)")
     src.add_argument("--answer-field", help="field holding the answer (default: answer/final_answer/ground_truth)")
     src.add_argument("--first-pool", help="take q1 (positions 1..K-1) from this file instead (cross-domain, Section 4.4)")
@@ -41,6 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--pool-size", type=int, default=20, help="|D_k| for k < K (default 20; position K is the full set)")
     c.add_argument("--pool-sizes", type=_pool_sizes, help="one size per position, e.g. 500,500 or full,20 (ablations)")
     c.add_argument("--max-candidates", type=int, help="a seeded uniform sample of at most N candidate chains")
+    c.add_argument("--limit-candidates", type=int, default=20_000_000,
+                   help="refuse a run estimated above this many candidate chains (default 20,000,000) "
+                   "unless --yes or --max-candidates is given")
+    c.add_argument("--yes", action="store_true", help="run even when the size estimate exceeds --limit-candidates")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--max-chars", type=int, default=8000, help="length limit of a composed prompt (check 4)")
     c.add_argument("--engine", default="symbolic", choices=["symbolic", "llm", "auto"],
@@ -61,8 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_llm_arguments(p)
 
 
-def load_inputs(args: argparse.Namespace) -> tuple[list, list | None, dict[str, Any], list[dict[str, Any]]]:
-    """Problems, first pool, input description and input rejects for ``args``."""
+def load_inputs(
+    args: argparse.Namespace, out: Path | None = None
+) -> tuple[list, list | None, dict[str, Any], list[dict[str, Any]]]:
+    """Problems, first pool, input description and input rejects for ``args``. When no row
+    is usable, the rejects are written to ``out/input_rejects.jsonl`` first (if ``out``)
+    and the error gives the top reasons and the flags that would fix them."""
     from composition_rl.io.readers import (
         InputError,
         ReaderConfig,
@@ -79,6 +95,9 @@ def load_inputs(args: argparse.Namespace) -> tuple[list, list | None, dict[str, 
         first = load_problems(args.first_pool, cfg) if args.first_pool else None
     except InputError as e:
         raise UsageError(str(e)) from e
+    for name, res, path in (("--input", main, args.input), ("--first-pool", first, args.first_pool)):
+        if res is not None and not res.problems:
+            raise UsageError(_no_problem(res, f"{name} {path}", out))
     problems = main.problems
     inputs: dict[str, Any] = {
         "main": {"path": args.input or "reasoning-gym (built-in default)", "rows": main.rows,
@@ -100,9 +119,80 @@ def load_inputs(args: argparse.Namespace) -> tuple[list, list | None, dict[str, 
         inputs["first_pool"] = {"path": args.first_pool, "rows": first.rows, "problems": len(first.problems),
                                 "rejects": len(first.rejects)}
         rejects += first.rejects
-    if not problems:
-        raise UsageError(f"{args.input}: no usable problem ({len(main.rejects)} rows rejected; see input_rejects.jsonl)")
     return problems, (first.problems if first else None), inputs, rejects
+
+
+def _no_problem(res, where: str, out: Path | None) -> str:
+    msg = res.why_empty(where)
+    if out is not None and res.rejects:
+        from composition_rl.io.files import atomic_write_jsonl
+
+        atomic_write_jsonl(out / "input_rejects.jsonl", res.rejects)
+        msg += f". Every rejected row, with its reason: {out / 'input_rejects.jsonl'}"
+    return msg
+
+
+def check_out_dir(out: Path) -> None:
+    """Fail now, in one line, if ``out`` cannot be an output folder (before any work)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".crl-write-test.{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot write there ({e.strerror or e})") from None
+
+
+def size_guard(args: argparse.Namespace, config, problems: list, first: list | None) -> None:
+    """Refuse, before any worker starts, a run the variable names cannot support or one
+    estimated beyond ``--limit-candidates``; note the estimate of any large run."""
+    from composition_rl.compose.pipeline import estimate_run
+    from composition_rl.compose.symbolic import VARIABLE_NAMES
+
+    sizes = [len(first) if (k == 0 and first) else len(problems) for k in range(config.depth)]
+    upper = 1
+    for k, s in enumerate(config.sizes):
+        upper *= sizes[k] if s is None else min(s, sizes[k])
+    if config.max_candidates is not None:
+        upper = min(upper, config.max_candidates)
+    if upper <= 200_000 and config.depth <= 3:
+        return  # a few seconds at most: not worth a trial
+    est = estimate_run(problems, config, first)
+    if est.trial and est.names_ok == 0:
+        raise UsageError(
+            f"--depth {config.depth} needs {est.names_needed} free variable names per chain, of the "
+            f"{len(VARIABLE_NAMES)} the engine uses ({''.join(VARIABLE_NAMES)}); none of {est.trial} sampled "
+            f"chains leaves that many (their problems use the others as symbols), so every candidate "
+            f"would fail: use a smaller --depth")
+    workers = args.workers or os.cpu_count() or 1
+    what = (f"about {est.candidates:,} candidate chains (pools {'x'.join(map(str, est.pools))}), "
+            f"~{_human_bytes(est.output_bytes)} of output, ~{_human_time(est.seconds(workers))} with {workers} "
+            f"worker(s) (from a trial of {est.trial} chains, {est.trial_accepted} accepted)")
+    if est.candidates > args.limit_candidates and config.max_candidates is None and not args.yes:
+        raise UsageError(f"{what}: beyond --limit-candidates {args.limit_candidates:,}. "
+                         f"Take a seeded sample with --max-candidates N, or pass --yes to run it all")
+    if est.candidates > 1_000_000:
+        print(f"crl compose: note: {what}", file=sys.stderr)
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:,.0f} {unit}"
+        n /= 1000
+    return f"{n:,.0f} PB"  # pragma: no cover
+
+
+def _human_time(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    if s < 172800:
+        return f"{s / 3600:.0f} h"
+    if s < 3.2e8:
+        return f"{s / 86400:,.0f} days"
+    return f"{s / 3.15e7:,.0f} years"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,29 +217,46 @@ def run(args: argparse.Namespace) -> int:
             llm_kw["llm_config"] = llm_config_from_args(args)
     except (ValueError, KeyError) as e:
         raise UsageError(str(e).strip("'\"")) from e
-    problems, first, inputs, rejects = load_inputs(args)
-    sizes = [len(first) if (k == 0 and first) else len(problems) for k in range(config.depth)]
-    upper = 1
-    for k, s in enumerate(config.sizes):
-        upper *= sizes[k] if s is None else min(s, sizes[k])
-    if upper > 1_000_000 and config.max_candidates is None:
-        import sys
-
-        print(f"crl compose: note: up to {upper:,} candidate chains; --max-candidates N takes a seeded sample",
-              file=sys.stderr)
     out = Path(args.out)
+    check_out_dir(out)
+    problems, first, inputs, rejects = load_inputs(args, out)
+    if args.engine == "symbolic":
+        size_guard(args, config, problems, first)
+    from composition_rl.compose.pipeline import OutputBusy
+
     try:
         stats = run_compose(problems, config, out, first_pool=first, inputs=inputs, input_rejects=rejects,
                             progress=not args.no_progress, **llm_kw)
+    except OutputBusy as e:
+        raise UsageError(str(e)) from e
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e}") from e
     except ValueError as e:  # llm/auto: a resumed run with other settings, a busy cache
         if args.engine == "symbolic":
             raise
         raise UsageError(str(e)) from e
+    empty = _empty_outcome(stats, len(problems), config.depth)
+    if empty:
+        print_summary(stats, out, [], time.perf_counter() - t0)
+        print(f"crl compose: error: {empty}; no trainer export written", file=sys.stderr)
+        return 1
     paths = write_exports(out, exports)
     print_summary(stats, out, paths, time.perf_counter() - t0)
     return 0
+
+
+def _empty_outcome(stats: dict[str, Any], n_problems: int, depth: int) -> str | None:
+    """Why a finished run produced nothing usable, or None."""
+    if stats["candidates"] == 0:
+        pools = stats.get("pools")
+        return (f"no candidate chain: {n_problems} usable problem(s) and pools of {pools} for depth {depth} "
+                f"(a chain needs {depth} different problems; every position but the last needs a numeric "
+                f"answer, every position but the first a number in its text to replace)")
+    if stats["accepted"] == 0:
+        top = sorted(stats["rejected_by_reason"].items(), key=lambda kv: -kv[1])[:3]
+        return (f"0 of {stats['candidates']:,} candidates accepted; top reasons: "
+                + ", ".join(f"{k} {v:,}" for k, v in top) + " (each chain's reason in rejected.jsonl)")
+    return None
 
 
 def write_exports(out: Path, exports: list[str]) -> list[Path]:

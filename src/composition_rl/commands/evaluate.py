@@ -22,6 +22,7 @@ from composition_rl.commands.profile import (
 )
 
 HELP = "evaluate a policy on benchmarks: avg@k, pass@k, compositional analyses"
+RESUMABLE = True  # a rerun continues from the finished work
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

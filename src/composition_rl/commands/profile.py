@@ -15,6 +15,7 @@ from typing import Any
 from composition_rl.cli import UsageError
 
 HELP = "measure per-prompt pass rates of a policy (solve_all / goldilocks / solve_none)"
+RESUMABLE = True  # a rerun continues from the finished work
 
 
 def add_backend_arguments(p: argparse.ArgumentParser) -> None:

@@ -3,12 +3,14 @@
     crl score --input rollouts.jsonl --out scored.jsonl
     crl score --input rollouts.jsonl --out scored.jsonl --timeout 2 --response-field completion
 
-Each input line (JSONL; a JSON array or Parquet also work) needs a response and a gold
-answer (a LaTeX string, a number, or a list of accepted forms). Each output line is the
-input row plus ``outcome``, ``score`` and ``extracted``, in input order. Rows that cannot
-be scored (no response text, no usable answer) go to ``<out>.rejects.jsonl`` with the
-reason, so input rows = scored + rejected. Output is appended chunk by chunk: rerun the
-same command after an interruption and it continues where it stopped.
+Each input line (JSONL; a JSON array, CSV, TSV or Parquet also work, .gz/.zst too) needs a
+response and a gold answer (a LaTeX string, a number, or a list of accepted forms). Each
+output line is the input row plus ``outcome``, ``score`` and ``extracted``, in input order.
+Rows that cannot be scored (not JSON, no response text, no usable answer) go to
+``<out>.rejects.jsonl`` with the line and the reason, so input rows = scored + rejected.
+Output is appended chunk by chunk: rerun the same command after an interruption and it
+continues where it stopped. The options that change a score (fields, fallbacks, timeout) are
+kept in ``<out>.options.json``; a rerun with other options refuses (``--fresh`` rescores).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from composition_rl.cli import UsageError
 
 HELP = "score responses against gold answers with the bounded verifier"
+RESUMABLE = True  # a rerun continues from the finished work
 _CHUNK = 2048
 
 
@@ -40,35 +43,50 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="answer extraction when there is no \\boxed{}: answer_line (default), answer_is; "
         "repeat for several; 'none' requires a box",
     )
+    p.add_argument("--fresh", action="store_true", help="discard an existing --out (and its rejects) and score again")
     p.add_argument("--no-progress", action="store_true")
 
 
-def _read_rows(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise UsageError(f"--input {path} is not a file")
-    try:
-        if path.suffix == ".parquet":
-            import pyarrow.parquet as pq
+def _read_rows(path: Path) -> list:
+    from composition_rl.io.readers import InputError, read_rows
 
-            return pq.read_table(path).to_pylist()
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".json" or text.lstrip().startswith("["):
-            rows = json.loads(text)
-            if not isinstance(rows, list):
-                raise UsageError(f"--input {path}: a .json file must hold a list of objects")
-            return rows
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise UsageError(f"--input {path} line {n} is not JSON: {e}") from None
-        return rows
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        if isinstance(e, UsageError):
-            raise
-        raise UsageError(f"cannot read --input {path}: {e}") from None
+    try:
+        return read_rows(path)
+    except InputError as e:
+        raise UsageError(f"--input {e}") from None
+
+
+def _options(args: argparse.Namespace, fallbacks: tuple[str, ...]) -> dict[str, Any]:
+    """What decides a row's score: a rerun with other values must not append to old rows."""
+    return {"input": str(Path(args.input).resolve()), "response_field": args.response_field,
+            "answer_field": args.answer_field, "fallbacks": list(fallbacks), "timeout_s": args.timeout}
+
+
+def _prepare_outputs(out: Path, rejects: Path, meta: Path, options: dict[str, Any], fresh: bool) -> None:
+    """Check every output path before any work; refuse to resume under other options."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if fresh:
+            for p in (out, rejects, meta):
+                p.unlink(missing_ok=True)
+        for p in (out, rejects, meta):
+            with open(p, "a", encoding="utf-8"):
+                pass
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot write {e.filename or out} ({e.strerror or e})") from None
+    old = meta.read_text(encoding="utf-8").strip()
+    has_rows = out.stat().st_size > 0 or rejects.stat().st_size > 0
+    if has_rows:
+        prev = json.loads(old) if old else None
+        if prev != options:
+            if prev is None:
+                why = "it has no record of the options it was scored with"
+            else:
+                diff = [f"{k} {prev.get(k)!r} -> {v!r}" for k, v in options.items() if prev.get(k) != v]
+                why = "it was scored with other options: " + ", ".join(diff)
+            raise UsageError(f"{out} already holds scored rows, but {why}. Pass --fresh to score again "
+                             "from scratch, or choose another --out")
+    meta.write_text(json.dumps(options, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _resume_point(out: Path, rows: list[dict], rejects: Path) -> int:
@@ -94,8 +112,11 @@ def _resume_point(out: Path, rows: list[dict], rejects: Path) -> int:
 
 
 def _check(row: Any, response_field: str, answer_field: str) -> str | None:
+    from composition_rl.io.readers import BadLine
     from composition_rl.verify import gold_forms
 
+    if isinstance(row, BadLine):
+        return row.error
     if not isinstance(row, dict):
         return "row is not a JSON object"
     if not isinstance(row.get(response_field), str):
@@ -113,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from composition_rl.io.files import dumps
+    from composition_rl.io.readers import BadLine
     from composition_rl.verify import Verifier, VerifyConfig, summarize
 
     fallbacks = tuple(args.fallback or ("answer_line",))
@@ -122,13 +144,19 @@ def run(args: argparse.Namespace) -> int:
         config = VerifyConfig(timeout_s=args.timeout, workers=args.workers, fallbacks=fallbacks)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    rows = _read_rows(Path(args.input))
     out = Path(args.out)
     rejects_path = out.with_name(out.stem + ".rejects.jsonl")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    meta_path = out.with_name(out.stem + ".options.json")
+    if not Path(args.input).is_file():
+        raise UsageError(f"--input {args.input} is not a file")
+    _prepare_outputs(out, rejects_path, meta_path, _options(args, fallbacks), args.fresh)
+    rows = _read_rows(Path(args.input))
+    if not rows:
+        raise UsageError(f"--input {args.input} holds no rows")
     start = _resume_point(out, rows, rejects_path)
     if start and start == len(rows):
-        print(f"all {len(rows)} rows of {args.input} are already in {out} (and its rejects): nothing to do")
+        print(f"all {len(rows)} rows of {args.input} are already in {out} (and its rejects), scored with the "
+              "same options: nothing to do (--fresh scores again)")
         return 0
     if start:
         print(f"resuming: {start} of {len(rows)} rows already in {out} / {rejects_path.name}", file=sys.stderr)
@@ -155,7 +183,9 @@ def run(args: argparse.Namespace) -> int:
                     fo.flush()
                     if fr is None:
                         fr = open(rejects_path, "a", encoding="utf-8")
-                    fr.write(dumps({"line": lo + i + 1, "reason": why, "row": row}) + "\n")
+                    line = row.line if isinstance(row, BadLine) else lo + i + 1
+                    fr.write(dumps({"line": line, "reason": why, "row": row if isinstance(row, dict) else None})
+                             + "\n")
                     fr.flush()
                     n_rejected += 1
                     continue
@@ -178,4 +208,26 @@ def run(args: argparse.Namespace) -> int:
     print(f"slowest item {slowest:.2f}s (bound {config.timeout_s:g}s)")
     if n_rejected:
         print(f"rejected {n_rejected} rows (reasons in {rejects_path})")
+    if n == 0 and start == 0:
+        print(f"crl score: error: no row of {args.input} could be scored: {_top_reasons(rejects_path)}. "
+              f"Fields are chosen with --response-field (now {args.response_field!r}) and --answer-field "
+              f"(now {args.answer_field!r}){_fields_seen(rows)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _top_reasons(rejects: Path) -> str:
+    from collections import Counter
+
+    from composition_rl.io.files import read_jsonl
+
+    top = Counter(r["reason"] for r in read_jsonl(rejects)).most_common(3)
+    return "; ".join(f"{n} x {why}" for why, n in top)
+
+
+def _fields_seen(rows: list) -> str:
+    cols: list[str] = []
+    for r in rows[:200]:
+        if isinstance(r, dict):
+            cols.extend(str(k) for k in r if str(k) not in cols)
+    return f"; fields seen: {', '.join(cols[:12])}" if cols else ""

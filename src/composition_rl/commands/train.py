@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 HELP = "GRPO with dynamic sampling and a depth curriculum (TRL)"
+RESUMABLE = True  # a rerun continues from the finished work
 
 
 def add_arguments(parser) -> None:

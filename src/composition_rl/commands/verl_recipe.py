@@ -1,45 +1,136 @@
-"""``crl verl-recipe --stages d1.parquet d2.parquet ... --model PATH --out DIR``."""
+"""``crl verl-recipe --stages d1/verl.parquet d2/verl.parquet --model PATH --python PY --out DIR``.
+
+Each stage must be a verl RL parquet (``crl export --format verl`` for depth 1, ``crl compose
+--export verl`` for depth 2 and up); its depth is read from the data. ``--python`` names the
+interpreter of an environment that has verl and composition_rl (``make verl-env`` builds
+``.venv-verl``); the generated scripts run everything through it.
+"""
 
 from __future__ import annotations
 
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
 HELP = "write a verl launch script with the paper's settings and a curriculum driver"
+
+# verl.trainer, not verl: a folder named verl on sys.path (tests/verl) is a namespace package
+_PROBE = ("import importlib.util as u, sys\n"
+          "def has(m):\n"
+          "    try:\n"
+          "        return u.find_spec(m) is not None\n"
+          "    except ImportError:\n"
+          "        return False\n"
+          "missing = [m for m in ('verl.trainer', 'composition_rl') if not has(m)]\n"
+          "print(' '.join(missing)); sys.exit(3 if missing else 0)")
+
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} must be >= 1")
+    return v
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--stages", nargs="+", required=True,
-                        help="verl parquet files, one per stage, in curriculum order (crl compose --export verl)")
+                        help="verl parquet files, one per stage, in curriculum order "
+                        "(crl export --format verl; crl compose --export verl)")
     parser.add_argument("--model", required=True, help="the starting policy (HF folder or hub id)")
     parser.add_argument("--out", required=True, help="folder for launch.sh, stage_<k>.sh and recipe.json")
-    parser.add_argument("--depths", nargs="+", type=int, help="depth of each stage (default 1, 2, 3, ...)")
-    parser.add_argument("--max-steps", type=int, default=200, help="step budget of each stage")
+    parser.add_argument("--python", help="interpreter of an environment with verl and composition_rl "
+                        "(default: this one if it has verl, else ./.venv-verl/bin/python from `make verl-env`)")
+    parser.add_argument("--no-python-check", action="store_true",
+                        help="do not check --python here (a recipe written for another machine)")
+    parser.add_argument("--depths", nargs="+", type=int, help="expected depth of each stage (checked against the data)")
+    parser.add_argument("--max-steps", type=_positive, default=200, help="step budget of each stage")
     parser.add_argument("--threshold", type=float, default=0.75, help="advance when probe solve_all reaches this")
-    parser.add_argument("--chunk-steps", type=int, default=50, help="train this many steps between probes")
-    parser.add_argument("--probe-size", type=int, default=256, help="probe prompts per stage")
-    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
-    parser.add_argument("--nnodes", type=int, default=1)
+    parser.add_argument("--chunk-steps", type=_positive, default=50, help="train this many steps between probes")
+    parser.add_argument("--probe-size", type=_positive, default=256, help="probe prompts per stage")
+    parser.add_argument("--gpus", type=_positive, default=8, help="GPUs per node (>= 1)")
+    parser.add_argument("--nnodes", type=_positive, default=1)
+
+
+def _missing(python: str) -> list[str] | None:
+    """Modules of verl/composition_rl that ``python`` cannot import, or None if it cannot run."""
+    try:
+        r = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.split() if r.returncode in (0, 3) else None
+
+
+def choose_python(args) -> str:
+    """The interpreter the scripts will use (checked unless --no-python-check)."""
+    from composition_rl.cli import UsageError
+
+    build = ("build it with `make verl-env` (scripts/setup_verl_venv.sh: .venv-verl with verl 0.9.1 and "
+             "this package) and pass --python .venv-verl/bin/python")
+    if args.python:
+        py = args.python
+        if args.no_python_check:
+            return py
+        if "/" in py:
+            py = str(Path(py).absolute())
+        missing = _missing(py)
+        if missing is None:
+            raise UsageError(f"--python {args.python}: cannot run it; {build}")
+        if missing:
+            raise UsageError(f"--python {args.python} cannot import {' and '.join(missing)}; {build}")
+        return py
+    from composition_rl.integrations.verl_recipe import has_verl
+
+    if has_verl():
+        return sys.executable
+    local = Path(".venv-verl/bin/python")
+    if local.exists() and _missing(str(local.absolute())) == []:
+        return str(local.absolute())
+    if args.no_python_check:
+        return "python3"
+    raise UsageError(f"no interpreter with verl given, and {sys.executable} has no verl: {build}")
 
 
 def run(args) -> int:
-    from pathlib import Path
-
     from composition_rl.cli import UsageError
-    from composition_rl.integrations.verl_recipe import RecipeConfig, RecipeStage, write_recipe
+    from composition_rl.commands.compose import check_out_dir
+    from composition_rl.integrations.verl_recipe import (
+        RecipeConfig,
+        RecipeStage,
+        read_stage,
+        write_recipe,
+    )
 
-    depths = args.depths or list(range(1, len(args.stages) + 1))
-    if len(depths) != len(args.stages):
-        raise UsageError(f"--depths has {len(depths)} values for {len(args.stages)} stages")
+    if args.depths and len(args.depths) != len(args.stages):
+        raise UsageError(f"--depths has {len(args.depths)} values for {len(args.stages)} stages")
+    check_out_dir(Path(args.out))
     stages = []
-    for f, d in zip(args.stages, depths):
+    for k, f in enumerate(args.stages):
         p = Path(f)
-        if not p.is_file():
-            raise UsageError(f"stage file not found: {p}")
-        stages.append(RecipeStage(name=f"depth{d}", train_file=str(p.resolve()), depth=d, max_steps=args.max_steps))
+        try:
+            depth, rows = read_stage(p)
+        except ValueError as e:
+            raise UsageError(f"stage {k + 1}: {e}") from None
+        if args.depths and args.depths[k] != depth:
+            raise UsageError(f"stage {k + 1}: --depths says {args.depths[k]}, but {p} holds depth-{depth} data")
+        names = [s.name for s in stages]
+        name = f"depth{depth}" if f"depth{depth}" not in names else f"depth{depth}-{k + 1}"
+        stages.append(RecipeStage(name=name, train_file=str(p.resolve()), depth=depth, max_steps=args.max_steps))
+    python = choose_python(args)
+    out = Path(args.out)
     try:
-        cfg = RecipeConfig(model=args.model, out_dir=str(Path(args.out).resolve()), stages=stages,
+        cfg = RecipeConfig(model=args.model, out_dir=str(out.resolve()), stages=stages,
                            threshold=args.threshold, chunk_steps=args.chunk_steps, probe_size=args.probe_size,
-                           n_gpus_per_node=args.gpus, nnodes=args.nnodes)
+                           n_gpus_per_node=args.gpus, nnodes=args.nnodes, python=python)
         launch = write_recipe(cfg)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    print(f"wrote {launch} (curriculum driver) and {len(stages)} stage script(s) in {launch.parent}")
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot write there ({e.strerror or e})") from None
+    print(f"wrote {launch} (curriculum driver) and {len(stages)} stage script(s) in {launch.parent}: "
+          + ", ".join(f"{s.name}" for s in stages) + f"; interpreter {python}")
     return 0

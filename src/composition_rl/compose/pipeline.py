@@ -2,23 +2,33 @@
 
 Outputs in ``out_dir``:
 
-* ``composed.jsonl``: one accepted Problem per line (``Problem.to_dict()``), candidate order.
-* ``rejected.jsonl``: ``{"id", "candidates", "stage", "reason", "detail"}`` per dropped chain.
+* ``composed.jsonl``: one accepted Problem per line (``Problem.to_dict()``), in a seeded
+  shuffled order (:func:`output_order`), so that any prefix (``head``) is a fair sample.
+* ``rejected.jsonl``: ``{"id", "candidates", "stage", "reason", "detail"}`` per dropped chain,
+  in candidate order.
 * ``input_rejects.jsonl``: input rows that could not become Problems, with the reason.
 * ``stats.json``: ``candidates``, ``accepted``, ``rejected_by_reason``, the funnel (yield
   after each check, as in Appendix D), ``elapsed_s`` and throughput.
 
 Every file is written atomically. The same inputs and config give byte-identical
 ``composed.jsonl`` and ``rejected.jsonl``; in ``stats.json`` only the timing fields vary.
+A run holds an exclusive lock on ``out_dir`` (``.compose.lock``); a run that finds the lock
+free removes what dead runs left there (temporary files, worker spill folders), and a run
+that finds it held refuses to start (:class:`OutputBusy`). The symbolic engine has nothing to
+resume: an interrupted run leaves no output and is simply run again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import multiprocessing
 import os
+import random
 import shutil
+import signal
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -38,10 +48,26 @@ from composition_rl.compose.pools import (
     iter_index_chains,
     iter_index_range,
 )
-from composition_rl.io.files import atomic_open, atomic_write_json, atomic_write_jsonl
+from composition_rl.io.files import (
+    atomic_open,
+    atomic_write_json,
+    atomic_write_jsonl,
+    permute_lines,
+)
 from composition_rl.records import Problem
 
-__all__ = ["ComposeConfig", "ComposeResult", "FUNNEL_STAGES", "compose_problems", "run_compose"]
+__all__ = [
+    "ComposeConfig",
+    "ComposeResult",
+    "FUNNEL_STAGES",
+    "OutputBusy",
+    "RunEstimate",
+    "compose_problems",
+    "estimate_run",
+    "lock_output",
+    "output_order",
+    "run_compose",
+]
 
 # The order in which a candidate can be dropped; the funnel reports what survives each.
 FUNNEL_STAGES = ("check1_v1", "constant", "check2_substitution", "check3_relation", "check4_names_length")
@@ -79,7 +105,8 @@ class ComposeConfig:
 
     def __post_init__(self) -> None:
         if self.depth < 2:
-            raise ValueError(f"depth={self.depth}: composition needs at least 2 problems")
+            raise ValueError(f"depth={self.depth}: composition needs at least 2 problems "
+                             "(for depth-1 trainer data, use `crl export`)")
         if self.pool_size < 1:
             raise ValueError(f"pool_size={self.pool_size} must be >= 1")
         if self.pool_sizes is not None:
@@ -165,7 +192,99 @@ def compose_problems(
             ok = True
         if on_candidate is not None:
             on_candidate(res.candidates, ok)
+    res.accepted = [res.accepted[i] for i in output_order(len(res.accepted), config.seed)]
     return res
+
+
+def output_order(n: int, seed: int) -> list[int]:
+    """The order in which ``n`` accepted records are written: a seeded shuffle of candidate
+    order, so that any prefix of composed.jsonl is a fair sample (candidate order groups 20
+    prompts on the same last problem). Depends on ``n`` and ``seed`` only.
+
+    >>> output_order(5, 0) == output_order(5, 0) and sorted(output_order(5, 0)) == [0, 1, 2, 3, 4]
+    True
+    """
+    order = list(range(n))
+    random.Random(f"order:{seed}").shuffle(order)
+    return order
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """What a run would do, from its pools and a seeded trial of a few chains.
+
+    Attributes:
+        pools: the size of each position's pool.
+        candidates: chains the run would try (after ``max_candidates``).
+        trial: chains composed in the trial; ``trial_accepted`` of them were accepted.
+        names_needed: free variable names a chain needs (two per link).
+        names_ok: trial chains whose problems leave that many names free.
+        bytes_per_candidate: composed plus rejected output per chain in the trial.
+        seconds_per_candidate: one process's time per chain in the trial (cold caches, so
+            it errs high).
+    """
+
+    pools: tuple[int, ...]
+    candidates: int
+    trial: int
+    trial_accepted: int
+    names_needed: int
+    names_ok: int
+    bytes_per_candidate: float
+    seconds_per_candidate: float
+    trial_reasons: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def output_bytes(self) -> float:
+        return self.bytes_per_candidate * self.candidates
+
+    def seconds(self, workers: int) -> float:
+        return self.seconds_per_candidate * self.candidates / max(1, workers)
+
+
+def estimate_run(
+    problems: Sequence[Problem],
+    config: ComposeConfig,
+    first_pool: Sequence[Problem] | None = None,
+    trial: int = 200,
+) -> RunEstimate:
+    """Estimate a symbolic run before starting it: candidates from the pools, and output size,
+    time and variable-name headroom from composing a seeded sample of ``trial`` chains."""
+    from composition_rl.compose.symbolic import VARIABLE_NAMES
+    from composition_rl.values import symbols_used
+
+    engine, pools = _symbolic_pools(problems, first_pool, config)
+    upper = count_candidates(pools)
+    total = min(upper, config.max_candidates) if config.max_candidates else upper
+    need = 2 * (config.depth - 1)
+    names = frozenset(VARIABLE_NAMES)
+    used: dict[str, frozenset[str]] = {}  # problem id -> the variable names its text uses
+    n = acc = ok = size = 0
+    reasons: Counter[str] = Counter()
+    t0 = time.perf_counter()
+    for ix in iter_index_chains(pools, config.seed, trial):
+        chain = tuple(pools[k][i] for k, i in enumerate(ix))
+        letters: set[str] = set()
+        for p in chain:
+            if p.id not in used:
+                used[p.id] = symbols_used(p.question) & names
+            letters |= used[p.id]
+        ok += len(names) - len(letters) >= need
+        cid = candidate_id(chain)
+        res = engine.compose(chain, cid)
+        n += 1
+        if isinstance(res, Rejection):
+            reasons[res.reason] += 1
+            size += len(res.row_json(cid, chain)) + 1
+        else:
+            acc += 1
+            size += len(engine.record_json(res, chain)) + 1
+    elapsed = time.perf_counter() - t0
+    return RunEstimate(
+        pools=tuple(len(p) for p in pools), candidates=total, trial=n, trial_accepted=acc,
+        names_needed=need, names_ok=ok, bytes_per_candidate=size / n if n else 0.0,
+        seconds_per_candidate=elapsed / n if n else 0.0, trial_reasons=tuple(reasons.most_common(3)),
+    )
 
 
 def funnel(candidates: int, rejected_by_stage: dict[str, int]) -> list[dict[str, Any]]:
@@ -195,6 +314,11 @@ def run_compose(
     for ``engine`` llm/auto."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    with lock_output(out):
+        return _run_compose_locked(problems, config, out, first_pool, inputs, input_rejects, progress, llm_config)
+
+
+def _run_compose_locked(problems, config, out, first_pool, inputs, input_rejects, progress, llm_config):
     if config.engine != "symbolic":
         try:
             from composition_rl.compose import llm
@@ -230,7 +354,7 @@ def run_compose(
             # workers leave their accepted lines in spill files beside the output (see _Spill)
             spill = _Spill(tempfile.mkdtemp(prefix=".compose-parts-", dir=out))
             _STATE = (engine, pools, spill)  # before the fork: the workers inherit it
-            pool = multiprocessing.get_context("fork").Pool(workers)
+            pool = multiprocessing.get_context("fork").Pool(workers, initializer=_worker_init)
         else:
             _STATE = (engine, pools, None)
         results = pool.imap(_compose_chunk, chunks) if pool is not None else map(_compose_chunk, chunks)
@@ -266,6 +390,7 @@ def run_compose(
             pool.join()
         if spill is not None:
             shutil.rmtree(spill.folder, ignore_errors=True)
+    permute_lines(out / "composed.jsonl", output_order(accepted, config.seed))
     atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
     elapsed = time.perf_counter() - t0
     stats = {
@@ -294,6 +419,67 @@ def run_compose(
 _CHUNK = 2048
 _SYNC_BYTES = 32 << 20  # composed.jsonl bytes written between overlapped fsyncs
 _STATE: tuple[Any, list[list[Problem]], Any] | None = None  # (engine, pools, spill), set before the fork
+
+
+def _worker_init() -> None:
+    # Ctrl-C reaches the whole process group: the parent alone reports it and terminates the
+    # pool (a worker that raised KeyboardInterrupt too would print its own traceback), and
+    # the parent's SIGTERM handler must not run in a worker that pool.terminate() stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+class OutputBusy(RuntimeError):
+    """Another live run holds the output folder's lock."""
+
+
+# what a run leaves in its output folder while it works: atomic_open temporaries of every
+# output and export, and the workers' spill folders
+_LEFTOVERS = tuple(f".{name}.*.tmp" for name in (
+    "composed.jsonl", "rejected.jsonl", "input_rejects.jsonl", "stats.json", "verl.parquet", "trl.parquet",
+)) + (".compose-parts-*",)
+
+
+@contextlib.contextmanager
+def lock_output(out: str | os.PathLike):
+    """Hold an exclusive lock on the output folder for a run; first remove what dead runs
+    left there. A run killed with ``kill -9`` leaves its temporaries behind but not its lock
+    (the kernel drops a dead process's ``flock``), so a free lock means no live run owns them.
+
+    Raises:
+        OutputBusy: another live process holds the lock.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out / ".compose.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputBusy(f"{out} is in use by another running compose (it holds {out}/.compose.lock); "
+                             "wait for it or choose another --out") from None
+        removed = remove_leftovers(out)
+        if removed:
+            print(f"note: removed {len(removed)} leftover(s) of an interrupted run in {out}: "
+                  + ", ".join(p.name for p in removed[:4]) + (" ..." if len(removed) > 4 else ""),
+                  file=sys.stderr)
+        yield out
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def remove_leftovers(out: Path) -> list[Path]:
+    """Remove temporary files and spill folders of dead runs from ``out`` (call with the lock held)."""
+    gone: list[Path] = []
+    for pattern in _LEFTOVERS:
+        for p in sorted(out.glob(pattern)):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+            gone.append(p)
+    return gone
 
 
 def _worker_count(requested: int, total: int) -> int:

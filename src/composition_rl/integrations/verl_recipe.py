@@ -1,11 +1,13 @@
 """A verl launch recipe with the paper's settings and a staged depth curriculum driver.
 
-``crl verl-recipe --stages d1.parquet d2.parquet d3.parquet --model PATH --out DIR`` writes:
+``crl verl-recipe --stages d1/verl.parquet d2/verl.parquet --model PATH --python PY --out DIR``
+writes (``PY``: the interpreter of an environment with verl and composition_rl, such as the
+``.venv-verl`` that ``make verl-env`` builds):
 
 - ``DIR/recipe.json``: the stages, thresholds and the Hydra overrides of every stage;
 - ``DIR/stage_<k>.sh``: one ``python -m verl.trainer.main_ppo`` call per stage, for users
   who drive the schedule by hand;
-- ``DIR/launch.sh``: the curriculum driver, ``python -m composition_rl.integrations.verl_recipe
+- ``DIR/launch.sh``: the curriculum driver, ``PY -m composition_rl.integrations.verl_recipe
   drive DIR/recipe.json``. It trains stage K in chunks of ``chunk_steps``; after each chunk it
   merges the checkpoint to a Hugging Face folder (``verl.model_merger``), profiles it with
   ``crl profile`` on a probe sample of depth K, and advances when solve_all reaches the
@@ -32,7 +34,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PAPER", "RecipeConfig", "RecipeStage", "stage_overrides", "write_recipe"]
+__all__ = ["PAPER", "VERL_COLUMNS", "RecipeConfig", "RecipeStage", "read_stage", "stage_overrides", "write_recipe"]
+
+# the columns of verl's RL parquet (composition_rl.io.export.to_verl) that a stage must have
+VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 
 REWARD_PATH = "pkg://composition_rl.integrations.verl"
 REWARD_NAME = "compute_score"
@@ -100,11 +105,16 @@ class RecipeConfig:
     nnodes: int = 1
     save_freq: int = 50
     project: str = "composition-rl"
+    python: str = "python3"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> RecipeConfig:
         if not self.stages:
             raise ValueError("a recipe needs at least one stage")
+        if self.n_gpus_per_node < 1 or self.nnodes < 1:
+            raise ValueError(f"n_gpus_per_node={self.n_gpus_per_node} and nnodes={self.nnodes} must be >= 1")
+        if self.probe_size < 1:
+            raise ValueError(f"probe_size={self.probe_size} must be >= 1")
         if not 0 < self.threshold <= 1:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
         if self.chunk_steps < 1 or any(s.max_steps < 1 for s in self.stages):
@@ -116,6 +126,37 @@ def _fmt(v: Any) -> str:
     if isinstance(v, bool):
         return "True" if v else "False"
     return str(v)
+
+
+def read_stage(path: str | os.PathLike) -> tuple[int, int]:
+    """``(depth, rows)`` of a stage file, after checking it is a verl RL parquet.
+
+    The depth is read from the data (``extra_info.depth``, written by ``crl compose
+    --export verl`` and ``crl export``); a file mixing depths gets its largest.
+
+    Raises:
+        ValueError: not a parquet file, a parquet without verl's columns, or no rows.
+    """
+    import pyarrow.parquet as pq
+
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"stage file not found: {p}")
+    try:
+        schema = pq.read_schema(p)
+    except Exception as e:  # not parquet at all (a JSON file, a truncated download)
+        raise ValueError(f"{p}: not a parquet file ({type(e).__name__}); a stage is the verl.parquet "
+                         "that `crl compose --export verl` or `crl export --format verl` writes") from None
+    missing = [c for c in VERL_COLUMNS if c not in schema.names]
+    if missing:
+        hint = " (this looks like a TRL export: use verl.parquet)" if "answer" in schema.names else ""
+        raise ValueError(f"{p}: not a verl RL parquet: no column {', '.join(missing)}; it has "
+                         f"{', '.join(schema.names)}{hint}")
+    table = pq.read_table(p, columns=["extra_info"])
+    if table.num_rows == 0:
+        raise ValueError(f"{p}: no rows")
+    depths = {int((x or {}).get("depth") or 1) for x in table.column("extra_info").to_pylist()}
+    return max(depths), table.num_rows
 
 
 def stage_overrides(cfg: RecipeConfig, index: int, model_path: str, total_steps: int) -> list[str]:
@@ -153,8 +194,9 @@ def write_recipe(cfg: RecipeConfig) -> Path:
         ov = stage_overrides(cfg, i, model, st.max_steps)
         plan.append({"stage": st.name, "overrides": ov})
         script = out / f"stage_{i + 1}.sh"
-        lines = ["#!/usr/bin/env bash", f"# Stage {i + 1} ({st.name}, depth {st.depth}): the paper's settings.",
-                 "set -euo pipefail", "python3 -m verl.trainer.main_ppo \\"]
+        lines = ["#!/usr/bin/env bash",
+                 f"# Stage {i + 1} of {len(cfg.stages)}: depth {st.depth} ({st.train_file}), the paper's settings.",
+                 "set -euo pipefail", f"{shlex.quote(cfg.python)} -m verl.trainer.main_ppo \\"]
         lines += [f"    {shlex.quote(o)} \\" for o in ov[:-1]] + [f"    {shlex.quote(ov[-1])}", ""]
         script.write_text("\n".join(lines), encoding="utf-8")
         script.chmod(0o755)
@@ -167,7 +209,8 @@ def write_recipe(cfg: RecipeConfig) -> Path:
         "# Staged depth curriculum on verl: train a chunk, merge, profile on a depth-K probe,\n"
         "# advance when solve_all >= threshold or the stage budget is spent.\n"
         "set -euo pipefail\n"
-        f"python3 -m composition_rl.integrations.verl_recipe drive {shlex.quote(str(out / 'recipe.json'))} \"$@\"\n",
+        f"{shlex.quote(cfg.python)} -m composition_rl.integrations.verl_recipe drive "
+        f"{shlex.quote(str(out / 'recipe.json'))} \"$@\"\n",
         encoding="utf-8",
     )
     launch.chmod(0o755)
@@ -178,6 +221,17 @@ def _load(path: str | os.PathLike) -> RecipeConfig:
     raw = json.loads(Path(path).read_text(encoding="utf-8"))["config"]
     raw["stages"] = [RecipeStage(**s) for s in raw["stages"]]
     return RecipeConfig(**raw).validate()
+
+
+def has_verl() -> bool:
+    """Whether this interpreter can import verl's trainer (``verl.trainer``, not ``verl``: a
+    folder named verl on sys.path, such as tests/verl, is a namespace package)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("verl.trainer") is not None
+    except ImportError:
+        return False
 
 
 def _probe_file(stage: RecipeStage, out: Path, size: int) -> Path:
@@ -209,6 +263,13 @@ def drive(recipe_json: str | os.PathLike, dry_run: bool = False) -> int:
     cfg = _load(recipe_json)
     out = Path(cfg.out_dir)
     log = out / "curriculum.jsonl"
+    if not has_verl():
+        msg = (f"verl is not importable by {sys.executable}: build the environment with `make verl-env` "
+               "and write the recipe with --python .venv-verl/bin/python")
+        if not dry_run:
+            print(f"error: {msg}", file=sys.stderr)
+            return 2
+        print(f"warning (dry run): {msg}", file=sys.stderr)
 
     def run(cmd: list[str]) -> None:
         print("+ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
@@ -227,14 +288,17 @@ def drive(recipe_json: str | os.PathLike, dry_run: bool = False) -> int:
             run([sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir",
                  str(ckpt_dir / f"global_step_{steps}" / "actor"), "--target_dir", str(merged)])
             prof = out / "profiles" / f"{st.name}-{steps}"
-            run(["crl", "profile", "--model", str(merged), "--input", str(probe), "-n", str(cfg.probe_samples),
-                 "--temperature", "1.0", "--out", str(prof)])
+            # the same interpreter, not whatever `crl` is first on PATH
+            run([sys.executable, "-m", "composition_rl.cli", "profile", "--model", str(merged), "--input", str(probe),
+                 "-n", str(cfg.probe_samples), "--temperature", "1.0", "--out", str(prof)])
             solve_all = None if dry_run else _solve_all(prof)
             reason = None
             if solve_all is not None and solve_all >= cfg.threshold and i + 1 < len(cfg.stages):
                 reason = f"solve_all {solve_all:.2f} >= {cfg.threshold:.2f} on the depth-{st.depth} probe"
-            elif steps >= st.max_steps or dry_run:
+            elif steps >= st.max_steps:
                 reason = f"step budget of {st.max_steps} exhausted"
+            elif dry_run:
+                reason = f"dry run: one chunk of {cfg.chunk_steps} steps shown (the real run trains up to {st.max_steps})"
             row = {"stage": st.name, "step": steps, "solve_all": solve_all, "advance": reason}
             if not dry_run:
                 with open(log, "a", encoding="utf-8") as f:

@@ -88,7 +88,8 @@ def to_trl(problems: Sequence[Problem], split: str = "train") -> list[dict[str, 
 
 
 def export(problems: Sequence[Problem], name: str, out_dir: str | os.PathLike, split: str = "train") -> Path:
-    """Write ``<name>.parquet`` into ``out_dir`` atomically; returns its path.
+    """Write ``<name>.parquet`` into ``out_dir`` atomically; returns its path. Refuses (ValueError)
+    to write an empty dataset.
 
     Example:
         >>> export([Problem.new("What is $1+1$?", "2")], "trl", "/tmp/x")  # doctest: +SKIP
@@ -97,6 +98,8 @@ def export(problems: Sequence[Problem], name: str, out_dir: str | os.PathLike, s
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if not problems:  # a parquet with no rows and no columns would fail late, inside the trainer
+        raise ValueError(f"no problems to export: refusing to write an empty {name}.parquet")
     rows = EXPORTERS.get(name)(problems, split)
     table = pa.Table.from_pylist(rows)
     path = Path(out_dir) / f"{name}.parquet"

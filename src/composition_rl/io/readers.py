@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from composition_rl.records import Problem
 from composition_rl.verify.extract import last_boxed  # the verifier's: nested and escaped braces
 
 __all__ = [
+    "BadLine",
     "DEFAULT_RG_SPECS",
     "InputError",
     "LoadResult",
@@ -73,34 +75,124 @@ class LoadResult:
     rejects: list[dict[str, Any]] = field(default_factory=list)
     source: str = ""
     rows: int = 0
+    config: ReaderConfig | None = None
 
     @property
     def counts_add_up(self) -> bool:
         return self.rows == len(self.problems) + len(self.rejects)
 
+    def why_empty(self, where: str) -> str:
+        """Why no row became a Problem: the top reasons with counts, the columns seen and the
+        flags that would fix it (one message for every command that reads problems)."""
+        if not self.rows:
+            return f"{where}: no rows (an empty file or an empty JSON array)"
+        top = Counter(r["reason"] for r in self.rejects).most_common(3)
+        first = {}
+        for r in self.rejects:
+            first.setdefault(r["reason"], r["detail"])
+        parts = [f"{n} {why} (e.g. {first[why]})" for why, n in top]
+        msg = f"{where}: no usable problem: all {self.rows} rows rejected: " + "; ".join(parts)
+        cols: list[str] = []
+        for r in self.rejects[:200]:
+            rec = r.get("record")
+            if isinstance(rec, dict):
+                cols.extend(str(k) for k in rec if str(k) not in cols)
+        if cols:
+            shown = ", ".join(cols[:12]) + (", ..." if len(cols) > 12 else "")
+            msg += f". Columns seen: {shown}"
+            cfg = self.config or ReaderConfig()
+            if cfg.question_field is None and not any(c in QUESTION_FIELDS for c in cols):
+                msg += f"; none is a question field ({'/'.join(QUESTION_FIELDS)}): name yours with --question-field COLUMN"
+            if cfg.answer_field is None and not any(c in ANSWER_FIELDS for c in cols):
+                msg += f"; none is an answer field ({'/'.join(ANSWER_FIELDS)}): name yours with --answer-field COLUMN"
+        elif top and top[0][0] == "bad_json":
+            msg += f". Supported formats: {SUPPORTED}; the format comes from the file name"
+        return msg
 
-def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Raw rows of a JSON array / JSONL / Parquet file (the only place raw dicts live)."""
+
+# name suffix -> format; compressed files carry one more suffix (``.jsonl.gz``, ``.csv.zst``)
+FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv",
+           ".parquet": "parquet"}
+COMPRESSIONS = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd"}
+_MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"PAR1": "parquet", b"PK\x03\x04": "zip"}
+SUPPORTED = "JSON array, JSONL, CSV, TSV (header row) or Parquet, optionally .gz or .zst"
+
+
+def detect_format(path: str | os.PathLike) -> tuple[str, str | None]:
+    """``(format, compression)`` of a problem file from its name, checked against its first bytes.
+
+    Raises :class:`InputError` naming the format for files it cannot read (zip archives,
+    spreadsheets, unknown suffixes whose content is not JSON).
+
+    >>> detect_format("math.jsonl.gz")  # doctest: +SKIP
+    ('jsonl', 'gzip')
+    """
+    p = Path(path)
+    suffixes = [x.lower() for x in p.suffixes]
+    compression = COMPRESSIONS.get(suffixes[-1]) if suffixes else None
+    inner = suffixes[-2] if compression and len(suffixes) > 1 else (suffixes[-1] if suffixes and not compression else "")
+    with open(p, "rb") as f:
+        head = f.read(4)
+    magic = next((v for k, v in _MAGIC.items() if head.startswith(k)), None)
+    if magic in ("gzip", "zstd"):
+        compression = magic  # compressed whatever its name says
+    elif compression is not None:
+        raise InputError(f"{p}: named {suffixes[-1]} but not {compression}-compressed (first bytes {head!r})")
+    if magic == "zip" or inner in (".xlsx", ".xls", ".zip", ".ods"):
+        raise InputError(f"{p}: a zip archive or spreadsheet ({inner or 'zip'}) is not supported; "
+                         f"save it as CSV, or as one of: {SUPPORTED}")
+    if magic == "parquet":
+        return "parquet", None
+    fmt = FORMATS.get(inner)
+    if fmt is None:
+        if inner and inner not in (".txt", ""):
+            raise InputError(f"{p}: unknown format {inner!r}; supported: {SUPPORTED}")
+        fmt = "sniff"  # no telling suffix: JSON array or JSONL by the first character
+    return fmt, compression
+
+
+def _read_bytes(p: Path, compression: str | None) -> bytes:
+    if compression is None:
+        return p.read_bytes()
+    import pyarrow as pa  # a core dependency; its zstd codec saves declaring zstandard
+
+    with pa.input_stream(str(p), compression=compression) as f:
+        return f.read()
+
+
+def read_rows(path: str | os.PathLike) -> list[Any]:
+    """Raw rows of a JSON array / JSONL / CSV / TSV / Parquet file, optionally gzip or zstd
+    compressed (the only place raw dicts live). A JSONL line that is not JSON becomes a
+    marker row that :func:`problems_from_rows` rejects with its line number."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file")
-    suffix = p.suffix.lower()
+    if p.is_dir():
+        raise InputError(f"{p}: is a folder, not a file ({SUPPORTED})")
     try:
-        if suffix == ".parquet":
+        fmt, compression = detect_format(p)
+        data = _read_bytes(p, compression)
+        if fmt == "parquet":
+            import pyarrow as pa
             import pyarrow.parquet as pq
 
-            return pq.read_table(p).to_pylist()
-        text = p.read_text(encoding="utf-8")
+            return pq.read_table(pa.BufferReader(data)).to_pylist()
+        text = data.decode("utf-8-sig")
     except InputError:
         raise
-    except Exception as e:  # unreadable parquet, bad encoding, permissions
+    except UnicodeDecodeError as e:
+        raise InputError(f"{p}: not UTF-8 text at byte {e.start} (format {fmt}"
+                         f"{', ' + compression if compression else ''}); supported: {SUPPORTED}") from e
+    except Exception as e:  # unreadable parquet, corrupt archive, permissions
         raise InputError(f"{p}: cannot read ({type(e).__name__}: {e})") from e
+    if fmt in ("csv", "tsv"):
+        return _csv_rows(p, text, "\t" if fmt == "tsv" else ",")
     stripped = text.lstrip()
-    if suffix == ".json" or stripped.startswith("["):
+    if fmt == "json" or (fmt == "sniff" and stripped.startswith("[")):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            if suffix == ".json":
+            if fmt == "json":
                 raise InputError(f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from e
         else:
             if isinstance(data, dict):
@@ -122,10 +214,35 @@ def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
     return rows
 
 
+def _csv_rows(p: Path, text: str, delimiter: str) -> list[Any]:
+    import csv
+    import io
+
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    if not reader.fieldnames:
+        raise InputError(f"{p}: no header row (a {'TSV' if delimiter == chr(9) else 'CSV'} file needs column names)")
+    rows: list[Any] = []
+    try:
+        for row in reader:
+            extra = row.pop(None, None)  # type: ignore[call-overload]
+            if extra:
+                rows.append(_BadLine(reader.line_num, f"line {reader.line_num} has {len(extra)} more cells than the header"))
+                continue
+            rows.append({k: v for k, v in row.items() if v is not None})
+    except csv.Error as e:
+        raise InputError(f"{p}: line {reader.line_num} is not valid CSV: {e}") from e
+    return rows
+
+
 @dataclass(frozen=True)
-class _BadLine:
+class BadLine:
+    """A line of a JSONL/CSV file that could not be parsed, kept in place of its row."""
+
     line: int
     error: str
+
+
+_BadLine = BadLine
 
 
 def _answer_forms(value: Any) -> tuple[tuple[str, ...] | None, str]:
@@ -203,7 +320,7 @@ def problems_from_rows(
     rows: Iterable[Any], cfg: ReaderConfig, source: str, where: str = "<rows>"
 ) -> LoadResult:
     """Turn raw rows into Problems and rejects (shared by every reader)."""
-    res = LoadResult(problems=[], source=source)
+    res = LoadResult(problems=[], source=source, config=cfg)
     seen: dict[str, int] = {}
     forced_seen = {"question": False, "answer": False}
 

@@ -1,0 +1,61 @@
+"""``crl export``: write problems as they are (depth 1) as trainer datasets.
+
+    crl export --input ../shared/data/train/math_train.json --out runs/d1 --format verl,trl
+
+Writes ``problems.jsonl`` (one :class:`~composition_rl.records.Problem` per line, what
+``crl train`` stages and ``crl profile`` read), ``verl.parquet`` / ``trl.parquet`` (the same
+exporters as ``crl compose --export``) and ``input_rejects.jsonl``. With it, the depth-1
+stage of a curriculum is built with the CLI alone: ``crl compose`` makes depths 2 and up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from composition_rl.cli import UsageError
+
+HELP = "write problems as they are (depth 1) as verl/TRL datasets and Problem JSONL"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True, help="problems file (.json array, .jsonl, .csv, .tsv, .parquet; "
+                   ".gz or .zst compressed too), or a composed.jsonl")
+    p.add_argument("--question-field", help="field holding the question (default: problem/question/prompt)")
+    p.add_argument("--answer-field", help="field holding the answer (default: answer/final_answer/ground_truth)")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--format", default="verl,trl", help="trainer datasets to write: verl,trl (default both); "
+                   "problems.jsonl is always written")
+
+
+def run(args: argparse.Namespace) -> int:
+    from composition_rl.commands.compose import check_out_dir
+    from composition_rl.io.export import EXPORTERS, export
+    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.io.readers import InputError, ReaderConfig, load_problems
+
+    formats = [f.strip() for f in args.format.split(",") if f.strip()]
+    try:
+        for f in formats:
+            EXPORTERS.get(f)
+    except KeyError as e:
+        raise UsageError(str(e).strip("'\"")) from None
+    out = Path(args.out)
+    check_out_dir(out)
+    try:
+        res = load_problems(args.input, ReaderConfig(question_field=args.question_field, answer_field=args.answer_field))
+    except InputError as e:
+        raise UsageError(str(e)) from None
+    atomic_write_jsonl(out / "input_rejects.jsonl", res.rejects)
+    if not res.problems:
+        raise UsageError(res.why_empty(f"--input {args.input}")
+                         + f". Every rejected row, with its reason: {out / 'input_rejects.jsonl'}")
+    atomic_write_jsonl(out / "problems.jsonl", (p.to_dict() for p in res.problems))
+    paths = [export(res.problems, f, out) for f in formats]
+    depths = sorted({p.depth for p in res.problems})
+    print(f"exported {len(res.problems):,} problems (depth {', '.join(map(str, depths))}) of {res.rows:,} rows "
+          f"to {out}/: problems.jsonl" + "".join(f", {p.name}" for p in paths))
+    if res.rejects:
+        print(f"{len(res.rejects):,} rows rejected (reasons in {out / 'input_rejects.jsonl'})", file=sys.stderr)
+    return 0
