@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("train", "GRPO with dynamic sampling and a depth curriculum (TRL)"),
     "tiny-model": ("tiny_model", "build a tiny Qwen2 model and tokenizer offline, with an SFT warm-up"),
     "verl-recipe": ("verl_recipe", "write a verl launch script with the paper's settings and a curriculum driver"),
+    "browse": ("browse", "write one self-contained HTML page to look at a run folder (no server, no network)"),
 }
 
 
