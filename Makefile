@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 VERL_STAMP := .venv-verl/.installed
+CHROMIUM_STAMP := $(VENV)/.chromium
 OUT ?= runs/demo
 
 .PHONY: setup demo test test-main test-verl lint clean
@@ -20,6 +21,14 @@ $(STAMP): pyproject.toml
 $(VERL_STAMP): scripts/setup_verl_venv.sh pyproject.toml
 	bash scripts/setup_verl_venv.sh
 
+# crl browse's page tests drive Debian's chromium through Playwright (no browser download).
+# Installed once when missing (CI runs as root); without root the browser tests skip, saying why.
+$(CHROMIUM_STAMP): | $(STAMP)
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+	@if command -v chromium >/dev/null 2>&1; then touch $(CHROMIUM_STAMP); \
+	else echo "chromium not found and not root: the browser tests (marker browser) will skip"; fi
+
 setup: $(STAMP)
 
 demo: $(STAMP)
@@ -28,7 +37,7 @@ demo: $(STAMP)
 # The whole suite: the main venv, then the verl interop tests (marker `verl`) in .venv-verl.
 test: test-main test-verl
 
-test-main: $(STAMP)
+test-main: $(STAMP) $(CHROMIUM_STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 test-verl: $(VERL_STAMP)
