@@ -78,8 +78,13 @@ def test_filtering_by_a_reason_shows_exactly_that_many_rejects(math_page):
     out, page, *_ = math_page
     stats = json.loads((out / "stats.json").read_text())
     rows = [json.loads(line) for line in open(out / "rejected.jsonl", encoding="utf-8")]
-    for reason, n in stats["rejected_by_reason"].items():
-        stage = next(r["stage"] for r in rows if r["reason"] == reason)
+    expected = {(next(r["stage"] for r in rows if r["reason"] == reason), reason): n
+                for reason, n in stats["rejected_by_reason"].items()}
+    # input rows set aside by the reader: one stage with several reasons
+    inputs = [json.loads(line)["reason"] for line in open(out / "input_rejects.jsonl", encoding="utf-8")]
+    assert len(inputs) == stats["input_rejects"] and len(set(inputs)) > 1
+    expected.update({("input", reason): inputs.count(reason) for reason in set(inputs)})
+    for (stage, reason), n in expected.items():
         page.select_option("select.rej-reason", f"{stage}\x1f{reason}")
         assert int(page.inner_text(".rej-count .n").replace(",", "")) == n
         seen = []

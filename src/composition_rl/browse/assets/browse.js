@@ -341,10 +341,13 @@ function renderRecords(sec, data, M) {
   function show(page) {
     list.replaceChildren(...sel.slice(page * PAGE, (page + 1) * PAGE).map((i) => {
       const r = recs[i];
-      const t = M.text(i);
+      const cut = (t, n) => (t.length > n ? t.slice(0, n) + "…" : t);
+      // q1, then the problem the answer comes from: the part the glue hides in a long prompt
+      const snip = r.text !== undefined ? [cut(r.text, 220)]
+        : [cut(M.P[r.p[0]][0], 110), h("span", { class: "arrow" }, " ⟶ "), cut(M.P[r.p[r.p.length - 1]][0], 110)];
       return h("div", { class: "rec", "data-id": r.id, onclick: () => openRecord(i) },
         h("div", { class: "rec-head" }, h("code", {}, r.id), ` depth ${r.k} · ${data.sources[r.s]} · answer `, h("code", {}, r.a)),
-        h("div", { class: "rec-snip" }, t.length > 220 ? t.slice(0, 220) + "…" : t));
+        h("div", { class: "rec-snip" }, ...snip));
     }));
     pagerFor(pager, sel.length, page, show);
   }
@@ -426,7 +429,7 @@ async function main() {
     const sec = h("section", { id, class: `view view-${s.view}`, "data-view": s.view, "data-path": s.path },
       h("h2", {}, `${s.title}: `, h("code", {}, s.path === "." ? report.root : s.path)));
     main.appendChild(sec);
-    toc.appendChild(h("a", { href: "#" + id, onclick: (e) => { e.preventDefault(); sec.scrollIntoView(); } }, `${s.view} ${s.path}`));
+    toc.appendChild(h("a", { href: "#" + id, onclick: (e) => { e.preventDefault(); sec.scrollIntoView(); } }, `${s.view}: ${s.path === "." ? report.root : s.path}`));
     const render = RENDERERS[s.view];
     if (!render) sec.appendChild(h("p", { class: "warn" }, `no renderer for view ${s.view}`));
     else render(sec, s.data);
