@@ -104,7 +104,8 @@ function passRateBlock(hist, title) {
   for (let c = 0; c <= n; c++) {
     labels.push(`${c}/${n}`);
     const k = hist.hist.filter(([nn, cc]) => nn === n && cc === c).reduce((a, r) => a + r[2], 0);
-    all.push(c === n ? k : null); none.push(c === 0 ? k : null); gold.push(c > 0 && c < n ? k : null);
+    const v = k || null; // no bar, not a flat one, where no prompt has this pass rate
+    all.push(c === n ? v : null); none.push(c === 0 ? v : null); gold.push(c > 0 && c < n ? v : null);
   }
   const b = hist.bands || {};
   const P = hist.prompts || 1;
