@@ -78,7 +78,7 @@ def view(name: str, needs: tuple[str, ...], title: str):
 
 
 def detect(folder: Path) -> list[str]:
-    """The names of the views whose files ``folder`` holds (most specific first)."""
+    """The names of the views whose files ``folder`` holds, in name order."""
     return [n for n in VIEWS if VIEWS.get(n).matches(folder)]
 
 

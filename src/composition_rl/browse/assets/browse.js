@@ -150,7 +150,7 @@ function renderEval(sec, data) {
   const rows = benches.map(([name, m]) => [name, m.problems, pct(m[`avg@${n}`]), ...ks.map((k) => pct((m["pass@k"] || {})[String(k)])),
     pct(m.solve_all), pct(m.solve_none), num(m.mean_tokens, 1), pct(m.truncated)]);
   const o = res.overall || {};
-  rows.push(["average", o.benchmarks, pct(o[`avg@${n}`]), ...ks.map((k) => pct((o["pass@k"] || {})[String(k)])), "", "", "", ""]);
+  rows.push(["average", "", pct(o[`avg@${n}`]), ...ks.map((k) => pct((o["pass@k"] || {})[String(k)])), "", "", "", ""]);
   sec.appendChild(table(["benchmark", "problems", `avg@${n}`, ...ks.map((k) => `pass@${k}`), "solve_all", "solve_none", "mean tokens", "truncated"],
     rows, { class: "bench" }));
   const hists = Object.entries(data.hists || {});
