@@ -168,3 +168,21 @@ def test_browse_command_does_not_import_torch():
     code = ("import sys, composition_rl.commands.browse, composition_rl.browse; "
             "sys.exit(int('torch' in sys.modules or 'transformers' in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+@pytest.mark.shared_data
+def test_a_record_without_the_spc_shape_is_embedded_whole(math_run, tmp_path):
+    """An LLM rephrase (v2_offset -1) has no diff: the page gets its text as is."""
+    out, _ = math_run
+    run = tmp_path / "llm"
+    run.mkdir()
+    shutil.copy(out / "stats.json", run)
+    row = _rows(out / "composed.jsonl")[0]
+    row["links"][0]["v2_offset"] = -1
+    row["engine"] = "llm"
+    (run / "composed.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    data = collect_report(run)["sections"][0]["data"]
+    assert data["records_whole"] == 1
+    (rec,) = data["records"]
+    assert rec["text"] == row["question"] and "g" not in rec
+    assert [data["problems"][i][1] for i in rec["p"]] == row["parents"]
