@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 VERL_STAMP := .venv-verl/.installed
 LLM_STAMP := .venv-llm/.installed
+CHROMIUM_STAMP := $(VENV)/.chromium
 OUT ?= runs/demo
 
 .PHONY: setup verl-env demo test test-main test-verl test-real-llm lint clean
@@ -21,6 +22,14 @@ $(STAMP): pyproject.toml
 $(VERL_STAMP): scripts/setup_verl_venv.sh pyproject.toml
 	bash scripts/setup_verl_venv.sh
 
+# crl browse's page tests drive Debian's chromium through Playwright (no browser download).
+# Installed once when missing (CI runs as root); without root the browser tests skip, saying why.
+$(CHROMIUM_STAMP): | $(STAMP)
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+	@if command -v chromium >/dev/null 2>&1; then touch $(CHROMIUM_STAMP); \
+	else echo "chromium not found and not root: the browser tests (marker browser) will skip"; fi
+
 setup: $(STAMP)
 
 # the environment `crl verl-recipe --python .venv-verl/bin/python` launches through
@@ -33,7 +42,7 @@ demo: $(STAMP)
 # every model-facing path against a real model on a llama.cpp server (marker `real_llm`).
 test: test-main test-verl test-real-llm
 
-test-main: $(STAMP)
+test-main: $(STAMP) $(CHROMIUM_STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 test-verl: $(VERL_STAMP)

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tiny-model": ("tiny_model", "build a tiny Qwen2 model and tokenizer offline, with an SFT warm-up"),
     "verl-recipe": ("verl_recipe", "write a verl launch script with the paper's settings and a curriculum driver"),
     "audit": ("audit", "blind-audit a composed set: sample records for review, then score the filled form"),
+    "browse": ("browse", "write one self-contained HTML page to look at a run folder (no server, no network)"),
 }
 
 

@@ -1,0 +1,10 @@
+"""``crl browse``: one self-contained HTML page to look at a run folder.
+
+>>> from composition_rl.browse import build_report
+>>> build_report("runs/math_d2", "math_d2.html")  # doctest: +SKIP
+"""
+
+from composition_rl.browse.page import build_report, collect_report, render_html
+from composition_rl.browse.views import VIEWS, BrowseConfig, detect, find_runs
+
+__all__ = ["VIEWS", "BrowseConfig", "build_report", "collect_report", "detect", "find_runs", "render_html"]
