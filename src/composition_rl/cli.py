@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("evaluate", "evaluate a policy on benchmarks: avg@k, pass@k, compositional analyses"),
     "train": ("train", "GRPO with dynamic sampling and a depth curriculum (TRL)"),
     "tiny-model": ("tiny_model", "build a tiny Qwen2 model and tokenizer offline, with an SFT warm-up"),
+    "grow": ("grow", "MagicBeanStalk: grow hard (solve_none) seeds into problems in the policy's Goldilocks band"),
     "verl-recipe": ("verl_recipe", "write a verl launch script with the paper's settings and a curriculum driver"),
 }
 
