@@ -149,9 +149,9 @@ def test_leaf_calibration_drop(tmp_path):
 
 
 def test_leaf_at_threshold_is_kept(tmp_path):
-    # 0.75 <= 0.8 keeps; shows the comparison is "exceeds", as the paper words it
+    # weakest 6/8 = alpha_leaf keeps: only accuracy that *exceeds* alpha drops, as the paper words it
     world = good_world(acc={("weak", "leaf"): 6, ("strong", "leaf"): 8})
-    res, rows = run_grow(world, tmp_path, max_depth=1, leaf_variants=1)
+    res, rows = run_grow(world, tmp_path, max_depth=1, leaf_variants=1, alpha_leaf=0.75)
     assert all(s["kept"] for s in rows[0]["synthetic"] if s["kind"] == "leaf")
 
 
