@@ -261,3 +261,14 @@ def test_cli_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
     st = json.loads((out / "stats.json").read_text())
     assert st["qualified_seeds"] == n and st["counts_add_up"]
     assert (out / "verl.parquet").exists() and (out / "trl.parquet").exists()
+
+
+def test_hide_parent_answer_removes_the_copyable_example(tmp_path):
+    # every subproblem's answer is the seed's own answer: copying it would pass the test
+    world = good_world(sub_answer="10")
+    res, rows = run_grow(world, tmp_path / "open", max_depth=1, decompose_retries=0)
+    assert rows[0]["effectivity"][0]["passed"] and rows[0]["effectivity"][0]["examples"] == 2
+    res, rows = run_grow(good_world(sub_answer="10"), tmp_path / "hidden", max_depth=1, decompose_retries=0,
+                         hide_parent_answer=True)
+    assert rows[0]["effectivity"][0] == {**rows[0]["effectivity"][0], "examples": 0, "passed": False}
+    assert rows[0]["reason"] == "ineffective"

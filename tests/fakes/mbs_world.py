@@ -51,6 +51,7 @@ class World:
     garbage: set = field(default_factory=set)
     atomic: set = field(default_factory=set)
     k: int = 2
+    sub_answer: str = ANSWERS["sub"]
     calls: Counter = field(default_factory=Counter)
 
     # -- the teacher ---------------------------------------------------------------------
@@ -69,7 +70,7 @@ class World:
             self.calls["decompose"] += 1
             if q in self.atomic:
                 return json.dumps({"subproblems": []})
-            subs = [{"question": f"{q}/{i}", "solution": f"\\boxed{{{ANSWERS['sub']}}}", "answer": ANSWERS["sub"]}
+            subs = [{"question": f"{q}/{i}", "solution": f"\\boxed{{{self.sub_answer}}}", "answer": self.sub_answer}
                     for i in range(self.k)]
             return json.dumps({"subproblems": subs})
         if user.startswith("Here is an easy problem"):

@@ -37,6 +37,9 @@ class GrowConfig:
             is not decomposed (a root then drops its seed, reason ``ineffective``), as the
             paper does; ``keep``: the first valid decomposition is used anyway and the tree
             records that it failed. The test is always measured and reported.
+        hide_parent_answer: leave out of the effectivity test's in-context examples every
+            subproblem whose answer equals the node's answer (the last part of a chain does),
+            so a student cannot pass the test by copying it (ours; the paper does not say).
         qualify: ``root``: only synthetic roots (the seed's whole blueprint) are profiled
             for qualification; ``all``: every kept synthetic problem is.
         direct_trials: variations asked per seed by the direct-synthesis baseline.
@@ -54,6 +57,7 @@ class GrowConfig:
     parents_per_node: int = 2
     student_n: int = 8
     on_ineffective: str = "drop"
+    hide_parent_answer: bool = False
     qualify: str = "root"
     direct_trials: int = 10
     seed: int = 0

@@ -162,11 +162,19 @@ class _Node:
 def _effectivity(node: _Node, subs: Sequence[Item], ctx: _Ctx, attempt: int) -> bool:
     """Seed 002's test: exists S with acc_cond(S, p | subproblems) > acc(S, p)."""
     q = node.item.question
-    acc = ctx.students.accuracy([q, incontext_question(q, subs)], [[node.item.answer]] * 2)
-    plain, cond = acc
+    examples = list(subs)
+    if ctx.config.hide_parent_answer:
+        boxed = [Item(s.question, f"\\boxed{{{s.answer}}}", s.answer) for s in subs]
+        same = ctx.verified(boxed, [[node.item.answer]] * len(subs))
+        examples = [s for s, eq in zip(subs, same) if not eq]
+    if not examples:
+        ctx.effectivity.append({"node": node.id, "level": node.level, "attempt": attempt, "examples": 0,
+                                "acc": {}, "acc_cond": {}, "passed": False})
+        return False
+    plain, cond = ctx.students.accuracy([q, incontext_question(q, examples)], [[node.item.answer]] * 2)
     passed = any(cond[s] > plain[s] for s in plain)
-    ctx.effectivity.append({"node": node.id, "level": node.level, "attempt": attempt, "acc": plain,
-                            "acc_cond": cond, "passed": passed})
+    ctx.effectivity.append({"node": node.id, "level": node.level, "attempt": attempt, "examples": len(examples),
+                            "acc": plain, "acc_cond": cond, "passed": passed})
     return passed
 
 
