@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from fakes.mbs_world import World
 from fakes.openai_server import FakeOpenAIServer
 
@@ -218,6 +219,7 @@ def _input(tmp_path: Path, n: int) -> Path:
     return inp
 
 
+@pytest.mark.slow
 def test_cli_bad_input_rows_and_seed_selection(tmp_path):
     world = good_world(acc={("policy", "seed"): 8})
     inp = _input(tmp_path, 2)
@@ -232,6 +234,7 @@ def test_cli_bad_input_rows_and_seed_selection(tmp_path):
     assert len(rej) == 1 and rej[0]["reason"] == "missing_field" and rej[0]["row"] == 2
 
 
+@pytest.mark.slow
 def test_cli_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
     n = 6
     inp = _input(tmp_path, n)
