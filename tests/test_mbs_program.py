@@ -106,3 +106,13 @@ def test_vary_keeps_shape_digits_and_operators():
         assert [op for _, op, _ in parse_chain(v.question)] == [op for _, op, _ in parse_chain(p.question)]
         assert all(len(str(x)) == 2 for a, _, b in parse_chain(v.question) for x in (a, b))
     assert len({v.question for v in vs}) == 5 and t.cost()["calls"] == 5
+
+
+def test_config_defaults_are_the_papers_and_bad_values_are_named():
+    from composition_rl.mbs import GrowConfig
+
+    c = GrowConfig()
+    assert (c.max_subproblems, c.decompose_retries, c.max_depth, c.alpha_leaf, c.alpha_parent,
+            c.compose_trials, c.student_n) == (3, 3, 3, 0.8, 0.625, 10, 8)
+    with pytest.raises(ValueError, match=r"alpha_leaf=1.5 .*on_ineffective='maybe'"):
+        GrowConfig(alpha_leaf=1.5, on_ineffective="maybe")
