@@ -25,8 +25,12 @@ TRIALS=$($PY -c "import json,math,sys; s=json.load(open(sys.argv[1])); print(max
 $CRL grow --input "$OUT/seeds.jsonl" --policy "$POLICY" --students "$POLICY" --students "$STUDENT" \
     --teacher program --from-profile "$OUT/profile" --out "$OUT/direct" --method direct --direct-trials "$TRIALS" \
     "${ROLL[@]}" --no-progress
+# MBS again with the effectivity test's copyable example left out (docs/mbs.md explains why)
+$CRL grow --input "$OUT/seeds.jsonl" --policy "$POLICY" --students "$POLICY" --students "$STUDENT" \
+    --teacher program --from-profile "$OUT/profile" --out "$OUT/mbs_hidden" --hide-parent-answer true \
+    "${ROLL[@]}" --no-progress
 # an independent re-profile of the qualified problems: another rollout seed
-for M in mbs direct; do
+for M in mbs direct mbs_hidden; do
   if [ -s "$OUT/$M/qualified.jsonl" ]; then
     $CRL profile --model "$POLICY" --input "$OUT/$M/qualified.jsonl" --out "$OUT/$M/reprofile" "${ROLL[@]}" \
         --seed 1 --no-progress
@@ -35,7 +39,7 @@ done
 $PY - "$OUT" <<'PY'
 import json, os, sys
 out = sys.argv[1]
-for m in ("mbs", "direct"):
+for m in ("mbs", "direct", "mbs_hidden"):
     s = json.load(open(f"{out}/{m}/stats.json"))
     rp = f"{out}/{m}/reprofile/summary.json"
     still = json.load(open(rp))["goldilocks"] if os.path.exists(rp) else None
