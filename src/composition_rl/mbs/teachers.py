@@ -140,7 +140,9 @@ def _apply(a: int, op: str, b: int) -> int:
 
 
 def chain_values(steps: Sequence[Step]) -> list[int]:
-    """The value of every step. >>> chain_values([(5, "+", 3), (6, "-", 4)])
+    """The value of every step.
+
+    >>> chain_values([(5, "+", 3), (6, "-", 4)])
     [8, 2]
     """
     return [_apply(a, op, b) for a, op, b in steps]
