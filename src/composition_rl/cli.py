@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("train", "GRPO with dynamic sampling and a depth curriculum (TRL)"),
     "reproduce": ("reproduce", "reproduce Fig. 2 and Table 1 at toy scale on CPU: seeds, 95% intervals, figures"),
     "tiny-model": ("tiny_model", "build a tiny Qwen2 model and tokenizer offline, with an SFT warm-up"),
+    "grow": ("grow", "MagicBeanStalk: grow hard (solve_none) seeds into problems in the policy's Goldilocks band"),
     "verl-recipe": ("verl_recipe", "write a verl launch script with the paper's settings and a curriculum driver"),
     "audit": ("audit", "blind-audit a composed set: sample records for review, then score the filled form"),
     "browse": ("browse", "write one self-contained HTML page to look at a run folder (no server, no network)"),

@@ -1,0 +1,203 @@
+"""``crl grow``: MagicBeanStalk, hard seeds grown into problems calibrated to a policy.
+
+    crl grow --input seeds.jsonl --policy runs/tiny --teacher program --out runs/grow
+    crl grow --input seeds.jsonl --policy runs/tiny --students runs/tiny2 --from-profile prof \\
+        --teacher program --method direct --out runs/grow-direct
+    crl grow --input math.json --policy Qwen3-4B@http://gpu:8000/v1 --teacher openai \\
+        --teacher-base-url http://gpu2:8000/v1 --teacher-model gpt-oss-120b --out runs/grow-math
+
+A model is a local folder (transformers) or ``NAME@URL`` for an OpenAI-compatible endpoint
+(key from ``$OPENAI_API_KEY`` only). Rerun the same command to resume after a kill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from composition_rl.cli import UsageError
+
+HELP = "MagicBeanStalk: grow hard (solve_none) seeds into problems in the policy's Goldilocks band"
+
+
+def _field_help() -> dict[str, str]:
+    """Each GrowConfig field's help, taken from its docstring (declared once, there)."""
+    from composition_rl.mbs.config import GrowConfig
+
+    doc = GrowConfig.__doc__ or ""
+    out: dict[str, str] = {}
+    for m in re.finditer(r"^\s{8}(\w+): (.*?)(?=^\s{8}\w+: |\Z)", doc, re.S | re.M):
+        out[m.group(1)] = " ".join(m.group(2).split()).replace("%", "%%")
+    return out
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from composition_rl.mbs.config import GrowConfig
+
+    p.add_argument("--input", required=True, help="seed problems (json, jsonl, parquet) with answers")
+    p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
+    p.add_argument("--policy", required=True, help="target policy: a local model folder or NAME@URL")
+    p.add_argument("--students", action="append", default=[],
+                   help="a student model (folder or NAME@URL); repeat for more; default: the policy alone")
+    p.add_argument("--teacher", default="program", help="teacher: program (exact, arithmetic chains) or openai")
+    p.add_argument("--teacher-base-url", action="append", help="openai teacher: endpoint (repeat for several)")
+    p.add_argument("--teacher-model", help="openai teacher: served model name")
+    p.add_argument("--teacher-temperature", type=float, default=0.7)
+    p.add_argument("--teacher-cache", help="openai teacher: response cache file (default OUT/teacher_cache.jsonl)")
+    p.add_argument("--method", choices=["mbs", "direct"], default="mbs",
+                   help="mbs, or the direct-synthesis baseline (variations of the seed)")
+    p.add_argument("--from-profile", help="a `crl profile` folder of the policy on --input; default: profile now")
+    p.add_argument("--select", default="solve_none", help="bands of the profile to grow (default solve_none)")
+    p.add_argument("--limit", type=int, help="use only the first N hard seeds")
+    s = p.add_argument_group("rollouts (policy and students)")
+    s.add_argument("-n", type=int, default=8, help="rollouts per problem for the policy profile (the band's budget)")
+    s.add_argument("--temperature", type=float, default=0.6)
+    s.add_argument("--top-p", type=float, default=0.95)
+    s.add_argument("--top-k", type=int, default=20)
+    s.add_argument("--max-tokens", type=int, default=4096)
+    s.add_argument("--template", default="boxed", help="prompts/rollout_<NAME>.txt or a .txt path (tiny models: plain)")
+    s.add_argument("--rollout-seed", type=int, default=0, help="sampling seed of every rollout")
+    s.add_argument("--batch-size", type=int, default=64, help="local models: most sequences per generate call")
+    s.add_argument("--verify-timeout", type=float, default=5.0)
+    g = p.add_argument_group("algorithm (defaults: seed 002's values; see docs/mbs.md)")
+    helps = _field_help()
+    for f in dataclasses.fields(GrowConfig):
+        flag = "--" + f.name.replace("_", "-")
+        kw: dict[str, Any] = {"default": None, "help": helps.get(f.name, "") + f" (default {f.default})"}
+        if isinstance(f.default, bool):
+            kw["type"] = lambda v: v.lower() in ("1", "true", "yes")
+        elif isinstance(f.default, (int, float, str)):
+            kw["type"] = type(f.default)
+        g.add_argument(flag, dest=f"cfg_{f.name}", **kw)
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _rollout_backend(spec: str, args: argparse.Namespace):
+    from composition_rl.backends.rollout import build_backend
+
+    if "@" in spec and "://" in spec.split("@", 1)[1]:
+        name, url = spec.split("@", 1)
+        return build_backend("openai", base_url=url, model=name)
+    if not Path(spec).is_dir():
+        raise UsageError(f"model {spec!r} is neither a local model folder nor NAME@URL")
+    return build_backend("hf", model=spec, max_batch_sequences=args.batch_size)
+
+
+def run(args: argparse.Namespace) -> int:
+    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.io.export import export
+    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.io.readers import InputError, load_problems
+    from composition_rl.mbs import GrowConfig, Students, build_teacher, grow
+    from composition_rl.profile import (
+        ProfileConfig,
+        RunMismatch,
+        check_run,
+        load_profile,
+        parse_bands,
+        profile_problems,
+    )
+    from composition_rl.verify import VerifyConfig, shared_verifier
+
+    try:
+        config = GrowConfig(**{f.name: getattr(args, f"cfg_{f.name}") for f in dataclasses.fields(GrowConfig)
+                               if getattr(args, f"cfg_{f.name}") is not None})
+        sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+                                  max_tokens=args.max_tokens, seed=args.rollout_seed)
+        prof_cfg = ProfileConfig(n=args.n, sampling=sampling, template=args.template)
+        bands = parse_bands(args.select)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    # bad rows (no answer, no question) are kept with their reason, never silently lost
+    try:
+        loaded = load_problems(args.input)
+    except (InputError, OSError) as e:
+        raise UsageError(str(e)) from None
+    problems = loaded.problems
+    if not problems:
+        raise UsageError(f"{args.input}: no usable problems ({len(loaded.rejects)} rows rejected)")
+    if loaded.rejects:
+        print(f"{args.input}: {len(problems)} problems, {len(loaded.rejects)} rows rejected -> OUT/input_rejects.jsonl")
+    record = {"method": args.method, "config": config.to_dict(), "teacher": args.teacher,
+              "teacher_model": args.teacher_model, "policy": args.policy, "students": args.students,
+              "profile": prof_cfg.run_record(), "input": str(args.input), "select": sorted(bands)}
+    try:
+        check_run(out, record)
+    except RunMismatch as e:
+        raise UsageError(str(e)) from None
+
+    verifier = shared_verifier(VerifyConfig(timeout_s=args.verify_timeout))
+    policy = _rollout_backend(args.policy, args)
+    student_specs = args.students or [args.policy]
+    backends = {args.policy: policy}
+    for spec in student_specs:
+        if spec not in backends:
+            backends[spec] = _rollout_backend(spec, args)
+    students = Students([(spec, backends[spec]) for spec in student_specs], verifier, n=config.student_n,
+                        sampling=sampling, template=args.template)
+    teacher_kw: dict[str, Any] = {"seed": config.seed}
+    cache = None
+    if args.teacher == "openai":
+        if not args.teacher_base_url or not args.teacher_model:
+            raise UsageError("--teacher openai needs --teacher-base-url and --teacher-model")
+        from composition_rl.backends.cache import ResponseCache
+
+        cache = ResponseCache(args.teacher_cache or out / "teacher_cache.jsonl")
+        teacher_kw.update(base_url=args.teacher_base_url, model=args.teacher_model,
+                          temperature=args.teacher_temperature, cache=cache)
+    try:
+        teacher = build_teacher(args.teacher, **teacher_kw)
+    except (KeyError, ValueError) as e:
+        raise UsageError(str(e).strip('"')) from None
+
+    try:
+        # the seeds' bands: a given profile, or a profile of the policy made now (resumable)
+        if args.from_profile:
+            classes = {r["id"]: r["class"] for r in load_profile(args.from_profile)}
+        else:
+            profile_problems(problems, policy, verifier, out / "seed_profile", prof_cfg,
+                             progress=not args.no_progress, extra_run_info={"model": args.policy})
+            classes = {r["id"]: r["class"] for r in load_profile(out / "seed_profile")}
+        hard = [p for p in problems if classes.get(p.id) in bands]
+        pre = {}
+        not_hard = sum(1 for p in problems if p.id in classes and classes[p.id] not in bands)
+        not_profiled = sum(1 for p in problems if p.id not in classes)
+        if not_hard:
+            pre["not_hard"] = not_hard
+        if not_profiled:
+            pre["not_profiled"] = not_profiled
+        if args.limit and len(hard) > args.limit:
+            pre["over_limit"] = len(hard) - args.limit
+            hard = hard[: args.limit]
+
+        def qualify(cands, qdir):
+            profile_problems(cands, policy, verifier, qdir, prof_cfg, progress=not args.no_progress,
+                             extra_run_info={"model": args.policy})
+            return {r["id"]: r["class"] for r in load_profile(qdir, ids=[c.id for c in cands])}
+
+        res = grow(hard, [teacher], students, verifier, out, config, method=args.method, qualify=qualify,
+                   seeds_in=len(problems), pre_dropped=pre, input_rejects=loaded.rejects,
+                   progress=not args.no_progress)
+    finally:
+        for b in backends.values():
+            b.close()
+        if cache is not None:
+            cache.close()
+    if res.qualified:
+        for name in ("verl", "trl"):
+            export(res.qualified, name, out)
+    atomic_write_jsonl(out / "input_rejects.jsonl", loaded.rejects)
+    st = res.stats
+    y = st["qualified_yield"]
+    print(f"crl grow ({args.method}): {st['hard_seeds']} hard seeds of {st['seeds_in']}, "
+          f"{st['qualified_seeds']} with a qualified problem (yield {'n/a' if y is None else f'{y:.1%}'}), "
+          f"{st['qualified_problems']} qualified problems -> {out}/qualified.jsonl")
+    print("funnel: " + " -> ".join(f"{f['stage']} {f['seeds']}" for f in st["funnel"]))
+    print(f"dropped: {st['dropped_by_reason']}; cost: {st['cost']}", file=sys.stderr)
+    return 0

@@ -1,0 +1,277 @@
+"""MagicBeanStalk end to end over a loopback OpenAI-compatible server: a scripted teacher,
+scripted students and policy (tests/fakes/mbs_world.py), the real verifier, the real
+profile machinery. Every branch of seed 002's algorithm has a test here."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fakes.mbs_world import World
+from fakes.openai_server import FakeOpenAIServer
+
+from composition_rl.backends.rollout import SamplingConfig
+from composition_rl.backends.rollout_openai import OpenAIRollout
+from composition_rl.mbs import GrowConfig, Students, grow
+from composition_rl.mbs.teachers import OpenAITeacher
+from composition_rl.profile import ProfileConfig, load_profile, profile_problems
+from composition_rl.records import Problem
+from composition_rl.verify import VerifyConfig, shared_verifier
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLING = SamplingConfig(max_tokens=32)
+
+
+def seeds(*names: str) -> list[Problem]:
+    return [Problem.new(f"seed:{n}", "10", source="test") for n in names]
+
+
+def run_grow(world: World, tmp_path: Path, names=("a",), method="mbs", students=("weak", "strong"), **cfg):
+    verifier = shared_verifier(VerifyConfig(timeout_s=5.0))
+    with FakeOpenAIServer(world) as srv:
+        teacher = OpenAITeacher(srv.url, "teacher", max_retries=0)
+        panel = Students([(s, OpenAIRollout(srv.url, s, max_retries=0)) for s in students], verifier, n=8,
+                         sampling=SAMPLING, template="plain")
+        policy = OpenAIRollout(srv.url, "policy", max_retries=0)
+        pcfg = ProfileConfig(n=8, sampling=SAMPLING, template="plain")
+
+        def qualify(cands, qdir):
+            profile_problems(cands, policy, verifier, qdir, pcfg, progress=False)
+            return {r["id"]: r["class"] for r in load_profile(qdir)}
+
+        res = grow(seeds(*names), [teacher], panel, verifier, tmp_path / "out", GrowConfig(**cfg), method=method,
+                   qualify=qualify)
+    rows = [json.loads(x) for x in (tmp_path / "out" / "trees.jsonl").read_text().splitlines()]
+    return res, rows
+
+
+def good_world(**kw) -> World:
+    # students gain from the examples; leaves and parents are hard for the weak student;
+    # the policy lands parents in the band (4/8)
+    acc = {("weak", "leaf"): 2, ("strong", "leaf"): 8, ("weak", "parent"): 1, ("strong", "parent"): 6,
+           ("policy", "parent"): 4, ("policy", "variation"): 4, ("weak", "variation"): 2}
+    acc.update(kw.pop("acc", {}))
+    return World(acc=acc, gain=kw.pop("gain", {"weak": 3}), **kw)
+
+
+def test_happy_path_tree_funnel_and_counts(tmp_path):
+    res, rows = run_grow(good_world(), tmp_path, names=("a", "b"), max_depth=1)
+    st = res.stats
+    assert st["hard_seeds"] == 2 and st["qualified_seeds"] == 2 and st["qualified_yield"] == 1.0
+    assert [f["stage"] for f in st["funnel"]] == ["seeds_in", "hard", "traced", "decomposed", "effective",
+                                                   "leaves_kept", "parents_kept", "qualified"]
+    assert [f["seeds"] for f in st["funnel"]] == [2, 2, 2, 2, 2, 2, 2, 2]
+    assert st["counts_add_up"] and st["dropped_by_reason"] == {}
+    # tree records: a root and K=2 children with parent links
+    nodes = rows[0]["nodes"]
+    assert [n["level"] for n in nodes] == [0, 1, 1]
+    assert nodes[1]["parent"] == nodes[0]["id"] and nodes[0]["children"] == [nodes[1]["id"], nodes[2]["id"]]
+    # leaves kept because the *weakest* student (weak: 2/8) is under alpha_leaf, though strong is 8/8
+    leaf = [s for s in rows[0]["synthetic"] if s["kind"] == "leaf"][0]
+    assert leaf["acc"] == {"weak": 0.25, "strong": 1.0} and leaf["weakest"] == 0.25 and leaf["kept"]
+    q = [json.loads(x) for x in (tmp_path / "out" / "qualified.jsonl").read_text().splitlines()]
+    assert len(q) == st["qualified_problems"] == 4  # parents_per_node=2 per seed
+    assert all(p["question"].startswith("P[") and p["metadata"]["mbs"]["kind"] == "root" for p in q)
+    assert st["cost"]["student_rollouts"] > 0 and st["cost"]["teacher_calls"] > 0
+    assert (tmp_path / "out" / "funnel.png").stat().st_size > 0
+
+
+def test_no_verified_trace_drops_after_all_attempts(tmp_path):
+    world = good_world(no_trace={"a"})
+    res, rows = run_grow(world, tmp_path, names=("a", "b"), n_traces=3)
+    assert world.calls["solve"] == 3 + 1  # three tries for a, the first verifies for b
+    assert rows[0]["reason"] == "no_verified_trace" and rows[0]["stages"] == ["hard"]
+    assert [r["reason"] for r in rows[0]["rejects"]] == ["trace_unverified"] * 3
+    assert res.stats["dropped_by_reason"] == {"no_verified_trace": 1}
+    assert res.stats["counts_add_up"]
+
+
+def test_teacher_garbage_is_a_reject_with_reason_and_nothing_is_lost(tmp_path):
+    res, rows = run_grow(good_world(garbage={"a"}), tmp_path, names=("a", "b"), n_traces=2)
+    assert rows[0]["reason"] == "no_verified_trace"
+    assert {r["reason"] for r in rows[0]["rejects"]} == {"bad_json"}
+    rejects = [json.loads(x) for x in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    assert len(rejects) == 2 and all(r["seed_id"] == rows[0]["seed_id"] for r in rejects)
+    st = res.stats
+    assert st["seeds_in"] == st["qualified_seeds"] + sum(st["dropped_by_reason"].values())
+
+
+def test_failed_effectivity_is_retried_n_d_times_then_dropped(tmp_path):
+    world = good_world(gain={})  # in-context examples never help
+    res, rows = run_grow(world, tmp_path, decompose_retries=3)
+    assert world.calls["decompose"] == 4  # the first try and N_d = 3 re-prompts
+    assert [e["attempt"] for e in rows[0]["effectivity"]] == [0, 1, 2, 3]
+    assert not any(e["passed"] for e in rows[0]["effectivity"])
+    assert rows[0]["reason"] == "ineffective" and res.stats["dropped_by_reason"] == {"ineffective": 1}
+    assert world.calls["harder"] == 0
+
+
+def test_failed_effectivity_with_keep_goes_on_and_says_so(tmp_path):
+    res, rows = run_grow(good_world(gain={}), tmp_path, on_ineffective="keep", max_depth=1)
+    assert rows[0]["status"] == "ok" and rows[0]["nodes"][0]["effective"] is False
+    assert res.stats["effectivity"]["passed"] == 0 and res.stats["effectivity"]["roots_passed"] == 0
+    assert res.stats["qualified_seeds"] == 1
+
+
+def test_effectivity_passes_when_one_student_gains(tmp_path):
+    world = good_world(gain={"weak": 0, "strong": 1})
+    res, rows = run_grow(world, tmp_path, max_depth=1)
+    e = rows[0]["effectivity"][0]
+    assert e["passed"] and e["acc_cond"]["strong"] > e["acc"]["strong"] and world.calls["decompose"] == 1
+
+
+def test_depth_limit_stops_the_recursion(tmp_path):
+    world = good_world()
+    res, rows = run_grow(world, tmp_path, max_depth=2)
+    levels = [n["level"] for n in rows[0]["nodes"]]
+    assert max(levels) == 2 and levels.count(2) == 4
+    assert {n["leaf_reason"] for n in rows[0]["nodes"] if n["level"] == 2} == {"depth_limit"}
+    assert world.calls["decompose"] == 3  # the root and its two children; level-2 nodes are not split
+
+
+def test_atomic_root_is_not_decomposable(tmp_path):
+    res, rows = run_grow(good_world(atomic={"seed:a"}), tmp_path)
+    assert rows[0]["reason"] == "not_decomposable"
+
+
+def test_leaf_calibration_drop(tmp_path):
+    # the weak student is as good as the strong one on leaves: 7/8 > alpha_leaf = 0.8
+    world = good_world(acc={("weak", "leaf"): 7, ("strong", "leaf"): 8})
+    res, rows = run_grow(world, tmp_path, max_depth=1, leaf_variants=3)
+    leaves = [s for s in rows[0]["synthetic"] if s["kind"] == "leaf"]
+    assert len(leaves) == 6 and not any(s["kept"] for s in leaves) and leaves[0]["weakest"] == 0.875
+    assert rows[0]["reason"] == "leaf_calibration" and world.calls["compose"] == 0
+
+
+def test_leaf_at_threshold_is_kept(tmp_path):
+    # weakest 6/8 = alpha_leaf keeps: only accuracy that *exceeds* alpha drops, as the paper words it
+    world = good_world(acc={("weak", "leaf"): 6, ("strong", "leaf"): 8})
+    res, rows = run_grow(world, tmp_path, max_depth=1, leaf_variants=1, alpha_leaf=0.75)
+    assert all(s["kept"] for s in rows[0]["synthetic"] if s["kind"] == "leaf")
+
+
+def test_parent_calibration_drop_and_the_n_c_limit(tmp_path):
+    world = good_world(acc={("weak", "parent"): 6, ("strong", "parent"): 8})  # 0.75 > 0.625
+    res, rows = run_grow(world, tmp_path, max_depth=1, leaf_variants=4, compose_trials=5)
+    parents = [s for s in rows[0]["synthetic"] if s["kind"] == "parent"]
+    assert world.calls["compose"] == len(parents) <= 5
+    assert rows[0]["reason"] == "parent_calibration"
+    assert res.stats["dropped_by_reason"] == {"parent_calibration": 1}
+
+
+def test_parent_trials_stop_once_enough_are_kept(tmp_path):
+    world = good_world()
+    res, rows = run_grow(world, tmp_path, max_depth=1, leaf_variants=4, parents_per_node=1)
+    assert world.calls["compose"] == 1
+
+
+def test_not_in_band_is_a_counted_drop(tmp_path):
+    world = good_world(acc={("policy", "parent"): 0})
+    res, rows = run_grow(world, tmp_path, max_depth=1)
+    assert res.stats["qualified_seeds"] == 0 and res.stats["dropped_by_reason"] == {"not_in_band": 1}
+    assert res.stats["candidate_bands"] == {"solve_none": 2}
+
+
+def test_direct_baseline_same_calibration(tmp_path):
+    world = good_world()
+    res, rows = run_grow(world, tmp_path, names=("a", "b"), method="direct", direct_trials=3)
+    assert world.calls["vary"] == 6 and world.calls["decompose"] == 0
+    assert [f["stage"] for f in res.stats["funnel"]] == ["seeds_in", "hard", "varied", "calibrated", "qualified"]
+    assert res.stats["qualified_seeds"] == 2 and res.stats["qualified_problems"] == 6
+
+
+def test_same_inputs_same_bytes(tmp_path):
+    run_grow(good_world(), tmp_path / "1", names=("a", "b"), max_depth=1)
+    run_grow(good_world(), tmp_path / "2", names=("a", "b"), max_depth=1)
+    for name in ("trees.jsonl", "qualified.jsonl", "candidates.jsonl"):
+        assert (tmp_path / "1" / "out" / name).read_bytes() == (tmp_path / "2" / "out" / name).read_bytes()
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _crl(url: str, inp: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "composition_rl.cli", "grow", "--input", str(inp), "--out", str(out),
+            "--policy", f"policy@{url}", "--students", f"weak@{url}", "--students", f"strong@{url}",
+            "--teacher", "openai", "--teacher-base-url", url, "--teacher-model", "teacher", "--template", "plain",
+            "--max-tokens", "32", "--max-depth", "1", "--no-progress"]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("OPENAI_API_KEY", None)
+    return env
+
+
+def _input(tmp_path: Path, n: int) -> Path:
+    inp = tmp_path / "seeds.jsonl"
+    rows = [{"problem": f"seed:s{i}", "answer": "10"} for i in range(n)]
+    # and one seed without an answer, which the reader rejects with its reason
+    rows.append({"problem": "seed:noanswer"})
+    inp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return inp
+
+
+@pytest.mark.slow
+def test_cli_bad_input_rows_and_seed_selection(tmp_path):
+    world = good_world(acc={("policy", "seed"): 8})
+    inp = _input(tmp_path, 2)
+    with FakeOpenAIServer(world) as srv:
+        r = subprocess.run(_crl(srv.url, inp, tmp_path / "out"), env=_env(), capture_output=True, text=True,
+                           timeout=300)
+    assert r.returncode == 0, r.stderr
+    st = json.loads((tmp_path / "out" / "stats.json").read_text())
+    # the policy solves every seed: none is hard, and the run says so instead of failing
+    assert st["seeds_in"] == 2 and st["hard_seeds"] == 0 and st["dropped_by_reason"] == {"not_hard": 2}
+    rej = [json.loads(x) for x in (tmp_path / "out" / "input_rejects.jsonl").read_text().splitlines()]
+    assert len(rej) == 1 and rej[0]["reason"] == "missing_field" and rej[0]["row"] == 2
+
+
+@pytest.mark.slow
+def test_cli_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
+    n = 6
+    inp = _input(tmp_path, n)
+    with FakeOpenAIServer(good_world(), latency_s=0.02) as srv:
+        # reference: one uninterrupted run
+        r = subprocess.run(_crl(srv.url, inp, tmp_path / "ref"), env=_env(), capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        out = tmp_path / "killed"
+        proc = subprocess.Popen(_crl(srv.url, inp, out), env=_env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        trees = out / "trees.jsonl"
+        deadline = time.time() + 120
+        while time.time() < deadline and (not trees.exists() or trees.read_text().count("\n") < 2):
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        done_before = trees.read_text().count("\n")
+        assert 2 <= done_before < n, "the kill must land mid-run"
+        assert not (out / "stats.json").exists()
+        r = subprocess.run(_crl(srv.url, inp, out), env=_env(), capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    ids = [json.loads(x)["seed_id"] for x in trees.read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == n
+    for name in ("qualified.jsonl", "candidates.jsonl", "trees.jsonl"):
+        assert (out / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
+    st = json.loads((out / "stats.json").read_text())
+    assert st["qualified_seeds"] == n and st["counts_add_up"]
+    assert (out / "verl.parquet").exists() and (out / "trl.parquet").exists()
+
+
+def test_hide_parent_answer_removes_the_copyable_example(tmp_path):
+    # every subproblem's answer is the seed's own answer: copying it would pass the test
+    world = good_world(sub_answer="10")
+    res, rows = run_grow(world, tmp_path / "open", max_depth=1, decompose_retries=0)
+    assert rows[0]["effectivity"][0]["passed"] and rows[0]["effectivity"][0]["examples"] == 2
+    res, rows = run_grow(good_world(sub_answer="10"), tmp_path / "hidden", max_depth=1, decompose_retries=0,
+                         hide_parent_answer=True)
+    assert rows[0]["effectivity"][0] == {**rows[0]["effectivity"][0], "examples": 0, "passed": False}
+    assert rows[0]["reason"] == "ineffective"
