@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("profile", "measure per-prompt pass rates of a policy (solve_all / goldilocks / solve_none)"),
     "eval": ("evaluate", "evaluate a policy on benchmarks: avg@k, pass@k, compositional analyses"),
     "train": ("train", "GRPO with dynamic sampling and a depth curriculum (TRL)"),
-    "reproduce": ("reproduce", "reproduce Fig. 2 and Table 1 at toy scale on CPU: seeds, 95% intervals, figures"),
+    "reproduce": ("reproduce", "reproduce Fig. 2 and Table 1 at toy scale on CPU: seeds, 95%% intervals, figures"),
     "tiny-model": ("tiny_model", "build a tiny Qwen2 model and tokenizer offline, with an SFT warm-up"),
     "grow": ("grow", "MagicBeanStalk: grow hard (solve_none) seeds into problems in the policy's Goldilocks band"),
     "verl-recipe": ("verl_recipe", "write a verl launch script with the paper's settings and a curriculum driver"),

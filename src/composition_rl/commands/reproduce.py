@@ -11,7 +11,7 @@ from pathlib import Path
 
 from composition_rl.cli import UsageError
 
-HELP = "reproduce Fig. 2 and Table 1 at toy scale on CPU: seeds, 95% intervals, figures"
+HELP = "reproduce Fig. 2 and Table 1 at toy scale on CPU: seeds, 95%% intervals, figures"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
