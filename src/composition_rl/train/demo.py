@@ -57,7 +57,10 @@ def train_demo(out: str | Path, seed: int = 0, progress: bool = True, log=print)
     from composition_rl.train.metrics import plot_solve_rates
 
     plot_solve_rates(metrics_path, out / "train" / "solve_rates.png", transitions,
-                     title="The demo: depth 1 saturates, composition restores the signal",
+                     title="The demo: depth 1 saturates, composition restores the signal"
+                     if all(mech["checks"].values()) else
+                     "The demo: " + ", ".join(f"{k.replace('_', ' ')}: {'yes' if v else 'NO'}"
+                                              for k, v in mech["checks"].items()),
                      captions=(mech["captions"]["ratios"], mech["captions"]["reward"]))
     by_depth: dict[int, list[dict[str, Any]]] = {}
     for r in rows:
@@ -117,7 +120,8 @@ def mechanism(rows: list[dict[str, Any]], transitions: list[dict[str, Any]], k: 
     why = transitions[0]["reason"] if transitions else "no transition"
     ratios = (
         f"Depth 1: solve_all rose from {first:.2f} to {last:.2f} (first vs last {k} steps) as the policy mastered "
-        f"its pool; the curriculum moved on ({kind}: {why}). Depth 2 (compositions of the same prompts): "
+        f"its pool; the curriculum moved on ({kind}: {why}). Depth 2 (composed on the pool prompts it had "
+        f"mastered): "
         f"solve_all {sa2:.2f}, and {inf2:.0%} of groups are informative again (median), vs {inf1:.0%} at the "
         "end of depth 1: only informative groups carry a GRPO gradient."
     )
