@@ -218,7 +218,9 @@ def split_composed(question: str, links: list[dict[str, Any]]) -> dict[str, Any]
     for k, lk in enumerate(links):
         seg = question[glues[k].end: glues[k + 1].start if k + 1 < len(glues) else len(question)]
         off = lk.get("v2_offset", -1)
-        if not isinstance(off, int) or off < 0:
+        if not isinstance(off, int) or off < 0 or lk.get("v2_also"):
+            # a value replaced in several places (Link.v2_also) is not one splice: the page
+            # shows such a record whole, without the diff
             return None
         tok = _token_at(seg, off, lk["y"])
         if tok is None:
