@@ -44,25 +44,25 @@ class Job:
 
 
 def plan(cfg: ReproduceConfig) -> list[Job]:
-    """Every job of every seed, in an order that starts the long chains first.
+    """Every job of every seed. The executor starts ready jobs in this order, so the long
+    chains of all seeds begin first (each seed's SFT is its longest job; listing seed by seed
+    left the last seed's SFT waiting until the others were nearly done).
 
-    >>> [j.name for j in plan(ReproduceConfig(seeds=(0,), arms=("continue", "depth2")))]
-    ['s0/sft', 's0/d1', 's0/arm-depth2', 's0/profile', 's0/eval-start', 's0/arm-continue', 's0/eval-depth2', 's0/eval-continue']
+    >>> [j.name for j in plan(ReproduceConfig(seeds=(0, 1), arms=("continue", "depth2")))][:6]
+    ['s0/sft', 's1/sft', 's0/d1', 's1/d1', 's0/arm-depth2', 's1/arm-depth2']
     """
-    jobs: list[Job] = []
     composed = [a for a in cfg.arms if a != "continue"]
+    rounds: list[list[Job]] = [[] for _ in range(6)]
     for s in cfg.seeds:
         p = f"s{s}/"
-        jobs.append(Job(s, "sft"))
-        jobs.append(Job(s, "d1", deps=(p + "sft",)))
-        jobs += [Job(s, "arm", a, deps=(p + "d1",)) for a in composed]
-        jobs.append(Job(s, "profile", deps=(p + "d1",)))
-        jobs.append(Job(s, "eval", "start", deps=(p + "d1",)))
+        rounds[0].append(Job(s, "sft"))
+        rounds[1].append(Job(s, "d1", deps=(p + "sft",)))
+        rounds[2] += [Job(s, "arm", a, deps=(p + "d1",)) for a in composed]
+        rounds[3] += [Job(s, "profile", deps=(p + "d1",)), Job(s, "eval", "start", deps=(p + "d1",))]
         # the continue arm runs until it has generated as many tokens as the composed arms
-        jobs.append(Job(s, "arm", "continue", deps=tuple(p + f"arm-{a}" for a in composed)))
-        jobs += [Job(s, "eval", a, deps=(p + f"arm-{a}",)) for a in composed]
-        jobs.append(Job(s, "eval", "continue", deps=(p + "arm-continue",)))
-    return jobs
+        rounds[4].append(Job(s, "arm", "continue", deps=tuple(p + f"arm-{a}" for a in composed)))
+        rounds[5] += [Job(s, "eval", a, deps=(p + f"arm-{a}",)) for a in (*composed, "continue")]
+    return [j for r in rounds for j in r]
 
 
 def _check_config(out: Path, cfg: ReproduceConfig) -> None:
