@@ -152,6 +152,12 @@ def test_a_depth_the_variable_names_cannot_support_is_refused_before_workers(tmp
     assert "--depth 5 needs 8 free variable names" in line and "use a smaller --depth" in line
 
 
+# Minutes of work, so the signal lands mid-run: MATH depth 2 takes ~5 s on an idle machine and
+# could finish between the first spill file and the signal (the test then signalled a process
+# that had already exited, and saw exit 0).
+LONG_RUN = ("--depth", "3", "--max-candidates", "3000000")
+
+
 def _leftovers(out: Path) -> list[str]:
     return sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp") or p.name.startswith(".compose-parts-"))
 
@@ -174,14 +180,15 @@ def _wait_for_work(proc, out: Path, timeout: float = 240) -> None:
 def test_an_interrupt_ends_with_one_line_and_no_temp_file(shared_data, tmp_path, sig):
     out = tmp_path / "o"
     proc = start("compose", "--input", str(shared_data / "train" / "math_train.json"), "--out", str(out),
-                 "--workers", "2", "--no-progress")
+                 *LONG_RUN, "--workers", "2", "--no-progress")
     _wait_for_work(proc, out)
     os.killpg(proc.pid, sig)  # the whole foreground group, as Ctrl-C does
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    assert [x for x in err.splitlines() if x.strip()] == [
-        "crl compose: interrupted; this command keeps no partial work: rerun it to start over"]
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert lines[-1] == "crl compose: interrupted; this command keeps no partial work: rerun it to start over"
+    assert all(x.startswith("crl compose: note: about ") for x in lines[:-1]), lines  # the size estimate
     assert "resume" not in err  # the symbolic engine has nothing to resume
     assert _leftovers(out) == [] and not (out / "composed.jsonl").exists()
 
@@ -190,7 +197,7 @@ def test_an_interrupt_ends_with_one_line_and_no_temp_file(shared_data, tmp_path,
 def test_leftovers_of_a_run_killed_with_kill_9_are_removed_by_the_next_run(shared_data, tmp_path):
     out = tmp_path / "o"
     args = ("compose", "--input", str(shared_data / "train" / "math_train.json"), "--out", str(out),
-            "--workers", "2", "--no-progress")
+            *LONG_RUN, "--workers", "2", "--no-progress")
     proc = start(*args)
     _wait_for_work(proc, out)
     os.killpg(proc.pid, signal.SIGKILL)  # kill -9 of the run and its workers: no cleanup runs
