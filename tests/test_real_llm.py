@@ -197,6 +197,16 @@ def test_structured_output_is_negotiated_with_the_real_server(server):
     assert r.prompt_tokens > 0 and r.completion_tokens > 0
 
 
+def _finished(r) -> None:
+    """A compose run that finished: exit 0, or exit 1 saying that nothing was accepted (a
+    135M model may compose nothing that passes the checks; crl then exits 1 with the reason
+    and writes no export), never a crash."""
+    if r.returncode == 1:
+        assert "0 of " in r.stderr and "candidates accepted" in r.stderr, r.stderr[-3000:]
+    else:
+        assert r.returncode == 0, r.stderr[-3000:]
+
+
 def test_compose_llm_on_math_resumes_after_kill_9(server, shared_data, tmp_path):
     out = tmp_path / "llm"
     args = compose_args(shared_data, server, out, "llm")
@@ -218,7 +228,7 @@ def test_compose_llm_on_math_resumes_after_kill_9(server, shared_data, tmp_path)
     proc.wait(10)
     before = journal.read_bytes().count(b"\n") if journal.exists() else 0
     r = crl(*args)
-    assert r.returncode == 0, r.stderr[-3000:]
+    _finished(r)
     stats = _check_compose_outputs(out, shared_data)
     assert killed and 2 <= before < stats["candidates"], (killed, before)
     _check_usage(out, stats)
@@ -228,7 +238,7 @@ def test_compose_llm_on_math_resumes_after_kill_9(server, shared_data, tmp_path)
     # a rerun of the finished job makes no call and writes the same bytes
     first = {f: (out / f).read_bytes() for f in ("composed.jsonl", "rejected.jsonl")}
     r = crl(*args)
-    assert r.returncode == 0, r.stderr[-3000:]
+    _finished(r)
     again = json.loads((out / "stats.json").read_text())
     assert again["this_run"]["calls"] == 0
     assert {f: (out / f).read_bytes() for f in first} == first
@@ -237,7 +247,7 @@ def test_compose_llm_on_math_resumes_after_kill_9(server, shared_data, tmp_path)
 def test_compose_auto_on_math(server, shared_data, tmp_path):
     out = tmp_path / "auto"
     r = crl(*compose_args(shared_data, server, out, "auto"))
-    assert r.returncode == 0, r.stderr[-3000:]
+    _finished(r)
     stats = _check_compose_outputs(out, shared_data)
     _report("compose --engine auto", stats)
     assert sum(stats["accepted_by_engine"].values()) == stats["accepted"]
