@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from composition_rl.records import content_id
 from composition_rl.registry import Registry
+from composition_rl.train.arithmetic import render_chain
 
 __all__ = [
     "Blueprint",
@@ -124,9 +125,9 @@ def build_teacher(name: str, **kwargs: Any) -> Teacher:
 # step 0 "X=a+b.", then per later step a link "Y=X-d." (d = previous value - a_k) and
 # "Z=Y+b." or, last, "Y+b=?". A chain is stored as its steps [(a, op, b), ...] where a_k of
 # a later step is the constant the link stands for. tests/test_mbs_program.py proves that
-# render_chain(parse_chain(q)) == q on that module's own output, so the two cannot drift.
+# render_chain(parse_chain(q)) == q on that module's own output. render_chain is that
+# module's own writer (make_problem uses it), so the teacher writes chains as the family does.
 
-VARS = ("X", "Y", "Z", "W", "V", "U", "T")
 Step = tuple[int, str, int]
 
 _ONE = re.compile(r"^(\d+)([+-])(\d+)=\?$")
@@ -146,43 +147,6 @@ def chain_values(steps: Sequence[Step]) -> list[int]:
     [8, 2]
     """
     return [_apply(a, op, b) for a, op, b in steps]
-
-
-def render_chain(steps: Sequence[Step]) -> tuple[str, str]:
-    """(question, scratchpad) of a chain, in train/arithmetic.py's exact wording.
-
-    >>> render_chain([(5, "+", 3), (6, "-", 4)])
-    ('X=5+3. Y=X-2. Y-4=?', 'X=5+3=8. Y=8-2=6. 6-4=2. \\\\boxed{2}')
-    """
-    if not 1 <= len(steps) <= (len(VARS) + 1) // 2:
-        raise ValueError(f"a chain has 1..{(len(VARS) + 1) // 2} steps, got {len(steps)}")
-    vals = chain_values(steps)
-    if len(steps) == 1:
-        a, op, b = steps[0]
-        return f"{a}{op}{b}=?", f"{a}{op}{b}={vals[0]}. \\boxed{{{vals[0]}}}"
-
-    def link(x: str, d: int) -> str:
-        return f"{x}-{d}" if d >= 0 else f"{x}+{-d}"
-
-    names = iter(VARS)
-    a, op, b = steps[0]
-    prev, prev_name = vals[0], next(names)
-    q, s = [f"{prev_name}={a}{op}{b}."], [f"{prev_name}={a}{op}{b}={prev}."]
-    for k in range(1, len(steps)):
-        a, op, b = steps[k]
-        d = prev - a
-        ln = next(names)
-        q.append(f"{ln}={link(prev_name, d)}.")
-        s.append(f"{ln}={link(str(prev), d)}={a}.")
-        if k < len(steps) - 1:
-            prev_name = next(names)
-            q.append(f"{prev_name}={ln}{op}{b}.")
-            s.append(f"{prev_name}={a}{op}{b}={vals[k]}.")
-        else:
-            q.append(f"{ln}{op}{b}=?")
-            s.append(f"{a}{op}{b}={vals[k]}.")
-        prev = vals[k]
-    return " ".join(q), " ".join(s) + f" \\boxed{{{vals[-1]}}}"
 
 
 def parse_chain(question: str) -> list[Step] | None:

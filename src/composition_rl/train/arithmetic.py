@@ -20,7 +20,7 @@ import random
 
 from composition_rl.records import Problem
 
-__all__ = ["VARS", "arithmetic_problems", "make_problem"]
+__all__ = ["VARS", "arithmetic_problems", "make_problem", "render_chain"]
 
 VARS = ("X", "Y", "Z", "W", "V", "U", "T")
 SOURCE = "tiny-arithmetic"
@@ -57,12 +57,23 @@ def make_problem(depth: int, seed: int = 0, index: int = 0, digits: int = 2) -> 
         raise ValueError(f"digits must be 1, 2 or 3, got {digits}")
     rng = random.Random(f"{seed}:{depth}:{index}" + (f":{digits}" if digits != 2 else ""))
     steps = [_step(rng, digits) for _ in range(depth)]
-    if depth == 1:
+    question, solution = render_chain(steps)
+    answer = str(_apply(*steps[-1]))
+    return Problem.new(question, (answer,), source=SOURCE, depth=depth), solution
+
+
+def render_chain(steps: list[tuple[int, str, int]] | tuple[tuple[int, str, int], ...]) -> tuple[str, str]:
+    """(question, scratchpad) of a chain of ``(a, op, b)`` steps: the one wording of this family.
+
+    >>> render_chain([(5, "+", 3), (6, "-", 4)])
+    ('X=5+3. Y=X-2. Y-4=?', 'X=5+3=8. Y=8-2=6. 6-4=2. \\\\boxed{2}')
+    """
+    if not 1 <= len(steps) <= MAX_DEPTH:
+        raise ValueError(f"a chain has 1..{MAX_DEPTH} steps, got {len(steps)}")
+    if len(steps) == 1:
         a, op, b = steps[0]
         v = _apply(a, op, b)
-        question = f"{a}{op}{b}=?"
-        solution = f"{a}{op}{b}={v}. \\boxed{{{v}}}"
-        return Problem.new(question, (str(v),), source=SOURCE, depth=1), solution
+        return f"{a}{op}{b}=?", f"{a}{op}{b}={v}. \\boxed{{{v}}}"
     # Chain (SPC, Section 3.4): each answer gets a name; the next step's first operand v2
     # becomes a new variable defined from it, Y = X - d with d = v1 - v2.
     names = iter(VARS)
@@ -70,14 +81,14 @@ def make_problem(depth: int, seed: int = 0, index: int = 0, digits: int = 2) -> 
     prev, prev_name = _apply(a, op, b), next(names)
     parts_q = [f"{prev_name}={a}{op}{b}."]
     parts_s = [f"{prev_name}={a}{op}{b}={prev}."]
-    for k in range(1, depth):
+    for k in range(1, len(steps)):
         a, op, b = steps[k]
         d = prev - a
         link = next(names)
         parts_q.append(f"{link}={_link(prev_name, d)}.")
         parts_s.append(f"{link}={_link(str(prev), d)}={a}.")
         value = _apply(a, op, b)
-        if k < depth - 1:
+        if k < len(steps) - 1:
             prev_name = next(names)
             parts_q.append(f"{prev_name}={link}{op}{b}.")
             parts_s.append(f"{prev_name}={a}{op}{b}={value}.")
@@ -85,9 +96,7 @@ def make_problem(depth: int, seed: int = 0, index: int = 0, digits: int = 2) -> 
             parts_q.append(f"{link}{op}{b}=?")
             parts_s.append(f"{a}{op}{b}={value}.")
         prev = value
-    question = " ".join(parts_q)
-    solution = " ".join(parts_s) + f" \\boxed{{{prev}}}"
-    return Problem.new(question, (str(prev),), source=SOURCE, depth=depth), solution
+    return " ".join(parts_q), " ".join(parts_s) + f" \\boxed{{{prev}}}"
 
 
 def arithmetic_problems(n: int, depth: int, seed: int = 0, start: int = 0, digits: int = 2) -> list[Problem]:
