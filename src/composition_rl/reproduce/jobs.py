@@ -23,6 +23,7 @@ from typing import Any
 
 from composition_rl.io.files import atomic_write_json, read_jsonl
 from composition_rl.reproduce.config import ReproduceConfig
+from composition_rl.train.toy import ToyRecipe
 
 __all__ = ["ARM_STAGES", "continue_steps", "eval_targets", "run_job", "seed_dir"]
 
@@ -36,15 +37,9 @@ def seed_dir(out: Path, seed: int) -> Path:
     return Path(out) / f"seed_{seed}"
 
 
-def _recipe():
-    from composition_rl.train.toy import ToyRecipe
-
-    return ToyRecipe
-
-
-def recipe_for(cfg: ReproduceConfig):
+def recipe_for(cfg: ReproduceConfig) -> ToyRecipe:
     """The shared toy recipe with this run's SFT steps and pool size."""
-    return _recipe()(sft_steps=cfg.sft_steps, pool_size=cfg.pool_size)
+    return ToyRecipe(sft_steps=cfg.sft_steps, pool_size=cfg.pool_size)
 
 
 def _threads() -> None:
