@@ -162,9 +162,10 @@ def test_an_online_run_retires_injects_logs_and_resumes_with_the_same_pool(pytes
     rates = list(read_jsonl(out / "pass_rates.jsonl"))
     for e in events:
         assert set(e) >= {"step", "retired", "new", "depth", "retired_depth"}
-        # k=1: a solve_all group of that step retired it (a later round of the same step may have
-        # drawn it again before the step ended; the rule ignores groups of retired prompts)
-        assert any(r["kind"] == "solve_all" for r in rates if r["id"] == e["retired"] and r["step"] == e["step"])
+        # k=1: a solve_all group of that step retired it, and the step's later rounds did not draw it
+        mine = [r for r in rates if r["id"] == e["retired"] and r["step"] == e["step"]]
+        first = min(r["round"] for r in mine if r["kind"] == "solve_all")
+        assert not [r for r in mine if r["round"] > first]
         assert not any(r["id"] == e["retired"] for r in rates if r["step"] > e["step"])  # never drawn again
         assert e["depth"] == e["retired_depth"] + 1 and len(e["new"]) == 2
     for r in rows:

@@ -127,6 +127,7 @@ class _Run:
             raise ValueError(f"stage {cfg.stages[0].name!r}: compose.first: mastered needs a stage before it")
         c = cfg.curriculum
         self.online = self._online_pool() if c.mode == "online" else None
+        self.step = 0  # the step being generated (the trainer's global_step + 1)
         # online mode has one stage, run for its budget; the pool, not the stage, changes
         self.curriculum = Curriculum(specs, mode="manual" if c.mode == "online" else c.mode,
                                      threshold=c.threshold, window=c.window, total_steps=c.total_steps)
@@ -164,6 +165,10 @@ class _Run:
                  f"{info['previous_prompts']} {prev.name} prompts last seen solve_all"
                  + (" (too few: all of them used)" if info["fallback_to_all"] else ""))
         return stream
+
+    def observe_round(self, groups) -> None:
+        """Online mode: feed one dynamic-sampling round's groups to the pool (before the next draw)."""
+        self.online.observe(self.step, [(g.id, sum(s >= 1.0 for s in g.scores), len(g.scores)) for g in groups])
 
     def draw(self, n: int) -> list[dict]:
         if self.online is not None:
@@ -206,6 +211,7 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
 
         def on_step_begin(self, args, state, control, **kw):
             self.t_step = time.perf_counter()
+            run.step = state.global_step + 1
 
         def on_step_end(self, args, state, control, **kw):
             trainer = trainer_ref[0]
@@ -255,14 +261,12 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
 
 
 def _observe_online(run: _Run, step: int, sample, row: dict[str, Any]) -> None:
-    """Feed the step's groups to the online pool, log retirements, add the pool to the row."""
+    """Log the step's retirements (decided round by round) and add the pool's counts to the row."""
     from collections import Counter
 
-    events = run.online.observe(step, [(g.id, sum(s >= 1.0 for s in g.scores), len(g.scores))
-                                       for g in sample.groups])
-    if events:
+    if run.online.step_events:
         with open(run.out / "online.jsonl", "a", encoding="utf-8") as f:
-            for e in events:
+            for e in run.online.step_events:
                 f.write(dumps(e) + "\n")
     # the stage has no single depth any more: the row's depth is the step's most sampled one
     row["depth"] = Counter(g.depth for g in sample.groups).most_common(1)[0][0]
@@ -333,7 +337,8 @@ def run_training(
     model = AutoModelForCausalLM.from_pretrained(cfg.model)
     args = _grpo_args(cfg, run.curriculum.max_total_steps)
     reward = VerifierReward(timeout_s=cfg.verify_timeout_s, workers=cfg.verify_workers)
-    sampler = DynamicSampler(cfg.dynamic_sampling, cfg.grpo.num_generations)
+    sampler = DynamicSampler(cfg.dynamic_sampling, cfg.grpo.num_generations,
+                             on_round=run.observe_round if run.online is not None else None)
     trainer_ref: list = []
     callback = _callback(run, trainer_ref, say)
     trainer = DynamicSamplingGRPOTrainer(

@@ -4,7 +4,9 @@ The static curriculum (train/curriculum.py) switches whole stages when the stage
 solve_all saturates (seed 000, Section 4.3, where the switch is chosen by eye). The online
 pool decides per prompt, every step, with the rule of :mod:`composition_rl.online`:
 
-- every sampled group (kept or dropped by dynamic sampling) is one visit of its prompt;
+- every sampled group (kept or dropped by dynamic sampling) is one visit of its prompt,
+  recorded after each generation round, so a prompt retired in one round is not drawn by
+  the step's refill rounds;
 - a prompt the rule retires (solve_all on ``k`` visits in a row, Wilson lower bound high
   enough) leaves the sampler, and its compositions with it as q1 (its answer becomes X)
   join it, composed in-process by the symbolic engine and checked
