@@ -204,3 +204,18 @@ def test_an_online_run_retires_injects_logs_and_resumes_with_the_same_pool(pytes
     # no step lost or duplicated: the pool saw exactly steps 3 and 4 again
     assert resumed_state["online"]["draws"] == final_state["online"]["draws"]
     assert sum(resumed_state["online"]["tracker"]["counts"].values()) == len(list(read_jsonl(out / "pass_rates.jsonl")))
+
+
+def test_crl_train_curriculum_flag_overrides_the_mode(tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    cfg = {"preset": "cpu-tiny", "model": "unused", "output_dir": str(tmp_path / "out"),
+           "stages": [{"name": "a", "data": "a.jsonl", "max_steps": 1}, {"name": "b", "data": "b.jsonl", "max_steps": 1}]}
+    (tmp_path / "train.yaml").write_text(yaml.safe_dump(cfg))
+    r = subprocess.run([sys.executable, "-m", "composition_rl.cli", "train", "--config", str(tmp_path / "train.yaml"),
+                        "--curriculum", "online"], capture_output=True, text=True, timeout=120)
+    # the two-stage config is valid as written; with the flag it is an online config, which takes one stage
+    assert r.returncode == 2 and "'online' takes one stage" in r.stderr, r.stderr[-2000:]
