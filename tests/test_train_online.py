@@ -219,3 +219,16 @@ def test_crl_train_curriculum_flag_overrides_the_mode(tmp_path):
                         "--curriculum", "online"], capture_output=True, text=True, timeout=120)
     # the two-stage config is valid as written; with the flag it is an online config, which takes one stage
     assert r.returncode == 2 and "'online' takes one stage" in r.stderr, r.stderr[-2000:]
+
+
+def test_the_online_block_of_docs_training_md_is_a_valid_config():
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"^```yaml\n(.*?)^```", doc, re.S | re.M) if "mode: online" in b]
+    cfg = TrainConfig.from_dict({"preset": "cpu-tiny", "model": "m", "output_dir": "o", **yaml.safe_load(block)})
+    assert cfg.curriculum.mode == "online" and cfg.curriculum.online["k"] == 3
+    assert OnlineConfig.from_dict(cfg.curriculum.online).max_depth == 3
