@@ -74,15 +74,15 @@ def test_solve_none_prompts_stay_drawable_at_low_weight(rg):
     assert all(len({r["id"] for r in pool.draw(len(easy))}) == len(easy) for _ in range(5))  # distinct per draw
 
 
-def test_unknown_prompt_and_exhausted_pool_raise_naming_them():
+def test_unknown_prompt_raises_and_an_exhausted_pool_still_fills_the_step():
     probs = arithmetic_problems(3, depth=1, seed=0)
     pool = OnlinePool(probs[:1], probs, OnlineConfig(k=1, max_depth=1), stage="s")
     with pytest.raises(ValueError, match="step 1: group for prompt 'nope'"):
         pool.observe(1, [("nope", 1, 8)])
     [ev] = pool.observe(1, [(probs[0].id, 8, 8)])
-    assert ev["new"] == [] and pool.exhausted
-    with pytest.raises(ValueError, match="no live prompt left.*max_depth=1"):
-        pool.draw(1)
+    assert ev["new"] == [] and pool.exhausted and pool.live == []
+    # a refill round of the same step draws the retired prompt; the trainer ends the run after it
+    assert [r["id"] for r in pool.draw(2)] == [probs[0].id] * 2
 
 
 def _script(pool, steps):
@@ -232,3 +232,22 @@ def test_the_online_block_of_docs_training_md_is_a_valid_config():
     cfg = TrainConfig.from_dict({"preset": "cpu-tiny", "model": "m", "output_dir": "o", **yaml.safe_load(block)})
     assert cfg.curriculum.mode == "online" and cfg.curriculum.online["k"] == 3
     assert OnlineConfig.from_dict(cfg.curriculum.online).max_depth == 3
+
+
+
+def test_a_run_whose_pool_is_exhausted_ends_with_that_reason(tmp_path):
+    from composition_rl.train.dynamic_sampling import GroupRecord
+    from composition_rl.train.grpo import _Run
+
+    start = arithmetic_problems(2, depth=1, seed=5, digits=1)
+    atomic_write_jsonl(tmp_path / "start.jsonl", (p.to_dict() for p in start))
+    cfg = _online_config("unused", tmp_path / "run", tmp_path / "start.jsonl", tmp_path / "start.jsonl", steps=12)
+    cfg.curriculum.online = {**cfg.curriculum.online, "max_depth": 1}  # nothing is composed: retire and leave
+    run = _Run(cfg)
+    run.step = 3
+    run.observe_round([GroupRecord(p.id, 1, "online", [1.0, 1.0], 1.0, "solve_all", True, 0, 5.0) for p in start])
+    assert run.online.exhausted and [e["step"] for e in run.online.step_events] == [3, 3]
+    t = run.end_if_exhausted(3)
+    assert t.step == 3 and "online pool exhausted" in t.reason and t.to_stage is None and run.curriculum.finished
+    assert run.end_if_exhausted(3) is None  # once
+    assert {r["id"] for r in run.draw(4)} <= {p.id for p in start}  # a refill round still gets rows

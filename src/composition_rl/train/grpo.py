@@ -170,6 +170,12 @@ class _Run:
         """Online mode: feed one dynamic-sampling round's groups to the pool (before the next draw)."""
         self.online.observe(self.step, [(g.id, sum(s >= 1.0 for s in g.scores), len(g.scores)) for g in groups])
 
+    def end_if_exhausted(self, step: int):
+        """Online mode: end the run after ``step`` when no live prompt is left; the Transition or None."""
+        if self.online is None or not self.online.exhausted or self.curriculum.finished:
+            return None
+        return self.curriculum._finish(step, "online pool exhausted: every live prompt retired at max_depth")
+
     def draw(self, n: int) -> list[dict]:
         if self.online is not None:
             return self.online.draw(n)
@@ -238,8 +244,8 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
                 with open(run.out / "transitions.jsonl", "a", encoding="utf-8") as f:
                     f.write(dumps(t.to_dict()) + "\n")
                 say(f"step {step}: stage {t.from_stage} -> {t.to_stage or 'end'} ({t.reason})")
-            if run.online is not None and run.online.exhausted and not cur.finished:
-                t = cur._finish(step, "online pool exhausted: every live prompt retired at max_depth")
+            t = run.end_if_exhausted(step)
+            if t is not None:
                 with open(run.out / "transitions.jsonl", "a", encoding="utf-8") as f:
                     f.write(dumps(t.to_dict()) + "\n")
                 say(f"step {step}: {t.reason}")

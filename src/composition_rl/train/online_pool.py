@@ -92,8 +92,10 @@ class OnlinePool:
         rng = random.Random(f"{self.config.seed}:online:{self.draws}")
         weighted = [(i, w) for i, w in zip(self.live, self.weights()) if w > 0]
         if not weighted:
-            raise ValueError(f"online stage {self.stage!r}: no live prompt left to draw (every lineage "
-                             f"reached max_depth={self.config.max_depth} and retired)")
+            # every lineage retired at max_depth during this step: its refill rounds redraw retired
+            # prompts (uninformative, but the batch keeps its shape) and the trainer ends the run
+            # at the end of the step (transitions.jsonl says why)
+            weighted = [(i, 1.0) for i in self.tracker.retired]
         out: list[str] = []
         while len(out) < n:
             keys = sorted(((rng.random() ** (1.0 / w), k) for k, (_, w) in enumerate(weighted)), reverse=True)
