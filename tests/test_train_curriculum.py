@@ -106,3 +106,27 @@ def test_total_steps_survives_a_resume_and_old_states_derive_it():
     older.load_state_dict(old)
     assert older.steps_done == 3
     assert older.observe(4, 0.1) is None and older.observe(5, 0.1).reason.startswith("total step budget")
+
+
+def test_min_steps_holds_a_saturated_stage_until_it_has_run_that_long():
+    c = Curriculum([StageSpec("depth1", 1, 20, min_steps=6), StageSpec("depth2", 2, 20)], threshold=0.5, window=3)
+    # the window is full and above threshold from step 3, but the stage must run 6 steps
+    assert [c.observe(i, 0.9) for i in range(1, 6)] == [None] * 5
+    t = c.observe(6, 0.9)
+    assert t is not None and t.kind == "threshold" and t.step == 6 and c.stage.name == "depth2"
+
+
+def test_min_steps_must_fit_the_budget():
+    with pytest.raises(ValueError, match="min_steps"):
+        StageSpec("depth1", 1, 5, min_steps=6)
+
+
+def test_min_steps_reaches_the_curriculum_from_a_train_config(tmp_path):
+    from composition_rl.train.config import TrainConfig
+
+    with pytest.raises(ValueError, match="stage 'd1': min_steps"):
+        TrainConfig.from_dict({"preset": "cpu-tiny", "model": "m", "output_dir": str(tmp_path),
+                               "stages": [{"name": "d1", "data": "d1.jsonl", "max_steps": 5, "min_steps": 9}]})
+    cfg = TrainConfig.from_dict({"preset": "cpu-tiny", "model": "m", "output_dir": str(tmp_path),
+                                 "stages": [{"name": "d1", "data": "d1.jsonl", "max_steps": 5, "min_steps": 4}]})
+    assert cfg.stages[0].min_steps == 4

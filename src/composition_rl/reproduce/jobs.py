@@ -38,8 +38,12 @@ def seed_dir(out: Path, seed: int) -> Path:
 
 
 def recipe_for(cfg: ReproduceConfig) -> ToyRecipe:
-    """The shared toy recipe with this run's SFT steps and pool size."""
-    return ToyRecipe(sft_steps=cfg.sft_steps, pool_size=cfg.pool_size)
+    """The shared toy recipe with this run's SFT steps and pool size.
+
+    The curriculum arm starts from a checkpoint that has already trained depth 1 for
+    ``d1_steps``, so its depth-1 stage needs no minimum beyond the rolling window.
+    """
+    return ToyRecipe(sft_steps=cfg.sft_steps, pool_size=cfg.pool_size, min_depth1_steps=0)
 
 
 def _threads() -> None:

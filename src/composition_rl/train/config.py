@@ -61,6 +61,9 @@ class StageConfig:
             such prompts it accepts before falling back to all of the previous stage's.
         depth: the stage's depth for logs; default the most common depth in its data.
         limit: use only the first ``limit`` problems.
+        min_steps: the fewest steps before saturation (``curriculum.mode: auto``) may end the
+            stage; 0 (default) lets it end as soon as the rolling window is full. A stage judged
+            on a window of 5 after 5 steps shows no climb, only a level.
     """
 
     name: str
@@ -70,6 +73,7 @@ class StageConfig:
     compose: dict[str, Any] | None = None
     depth: int | None = None
     limit: int | None = None
+    min_steps: int = 0
 
     def validate(self) -> None:
         if sum(x is not None for x in (self.data, self.arithmetic, self.compose)) != 1:
@@ -87,6 +91,9 @@ class StageConfig:
                 )
         if self.max_steps < 1:
             raise ValueError(f"stage {self.name!r}: max_steps must be >= 1, got {self.max_steps}")
+        if not 0 <= self.min_steps <= self.max_steps:
+            raise ValueError(f"stage {self.name!r}: min_steps must be in [0, max_steps={self.max_steps}], "
+                             f"got {self.min_steps}")
         if self.arithmetic is not None:
             unknown = set(self.arithmetic) - {"depth", "n", "seed", "digits"}
             if unknown or "depth" not in self.arithmetic:

@@ -35,15 +35,20 @@ __all__ = ["Curriculum", "StageSpec", "Transition"]
 
 @dataclass(frozen=True)
 class StageSpec:
-    """One stage: a name, the compositional depth it trains on and its step budget."""
+    """One stage: a name, the compositional depth it trains on, its step budget, and the fewest
+    steps it runs before saturation may end it (``min_steps``; 0: as soon as the window is full)."""
 
     name: str
     depth: int
     max_steps: int
+    min_steps: int = 0
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
             raise ValueError(f"stage {self.name!r}: max_steps must be >= 1, got {self.max_steps}")
+        if not 0 <= self.min_steps <= self.max_steps:
+            raise ValueError(f"stage {self.name!r}: min_steps must be in [0, max_steps={self.max_steps}], "
+                             f"got {self.min_steps}")
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,8 @@ class Curriculum:
         rolling = self.rolling_solve_all()
         transition: Transition | None = None
         last = self.index == len(self.stages) - 1
-        if self.mode == "auto" and rolling is not None and rolling >= self.threshold and not last:
+        if (self.mode == "auto" and rolling is not None and rolling >= self.threshold and not last
+                and len(self.history) >= stage.min_steps):
             reason = f"solve_all {rolling:.2f} >= {self.threshold:.2f} over the last {self.window} steps"
             transition = self._advance(step, reason, "threshold")
         elif len(self.history) >= stage.max_steps:

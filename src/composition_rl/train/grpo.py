@@ -117,12 +117,12 @@ class _Run:
             if composes_mastered(st):
                 self.problems.append(None)
                 self.streams.append(None)
-                specs.append(StageSpec(st.name, st.depth or int(st.compose["depth"]), st.max_steps))
+                specs.append(StageSpec(st.name, st.depth or int(st.compose["depth"]), st.max_steps, st.min_steps))
                 continue
             probs = load_stage_problems(st)
             self.problems.append(probs)
             self.streams.append(PromptStream(probs, st.name, seed=cfg.seed, instruction=cfg.instruction))
-            specs.append(StageSpec(st.name, stage_depth(st, probs), st.max_steps))
+            specs.append(StageSpec(st.name, stage_depth(st, probs), st.max_steps, st.min_steps))
         if composes_mastered(cfg.stages[0]):
             raise ValueError(f"stage {cfg.stages[0].name!r}: compose.first: mastered needs a stage before it")
         c = cfg.curriculum

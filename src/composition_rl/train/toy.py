@@ -44,6 +44,11 @@ class ToyRecipe:
         hidden_size, num_layers, intermediate_size: the tiny Qwen2's shape.
         learning_rate: GRPO learning rate.
         threshold, window: the curriculum's saturation rule (rolling solve_all).
+        min_depth1_steps: the fewest depth-1 steps before saturation may end the stage (two
+            windows, so that a climb can be seen before the level is judged).
+        partners: where the later problems of a composition come from when a stage is composed
+            during training: ``pool`` (the RL training set, as seed 000 draws its last pool from
+            the full training set) or ``train`` (the SFT side).
     """
 
     n_base: int = 600
@@ -58,6 +63,8 @@ class ToyRecipe:
     learning_rate: float = 1e-4
     threshold: float = 0.5
     window: int = 5
+    min_depth1_steps: int = 10
+    partners: str = "train"
 
     def task(self, seed: int):
         """The seed's problem family, with its held-out side."""
@@ -107,9 +114,10 @@ class ToyRecipe:
         """Depth 1 on the pool, then depth 2 composed when reached from the pool prompts the policy
         has mastered (``compose.first: mastered``), then the depth-3 set."""
         return [
-            {"name": "depth1", "data": str(paths["pool"]), "max_steps": budgets[1], "depth": 1},
+            {"name": "depth1", "data": str(paths["pool"]), "max_steps": budgets[1], "depth": 1,
+             "min_steps": min(self.min_depth1_steps, budgets[1])},
             {"name": "depth2", "max_steps": budgets[2], "depth": 2,
-             "compose": {"from": str(paths["train"]), "depth": 2, "first": "mastered", "seed": seed,
+             "compose": {"from": str(paths[self.partners]), "depth": 2, "first": "mastered", "seed": seed,
                          "max_candidates": self.composed_per_depth}},
             {"name": "depth3", "data": str(paths["depth3"]), "max_steps": budgets[3], "depth": 3},
         ]
