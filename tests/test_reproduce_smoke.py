@@ -57,3 +57,16 @@ def test_quick_reproduction_wiring_resume_and_refusal(tmp_path):
     # other settings into the same folder are refused, not mixed
     other = _crl("--quick", "--out", str(out), *TINY[:-1], "--eval-n", "3", "--no-progress")
     assert other.returncode == 2 and "eval_n" in other.stderr
+    # adding the curriculum and online arms (issue 17) reuses every finished job, reruns the continue
+    # arm's evaluation for its matched-token snapshots, and reports online vs curriculum
+    arms = TINY.index("--arms") + 1
+    added = _crl("--quick", "--out", str(out), *TINY[:arms], "continue,depth2,curriculum,online", *TINY[arms + 1:])
+    assert added.returncode == 0, added.stderr[-3000:]
+    res = json.loads((out / "results.json").read_text())
+    assert res["resumed_jobs"] == 7  # all but the continue evaluation
+    assert set(res["arms"]) == {"start", "continue", "depth2", "curriculum", "online"}
+    o = res["online_vs_curriculum"]
+    assert len(o["informative_per_step"]["online"]) == 2 and o["tokens"]["online"]["mean"] > 0
+    assert o["pool"][0]["retired"] >= 0 and sum(o["pool"][0]["live_by_depth"].values()) >= 1
+    assert (out / "seed_0" / "arms" / "online" / "metrics.jsonl").exists()
+    assert "Online composition vs the static curriculum" in (out / "report.md").read_text()

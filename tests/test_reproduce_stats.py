@@ -77,3 +77,23 @@ def test_config_validation_names_the_bad_values():
     with pytest.raises(ValueError, match="workers=0"):
         ReproduceConfig(workers=0)
     assert ReproduceConfig.quick(seeds=(4,)).seeds == (4,)
+
+
+def test_online_arm_is_off_by_default_and_arms_can_be_added_to_a_finished_run(tmp_path):
+    from composition_rl.reproduce.run import Job, _check_config, _stale
+
+    assert "online" not in ReproduceConfig().arms
+    base = ReproduceConfig(arms=("continue", "depth2"))
+    _check_config(tmp_path, base)
+    more = ReproduceConfig(arms=("continue", "depth2", "online"))
+    _check_config(tmp_path, more)  # adding an arm reuses the run
+    assert json.loads((tmp_path / "config.json").read_text())["arms"] == ["continue", "depth2", "online"]
+    with pytest.raises(ValueError, match="arms differ"):
+        _check_config(tmp_path, base)  # dropping one is another run
+    with pytest.raises(ValueError, match="eval_n"):
+        _check_config(tmp_path, ReproduceConfig(arms=("continue", "depth2", "online"), eval_n=3))
+    # the continue arm's evaluation lacks its matched-token snapshot for the new arm: it reruns
+    done = {"continue": {}, "continue@tokens:depth2": {}}
+    assert _stale(more, Job(0, "eval", "continue"), done)
+    assert not _stale(base, Job(0, "eval", "continue"), done)
+    assert not _stale(more, Job(0, "eval", "depth2"), {})

@@ -58,6 +58,21 @@ def test_trained_groups_are_all_informative_and_the_batch_is_refilled():
     assert {g.kind for g in out.groups} == {"solve_all", "solve_none", "informative"}
 
 
+def test_on_round_sees_each_rounds_groups_before_the_next_draw():
+    s = Script(pattern)
+    seen = []
+    draws_at_call = []
+
+    def on_round(groups):
+        seen.append([g.id for g in groups])
+        draws_at_call.append(s.next)
+
+    out = DynamicSampler(DynamicSamplingConfig(max_rounds=10), G, on_round=on_round).sample(4, s.draw, s.generate)
+    assert len(seen) == out.rounds
+    assert [i for r in seen for i in r] == [g.id for g in out.groups]
+    assert draws_at_call == [sum(s.calls[: k + 1]) // G for k in range(out.rounds)]  # before round k+1 drew
+
+
 def test_bound_is_honoured_and_the_batch_is_filled_with_dropped_groups():
     s = Script(lambda i: [1] * G if i % 2 else [0] * G)  # never informative
     out = DynamicSampler(DynamicSamplingConfig(max_rounds=3), G).sample(4, s.draw, s.generate)

@@ -10,6 +10,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--config", required=True, help="YAML training config (see docs/training.md)")
     parser.add_argument("--output-dir", default=None, help="override output_dir from the config")
     parser.add_argument("--model", default=None, help="override model from the config")
+    parser.add_argument("--curriculum", default=None, choices=("auto", "manual", "online"),
+                        help="override curriculum.mode (online: retire mastered prompts and compose from them "
+                             "during the run; the config then has one stage, the starting pool)")
     parser.add_argument("--fresh", action="store_true", help="ignore checkpoints in output_dir and start over")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -24,6 +27,8 @@ def run(args) -> int:
     if not path.is_file():
         raise UsageError(f"config file not found: {path}")
     overrides = {k: v for k, v in (("output_dir", args.output_dir), ("model", args.model)) if v is not None}
+    if args.curriculum is not None:
+        overrides["curriculum"] = {"mode": args.curriculum}
     if args.no_progress:
         overrides["progress"] = False
     try:

@@ -132,12 +132,28 @@ ARM_STAGES: dict[str, list[dict[str, Any]]] = {
     # the automatic curriculum from where depth 1 left off: it moves on when solve_all
     # saturates; curriculum.total_steps holds it to the same number of steps as the others
     "curriculum": [],  # ToyRecipe.curriculum_stages: depth 2 composed from what depth 1 mastered
+    # per prompt during the run (curriculum.mode online): the pool is the starting set, partners
+    # come from the train side, as the curriculum's composed stages take their later problems
+    "online": [{"name": "online", "data": "{d}/pool.jsonl", "depth": 1}],
 }
+
+#: The online arm's rule (composition_rl.online.OnlineConfig defaults: retire after 3 solve_all
+#: visits with a Wilson lower bound >= 0.5, 2 compositions per retirement, depth up to 3).
+ONLINE_RULE: dict[str, Any] = {}
 
 
 def _arm_tokens(out: Path, seed: int, name: str) -> int:
     rows = read_jsonl(seed_dir(out, seed) / "arms" / name / "metrics.jsonl")
     return sum(int(r["generated_tokens"]) for r in rows)
+
+
+def informative_share(rows: list[dict[str, Any]]) -> float:
+    """Informative groups / all sampled groups over ``rows`` (metrics.jsonl rows), group-weighted.
+
+    >>> informative_share([{"informative": 0.5, "groups": 12}, {"informative": 1.0, "groups": 8}])
+    0.7
+    """
+    return sum(r["informative"] * r["groups"] for r in rows) / max(1, sum(r["groups"] for r in rows))
 
 
 def continue_steps(cfg: ReproduceConfig, d1_rows: list[dict[str, Any]], budgets: list[int]) -> int:
@@ -165,12 +181,20 @@ def job_arm(cfg: ReproduceConfig, out: Path, seed: int, arm: str) -> dict[str, A
     data = str(d / "data")
     stages = [{**s, "data": s["data"].format(d=data)} for s in ARM_STAGES[arm]]
     extra: dict[str, Any] = {}
+    online: dict[str, Any] = {}
     if arm == "curriculum":
         # any stage may use the whole budget; saturation decides the moves
         paths = {name: d / "data" / f"{name}.jsonl" for name in ("pool", "train", "depth3")}
         stages = recipe_for(cfg).curriculum_stages(paths, seed, dict.fromkeys((1, 2, 3), cfg.arm_steps))
         rows = _train(cfg, seed, d / "d1" / "final", d / "arms" / arm, stages, mode="auto",
                       total_steps=cfg.arm_steps)
+    elif arm == "online":
+        stages[0]["max_steps"] = cfg.arm_steps
+        curriculum = {"mode": "online", "online": dict(ONLINE_RULE), "partners": str(d / "data" / "train.jsonl")}
+        rows = _train(cfg, seed, d / "d1" / "final", d / "arms" / arm, stages, curriculum=curriculum)
+        pool = rows[-1]["online"]
+        online = {"retired": pool["retired_total"], "injected": pool["injected_total"],
+                  "live_by_depth": pool["live_by_depth"]}
     else:
         steps = cfg.arm_steps
         if arm == "continue":
@@ -190,7 +214,9 @@ def job_arm(cfg: ReproduceConfig, out: Path, seed: int, arm: str) -> dict[str, A
                                                                                              cfg.arm_steps)),
         "solve_all_mean": sum(r["solve_all"] for r in rows[: cfg.arm_steps]) / max(1, min(len(rows),
                                                                                            cfg.arm_steps)),
+        "informative_groups_share": informative_share(rows[: cfg.arm_steps]),
         "transitions": transitions,
+        **({"online": online} if arm == "online" else {}),
     }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from composition_rl.io.files import atomic_write_json, read_jsonl
 from composition_rl.reproduce.config import ReproduceConfig
-from composition_rl.reproduce.jobs import seed_dir
+from composition_rl.reproduce.jobs import informative_share, seed_dir
 from composition_rl.stats import mean_interval
 
 __all__ = ["aggregate", "verdict", "write_report"]
@@ -23,6 +23,7 @@ ARM_LABELS = {
     "depth2": "(b) composed depth 2",
     "curriculum": "(c) automatic depth curriculum",
     "mix": "(d) mix of original and composed",
+    "online": "(e) online composition (per prompt)",
 }
 
 
@@ -54,8 +55,9 @@ def verdict(entry: dict[str, Any]) -> str:
 
 
 def aggregate(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], wall_s: float,
-              resumed_jobs: int = 0) -> dict[str, Any]:
-    """The results.json dict (schema in docs/science.md)."""
+              resumed_jobs: int = 0, out_dir: Path | None = None) -> dict[str, Any]:
+    """The results.json dict (schema in docs/science.md); ``out_dir`` (the run folder, for the
+    per-step logs) is needed only when both the online and curriculum arms ran."""
     seeds = list(cfg.seeds)
     climb = [_get(results, s, "d1") for s in seeds]
     prof = [_get(results, s, "profile") for s in seeds]
@@ -119,7 +121,52 @@ def aggregate(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], wall_s: 
             "diff_vs_continue": {k: _interval([evals[s][a][k] - evals[s][ref][k] for s in seeds]) for k in DEPTHS},
         }
     out["matched_compute"] = matched
+    if "online" in cfg.arms and "curriculum" in cfg.arms:
+        out["online_vs_curriculum"] = online_vs_curriculum(cfg, results, evals, out_dir)
     return out
+
+
+def _arm_rows(out_dir: Path, seed: int, arm: str, steps: int) -> list[dict[str, Any]]:
+    return [r for r in read_jsonl(seed_dir(out_dir, seed) / "arms" / arm / "metrics.jsonl") if r["step"] <= steps]
+
+
+def online_vs_curriculum(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], evals: dict[int, dict[str, Any]],
+                         out_dir: Path) -> dict[str, Any]:
+    """Issue 17's comparison: the online arm against the static curriculum, same start, same steps.
+
+    Per seed: the share of informative groups among all groups sampled over the arm's steps
+    (group-weighted) and per step; held-out accuracy at matched steps; generated tokens; and,
+    at matched compute, each arm's gain over the continue arm's snapshot nearest its own tokens.
+    """
+    seeds = list(cfg.seeds)
+    rows = {a: {s: _arm_rows(out_dir, s, a, cfg.arm_steps) for s in seeds} for a in ("online", "curriculum")}
+    share = {a: [informative_share(rows[a][s]) for s in seeds] for a in rows}
+    per_step: dict[str, list[float]] = {}
+    for a in rows:
+        by: dict[int, list[float]] = {}
+        for s in seeds:
+            for r in rows[a][s]:
+                by.setdefault(int(r["step"]), []).append(r["informative"])
+        per_step[a] = [sum(by[k]) / len(by[k]) for k in sorted(by)]
+    steps_at_or_above = [sum(o >= c for o, c in zip(per_step["online"], per_step["curriculum"])),
+                         min(len(per_step["online"]), len(per_step["curriculum"]))]
+    tokens = {a: [sum(int(r["generated_tokens"]) for r in rows[a][s]) for s in seeds] for a in rows}
+
+    def gain(a: str, s: int, k: str) -> float:
+        return evals[s][a][k] - evals[s][f"continue@tokens:{a}"][k]
+
+    return {
+        "informative_share": {a: _interval(share[a]) for a in share},
+        "informative_share_diff": _interval([o - c for o, c in zip(share["online"], share["curriculum"])]),
+        "informative_per_step": per_step,
+        "steps_online_at_or_above": steps_at_or_above,
+        "tokens": {a: _interval([float(t) for t in tokens[a]]) for a in tokens},
+        "matched_steps_diff": {k: _interval([evals[s]["online"][k] - evals[s]["curriculum"][k] for s in seeds])
+                               for k in DEPTHS},
+        "matched_tokens_gain_diff": {k: _interval([gain("online", s, k) - gain("curriculum", s, k) for s in seeds])
+                                     for k in DEPTHS},
+        "pool": [_get(results, s, "arm-online").get("online") for s in seeds],
+    }
 
 
 def _mean(values: list[float]) -> float:
@@ -198,8 +245,8 @@ def fig_arms(cfg: ReproduceConfig, res: dict[str, Any], out: Path) -> Path:
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.8), sharey=False)
     for ax, depth in zip(axes, DEPTHS):
         means = [res["arms"][a][depth] for a in arms]
-        ax.bar(range(len(arms)), means, color=["gray"] + ["tab:blue", "tab:orange", "tab:green", "tab:purple"][
-            : len(cfg.arms)])
+        ax.bar(range(len(arms)), means, color=["gray"] + ["tab:blue", "tab:orange", "tab:green", "tab:purple",
+                                                          "tab:red"][: len(cfg.arms)])
         for i, a in enumerate(arms):
             if a == "start":
                 continue
@@ -226,7 +273,8 @@ def fig_signal(cfg: ReproduceConfig, out: Path) -> Path:
     """The mechanism during the arms: share of informative groups per step, per arm."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4))
-    colors = {"continue": "tab:blue", "depth2": "tab:orange", "curriculum": "tab:green", "mix": "tab:purple"}
+    colors = {"continue": "tab:blue", "depth2": "tab:orange", "curriculum": "tab:green", "mix": "tab:purple",
+              "online": "tab:red"}
     for a in cfg.arms:
         per_step: dict[int, list[float]] = {}
         for s in cfg.seeds:
@@ -316,9 +364,36 @@ def render(cfg: ReproduceConfig, res: dict[str, Any], figures: list[Path]) -> st
         lines.append(f"| {ARM_LABELS[a]} | {e['arm_tokens']:.0f} | {e['continue_tokens']:.0f} | "
                      f"{e['continue_steps']} | {_ci(dv['depth1'])} | {_ci(dv['depth2'])} | {_ci(dv['depth3'])} | "
                      + " / ".join(verdict(dv[k]) for k in DEPTHS) + " |")
-    lines += ["", "![](fig3_arms.png)", "", "![](fig_signal.png)", "", "## What holds", ""]
+    lines += ["", "![](fig3_arms.png)", "", "![](fig_signal.png)", ""]
+    if "online_vs_curriculum" in res:
+        lines += render_online(cfg, res["online_vs_curriculum"])
+    lines += ["## What holds", ""]
     lines += [f"- {s}" for s in summary_lines(res)]
     return "\n".join(lines) + "\n"
+
+
+def render_online(cfg: ReproduceConfig, o: dict[str, Any]) -> list[str]:
+    """The report section of :func:`online_vs_curriculum`."""
+    sh, tk = o["informative_share"], o["tokens"]
+    above, total = o["steps_online_at_or_above"]
+    lines = ["## Online composition vs the static curriculum (issue 17)", "",
+             f"Both arms start from the depth-1 checkpoint and train {cfg.arm_steps} steps. Informative share: "
+             "informative groups / all groups sampled (before dynamic-sampling filtering), over the arm's steps.", "",
+             "| | online | curriculum | online - curriculum |", "|---|---|---|---|",
+             f"| informative share | {_ci(sh['online'])} | {_ci(sh['curriculum'])} | {_ci(o['informative_share_diff'])} |",
+             f"| generated tokens | {tk['online']['mean']:.0f} | {tk['curriculum']['mean']:.0f} | "
+             f"{tk['online']['mean'] - tk['curriculum']['mean']:+.0f} |",
+             f"| steps where online's seed-mean share >= curriculum's | {above} of {total} | | |", "",
+             "| held-out | online - curriculum, matched steps | verdict | (online - (a)@its tokens) - "
+             "(curriculum - (a)@its tokens) | verdict |", "|---|---|---|---|---|"]
+    for k in DEPTHS:
+        a, b = o["matched_steps_diff"][k], o["matched_tokens_gain_diff"][k]
+        lines.append(f"| {k} | {_ci(a)} | {verdict(a)} | {_ci(b)} | {verdict(b)} |")
+    pools = [p for p in o["pool"] if p]
+    if pools:
+        lines += ["", "Online pool per seed (retired prompts, injected compositions, live prompts by depth at the end): "
+                  + "; ".join(f"{p['retired']} / {p['injected']} / {p['live_by_depth']}" for p in pools) + "."]
+    return lines + [""]
 
 
 def summary_lines(res: dict[str, Any]) -> list[str]:
@@ -339,13 +414,21 @@ def summary_lines(res: dict[str, Any]) -> list[str]:
         dv = e["diff_vs_continue"]
         parts = [f"{k} {_ci(dv[k])} ({verdict(dv[k])})" for k in DEPTHS]
         out.append(f"{ARM_LABELS[a]} vs (a), matched tokens: " + "; ".join(parts) + ".")
+    o = res.get("online_vs_curriculum")
+    if o:
+        d = o["informative_share_diff"]
+        out.append(f"Online vs static curriculum: informative share {o['informative_share']['online']['mean']:.3f} vs "
+                   f"{o['informative_share']['curriculum']['mean']:.3f}, difference {_ci(d)} ({verdict(d)}); "
+                   "held-out at matched steps: " + "; ".join(f"{k} {_ci(o['matched_steps_diff'][k])} "
+                                                             f"({verdict(o['matched_steps_diff'][k])})" for k in DEPTHS)
+                   + ".")
     return out
 
 
 def write_report(cfg: ReproduceConfig, out: Path, results: dict[str, dict[str, Any]], wall_s: float,
                  resumed_jobs: int = 0) -> dict:
     """Write results.json, the figures and report.md; return the results dict."""
-    res = aggregate(cfg, results, wall_s, resumed_jobs)
+    res = aggregate(cfg, results, wall_s, resumed_jobs, out_dir=out)
     figures = [fig_solve_all(cfg, out), fig_composition(res, out), fig_arms(cfg, res, out), fig_signal(cfg, out)]
     res["figures"] = [p.name for p in figures]
     atomic_write_json(out / "results.json", res)

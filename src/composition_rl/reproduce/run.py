@@ -3,7 +3,10 @@
 Jobs of different seeds are independent and the arms of one seed are too, so on 2 cores
 two jobs run at once (each on one torch thread, which is as fast for a 1M-parameter model).
 Each finished job leaves ``seed_S/jobs/NAME.json``; a rerun of the same command skips those
-and continues, and a changed config is refused rather than mixed in.
+and continues, and a changed config is refused rather than mixed in. The one change accepted
+is adding arms (``--arms ...,online`` on a finished run): the new arms' jobs run, and the
+continue arm's evaluation reruns to pick its matched-token snapshot for them (the continue
+arm itself is not retrained, so that snapshot is the nearest it already has).
 """
 
 from __future__ import annotations
@@ -72,6 +75,9 @@ def _check_config(out: Path, cfg: ReproduceConfig) -> None:
         have = json.loads(path.read_text())
         if have != want:
             diff = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
+            if diff == ["arms"] and set(have["arms"]) <= set(want["arms"]):
+                atomic_write_json(path, want)  # arms added to a finished run: reuse its jobs
+                return
             raise ValueError(f"{out} holds a reproduction with other settings ({', '.join(diff)} differ); "
                              "use another --out or the same settings to resume")
     else:
@@ -79,13 +85,30 @@ def _check_config(out: Path, cfg: ReproduceConfig) -> None:
         atomic_write_json(path, want)
 
 
+def _stale(cfg: ReproduceConfig, job: Job, result: dict[str, Any]) -> bool:
+    """A finished job whose result lacks what an arm added since needs: the continue arm's
+    evaluation at matched tokens for each composed arm."""
+    if job.kind == "eval" and job.arg == "continue":
+        return not {f"continue@tokens:{a}" for a in cfg.arms if a != "continue"} <= set(result)
+    return False
+
+
+def _cached(cfg: ReproduceConfig, out: Path, job: Job) -> dict[str, Any] | None:
+    """The recorded result of a finished, still valid job, else None."""
+    if not job.marker(out).exists():
+        return None
+    result = json.loads(job.marker(out).read_text())
+    return None if _stale(cfg, job, result) else result
+
+
 def execute(cfg: ReproduceConfig, out: Path, jobs: list[Job], on_done: Callable[[Job, dict], None],
             on_start: Callable[[Job], None] = lambda j: None) -> dict[str, dict[str, Any]]:
     """Run ``jobs`` respecting their deps on ``cfg.workers`` processes; skip finished ones."""
     results: dict[str, dict[str, Any]] = {}
     for j in jobs:
-        if j.marker(out).exists():
-            results[j.name] = json.loads(j.marker(out).read_text())
+        cached = _cached(cfg, out, j)
+        if cached is not None:
+            results[j.name] = cached
             on_done(j, results[j.name])
     pending = [j for j in jobs if j.name not in results]
     cfg_dict = cfg.to_dict()
@@ -127,7 +150,7 @@ def run_reproduce(cfg: ReproduceConfig, out: str | Path, progress: bool = True,
     _check_config(out, cfg)
     jobs = plan(cfg)
     t0 = time.perf_counter()
-    resumed = sum(j.marker(out).exists() for j in jobs)
+    resumed = sum(_cached(cfg, out, j) is not None for j in jobs)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("[bold]reproduce"), BarColumn(), TextColumn("{task.completed}/{task.total} jobs"),

@@ -140,20 +140,37 @@ class CurriculumConfig:
     """See :class:`composition_rl.train.curriculum.Curriculum`.
 
     Args:
-        mode: ``auto`` (advance on saturation or budget) or ``manual`` (fixed budgets).
+        mode: ``auto`` (advance on saturation or budget), ``manual`` (fixed budgets) or
+            ``online`` (per prompt during the run: retire what the policy has mastered and
+            compose from it; one stage, its problems the starting pool; see
+            :mod:`composition_rl.train.online_pool`).
         threshold: rolling solve_all that ends a stage in ``auto`` mode.
         window: steps in the rolling mean.
         total_steps: optional cap on the whole run's steps (for matched-steps comparisons).
+        online: ``online`` mode's rule, the fields of
+            :class:`composition_rl.online.OnlineConfig` (``k``, ``window``, ``max_depth``,
+            ``partners``, ...); its ``seed`` defaults to the run's seed.
+        partners: ``online`` mode: a problem file whose depth-1 problems are the partners of
+            retired prompts (the later problems of their compositions); default the stage's
+            own problems.
     """
 
     mode: str = "auto"
     threshold: float = 0.75
     window: int = 5
     total_steps: int | None = None
+    online: dict[str, Any] | None = None
+    partners: str | None = None
 
     def validate(self) -> None:
-        if self.mode not in ("auto", "manual"):
-            raise ValueError(f"curriculum.mode must be 'auto' or 'manual', got {self.mode!r}")
+        if self.mode not in ("auto", "manual", "online"):
+            raise ValueError(f"curriculum.mode must be 'auto', 'manual' or 'online', got {self.mode!r}")
+        if self.mode != "online" and (self.online is not None or self.partners is not None):
+            raise ValueError(f"curriculum.online and curriculum.partners need mode 'online', got mode {self.mode!r}")
+        if self.mode == "online":
+            from composition_rl.online import OnlineConfig
+
+            OnlineConfig.from_dict({"seed": 0, **(self.online or {})})  # raises naming the bad setting
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"curriculum.threshold must be in (0, 1], got {self.threshold}")
         if self.window < 1:
@@ -257,6 +274,12 @@ class TrainConfig:
         self.grpo.validate()
         self.dynamic_sampling.validate()
         self.curriculum.validate()
+        if self.curriculum.mode == "online":
+            from composition_rl.train.data import composes_mastered
+
+            if len(self.stages) != 1 or composes_mastered(self.stages[0]):
+                raise ValueError(f"curriculum.mode 'online' takes one stage (the starting pool; it composes the "
+                                 f"later depths itself), got {[s.name for s in self.stages]}")
         if self.save_steps < 0:
             raise ValueError(f"save_steps must be >= 0, got {self.save_steps}")
         return self
@@ -291,6 +314,9 @@ class TrainConfig:
             if name == "dynamic_sampling" and sec.get("band") is not None:
                 sec["band"] = tuple(sec["band"])
             sections[name] = typ(**sec)
+        part = sections["curriculum"].partners
+        if part and base_dir is not None and not Path(part).is_absolute():
+            sections["curriculum"].partners = str(Path(base_dir) / part)
         return cls(stages=stages, **sections, **merged).validate()
 
     def to_dict(self) -> dict[str, Any]:

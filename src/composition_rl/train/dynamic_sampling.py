@@ -79,10 +79,14 @@ class StepSample(Generic[B]):
 class DynamicSampler:
     """Over-sample, drop zero-variance groups, refill, with bounded rounds."""
 
-    def __init__(self, config: DynamicSamplingConfig, num_generations: int) -> None:
+    def __init__(self, config: DynamicSamplingConfig, num_generations: int,
+                 on_round: Callable[[list[GroupRecord]], None] | None = None) -> None:
         config.validate()
         self.config = config
         self.G = num_generations
+        # called with each round's groups before the next round is drawn (the online curriculum
+        # retires a prompt there, so a refill round does not sample it again)
+        self.on_round = on_round
 
     def keeps(self, rate: float) -> bool:
         """Whether a group with this pass rate is trained on (Equation 5, or the band)."""
@@ -143,6 +147,8 @@ class DynamicSampler:
                     )
                 )
             out.parts.append((batch, take))
+            if self.on_round is not None:
+                self.on_round([g for g in out.groups if g.round == out.rounds])
             out.rounds += 1
         if kept < need:
             # The bound was hit: top up with the most recent dropped groups (zero or

@@ -7,6 +7,8 @@ our adapter (train/trl_adapter.py), train until the curriculum ends, and write u
 - ``metrics.jsonl``: one row per step (see train/metrics.py);
 - ``pass_rates.jsonl``: one row per sampled prompt group (per-prompt pass-rate history);
 - ``transitions.jsonl``: every stage change with its reason;
+- ``online.jsonl`` (``curriculum.mode: online``): every retirement and the prompts composed
+  from it (train/online_pool.py);
 - ``solve_rates.png``: solve_all / solve_none over steps;
 - ``checkpoints/checkpoint-N``: TRL checkpoints plus ``crl_state.json`` (curriculum and
   prompt-stream state), from which a rerun resumes.
@@ -42,6 +44,7 @@ from composition_rl.train.metrics import plot_solve_rates, step_row, truncate_af
 __all__ = ["latest_checkpoint", "run_training"]
 
 CRL_STATE = "crl_state.json"
+LOGS = ("metrics.jsonl", "pass_rates.jsonl", "transitions.jsonl", "online.jsonl")
 
 
 def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
@@ -123,8 +126,25 @@ class _Run:
         if composes_mastered(cfg.stages[0]):
             raise ValueError(f"stage {cfg.stages[0].name!r}: compose.first: mastered needs a stage before it")
         c = cfg.curriculum
-        self.curriculum = Curriculum(specs, mode=c.mode, threshold=c.threshold, window=c.window,
-                                     total_steps=c.total_steps)
+        self.online = self._online_pool() if c.mode == "online" else None
+        self.step = 0  # the step being generated (the trainer's global_step + 1)
+        # online mode has one stage, run for its budget; the pool, not the stage, changes
+        self.curriculum = Curriculum(specs, mode="manual" if c.mode == "online" else c.mode,
+                                     threshold=c.threshold, window=c.window, total_steps=c.total_steps)
+
+    def _online_pool(self):
+        from composition_rl.online import OnlineConfig
+        from composition_rl.train.data import _read_problems
+        from composition_rl.train.online_pool import OnlinePool
+
+        c, st = self.cfg.curriculum, self.cfg.stages[0]
+        rule = OnlineConfig.from_dict({"seed": self.cfg.seed, **(c.online or {})})
+        partners = self.problems[0]
+        if c.partners is not None:
+            if not Path(c.partners).is_file():
+                raise ValueError(f"curriculum.partners file not found: {c.partners}")
+            partners = _read_problems(Path(c.partners))
+        return OnlinePool(self.problems[0], partners, rule, st.name, instruction=self.cfg.instruction)
 
     def _build(self, i: int) -> PromptStream:
         """Compose stage ``i`` from what the policy mastered in stage ``i - 1`` (pass_rates.jsonl)."""
@@ -146,18 +166,38 @@ class _Run:
                  + (" (too few: all of them used)" if info["fallback_to_all"] else ""))
         return stream
 
+    def observe_round(self, groups) -> None:
+        """Online mode: feed one dynamic-sampling round's groups to the pool (before the next draw)."""
+        self.online.observe(self.step, [(g.id, sum(s >= 1.0 for s in g.scores), len(g.scores)) for g in groups])
+
+    def end_if_exhausted(self, step: int):
+        """Online mode: end the run after ``step`` when no live prompt is left; the Transition or None."""
+        if self.online is None or not self.online.exhausted or self.curriculum.finished:
+            return None
+        return self.curriculum._finish(step, "online pool exhausted: every live prompt retired at max_depth")
+
     def draw(self, n: int) -> list[dict]:
+        if self.online is not None:
+            return self.online.draw(n)
         i = self.curriculum.index
         stream = self.streams[i] or self._build(i)
         return stream.draw(n)
 
     def state_dict(self, step: int) -> dict[str, Any]:
         streams = {s.name: s.state_dict() for s in self.streams if s is not None}
-        return {"step": step, "curriculum": self.curriculum.state_dict(), "streams": {**self.pending_streams,
-                                                                                       **streams}}
+        state = {"step": step, "curriculum": self.curriculum.state_dict(), "streams": {**self.pending_streams,
+                                                                                        **streams}}
+        if self.online is not None:
+            state["online"] = self.online.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.curriculum.load_state_dict(state["curriculum"])
+        if self.online is not None:
+            if "online" not in state:
+                raise ValueError("the checkpoint has no online pool state: it was not written in curriculum.mode "
+                                 "'online' (crl train --fresh starts over)")
+            self.online.load_state_dict(state["online"])
         for st, s in zip(self.cfg.stages, self.streams):
             if s is not None:
                 s.load_state_dict(state["streams"][st.name])
@@ -177,6 +217,7 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
 
         def on_step_begin(self, args, state, control, **kw):
             self.t_step = time.perf_counter()
+            run.step = state.global_step + 1
 
         def on_step_end(self, args, state, control, **kw):
             trainer = trainer_ref[0]
@@ -188,6 +229,8 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
             step = state.global_step
             seconds = {"step_seconds": time.perf_counter() - self.t_step, "gen_seconds": trainer.crl_gen_seconds}
             row = step_row(step, stage.name, stage.depth, sample, seconds)
+            if run.online is not None:
+                _observe_online(run, step, sample, row)
             with open(run.out / "metrics.jsonl", "a", encoding="utf-8") as f:
                 f.write(dumps(row) + "\n")
             with open(run.out / "pass_rates.jsonl", "a", encoding="utf-8") as f:
@@ -201,6 +244,11 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
                 with open(run.out / "transitions.jsonl", "a", encoding="utf-8") as f:
                     f.write(dumps(t.to_dict()) + "\n")
                 say(f"step {step}: stage {t.from_stage} -> {t.to_stage or 'end'} ({t.reason})")
+            t = run.end_if_exhausted(step)
+            if t is not None:
+                with open(run.out / "transitions.jsonl", "a", encoding="utf-8") as f:
+                    f.write(dumps(t.to_dict()) + "\n")
+                say(f"step {step}: {t.reason}")
             if cur.finished:
                 control.should_training_stop = True
             if run.cfg.save_steps and (cur.finished or step >= args.max_steps):
@@ -216,6 +264,19 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
                 atomic_write_json(ckpt / CRL_STATE, run.state_dict(state.global_step))
 
     return CurriculumCallback()
+
+
+def _observe_online(run: _Run, step: int, sample, row: dict[str, Any]) -> None:
+    """Log the step's retirements (decided round by round) and add the pool's counts to the row."""
+    from collections import Counter
+
+    if run.online.step_events:
+        with open(run.out / "online.jsonl", "a", encoding="utf-8") as f:
+            for e in run.online.step_events:
+                f.write(dumps(e) + "\n")
+    # the stage has no single depth any more: the row's depth is the step's most sampled one
+    row["depth"] = Counter(g.depth for g in sample.groups).most_common(1)[0][0]
+    row["online"] = run.online.step_metrics()
 
 
 def run_training(
@@ -253,7 +314,7 @@ def run_training(
     if ckpt is not None:
         state = json.loads((ckpt / CRL_STATE).read_text())
         run.load_state_dict(state)
-        for name in ("metrics.jsonl", "pass_rates.jsonl", "transitions.jsonl"):
+        for name in LOGS:
             truncate_after(out / name, state["step"])
         if run.curriculum.finished:
             say(f"{out} finished its curriculum at step {state['step']}; nothing to do "
@@ -261,7 +322,7 @@ def run_training(
             return out / "metrics.jsonl"
         say(f"resuming from {ckpt} (step {state['step']}, stage {run.curriculum.stage.name})")
     else:
-        for name in ("metrics.jsonl", "pass_rates.jsonl", "transitions.jsonl"):
+        for name in LOGS:
             (out / name).unlink(missing_ok=True)
     atomic_write_json(out / "config.json", cfg.to_dict())
 
@@ -282,7 +343,8 @@ def run_training(
     model = AutoModelForCausalLM.from_pretrained(cfg.model)
     args = _grpo_args(cfg, run.curriculum.max_total_steps)
     reward = VerifierReward(timeout_s=cfg.verify_timeout_s, workers=cfg.verify_workers)
-    sampler = DynamicSampler(cfg.dynamic_sampling, cfg.grpo.num_generations)
+    sampler = DynamicSampler(cfg.dynamic_sampling, cfg.grpo.num_generations,
+                             on_round=run.observe_round if run.online is not None else None)
     trainer_ref: list = []
     callback = _callback(run, trainer_ref, say)
     trainer = DynamicSamplingGRPOTrainer(
@@ -310,5 +372,10 @@ def run_training(
     if cfg.plot and metrics.exists():
         plot_solve_rates(metrics, out / "solve_rates.png", transitions)
     summary = {"steps": trainer.state.global_step, "transitions": transitions, "config": asdict(cfg)}
+    if run.online is not None:
+        summary["online"] = {"retired": run.online.retired_total, "injected": len(run.online.injected),
+                             "live_by_depth": run.online.live_by_depth()}
+        say(f"online pool: {run.online.retired_total} prompt(s) retired, {len(run.online.injected)} injected; "
+            f"live by depth {run.online.live_by_depth()}")
     atomic_write_json(out / "summary.json", summary)
     return metrics

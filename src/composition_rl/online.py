@@ -1,0 +1,301 @@
+"""The online curriculum rule: retire what the policy has mastered, compose from it, keep the rest.
+
+Seed 000, Section 4.3 switches the whole dataset to depth K+1 when the depth-K solve_all curve
+saturates, chosen by eye. The online mode decides per prompt, from the groups sampled for it
+during training:
+
+- a prompt is **retired** when its last ``k`` visits were all solve_all and the Wilson interval
+  (:func:`composition_rl.stats.wilson_interval`) of its pass rate over the last ``window`` visits
+  has a lower bound of at least ``retire_lower``: it no longer gives GRPO a signal (Eq. 5 drops
+  such groups) and the interval says that is not luck;
+- a prompt whose latest visit was solve_none and whose interval's upper bound is below
+  ``none_upper`` is **down-weighted** to ``low_weight``: it is still drawn now and then (it may
+  become learnable) instead of being dropped, as the static curriculum's stage switch does;
+- otherwise it is **kept** at full weight (a down-weighted prompt that scores again is restored).
+
+A retired prompt becomes q1 of new compositions (its answer becomes X) with depth-1 partners,
+composed in-process by the symbolic engine and checked like every other composition
+(:func:`compose_from_retired`); lineage depth grows by one per retirement, up to ``max_depth``.
+
+This module holds only the rule and that composition step: the TRL trainer (``crl train``,
+``curriculum.mode: online``) and the verl sampler (:mod:`composition_rl.integrations.verl_online`)
+both build their pools on it.
+
+>>> t = OnlineTracker(OnlineConfig(k=2, window=4))
+>>> t.observe("a", correct=8, n=8, step=1).action
+'keep'
+>>> v = t.observe("a", correct=8, n=8, step=2)
+>>> v.action, v.streak, round(v.interval[0], 3)
+('retire', 2, 0.806)
+>>> t.weight("a")
+0.0
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any, Literal
+
+from composition_rl.stats import band, wilson_interval
+
+if TYPE_CHECKING:
+    from composition_rl.records import Problem
+
+__all__ = ["Action", "OnlineConfig", "OnlineTracker", "Verdict", "compose_from_retired", "weighted_draw"]
+
+#: What the rule says about a prompt after a visit. ``retired`` means it was retired earlier (a
+#: group still in flight at retirement time in an async trainer); the caller does nothing.
+Action = Literal["keep", "retire", "down_weight", "retired"]
+
+
+@dataclass(frozen=True)
+class OnlineConfig:
+    """Settings of the online curriculum.
+
+    Args:
+        k: consecutive solve_all visits (every sample of the group correct) before retirement.
+        window: visits per prompt the pass rate and its interval are computed over.
+        confidence: confidence level of the Wilson interval (0.95: z = 1.96).
+        retire_lower: a prompt retires only if the interval's lower bound reaches this, so
+            ``k`` visits of tiny groups (n = 1 or 2) are not enough evidence on their own.
+        none_upper: a prompt whose latest visit was solve_none is down-weighted once the
+            interval's upper bound is below this (with n = 8: two 0/8 visits, not one).
+        low_weight: sampling weight of a down-weighted prompt (full weight is 1.0).
+        max_depth: no composition deeper than this; a retired prompt at max_depth leaves
+            the pool without successors.
+        partners: compositions injected per retirement (fewer if the engine accepts fewer).
+        partner_candidates: partners tried per retirement, as a multiple of ``partners``
+            (the symbolic engine rejects some chains; this bounds the work per retirement).
+        seed: every random choice (partners, draws) derives from it plus a stable id.
+    """
+
+    k: int = 3
+    window: int = 8
+    confidence: float = 0.95
+    retire_lower: float = 0.5
+    none_upper: float = 0.25
+    low_weight: float = 0.1
+    max_depth: int = 3
+    partners: int = 2
+    partner_candidates: int = 8
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError(f"k={self.k}: retirement needs at least 1 solve_all visit")
+        if self.window < self.k:
+            raise ValueError(f"window={self.window} must be >= k={self.k}: the interval covers the streak")
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence={self.confidence} must be in (0, 1)")
+        if not 0.0 <= self.retire_lower <= 1.0:
+            raise ValueError(f"retire_lower={self.retire_lower} must be in [0, 1]")
+        if not 0.0 <= self.none_upper <= 1.0:
+            raise ValueError(f"none_upper={self.none_upper} must be in [0, 1]")
+        if not 0.0 < self.low_weight <= 1.0:
+            raise ValueError(f"low_weight={self.low_weight} must be in (0, 1]: 0 would drop solve_none "
+                             "prompts, which the online mode keeps")
+        if self.max_depth < 1:
+            raise ValueError(f"max_depth={self.max_depth} must be >= 1")
+        if self.partners < 1 or self.partner_candidates < 1:
+            raise ValueError(f"partners={self.partners} and partner_candidates={self.partner_candidates} must be >= 1")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> OnlineConfig:
+        """Build from a config mapping; an unknown key raises naming the known ones."""
+        d = dict(d or {})
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise ValueError(f"unknown online setting(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The rule's answer for one prompt after a visit, with the evidence it used."""
+
+    id: str
+    action: Action
+    visits: int
+    streak: int  # trailing solve_all visits
+    successes: int  # over the window
+    samples: int  # over the window
+    interval: tuple[float, float]  # Wilson interval of the window pass rate
+    reason: str
+
+    @property
+    def pass_rate(self) -> float:
+        return self.successes / self.samples if self.samples else float("nan")
+
+
+class OnlineTracker:
+    """Per-prompt outcomes of sampled groups and the retire / down-weight / keep decisions.
+
+    A visit is one group: ``correct`` of ``n`` rollouts of one prompt. Visits of a prompt are
+    kept in order, the last ``window`` of them. The state is JSON-able (``state_dict``), so a
+    trainer checkpoint restores the exact decisions.
+    """
+
+    def __init__(self, config: OnlineConfig | None = None) -> None:
+        self.config = config or OnlineConfig()
+        self.visits: dict[str, list[tuple[int, int]]] = {}  # id -> [(correct, n)], last `window`
+        self.counts: dict[str, int] = {}  # id -> all visits ever (the window forgets)
+        self.streaks: dict[str, int] = {}  # id -> trailing solve_all visits
+        self.retired: dict[str, int | None] = {}  # id -> step of retirement
+        self.down: set[str] = set()
+
+    def observe(self, prompt_id: str, correct: int, n: int, step: int | None = None) -> Verdict:
+        """Record one group of ``prompt_id`` and return the decision it leads to.
+
+        Raises:
+            ValueError: ``correct``/``n`` are not a group outcome (naming the prompt).
+        """
+        if n < 1 or not 0 <= correct <= n:
+            raise ValueError(f"prompt {prompt_id!r}: a group needs 0 <= correct <= n and n >= 1; got {correct}/{n}")
+        hist = self.visits.setdefault(prompt_id, [])
+        hist.append((int(correct), int(n)))
+        del hist[: -self.config.window]
+        self.counts[prompt_id] = self.counts.get(prompt_id, 0) + 1
+        kind = band(correct, n)
+        self.streaks[prompt_id] = self.streaks.get(prompt_id, 0) + 1 if kind == "solve_all" else 0
+        v = self.verdict(prompt_id)
+        if v.action == "retire":
+            self.retired[prompt_id] = step
+            self.down.discard(prompt_id)
+        elif v.action == "down_weight":
+            self.down.add(prompt_id)
+        elif v.action == "keep":
+            self.down.discard(prompt_id)
+        return v
+
+    def verdict(self, prompt_id: str) -> Verdict:
+        """The decision for ``prompt_id`` from the visits recorded so far (records nothing)."""
+        c = self.config
+        hist = self.visits.get(prompt_id, [])
+        visits = self.counts.get(prompt_id, 0)
+        streak = self.streaks.get(prompt_id, 0)
+        succ, samples = sum(h[0] for h in hist), sum(h[1] for h in hist)
+        if not hist:
+            return Verdict(prompt_id, "keep", 0, 0, 0, 0, (0.0, 1.0), "no visit yet")
+        lo, hi = wilson_interval(succ, samples, c.confidence)
+        ci = f"{succ}/{samples} over {len(hist)} visit(s), {c.confidence:.0%} Wilson [{lo:.3f}, {hi:.3f}]"
+
+        def out(action: Action, reason: str) -> Verdict:
+            return Verdict(prompt_id, action, visits, streak, succ, samples, (lo, hi), reason)
+
+        if prompt_id in self.retired:
+            return out("retired", f"retired at step {self.retired[prompt_id]}")
+        if streak >= c.k and lo >= c.retire_lower:
+            return out("retire", f"solve_all {streak} visits in a row (k={c.k}); {ci} >= {c.retire_lower}")
+        last_correct, last_n = hist[-1]
+        if last_correct == 0 and hi < c.none_upper:
+            return out("down_weight", f"solve_none; {ci} below {c.none_upper}: weight {c.low_weight}")
+        if streak >= c.k:
+            return out("keep", f"solve_all {streak} visits in a row, but {ci} is below {c.retire_lower}")
+        return out("keep", ci)
+
+    def weight(self, prompt_id: str) -> float:
+        """Sampling weight: 0 when retired, ``low_weight`` when down-weighted, else 1."""
+        if prompt_id in self.retired:
+            return 0.0
+        return self.config.low_weight if prompt_id in self.down else 1.0
+
+    def state_dict(self) -> dict[str, Any]:
+        """A JSON-able copy of everything the decisions depend on."""
+        return {
+            "config": self.config.to_dict(),
+            "visits": {i: [list(v) for v in h] for i, h in self.visits.items()},
+            "counts": dict(self.counts),
+            "streaks": dict(self.streaks),
+            "retired": dict(self.retired),
+            "down": sorted(self.down),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict`; refuses a state written under different settings."""
+        saved = OnlineConfig.from_dict(state["config"])
+        if saved != self.config:
+            diff = {k: (v, getattr(self.config, k)) for k, v in saved.to_dict().items() if getattr(self.config, k) != v}
+            raise ValueError(f"online state was written with other settings (saved, now): {diff}")
+        self.visits = {i: [(int(a), int(b)) for a, b in h] for i, h in state["visits"].items()}
+        self.counts = {i: int(v) for i, v in state["counts"].items()}
+        self.streaks = {i: int(v) for i, v in state["streaks"].items()}
+        self.retired = {i: (None if s is None else int(s)) for i, s in state["retired"].items()}
+        self.down = set(state["down"])
+
+
+def weighted_draw(ids: Sequence[str], weights: Sequence[float], n: int, seed: int, salt: str | int) -> list[str]:
+    """``n`` ids drawn with replacement in proportion to ``weights``, from ``Random(f"{seed}:{salt}")``.
+
+    The salt is a stable counter (the draw number), so a resumed run repeats the same draws.
+
+    >>> weighted_draw(["a", "b"], [1.0, 0.0], 3, seed=0, salt=1)
+    ['a', 'a', 'a']
+    """
+    if len(ids) != len(weights):
+        raise ValueError(f"{len(ids)} ids but {len(weights)} weights")
+    if not ids or sum(weights) <= 0:
+        raise ValueError("nothing to draw: every prompt is retired or has weight 0")
+    return random.Random(f"{seed}:{salt}").choices(list(ids), weights=list(weights), k=n)
+
+
+def compose_from_retired(q1: Problem, pool: Sequence[Problem], config: OnlineConfig,
+                         exclude: Iterable[str] = ()) -> list[Problem]:
+    """Compositions with the retired prompt ``q1`` first (its answer becomes X), checked.
+
+    Partners are the depth-1 problems of ``pool``, tried in a seeded order that depends only on
+    ``config.seed`` and ``q1.id`` (``config.partners * config.partner_candidates`` of them). The
+    symbolic engine composes ``[q1, partner]`` and runs the four checks (seed 000, Section 3.4 /
+    Appendix D). When ``q1`` is itself a composition, the result is written as the flat chain
+    it is (q1's parents, then the partner; q1's links, then the new one; depth ``q1.depth + 1``)
+    and the checks are run again on that chain, so the record is an ordinary depth-K SPC record
+    that ``crl audit`` and :func:`composition_rl.compose.checks.run_checks` accept. The first
+    ``config.partners`` accepted are returned; nothing when ``q1`` is at ``max_depth``.
+
+    Args:
+        q1: the retired prompt.
+        pool: the depth-1 problems (partners, and every ancestor of ``q1``).
+        config: the online settings.
+        exclude: ids not to return (compositions already in the pool).
+
+    Raises:
+        ValueError: an ancestor of ``q1`` is not in ``pool`` (the flat chain cannot be checked).
+    """
+    from composition_rl.compose.checks import run_checks
+    from composition_rl.compose.pipeline import ComposeConfig, compose_problems
+    from composition_rl.records import Problem as _Problem
+
+    if q1.depth >= config.max_depth:
+        return []
+    base = {p.id: p for p in pool if p.depth == 1}
+    missing = [i for i in q1.parents if i not in base]
+    if missing:
+        raise ValueError(f"prompt {q1.id}: ancestor(s) {', '.join(missing)} are not in the depth-1 pool, "
+                         "so its compositions cannot be checked as a flat chain")
+    ancestors = [base[i] for i in q1.parents] if q1.depth > 1 else [q1]
+    partners = sorted((p for i, p in base.items() if i != q1.id and i not in q1.parents), key=lambda p: p.id)
+    random.Random(f"{config.seed}:{q1.id}").shuffle(partners)
+    partners = partners[: config.partners * config.partner_candidates]
+    if not partners:
+        return []
+    cc = ComposeConfig(depth=2, pool_sizes=(1, None), seed=config.seed, workers=1)
+    skip = set(exclude)
+    out: list[Problem] = []
+    for c in compose_problems(partners, cc, first_pool=[q1]).accepted:
+        if q1.depth > 1:
+            c = _Problem(id=c.id, question=c.question, answers=c.answers, source=c.source, depth=q1.depth + 1,
+                         parents=(*q1.parents, c.parents[-1]), links=(*q1.links, *c.links), engine=c.engine,
+                         metadata=c.metadata)
+            if run_checks(c, [*ancestors, base[c.parents[-1]]]) is not None:
+                continue
+        if c.id in skip:
+            continue
+        out.append(c)
+        if len(out) == config.partners:
+            break
+    return out

@@ -1,0 +1,137 @@
+"""The online rule (composition_rl.online) on scripted pass-rate sequences, its resumable state,
+and the compositions it injects for retired prompts (checked like any other composition)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from composition_rl.compose.checks import run_checks
+from composition_rl.online import OnlineConfig, OnlineTracker, compose_from_retired, weighted_draw
+from composition_rl.train.arithmetic import arithmetic_problems
+
+# (name, config overrides, visits as (correct, n), expected action after the last visit, streak)
+SEQUENCES = [
+    ("two_solve_all_of_k3", {}, [(8, 8), (8, 8)], "keep", 2),
+    ("three_solve_all_retire", {}, [(8, 8), (8, 8), (8, 8)], "retire", 3),
+    ("streak_broken_by_7_of_8", {}, [(8, 8), (8, 8), (7, 8), (8, 8), (8, 8)], "keep", 2),
+    ("streak_rebuilt_after_break", {}, [(8, 8), (8, 8), (7, 8), (8, 8), (8, 8), (8, 8)], "retire", 3),
+    # 3/3 at n=1: Wilson lower 0.438 < 0.5, the streak alone is not evidence; 4/4 gives 0.510
+    ("tiny_groups_need_more_visits", {}, [(1, 1)] * 3, "keep", 3),
+    ("tiny_groups_retire_at_4_of_4", {}, [(1, 1)] * 4, "retire", 4),
+    ("k1_single_visit", {"k": 1}, [(8, 8)], "retire", 1),
+    # one 0/8 visit: Wilson upper 0.324, not yet stuck; two: 0/16 -> 0.194 < 0.25
+    ("one_solve_none_kept", {}, [(0, 8)], "keep", 0),
+    ("two_solve_none_down_weighted", {}, [(0, 8), (0, 8)], "down_weight", 0),
+    ("earlier_success_keeps_upper_high", {}, [(4, 8), (0, 8), (0, 8)], "keep", 0),
+    ("down_weighted_prompt_scores_again", {}, [(0, 8), (0, 8), (3, 8)], "keep", 0),
+    # the window forgets: with window=3 the 4/8 is gone after 3 more visits
+    ("window_forgets_old_success", {"window": 3}, [(4, 8), (0, 8), (0, 8), (0, 8)], "down_weight", 0),
+    ("goldilocks_stays", {}, [(3, 8), (5, 8), (4, 8), (6, 8)], "keep", 0),
+]
+
+
+@pytest.mark.parametrize("name,overrides,visits,action,streak", SEQUENCES, ids=[s[0] for s in SEQUENCES])
+def test_rule_on_scripted_sequences(name, overrides, visits, action, streak):
+    t = OnlineTracker(OnlineConfig(**overrides))
+    for step, (c, n) in enumerate(visits, 1):
+        v = t.observe("p", c, n, step=step)
+    assert (v.action, v.streak) == (action, streak), v.reason
+    expected_weight = {"retire": 0.0, "down_weight": t.config.low_weight, "keep": 1.0}[action]
+    assert t.weight("p") == expected_weight
+    assert v.visits == len(visits)
+    assert v.interval[0] <= v.pass_rate <= v.interval[1]
+
+
+def test_a_retired_prompt_is_retired_once_and_late_groups_change_nothing():
+    t = OnlineTracker(OnlineConfig(k=2))
+    actions = [t.observe("p", 8, 8, step=s).action for s in (1, 2, 3)]
+    assert actions == ["keep", "retire", "retired"]
+    assert t.retired == {"p": 2}
+    assert t.observe("p", 0, 8, step=4).action == "retired" and t.weight("p") == 0.0
+
+
+def test_prompts_are_tracked_independently():
+    t = OnlineTracker(OnlineConfig(k=2))
+    for s in (1, 2):
+        t.observe("easy", 8, 8, step=s)
+        t.observe("hard", 0, 8, step=s)
+        t.observe("mid", 4, 8, step=s)
+    assert [t.weight(i) for i in ("easy", "hard", "mid", "never_seen")] == [0.0, 0.1, 1.0, 1.0]
+
+
+def test_bad_group_and_bad_settings_raise_with_the_values():
+    t = OnlineTracker()
+    with pytest.raises(ValueError, match=r"prompt 'q7'.*9/8"):
+        t.observe("q7", 9, 8)
+    with pytest.raises(ValueError, match="window=2 must be >= k=3"):
+        OnlineConfig(window=2)
+    with pytest.raises(ValueError, match="low_weight=0"):
+        OnlineConfig(low_weight=0)
+    with pytest.raises(ValueError, match="unknown online setting.*kk; known: k, window"):
+        OnlineConfig.from_dict({"kk": 3})
+
+
+def test_state_round_trips_through_json_and_continues_identically():
+    cfg = OnlineConfig(k=2, window=4)
+    script = [("a", 8, 8), ("b", 0, 8), ("c", 4, 8), ("a", 8, 8), ("b", 0, 8), ("c", 8, 8), ("b", 2, 8),
+              ("c", 8, 8), ("d", 1, 1), ("c", 8, 8)]
+    first = OnlineTracker(cfg)
+    for step, (i, c, n) in enumerate(script[:5], 1):
+        first.observe(i, c, n, step)
+    resumed = OnlineTracker(cfg)
+    resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    assert resumed.state_dict() == first.state_dict()
+    for step, (i, c, n) in enumerate(script[5:], 6):
+        assert resumed.observe(i, c, n, step) == first.observe(i, c, n, step)
+    assert resumed.state_dict() == first.state_dict() and first.retired == {"a": 4, "c": 8}
+    with pytest.raises(ValueError, match="other settings.*'k': \\(2, 3\\)"):
+        OnlineTracker(OnlineConfig()).load_state_dict(first.state_dict())
+
+
+def test_weighted_draw_is_seeded_and_respects_weights():
+    ids, w = ["kept", "low", "retired"], [1.0, 0.1, 0.0]
+    a = weighted_draw(ids, w, 2000, seed=3, salt=17)
+    assert a == weighted_draw(ids, w, 2000, seed=3, salt=17)
+    assert a != weighted_draw(ids, w, 2000, seed=3, salt=18)
+    n = Counter(a)
+    assert n["retired"] == 0 and 0.05 < n["low"] / n["kept"] < 0.15
+    with pytest.raises(ValueError, match="nothing to draw"):
+        weighted_draw(["x"], [0.0], 1, seed=0, salt=0)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return arithmetic_problems(40, depth=1, seed=0)
+
+
+def test_compositions_of_a_retired_prompt_have_it_as_q1_and_pass_the_checks(pool):
+    cfg = OnlineConfig(partners=3, max_depth=3)
+    by_id = {p.id: p for p in pool}
+    q1 = pool[5]
+    d2 = compose_from_retired(q1, pool, cfg)
+    assert len(d2) == 3 and len({p.id for p in d2}) == 3
+    for c in d2:
+        assert c.parents[0] == q1.id and c.depth == 2 and c.question.startswith(q1.question)
+        assert c.answers == by_id[c.parents[1]].answers
+        assert run_checks(c, [by_id[i] for i in c.parents]) is None
+    # a retired depth-2 composition grows its lineage: a flat depth-3 chain that still checks out
+    d3 = compose_from_retired(d2[0], pool, cfg)
+    assert d3
+    for c in d3:
+        assert c.depth == 3 and c.parents[:2] == d2[0].parents and len(c.links) == 2
+        assert c.question.startswith(d2[0].question)
+        assert run_checks(c, [by_id[i] for i in c.parents]) is None
+    assert compose_from_retired(d3[0], pool, cfg) == []  # max_depth reached
+    # deterministic, and exclude skips what the pool already holds
+    assert compose_from_retired(q1, pool, cfg) == d2
+    again = compose_from_retired(q1, pool, cfg, exclude=[d2[0].id])
+    assert d2[0].id not in {p.id for p in again} and again[:2] == d2[1:]
+
+
+def test_an_ancestor_missing_from_the_pool_is_an_error(pool):
+    d2 = compose_from_retired(pool[0], pool, OnlineConfig())[0]
+    with pytest.raises(ValueError, match=f"prompt {d2.id}: ancestor"):
+        compose_from_retired(d2, pool[1:], OnlineConfig())
