@@ -35,7 +35,7 @@ the pool; the TRL trainer (``crl train``, ``curriculum.mode: online``) can use e
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -316,7 +316,7 @@ class OnlinePool:
     """
 
     def __init__(self, problems: Sequence[Problem], config: OnlineConfig | None = None,
-                 log_path: str | None = None) -> None:
+                 log_path: str | None = None, accept: Callable[[Problem], bool] | None = None) -> None:
         if not problems:
             raise ValueError("an online pool needs at least one problem")
         self.config = config or OnlineConfig()
@@ -324,6 +324,7 @@ class OnlinePool:
         self.start = list(problems)
         self.base = [p for p in problems if p.depth == 1]
         self.log_path = log_path
+        self.accept = accept  # a trainer's own gate on new prompts (verl: the prompt-length budget)
         self._reset()
 
     def _reset(self) -> None:
@@ -372,6 +373,11 @@ class OnlinePool:
             new = compose_from_retired(q1, self.base, self.config, exclude=self.problems)
         except ValueError as e:
             new, reason = [], f"{reason}; no successors: {e}"
+        if self.accept is not None:
+            kept = [p for p in new if self.accept(p)]
+            if len(kept) < len(new):
+                reason += f"; {len(new) - len(kept)} composition(s) refused by the trainer (prompt too long)"
+            new = kept
         if not new:
             reason += f"; no successors (depth {q1.depth}, max_depth {self.config.max_depth})" \
                 if q1.depth >= self.config.max_depth else ""
