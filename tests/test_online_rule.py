@@ -215,3 +215,11 @@ def test_a_lineage_at_max_depth_retires_without_successors(pool, tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "online.jsonl").read_text().splitlines()]
     assert rows[1]["retired"] == child and rows[1]["new_ids"] == []
     assert "no successors (depth 2, max_depth 2)" in rows[1]["reason"]
+
+
+def test_the_module_examples_run():
+    import doctest
+
+    import composition_rl.online as online
+
+    assert doctest.testmod(online).failed == 0
