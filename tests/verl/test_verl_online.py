@@ -67,7 +67,12 @@ def _config(tmp_path, parquet):
         f"+data.cache_dir={tmp_path / 'cache'}", "data.seed=1"]
     config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
-        return compose(config_name="ppo_trainer", overrides=overrides)
+        cfg = compose(config_name="ppo_trainer", overrides=overrides)
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    return cfg
 
 
 class _Run:
