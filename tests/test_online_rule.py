@@ -135,3 +135,91 @@ def test_an_ancestor_missing_from_the_pool_is_an_error(pool):
     d2 = compose_from_retired(pool[0], pool, OnlineConfig())[0]
     with pytest.raises(ValueError, match=f"prompt {d2.id}: ancestor"):
         compose_from_retired(d2, pool[1:], OnlineConfig())
+
+
+def _simulate(pool, steps, start=1, per_step=6):
+    """Seeded policy: depth-1 prompts are mostly solved, deeper ones less; one outcome per
+    (prompt, step, draw), so two pools fed the same draws see the same outcomes."""
+    import random
+
+    drawn = []
+    for step in range(start, start + steps):
+        for j in range(per_step):
+            p = pool.draw()
+            skill = {1: 0.97, 2: 0.9, 3: 0.02}[p.depth]
+            rng = random.Random(f"{p.id}:{step}:{j}")
+            pool.observe(p.id, sum(rng.random() < skill for _ in range(8)), 8, step)
+            drawn.append((step, p.id))
+    return drawn
+
+
+def test_pool_retires_injects_logs_and_never_draws_a_retired_prompt(pool, tmp_path):
+    from composition_rl.io.files import read_jsonl
+    from composition_rl.online import OnlinePool
+
+    log = tmp_path / "online.jsonl"
+    op = OnlinePool(pool, OnlineConfig(k=2, max_depth=3), log_path=str(log))
+    q = pool[3]
+    op.observe(q.id, 8, 8, step=1)
+    assert q.id in op.live
+    op.observe(q.id, 8, 8, step=2)
+    assert q.id not in op.live and op.tracker.weight(q.id) == 0.0
+    (row,) = read_jsonl(log)
+    assert row["step"] == 2 and row["retired"] == q.id and row["depth"] == 1 and row["new_depths"] == [2, 2]
+    assert all(op.problems[i].parents[0] == q.id and i in op.live for i in row["new_ids"])
+    assert q.id not in {op.draw().id for _ in range(300)}
+    drawn = _simulate(op, 30)
+    m = op.metrics()
+    rows = list(read_jsonl(log))
+    assert m["online/retired"] == len(rows) > 5 and m["online/injected"] == sum(len(r["new_ids"]) for r in rows)
+    assert m["online/live_depth_3"] >= 1 and m["online/live"] == len(op.live)
+    assert {r["depth"] for r in rows} >= {1, 2}
+    assert all(d <= 3 for r in rows for d in r["new_depths"])
+    retired_at = {r["retired"]: r["step"] for r in rows}
+    assert all(step <= retired_at.get(i, step) for step, i in drawn)  # never drawn after its retirement
+    with pytest.raises(ValueError, match="'nope', which is not in the online pool"):
+        op.observe("nope", 1, 8)
+
+
+def test_pool_resume_restores_draws_state_and_log_exactly(pool, tmp_path):
+    import json
+
+    from composition_rl.online import OnlinePool
+
+    cfg = OnlineConfig(k=2, max_depth=3, seed=5)
+    a = OnlinePool(pool, cfg, log_path=str(tmp_path / "a" / "online.jsonl"))
+    _simulate(a, 12)
+    saved = json.loads(json.dumps(a.state_dict()))
+    tail_a = _simulate(a, 12, start=13)
+
+    b_log = tmp_path / "b" / "online.jsonl"
+    b = OnlinePool(pool, cfg, log_path=str(b_log))
+    _simulate(b, 15)  # a crashed run got further than its checkpoint; its later log rows must go
+    b.load_state_dict(saved)
+    tail_b = _simulate(b, 12, start=13)
+    assert tail_b == tail_a
+    assert b.state_dict() == a.state_dict()
+    assert b_log.read_bytes() == (tmp_path / "a" / "online.jsonl").read_bytes()
+    assert a.log_rows > 0
+    with pytest.raises(ValueError, match="another starting pool"):
+        OnlinePool(pool[:-1], cfg).load_state_dict(saved)
+
+
+def test_a_lineage_at_max_depth_retires_without_successors(pool, tmp_path):
+    from composition_rl.online import OnlinePool
+
+    op = OnlinePool(pool, OnlineConfig(k=1, max_depth=2), log_path=str(tmp_path / "online.jsonl"))
+    op.observe(pool[0].id, 8, 8, step=1)
+    child = op.injected[0]
+    op.observe(child, 8, 8, step=2)
+    rows = [json.loads(x) for x in (tmp_path / "online.jsonl").read_text().splitlines()]
+    assert rows[1]["retired"] == child and rows[1]["new_ids"] == []
+    assert "no successors (depth 2, max_depth 2)" in rows[1]["reason"]
+
+
+def test_the_module_examples_run():
+    import doctest
+
+    import composition_rl.online as online
+
+    assert doctest.testmod(online).failed == 0

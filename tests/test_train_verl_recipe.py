@@ -36,8 +36,11 @@ def test_recipe_scripts_carry_the_paper_settings_and_our_reward(tmp_path):
                    "actor_rollout_ref.actor.optim.lr=1e-06", "actor_rollout_ref.rollout.temperature=1.0",
                    "reward.custom_reward_function.path=pkg://composition_rl.integrations.verl",
                    "reward.custom_reward_function.name=compute_score", "trainer.total_training_steps=120",
-                   f"data.train_files={stages[0]}", "actor_rollout_ref.model.path=Qwen/Qwen3-4B-Base"):
+                   f"data.train_files={stages[0]}", "actor_rollout_ref.model.path=Qwen/Qwen3-4B-Base",
+                   "algorithm.filter_groups.max_inflight_gen_batches=2"):
         assert needle in s1, needle
+    # verl's V1 trainer ignores max_num_gen_batches (and warns); the recipe no longer writes it
+    assert "max_num_gen_batches" not in s1 and "custom_sampler" not in s1
     # stage 2 starts from stage 1's merged model
     assert f"actor_rollout_ref.model.path={out / 'merged' / 'depth1'}" in (out / "stage_2.sh").read_text()
     recipe = json.loads((out / "recipe.json").read_text())
@@ -78,3 +81,37 @@ def test_stage_depths_come_from_the_data(tmp_path, capsys):
     assert main(["verl-recipe", "--stages", *stages, "--model", "m", "--out", str(out), "--no-python-check",
                  "--depths", "1", "2"]) == 2
     assert "--depths says 1, but" in capsys.readouterr().err
+
+
+def test_online_recipe_swaps_in_our_dataset_and_replay_buffer(tmp_path, capsys):
+    import shlex
+
+    (d1,) = _stages(tmp_path, depths=(1,))
+    out = tmp_path / "online"
+    assert main(["verl-recipe", "--stages", d1, "--model", "m", "--out", str(out), "--no-python-check",
+                 "--online", "k=2", "max_depth=4", "low_weight=0.05"]) == 0
+    words = shlex.split((out / "stage_1.sh").read_text().replace("\\\n", " "), comments=True)
+    ov = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+    assert ov["data.custom_cls.path"] == ov["trainer.v1.sampler.custom_sampler.path"] == \
+        "pkg://composition_rl.integrations.verl_online"
+    assert (ov["data.custom_cls.name"], ov["trainer.v1.sampler.custom_sampler.name"]) == \
+        ("OnlineDataset", "OnlineReplayBuffer")
+    assert ov["data.dataloader_num_workers"] == "0"
+    assert (ov["+data.online.k"], ov["+data.online.max_depth"], ov["+data.online.low_weight"]) == ("2", "4", "0.05")
+    assert ov["+data.online.log_dir"] == str(out.resolve() / "online" / "depth1")
+    assert ov["+trainer.v1.sampler.sampler_kwargs.filter_groups"] == "${algorithm.filter_groups}"
+    assert json.loads((out / "recipe.json").read_text())["config"]["online"] == {"k": 2, "max_depth": 4,
+                                                                                "low_weight": 0.05}
+
+
+def test_online_recipe_refuses_bad_settings_and_several_stages(tmp_path, capsys):
+    stages = _stages(tmp_path)
+    base = ["verl-recipe", "--model", "m", "--no-python-check"]
+    assert main(base + ["--stages", *stages, "--out", str(tmp_path / "a"), "--online"]) == 2
+    assert "give one --stages file" in capsys.readouterr().err
+    assert main(base + ["--stages", stages[0], "--out", str(tmp_path / "b"), "--online", "kk=2"]) == 2
+    assert "KEY one of k, window" in capsys.readouterr().err
+    assert main(base + ["--stages", stages[0], "--out", str(tmp_path / "c"), "--online", "k=two"]) == 2
+    assert "'two' is not a int" in capsys.readouterr().err
+    assert main(base + ["--stages", stages[0], "--out", str(tmp_path / "d"), "--online", "window=1"]) == 2
+    assert "window=1 must be >= k=3" in capsys.readouterr().err

@@ -17,9 +17,10 @@ A retired prompt becomes q1 of new compositions (its answer becomes X) with dept
 composed in-process by the symbolic engine and checked like every other composition
 (:func:`compose_from_retired`); lineage depth grows by one per retirement, up to ``max_depth``.
 
-This module holds only the rule and that composition step: the TRL trainer (``crl train``,
-``curriculum.mode: online``) and the verl sampler (:mod:`composition_rl.integrations.verl_online`)
-both build their pools on it.
+This module holds the rule (:class:`OnlineTracker`), that composition step and a trainer-agnostic
+pool (:class:`OnlinePool`: live prompts, seeded weighted draws, injections, ``online.jsonl``, a
+resumable state). The verl sampler (:mod:`composition_rl.integrations.verl_online`) is built on
+the pool; the TRL trainer (``crl train``, ``curriculum.mode: online``) can use either layer.
 
 >>> t = OnlineTracker(OnlineConfig(k=2, window=4))
 >>> t.observe("a", correct=8, n=8, step=1).action
@@ -34,7 +35,7 @@ both build their pools on it.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,7 +44,8 @@ from composition_rl.stats import band, wilson_interval
 if TYPE_CHECKING:
     from composition_rl.records import Problem
 
-__all__ = ["Action", "OnlineConfig", "OnlineTracker", "Verdict", "compose_from_retired", "weighted_draw"]
+__all__ = ["Action", "OnlineConfig", "OnlinePool", "OnlineTracker", "Verdict", "compose_from_retired",
+           "weighted_draw"]
 
 #: What the rule says about a prompt after a visit. ``retired`` means it was retired earlier (a
 #: group still in flight at retirement time in an async trainer); the caller does nothing.
@@ -299,3 +301,157 @@ def compose_from_retired(q1: Problem, pool: Sequence[Problem], config: OnlineCon
         if len(out) == config.partners:
             break
     return out
+
+
+class OnlinePool:
+    """The live prompt pool of an online run: draws, outcomes, retirements and injections.
+
+    ``problems`` is the starting pool; its depth-1 problems are also the partners of every
+    composition. Draws are weighted by :meth:`OnlineTracker.weight` and seeded by a draw
+    counter, so the same outcomes in the same order give the same prompts. Each retirement
+    appends one row to ``log_path`` (``online.jsonl``): ``step``, ``retired`` (id), its
+    ``depth``, ``new_ids``, ``new_depths`` and the rule's ``reason``. :meth:`state_dict` holds
+    everything (the injected problems included); :meth:`load_state_dict` also cuts the log back
+    to the rows written before that state, so a resumed run neither loses nor repeats a row.
+    """
+
+    def __init__(self, problems: Sequence[Problem], config: OnlineConfig | None = None,
+                 log_path: str | None = None, accept: Callable[[Problem], bool] | None = None) -> None:
+        if not problems:
+            raise ValueError("an online pool needs at least one problem")
+        self.config = config or OnlineConfig()
+        self.tracker = OnlineTracker(self.config)
+        self.start = list(problems)
+        self.base = [p for p in problems if p.depth == 1]
+        self.log_path = log_path
+        self.accept = accept  # a trainer's own gate on new prompts (verl: the prompt-length budget)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.problems: dict[str, Problem] = {}
+        self.live: list[str] = []
+        for p in self.start:
+            if p.id not in self.problems:
+                self.problems[p.id] = p
+                self.live.append(p.id)
+        self.injected: list[str] = []
+        self.draws = 0
+        self.log_rows = 0
+        self.groups = {"informative": 0, "solve_all": 0, "solve_none": 0}
+
+    def draw(self) -> Problem:
+        """The next prompt: a weighted, seeded draw over the live prompts."""
+        ids = self.live
+        weights = [self.tracker.weight(i) for i in ids]
+        if not ids:
+            raise ValueError("every prompt of the online pool is retired (the lineages reached max_depth="
+                             f"{self.config.max_depth}); raise max_depth or add problems")
+        pid = weighted_draw(ids, weights, 1, self.config.seed, f"draw:{self.draws}")[0]
+        self.draws += 1
+        return self.problems[pid]
+
+    def observe(self, prompt_id: str, correct: int, n: int, step: int | None = None) -> Verdict:
+        """Record one sampled group; on retirement, inject compositions and log the row.
+
+        Raises:
+            ValueError: ``prompt_id`` was never in this pool.
+        """
+        if prompt_id not in self.problems:
+            raise ValueError(f"group for prompt {prompt_id!r}, which is not in the online pool "
+                             f"({len(self.problems)} prompts)")
+        v = self.tracker.observe(prompt_id, correct, n, step)
+        if v.action != "retired":
+            self.groups[band(correct, n).replace("goldilocks", "informative")] += 1
+        if v.action == "retire":
+            self._retire(self.problems[prompt_id], v, step)
+        return v
+
+    def _retire(self, q1: Problem, v: Verdict, step: int | None) -> None:
+        self.live.remove(q1.id)
+        reason = v.reason
+        try:
+            new = compose_from_retired(q1, self.base, self.config, exclude=self.problems)
+        except ValueError as e:
+            new, reason = [], f"{reason}; no successors: {e}"
+        if self.accept is not None:
+            kept = [p for p in new if self.accept(p)]
+            if len(kept) < len(new):
+                reason += f"; {len(new) - len(kept)} composition(s) refused by the trainer (prompt too long)"
+            new = kept
+        if not new:
+            reason += f"; no successors (depth {q1.depth}, max_depth {self.config.max_depth})" \
+                if q1.depth >= self.config.max_depth else ""
+        for p in new:
+            self.problems[p.id] = p
+            self.live.append(p.id)
+            self.injected.append(p.id)
+        row = {"step": step, "retired": q1.id, "depth": q1.depth, "new_ids": [p.id for p in new],
+               "new_depths": [p.depth for p in new], "reason": reason}
+        if self.log_path is not None:
+            import os
+
+            from composition_rl.io.files import dumps
+
+            os.makedirs(os.path.dirname(os.path.abspath(self.log_path)), exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8") as f:
+                f.write(dumps(row) + "\n")
+        self.log_rows += 1
+
+    def metrics(self) -> dict[str, float]:
+        """Live prompts by depth, retired / down-weighted / injected counts, and the share of
+        informative groups among the groups observed so far."""
+        from collections import Counter
+
+        depth = Counter(self.problems[i].depth for i in self.live)
+        seen = sum(self.groups.values())
+        out: dict[str, float] = {f"online/live_depth_{d}": float(c) for d, c in sorted(depth.items())}
+        out.update({"online/live": float(len(self.live)), "online/retired": float(len(self.tracker.retired)),
+                    "online/down_weighted": float(len(self.tracker.down)),
+                    "online/injected": float(len(self.injected))})
+        if seen:
+            out["online/informative_share"] = self.groups["informative"] / seen
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "tracker": self.tracker.state_dict(),
+            "live": list(self.live),
+            "injected": [self.problems[i].to_dict() for i in self.injected],
+            "draws": self.draws,
+            "log_rows": self.log_rows,
+            "groups": dict(self.groups),
+            "start": [p.id for p in self.start],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict` over the same starting problems.
+
+        Raises:
+            ValueError: the state was written for other starting problems or settings.
+        """
+        from composition_rl.records import Problem as _Problem
+
+        if list(state["start"]) != [p.id for p in self.start]:
+            raise ValueError(f"online state was written for another starting pool ({len(state['start'])} prompts, "
+                             f"this one has {len(self.start)})")
+        self._reset()
+        self.tracker.load_state_dict(state["tracker"])
+        for d in state["injected"]:
+            p = _Problem.from_dict(d)
+            self.problems[p.id] = p
+            self.injected.append(p.id)
+        self.live = list(state["live"])
+        self.draws = int(state["draws"])
+        self.groups = {k: int(v) for k, v in state["groups"].items()}
+        self.log_rows = int(state["log_rows"])
+        if self.log_path is not None:
+            import os
+
+            from composition_rl.io.files import atomic_write_jsonl, read_jsonl
+
+            if os.path.exists(self.log_path):
+                rows = list(read_jsonl(self.log_path))
+                if len(rows) < self.log_rows:
+                    raise ValueError(f"{self.log_path} has {len(rows)} rows but the state counts {self.log_rows}")
+                if len(rows) > self.log_rows:  # rows of steps after the checkpoint: they will be redone
+                    atomic_write_jsonl(self.log_path, rows[: self.log_rows])

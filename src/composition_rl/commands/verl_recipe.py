@@ -54,6 +54,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--probe-size", type=_positive, default=256, help="probe prompts per stage")
     parser.add_argument("--gpus", type=_positive, default=8, help="GPUs per node (>= 1)")
     parser.add_argument("--nnodes", type=_positive, default=1)
+    parser.add_argument("--online", nargs="*", metavar="KEY=VALUE",
+                        help="run the online curriculum (one depth-1 stage; retired prompts are replaced by "
+                        "compositions during training): verl's dataset and replay buffer become "
+                        "composition_rl.integrations.verl_online. Optional KEY=VALUE pairs set "
+                        "composition_rl.online.OnlineConfig fields, e.g. --online k=3 max_depth=3")
 
 
 def _missing(python: str) -> list[str] | None:
@@ -63,6 +68,32 @@ def _missing(python: str) -> list[str] | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return r.stdout.split() if r.returncode in (0, 3) else None
+
+
+def online_settings(items: list[str] | None) -> dict | None:
+    """``--online KEY=VALUE ...`` as OnlineConfig fields (typed as the dataclass declares them)."""
+    if items is None:
+        return None
+    from dataclasses import fields
+
+    from composition_rl.cli import UsageError
+    from composition_rl.online import OnlineConfig
+
+    types = {f.name: {"int": int, "float": float}[str(f.type)] for f in fields(OnlineConfig)}
+    out: dict = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or key not in types:
+            raise UsageError(f"--online {item}: expected KEY=VALUE with KEY one of {', '.join(types)}")
+        try:
+            out[key] = types[key](text)
+        except ValueError:
+            raise UsageError(f"--online {item}: {text!r} is not a {types[key].__name__}") from None
+    try:
+        OnlineConfig.from_dict(out)
+    except ValueError as e:
+        raise UsageError(f"--online: {e}") from None
+    return out
 
 
 def choose_python(args) -> str:
@@ -107,6 +138,10 @@ def run(args) -> int:
 
     if args.depths and len(args.depths) != len(args.stages):
         raise UsageError(f"--depths has {len(args.depths)} values for {len(args.stages)} stages")
+    online = online_settings(args.online)
+    if online is not None and len(args.stages) != 1:
+        raise UsageError(f"--online grows depth during training: give one --stages file (depth-1 data), "
+                         f"not {len(args.stages)}")
     check_out_dir(Path(args.out))
     stages = []
     for k, f in enumerate(args.stages):
@@ -125,7 +160,8 @@ def run(args) -> int:
     try:
         cfg = RecipeConfig(model=args.model, out_dir=str(out.resolve()), stages=stages,
                            threshold=args.threshold, chunk_steps=args.chunk_steps, probe_size=args.probe_size,
-                           n_gpus_per_node=args.gpus, nnodes=args.nnodes, python=python)
+                           n_gpus_per_node=args.gpus, nnodes=args.nnodes, python=python,
+                           online=online)
         launch = write_recipe(cfg)
     except ValueError as e:
         raise UsageError(str(e)) from None

@@ -16,8 +16,13 @@ writes (``PY``: the interpreter of an environment with verl and composition_rl, 
 The overrides (seed 000, Section 4.1 / Appendix B.1): GRPO, no KL (neither in the reward nor
 as a loss), token-mean loss aggregation (Equation 3), clip 0.2 / 0.28, group size 8,
 batch 256, lr 1e-6, temperature 1.0, 16K responses, dynamic sampling as verl's
-``algorithm.filter_groups`` on ``acc`` (Equation 5), and our verifier as the reward
+``algorithm.filter_groups`` on ``acc`` (Equation 5; bounded for verl's V1 trainer by
+``max_inflight_gen_batches``), and our verifier as the reward
 (``reward.custom_reward_function`` -> ``composition_rl.integrations.verl.compute_score``).
+
+With ``online`` settings (``crl verl-recipe --online``) the one stage runs the online
+curriculum instead of fixed files: verl's dataset and replay buffer are replaced by
+:mod:`composition_rl.integrations.verl_online` (see :func:`online_overrides`).
 
 Only the launch needs verl; writing the recipe does not import it.
 """
@@ -34,13 +39,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PAPER", "VERL_COLUMNS", "RecipeConfig", "RecipeStage", "read_stage", "stage_overrides", "write_recipe"]
+__all__ = ["PAPER", "VERL_COLUMNS", "RecipeConfig", "RecipeStage", "online_overrides", "read_stage", "stage_overrides",
+           "write_recipe"]
 
 # the columns of verl's RL parquet (composition_rl.io.export.to_verl) that a stage must have
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 
 REWARD_PATH = "pkg://composition_rl.integrations.verl"
 REWARD_NAME = "compute_score"
+MAX_INFLIGHT_GEN_BATCHES = 2
+
+# The online curriculum's two verl classes (composition_rl.integrations.verl_online).
+ONLINE_PATH = "pkg://composition_rl.integrations.verl_online"
+ONLINE_DATASET = "OnlineDataset"
+ONLINE_SAMPLER = "OnlineReplayBuffer"
 
 # Seed 000, Section 4.1 / Appendix B.1.
 PAPER: dict[str, Any] = {
@@ -49,7 +61,11 @@ PAPER: dict[str, Any] = {
     "algorithm.use_kl_in_reward": False,
     "algorithm.filter_groups.enable": True,
     "algorithm.filter_groups.metric": "acc",
-    "algorithm.filter_groups.max_num_gen_batches": 8,
+    # verl 0.9's V1 trainer (the default, trainer.use_v1=True) ignores max_num_gen_batches (it
+    # logs a warning) and bounds dynamic sampling by the prompt batches in flight at once, in
+    # train-batch units. 2 lets refills start while the first batch is still generating (the
+    # paper's over-sampled candidate batch, Eq. 5) and bounds the discarded surplus to one batch.
+    "algorithm.filter_groups.max_inflight_gen_batches": MAX_INFLIGHT_GEN_BATCHES,
     "data.train_batch_size": 256,
     "data.max_prompt_length": 2048,
     "data.max_response_length": 16384,
@@ -107,6 +123,7 @@ class RecipeConfig:
     project: str = "composition-rl"
     python: str = "python3"
     extra: dict[str, Any] = field(default_factory=dict)
+    online: dict[str, Any] | None = None  # OnlineConfig fields; None = fixed stage files
 
     def validate(self) -> RecipeConfig:
         if not self.stages:
@@ -119,6 +136,13 @@ class RecipeConfig:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
         if self.chunk_steps < 1 or any(s.max_steps < 1 for s in self.stages):
             raise ValueError("chunk_steps and every stage's max_steps must be >= 1")
+        if self.online is not None:
+            from composition_rl.online import OnlineConfig
+
+            OnlineConfig.from_dict(self.online)
+            if len(self.stages) != 1:
+                raise ValueError(f"the online mode grows depth itself: give one stage (depth-1 data), "
+                                 f"not {len(self.stages)}")
         return self
 
 
@@ -159,6 +183,32 @@ def read_stage(path: str | os.PathLike) -> tuple[int, int]:
     return max(depths), table.num_rows
 
 
+def online_overrides(cfg: RecipeConfig, stage: RecipeStage) -> dict[str, Any]:
+    """The overrides that put :mod:`composition_rl.integrations.verl_online` into verl's V1 trainer.
+
+    The replay buffer gets the DAPO settings by interpolation (verl passes a custom buffer none
+    of them), so ``algorithm.filter_groups`` and ``data.train_batch_size`` stay the one source.
+    """
+    from composition_rl.online import OnlineConfig
+
+    oc = OnlineConfig.from_dict(cfg.online)
+    values: dict[str, Any] = {
+        "data.custom_cls.path": ONLINE_PATH,
+        "data.custom_cls.name": ONLINE_DATASET,
+        "data.dataloader_num_workers": 0,  # the pool must live in the trainer's process
+        "+data.online.log_dir": str(Path(cfg.out_dir) / "online" / stage.name),
+    }
+    values.update({f"+data.online.{k}": v for k, v in oc.to_dict().items()})
+    values.update({
+        "trainer.v1.sampler.custom_sampler.path": ONLINE_PATH,
+        "trainer.v1.sampler.custom_sampler.name": ONLINE_SAMPLER,
+        "+trainer.v1.sampler.sampler_kwargs.online_log_dir": "${data.online.log_dir}",
+        "+trainer.v1.sampler.sampler_kwargs.filter_groups": "${algorithm.filter_groups}",
+        "+trainer.v1.sampler.sampler_kwargs.train_batch_size": "${data.train_batch_size}",
+    })
+    return values
+
+
 def stage_overrides(cfg: RecipeConfig, index: int, model_path: str, total_steps: int) -> list[str]:
     """The Hydra overrides for training stage ``index`` from ``model_path`` up to ``total_steps``."""
     st = cfg.stages[index]
@@ -179,6 +229,8 @@ def stage_overrides(cfg: RecipeConfig, index: int, model_path: str, total_steps:
             "trainer.nnodes": cfg.nnodes,
         }
     )
+    if cfg.online is not None:
+        values.update(online_overrides(cfg, st))
     values.update(cfg.extra)
     return [f"{k}={_fmt(v)}" for k, v in values.items()]
 
