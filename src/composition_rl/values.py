@@ -35,6 +35,7 @@ __all__ = [
     "split_rational",
     "exact_value",
     "exact_equal",
+    "in_math",
     "exact_sub",
     "exact_positive",
     "Lin",
@@ -637,17 +638,33 @@ def _to_sym(v) -> sympy.Expr:
 
 
 def exact_equal(a: Exact, b: Exact) -> bool:
-    """Exact equality of two values: Fractions and :class:`Lin` directly, the rest via sympy."""
+    """Exact equality of two values: Fractions and :class:`Lin` directly, the rest via sympy.
+
+    The one equality of the project (the composers, the record checks and ``evaluate``).
+    A float in either side (a model wrote "0.5") is made rational first; a sympy failure on
+    odd input counts as unequal, the safe answer for a check.
+
+    >>> exact_equal(Fraction(1, 2), sympy.Float(0.5)), exact_equal(sympy.sqrt(8), 2 * sympy.sqrt(2))
+    (True, True)
+    """
     if type(a) is Fraction and type(b) is Fraction:
         return a == b
     if isinstance(a, (Fraction, Lin)) and isinstance(b, (Fraction, Lin)):
         return (Lin.of(a) if isinstance(a, Fraction) else a) == (Lin.of(b) if isinstance(b, Fraction) else b)
-    diff = _to_sym(a) - _to_sym(b)  # sympy's automatic canonical form settles the usual cases
+    a, b = _to_sym(a), _to_sym(b)
+    if a.is_Rational and b.is_Rational:
+        return a == b
+    diff = a - b  # sympy's automatic canonical form settles the usual cases
+    if a.has(sympy.Float) or b.has(sympy.Float):
+        diff = sympy.nsimplify(diff)
     if diff == 0:
         return True
     if diff.is_Rational:
         return False
-    return sympy.simplify(diff) == 0
+    try:
+        return sympy.simplify(diff) == 0
+    except Exception:  # sympy can fail on odd input; unequal is the safe answer
+        return False
 
 
 def exact_sub(a: Exact, b: Exact) -> Exact:
@@ -828,6 +845,15 @@ MATH_ENVIRONMENTS = frozenset(
 )
 _MATH_TOKENS = re.compile(r"\\(begin|end)\s*\{([a-zA-Z]+)\*?\}|\\.|\$\$|\$", re.S)
 _TEXT_IN_MATH = re.compile(r"\\(?:text|textrm|textbf|textit|textsf|texttt|textnormal|mbox|hbox)\s*\{")
+
+
+def in_math(text: str, pos: int) -> bool:
+    """Whether offset ``pos`` of ``text`` lies in math mode (see :func:`_math_spans`).
+
+    >>> in_math("Let $x = 3$ and 4 apples.", 9), in_math("Let $x = 3$ and 4 apples.", 16)
+    (True, False)
+    """
+    return any(a <= pos < b for a, b in _math_spans(text))
 
 
 def _math_spans(text: str) -> list[tuple[int, int]]:
