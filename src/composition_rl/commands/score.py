@@ -131,10 +131,9 @@ def _check(row: Any, response_field: str, answer_field: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.progress import ProgressBar
-
     from composition_rl.io.files import dumps
     from composition_rl.io.readers import BadLine
+    from composition_rl.progress import ProgressBar
     from composition_rl.verify import Verifier, VerifyConfig, summarize
 
     fallbacks = tuple(args.fallback or ("answer_line",))
