@@ -110,22 +110,13 @@ def compose_candidates(
                          extra_stats=extra_stats)
 
 
-def run_llm_compose(
-    problems: Sequence[Problem],
-    config: Any,
-    out_dir: str | os.PathLike,
-    first_pool: Sequence[Problem] | None = None,
-    inputs: dict[str, Any] | None = None,
-    input_rejects: Sequence[dict[str, Any]] = (),
-    progress: bool = True,
-    llm_config: LLMComposeConfig | None = None,
-    backend: Any = None,
-) -> dict[str, Any]:
+def run_llm_compose(problems: Sequence[Problem], config: Any, out_dir: str | os.PathLike, *args: Any,
+                    **kwargs: Any) -> dict[str, Any]:
     """``crl compose --engine llm|auto`` without the output lock: the executor's
-    :func:`composition_rl.compose.run.execute` (kept under its old name)."""
+    :func:`composition_rl.compose.run.execute` (same arguments as ``run_compose``; kept
+    under its old name)."""
     from pathlib import Path
 
     from composition_rl.compose.run import execute
 
-    return execute(problems, config, Path(out_dir), first_pool, inputs, input_rejects, progress,
-                   llm_config=llm_config, backend=backend)
+    return execute(problems, config, Path(out_dir), *args, **kwargs)

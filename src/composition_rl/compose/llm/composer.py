@@ -177,13 +177,19 @@ class LLMComposer:
         usage.add(resp)
         return resp
 
-    # -- one link: propose, read exactly, verify where needed ------------------------------
-    async def _link(self, earlier: Problem, later: Problem, usage: Usage) -> Draft | Rejection:
-        user = fill(load_prompt("llm_propose"), Q1=earlier.question, GT1=earlier.answer, Q2=later.question)
-        resp = await self._call(self._request(load_prompt("llm_propose_system"), user, PROPOSE_SCHEMA), usage)
+    async def _ask_json(self, name: str, schema: dict[str, Any], what: str, usage: Usage,
+                        **slots: str) -> dict[str, Any] | Rejection:
+        """One call with prompt ``name`` (and its ``_system`` prompt); its JSON object."""
+        user = fill(load_prompt(name), **slots)
+        resp = await self._call(self._request(load_prompt(name + "_system"), user, schema), usage)
         if isinstance(resp, Rejection):
             return resp
-        obj = steps.read_reply(resp, PROPOSE_SCHEMA, "output")
+        return steps.read_reply(resp, schema, what)
+
+    # -- one link: propose, read exactly, verify where needed ------------------------------
+    async def _link(self, earlier: Problem, later: Problem, usage: Usage) -> Draft | Rejection:
+        obj = await self._ask_json("llm_propose", PROPOSE_SCHEMA, "output", usage,
+                                   Q1=earlier.question, GT1=earlier.answer, Q2=later.question)
         if isinstance(obj, Rejection):
             return obj
         f = steps.proposal_fields(obj)
@@ -201,12 +207,9 @@ class LLMComposer:
             return d
         if self.config.verify == "never":  # only what exact checks decide is kept
             return steps.unverifiable(d)
-        user = fill(load_prompt("llm_verify"), Q1=earlier.question, GT1=earlier.answer, DEFINITION=d.definition,
-                    Q2=later.question, REWRITTEN=d.rewritten, LITERAL=d.literal)
-        resp = await self._call(self._request(load_prompt("llm_verify_system"), user, VERIFY_SCHEMA), usage)
-        if isinstance(resp, Rejection):
-            return resp
-        vobj = steps.read_reply(resp, VERIFY_SCHEMA, "verification")
+        vobj = await self._ask_json("llm_verify", VERIFY_SCHEMA, "verification", usage,
+                                    Q1=earlier.question, GT1=earlier.answer, DEFINITION=d.definition,
+                                    Q2=later.question, REWRITTEN=d.rewritten, LITERAL=d.literal)
         if isinstance(vobj, Rejection):
             return vobj
         return steps.apply_verification(d, vobj, self.config.verify) or d
