@@ -15,8 +15,13 @@ HELP = "compose a verifiable prompt set into a harder one (SPC, depth K)"
 
 
 def RESUMABLE(args: argparse.Namespace) -> bool:  # noqa: N802 - read by cli.main on Ctrl-C
-    """Only the LLM engines keep finished work; a symbolic run starts over."""
-    return getattr(args, "engine", "symbolic") != "symbolic"
+    """Only the journaled engines (llm, auto) keep finished work; a symbolic run starts over."""
+    from composition_rl.compose.run import is_resumable
+
+    try:
+        return is_resumable(getattr(args, "engine", "symbolic"))
+    except KeyError:
+        return False
 
 
 def _pool_sizes(text: str) -> tuple[int | None, ...]:
@@ -196,6 +201,7 @@ def _human_time(s: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from composition_rl.compose import ComposeConfig, natural, run_compose
+    from composition_rl.compose.run import is_resumable
     from composition_rl.flags import from_flags
 
     t0 = time.perf_counter()
@@ -207,14 +213,14 @@ def run(args: argparse.Namespace) -> int:
         for e in exports:
             EXPORTERS.get(e)
         llm_kw: dict[str, Any] = {}
-        if args.engine != "symbolic":
+        if is_resumable(args.engine):  # an engine with a model behind it
             llm_kw["llm_config"] = llm_config_from_args(args)
     except (ValueError, KeyError) as e:
         raise UsageError(str(e).strip("'\"")) from e
     out = Path(args.out)
     check_out_dir(out)
     problems, first, inputs, rejects = load_inputs(args, out)
-    if args.engine == "symbolic":
+    if not is_resumable(args.engine):  # a batch run: estimate it before it starts
         size_guard(args, config, problems, first)
     from composition_rl.compose.run import OutputBusy
 
@@ -226,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e}") from e
     except ValueError as e:  # llm/auto: a resumed run with other settings, a busy cache
-        if args.engine == "symbolic":
+        if not is_resumable(args.engine):
             raise
         raise UsageError(str(e)) from e
     empty = _empty_outcome(stats, len(problems), config.depth)

@@ -55,16 +55,21 @@ from composition_rl.io.files import (
 from composition_rl.progress import ProgressBar
 from composition_rl.records import Problem
 
-__all__ = ["OutputBusy", "Stage", "build_engine", "engine_pools", "funnel", "lock_output", "run_compose"]
+__all__ = ["OutputBusy", "Stage", "build_engine", "engine_pools", "execute", "funnel", "is_resumable", "lock_output", "run_compose"]
 
 
 def build_engine(config: Any, **engine_kw: Any) -> Any:
     """The engine ``config.engine`` names, from the registry (``engine_kw``: ``llm_config``,
     ``backend`` for the model-backed engines)."""
     cls = COMPOSERS.load(config.engine)
-    if config.engine == "symbolic":  # takes no model settings
+    if not is_resumable(config.engine):  # a batch engine takes no model settings
         return cls.from_config(config)
     return cls.from_config(config, **engine_kw)
+
+
+def is_resumable(name: str) -> bool:
+    """Whether engine ``name`` runs on the journaled path (a model behind it; its runs resume)."""
+    return bool(getattr(COMPOSERS.load(name), "resumable", False))
 
 
 def engine_pools(engine: Any, problems: Sequence[Problem], first_pool: Sequence[Problem] | None,
@@ -130,7 +135,7 @@ def execute(problems, config, out: Path, first_pool=None, inputs=None, input_rej
             **engine_kw: Any) -> dict[str, Any]:
     """:func:`run_compose` without taking the lock (the caller holds it, or owns ``out``)."""
     out.mkdir(parents=True, exist_ok=True)
-    if config.engine == "symbolic":
+    if not is_resumable(config.engine):
         return _run_batch(problems, config, out, first_pool, inputs, input_rejects, progress)
     engine = build_engine(config, **engine_kw)
     pools = engine_pools(engine, problems, first_pool, config)
