@@ -38,29 +38,31 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+# (the noqa names are kept for code that imported them from the one-file module this replaced)
 from composition_rl.compose.base import LLM_STAGES
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.llm.composer import AutoComposer, LLMComposer
-from composition_rl.compose.llm.config import (
+from composition_rl.compose.llm.config import (  # noqa: F401
     STRUCTURED,
     VERIFY_MODES,
     LLMComposeConfig,
     build_backend,
 )
-from composition_rl.compose.llm.numbers import answer_numbers, relation, word_number
-from composition_rl.compose.llm.prompts import (
+from composition_rl.compose.llm.numbers import answer_numbers, relation, word_number  # noqa: F401
+from composition_rl.compose.llm.prompts import (  # noqa: F401
     MARKER,
     PROPOSE_SCHEMA,
     VERIFY_SCHEMA,
     load_prompt,
     parse_json_object,
 )
-from composition_rl.compose.llm.proposal import Usage
-from composition_rl.compose.spc import VARIABLE_NAMES
+from composition_rl.compose.llm.proposal import Usage  # noqa: F401
+from composition_rl.compose.spc import VARIABLE_NAMES  # noqa: F401
 from composition_rl.records import Problem
 
 __all__ = [
     "LLM_STAGES",
+    "AutoComposer",
     "LLMComposeConfig",
     "LLMComposer",
     "PROPOSE_SCHEMA",
@@ -70,9 +72,6 @@ __all__ = [
     "parse_json_object",
     "run_llm_compose",
 ]
-
-_KEEP = (AutoComposer, MARKER, STRUCTURED, VERIFY_MODES, VARIABLE_NAMES, Usage, answer_numbers, build_backend,
-         load_prompt, relation, word_number)  # re-exported for code that imported them from here
 
 
 def check_llm_record(c: Problem, parents: Sequence[Problem], max_chars: int = 8000):
