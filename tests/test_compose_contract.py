@@ -107,3 +107,25 @@ def test_progress_bar_disabled_is_free_and_enabled_counts():
     bar.advance()
     assert bar._p.tasks[0].completed == 3 and bar._p.tasks[0].fields["acc"] == 1
     bar.close()
+
+
+def test_llm_engine_writes_the_variable_bare_inside_a_math_environment():
+    """One math-mode rule for every engine (values.in_math): a constant inside
+    ``\\begin{align*}`` in prose is math, so Y replaces it bare, as the symbolic engine writes
+    it. The LLM engine's own scan used to see only $...$ and \\(...\\) and wrote ``$W$`` there
+    (14 of 2,745 records of the fake-server MATH runs changed; MATH train pair below)."""
+    from composition_rl.backends.openai_chat import OpenAIChat
+
+    q1 = Problem.new("Assume that $f$ and $g$ are functions for which $f^{-1}(g(x))=5x+3$.  "
+                     "Find $g^{-1}(f(-7))$.", "-2", source="math_train")
+    q2 = Problem.new("How many points of intersection are there between the graphs of the following "
+                     "equations: \\begin{align*}\ny &=|2x + 5|, \\\\\ny &= -|3x - 2|\n\\end{align*}", "0",
+                     source="math_train")
+    with FakeOpenAIServer(good_composer) as srv:
+        engine = build_engine(ComposeConfig(engine="llm"), llm_config=LLMComposeConfig(model="fake-model"),
+                              backend=OpenAIChat([srv.url], "fake-model"))
+        rec = engine.compose((q1, q2), "c0")
+    assert isinstance(rec, Problem), rec
+    y = rec.links[0].y
+    assert f"|2x + {y}|" in rec.question and f"${y}$" not in rec.question.split("\\begin{align*}")[1]
+    assert run_checks(rec, (q1, q2)) is None
