@@ -297,13 +297,14 @@ def stated_value(text: str, var: str) -> Any | None:
 
 
 def _same(a: Any, b: Any) -> bool:
-    import sympy
+    """Exact equality (:func:`composition_rl.values.exact_equal`); a missing value is never equal."""
+    from composition_rl.values import exact_equal
 
     if a is None or b is None:
         return False
     try:
-        return bool(a == b or sympy.simplify(a - b) == 0)
-    except (TypeError, ValueError):
+        return exact_equal(a, b)
+    except (TypeError, ValueError, AttributeError):
         return False
 
 

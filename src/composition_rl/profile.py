@@ -221,11 +221,10 @@ def progress_bar(enabled: bool, total: int, done: int, label: str = "profiling")
     if not enabled:
         yield lambda k: None
         return
-    from rich.progress import Progress
+    from composition_rl.progress import ProgressBar
 
-    with Progress() as bar:
-        task = bar.add_task(label, total=total, completed=done)
-        yield lambda k: bar.advance(task, k)
+    with ProgressBar(label, total, completed=done, transient=False) as bar:
+        yield bar.advance
 
 
 def load_profile(profile_dir: str | Path, ids: Iterable[str] | None = None) -> list[dict[str, Any]]:

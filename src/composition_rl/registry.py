@@ -47,16 +47,20 @@ class Registry(Generic[T]):
             known = ", ".join(sorted(self._items)) or "(none)"
             raise KeyError(f"unknown {self.kind} {name!r}; known: {known}") from None
 
-    def build(self, name: str, **kwargs):
-        """Construct the object registered as ``name``; a ``"module:attr"`` string entry is
-        imported on first use, so heavy backends cost nothing until chosen."""
+    def load(self, name: str) -> T:
+        """The object registered as ``name``; a ``"module:attr"`` string entry is imported on
+        first use, so heavy engines and backends cost nothing until chosen."""
         target = self.get(name)
         if isinstance(target, str):
             import importlib
 
             mod, _, attr = target.partition(":")
             target = getattr(importlib.import_module(mod), attr)
-        return target(**kwargs)
+        return target
+
+    def build(self, name: str, **kwargs):
+        """Construct the object registered as ``name`` (see :meth:`load`)."""
+        return self.load(name)(**kwargs)
 
     def names(self) -> list[str]:
         return sorted(self._items)

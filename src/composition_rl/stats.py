@@ -9,11 +9,17 @@ import math
 from collections.abc import Iterable, Sequence
 from statistics import NormalDist
 
-__all__ = ["BANDS", "band", "mean", "mean_interval", "pass_at_k", "mean_pass_at_k", "t_quantile",
+__all__ = ["BANDS", "GROUP_KIND_OF_BAND", "band", "mean", "mean_interval", "pass_at_k", "mean_pass_at_k", "t_quantile",
            "wilson_interval"]
 
 #: The three difficulty classes of a prompt at a rollout budget (seed 000, Figure 2; seed 002).
+#: "goldilocks" is the class :func:`composition_rl.verify.groups.classify_group` calls
+#: "informative" (0 < correct < n): the same partition, named for a prompt (its difficulty
+#: band) there and for a rollout group (what dynamic sampling keeps) here. The names are kept
+#: because profile.jsonl rows, ``crl compose --select`` and the reports are written with them;
+#: :data:`GROUP_KIND_OF_BAND` maps one onto the other.
 BANDS = ("solve_none", "goldilocks", "solve_all")
+GROUP_KIND_OF_BAND = {"solve_none": "solve_none", "goldilocks": "informative", "solve_all": "solve_all"}
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -72,7 +78,12 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
 
 
 def band(correct: int, n: int) -> str:
-    """Difficulty class of one prompt: ``solve_none`` (0/n), ``solve_all`` (n/n), else ``goldilocks``."""
+    """Difficulty class of one prompt: ``solve_none`` (0/n), ``solve_all`` (n/n), else ``goldilocks``
+    (the band of ``classify_group``'s ``informative`` groups; see :data:`GROUP_KIND_OF_BAND`).
+
+    >>> band(0, 8), band(3, 8), band(8, 8), GROUP_KIND_OF_BAND[band(3, 8)]
+    ('solve_none', 'goldilocks', 'solve_all', 'informative')
+    """
     if n <= 0 or not (0 <= correct <= n):
         raise ValueError(f"band needs 0 <= correct <= n and n > 0; got {correct}/{n}")
     if correct == 0:

@@ -49,6 +49,7 @@ from composition_rl.backends.base import (
     ChatResponse,
     RequestRefused,
 )
+from composition_rl.backends.lean_http import lean_transport
 
 __all__ = ["API_KEY_ENV", "STRUCTURED_MODES", "OpenAIChat", "refusal"]
 
@@ -200,116 +201,6 @@ class _Endpoint:
     outstanding: int = 0
 
 
-class _StreamTransport:
-    """A lean HTTP/1.1 keep-alive transport on asyncio streams, for ``http://`` endpoints.
-
-    The official client's default transport (httpx + httpcore + anyio) spends several ms of
-    CPU per request on this class of machine, which caps a 2-core client at ~100 calls/s no
-    matter how many servers answer. This transport does one write per request and reads
-    Content-Length or chunked bodies; everything above the socket (auth headers, error
-    mapping to ``APIStatusError``/``APIConnectionError``, Retry-After headers) is still the
-    official client's. ``https://`` endpoints keep the default transport.
-    """
-
-    def __new__(cls):  # built lazily so that importing this module never imports httpx
-        import httpx2
-
-        class StreamTransport(httpx2.AsyncBaseTransport):
-            def __init__(self) -> None:
-                self._idle: dict[
-                    tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
-                ] = {}
-
-            async def _conn(self, host: str, port: int):
-                pool = self._idle.get((host, port))
-                while pool:
-                    r, w = pool.pop()
-                    if not r.at_eof() and not w.is_closing():
-                        return r, w
-                    w.close()
-                return await asyncio.open_connection(host, port)
-
-            async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-                url = request.url
-                if url.scheme != "http":
-                    raise httpx2.UnsupportedProtocol(
-                        f"lean transport serves http only, not {url.scheme}", request=request
-                    )
-                host, port = url.host, url.port or 80
-                body = await request.aread()
-                head = [request.method.encode() + b" " + url.raw_path + b" HTTP/1.1\r\n"]
-                head += [k + b": " + v + b"\r\n" for k, v in request.headers.raw]
-                data = b"".join(head) + b"\r\n" + body
-                try:
-                    r, w = await self._conn(host, port)
-                except OSError as e:
-                    raise httpx2.ConnectError(str(e), request=request) from None
-                done = False
-                try:
-                    w.write(data)
-                    await w.drain()
-                    line = await r.readline()
-                    if not line:
-                        raise httpx2.RemoteProtocolError(
-                            "server closed the connection without a response", request=request
-                        )
-                    parts = line.split(b" ", 2)
-                    status = int(parts[1])
-                    headers: list[tuple[bytes, bytes]] = []
-                    while True:
-                        h = await r.readline()
-                        if h in (b"\r\n", b"\n"):
-                            break
-                        if not h:
-                            raise httpx2.RemoteProtocolError(
-                                "connection closed inside the headers", request=request
-                            )
-                        k, _, v = h.partition(b":")
-                        headers.append((k.strip(), v.strip()))
-                    hmap = {k.lower(): v for k, v in headers}
-                    if b"content-length" in hmap:
-                        content = await r.readexactly(int(hmap[b"content-length"]))
-                    elif hmap.get(b"transfer-encoding", b"").lower() == b"chunked":
-                        chunks = []
-                        while True:
-                            size = int((await r.readline()).split(b";")[0].strip() or b"0", 16)
-                            if size == 0:
-                                while (await r.readline()) not in (b"\r\n", b"\n", b""):
-                                    pass
-                                break
-                            chunks.append(await r.readexactly(size))
-                            await r.readline()
-                        content = b"".join(chunks)
-                    else:
-                        content = await r.read()
-                        hmap[b"connection"] = b"close"
-                    done = True
-                except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as e:
-                    raise httpx2.ReadError(f"{type(e).__name__}: {e}", request=request) from None
-                finally:
-                    if not done:
-                        w.close()
-                if hmap.get(b"connection", b"").lower() == b"close" or parts[0] == b"HTTP/1.0":
-                    w.close()
-                else:
-                    self._idle.setdefault((host, port), []).append((r, w))
-                # the body is already decoded bytes: drop encoding headers httpx would reapply
-                headers = [
-                    (k, v)
-                    for k, v in headers
-                    if k.lower() not in (b"transfer-encoding", b"content-encoding")
-                ]
-                return httpx2.Response(status, headers=headers, content=content, request=request)
-
-            async def aclose(self) -> None:
-                for pool in self._idle.values():
-                    for _, w in pool:
-                        w.close()
-                self._idle.clear()
-
-        return StreamTransport()
-
-
 class _LoopState:
     """Clients and the semaphore belong to one event loop (connection pools cannot cross loops)."""
 
@@ -325,7 +216,7 @@ class _LoopState:
             http_client = None
             if lean and urlsplit(u).scheme == "http":
                 http_client = httpx2.AsyncClient(
-                    transport=_StreamTransport(), timeout=timeout_s + 5.0
+                    transport=lean_transport(), timeout=timeout_s + 5.0
                 )
             self.clients.append(
                 AsyncOpenAI(
@@ -357,7 +248,7 @@ class OpenAIChat(ChatBackend):
             vLLM/SGLang/OpenAI), ``json_object`` (JSON mode with a ``schema`` field, which
             llama.cpp enforces), ``none`` (prompt only) or ``auto`` (the first of these the
             server accepts; see the module docstring).
-        lean_transport: send ``http://`` requests through :class:`_StreamTransport` (the
+        lean_transport: send ``http://`` requests through :func:`~composition_rl.backends.lean_http.lean_transport` (the
             official client still builds, authenticates and checks every request).
         cache: optional :class:`~composition_rl.backends.cache.ResponseCache`.
     """

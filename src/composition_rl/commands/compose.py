@@ -15,22 +15,20 @@ HELP = "compose a verifiable prompt set into a harder one (SPC, depth K)"
 
 
 def RESUMABLE(args: argparse.Namespace) -> bool:  # noqa: N802 - read by cli.main on Ctrl-C
-    """Only the LLM engines keep finished work; a symbolic run starts over."""
-    return getattr(args, "engine", "symbolic") != "symbolic"
+    """Only the journaled engines (llm, auto) keep finished work; a symbolic run starts over."""
+    from composition_rl.compose.run import is_resumable
+
+    try:
+        return is_resumable(getattr(args, "engine", "symbolic"))
+    except KeyError:
+        return False
 
 
 def _pool_sizes(text: str) -> tuple[int | None, ...]:
-    out: list[int | None] = []
-    for part in text.split(","):
-        part = part.strip().lower()
-        if part in ("full", "all", "*"):
-            out.append(None)
-            continue
-        try:
-            out.append(int(part))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"pool size {part!r} is neither an integer nor 'full'") from None
-    return tuple(out)
+    """``--pool-sizes`` (see :func:`composition_rl.compose.pipeline.parse_pool_sizes`)."""
+    from composition_rl.compose.pipeline import parse_pool_sizes
+
+    return parse_pool_sizes(text)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,19 +43,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--rg-size", type=int, default=0, help="scale the default reasoning-gym set to about this many problems")
 
     c = p.add_argument_group("composition")
-    c.add_argument("--depth", type=int, default=2, help="K, problems per composed prompt (default 2)")
-    c.add_argument("--pool-size", type=int, default=20, help="|D_k| for k < K (default 20; position K is the full set)")
-    c.add_argument("--pool-sizes", type=_pool_sizes, help="one size per position, e.g. 500,500 or full,20 (ablations)")
-    c.add_argument("--max-candidates", type=int, help="a seeded uniform sample of at most N candidate chains")
+    from composition_rl.compose.pipeline import ComposeConfig
+    from composition_rl.flags import add_flags
+
+    add_flags(c, ComposeConfig)  # --depth, --pool-size, --pool-sizes, ..., --engine, --workers
     c.add_argument("--limit-candidates", type=int, default=20_000_000,
                    help="refuse a run estimated above this many candidate chains (default 20,000,000) "
                    "unless --yes or --max-candidates is given")
     c.add_argument("--yes", action="store_true", help="run even when the size estimate exceeds --limit-candidates")
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--max-chars", type=int, default=8000, help="length limit of a composed prompt (check 4)")
-    c.add_argument("--engine", default="symbolic", choices=["symbolic", "llm", "auto"],
-                   help="symbolic: exact, by program; llm: the paper's LLM sub-steps; auto: symbolic where it can")
-    c.add_argument("--workers", type=int, default=0, help="processes for the symbolic engine (0 = one per core)")
 
     from composition_rl.compose import natural
 
@@ -66,11 +59,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--out", required=True, help="output folder")
     o.add_argument("--export", default="", help="also write trainer datasets: verl,trl")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
-    try:
-        from composition_rl.compose.llm import add_llm_arguments
-    except ImportError:  # pragma: no cover - the LLM engine is optional
-        return
-    add_llm_arguments(p)
+    from composition_rl.compose.llm.config import LLMComposeConfig
+
+    add_flags(p.add_argument_group("LLM engine (--engine llm|auto); the API key is read from OPENAI_API_KEY only"),
+              LLMComposeConfig, prefix="llm_")
+
+
+def llm_config_from_args(args: argparse.Namespace):
+    """The :class:`LLMComposeConfig` the generated ``--llm-*`` flags describe (ValueError if bad)."""
+    from composition_rl.compose.llm.config import LLMComposeConfig
+    from composition_rl.flags import from_flags
+
+    # checked here, not in __post_init__: a config handed a ready backend (tests,
+    # benchmarks) needs no URL
+    if args.llm_backend == "openai" and not args.llm_base_urls:
+        raise ValueError("--engine llm/auto needs an endpoint: pass --base-url URL (repeatable) and --model NAME")
+    return from_flags(LLMComposeConfig, args, prefix="llm_")
 
 
 def load_inputs(
@@ -147,7 +151,7 @@ def size_guard(args: argparse.Namespace, config, problems: list, first: list | N
     """Refuse, before any worker starts, a run the variable names cannot support or one
     estimated beyond ``--limit-candidates``; note the estimate of any large run."""
     from composition_rl.compose.pipeline import estimate_run
-    from composition_rl.compose.symbolic import VARIABLE_NAMES
+    from composition_rl.compose.spc import VARIABLE_NAMES
 
     sizes = [len(first) if (k == 0 and first) else len(problems) for k in range(config.depth)]
     upper = 1
@@ -197,32 +201,28 @@ def _human_time(s: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from composition_rl.compose import ComposeConfig, natural, run_compose
+    from composition_rl.compose.run import is_resumable
+    from composition_rl.flags import from_flags
 
     t0 = time.perf_counter()
     try:
-        config = ComposeConfig(
-            depth=args.depth, pool_sizes=args.pool_sizes, pool_size=args.pool_size,
-            max_candidates=args.max_candidates, seed=args.seed, max_chars=args.max_chars,
-            engine=args.engine, workers=args.workers, natural=natural.from_args(args),
-        )
+        config = from_flags(ComposeConfig, args, natural=natural.from_args(args))
         exports = [e.strip() for e in args.export.split(",") if e.strip()]
         from composition_rl.io.export import EXPORTERS
 
         for e in exports:
             EXPORTERS.get(e)
         llm_kw: dict[str, Any] = {}
-        if args.engine != "symbolic":
-            from composition_rl.compose.llm import llm_config_from_args
-
+        if is_resumable(args.engine):  # an engine with a model behind it
             llm_kw["llm_config"] = llm_config_from_args(args)
     except (ValueError, KeyError) as e:
         raise UsageError(str(e).strip("'\"")) from e
     out = Path(args.out)
     check_out_dir(out)
     problems, first, inputs, rejects = load_inputs(args, out)
-    if args.engine == "symbolic":
+    if not is_resumable(args.engine):  # a batch run: estimate it before it starts
         size_guard(args, config, problems, first)
-    from composition_rl.compose.pipeline import OutputBusy
+    from composition_rl.compose.run import OutputBusy
 
     try:
         stats = run_compose(problems, config, out, first_pool=first, inputs=inputs, input_rejects=rejects,
@@ -232,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e}") from e
     except ValueError as e:  # llm/auto: a resumed run with other settings, a busy cache
-        if args.engine == "symbolic":
+        if not is_resumable(args.engine):
             raise
         raise UsageError(str(e)) from e
     empty = _empty_outcome(stats, len(problems), config.depth)

@@ -20,6 +20,8 @@ RESUMABLE = True  # a rerun continues from the finished work
 
 def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     """Model, backend and decoding flags shared by ``crl profile`` and ``crl eval``."""
+    from composition_rl.backends.rollout import ROLLOUT_BACKENDS
+
     g = p.add_argument_group("policy")
     g.add_argument("--model", required=True, help="local model folder, or the served model name with --base-url")
     g.add_argument(
@@ -30,7 +32,7 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--backend",
-        choices=["auto", "hf", "openai", "vllm"],
+        choices=["auto", *ROLLOUT_BACKENDS.names()],
         default="auto",
         help="auto: openai with --base-url, else hf (local transformers)",
     )

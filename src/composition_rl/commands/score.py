@@ -131,10 +131,9 @@ def _check(row: Any, response_field: str, answer_field: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.progress import Progress
-
     from composition_rl.io.files import dumps
     from composition_rl.io.readers import BadLine
+    from composition_rl.progress import ProgressBar
     from composition_rl.verify import Verifier, VerifyConfig, summarize
 
     fallbacks = tuple(args.fallback or ("answer_line",))
@@ -165,10 +164,9 @@ def run(args: argparse.Namespace) -> int:
     n_rejected = 0
     slowest = 0.0
     t0 = time.perf_counter()
-    with Verifier(config) as verifier, open(out, "a", encoding="utf-8") as fo, Progress(
-        disable=args.no_progress, transient=True
+    with Verifier(config) as verifier, open(out, "a", encoding="utf-8") as fo, ProgressBar(
+        "scoring", len(rows), enabled=not args.no_progress, completed=start
     ) as bar:
-        task = bar.add_task("scoring", total=len(rows), completed=start)
         fr = None
         for lo in range(start, len(rows), _CHUNK):
             chunk = rows[lo : lo + _CHUNK]
@@ -197,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
             os.fsync(fo.fileno())
             for k, v in summarize(scored).items():
                 counts[k] += v
-            bar.advance(task, len(chunk))
+            bar.advance(len(chunk))
         if fr is not None:
             fr.close()
     wall = time.perf_counter() - t0

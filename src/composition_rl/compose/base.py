@@ -1,16 +1,53 @@
-"""What every composition engine shares: the registry, the rejection record, the protocol."""
+"""What every composition engine shares: the registry, the stage names, the rejection
+record and the protocol.
+
+An engine is one module with one class registered here by name. The class satisfies
+:class:`Composer` (``eligible`` and ``compose(chain, candidate_id) -> Problem | Rejection``)
+and has a ``from_config(config, **engine_kw)`` constructor. An engine whose work is slow
+and external (a model behind an API) also has ``async acompose(chain, candidate_id, usage)``
+and ``resumable = True``: the executor (:mod:`composition_rl.compose.run`) then runs many
+chains at once and journals each finished one.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from json.encoder import encode_basestring as _js
 from typing import Protocol
 
 from composition_rl.records import Problem
 from composition_rl.registry import Registry
 
-__all__ = ["COMPOSERS", "Composer", "Rejection"]
+__all__ = ["CHECK_STAGES", "COMPOSERS", "Composer", "FUNNEL_STAGES", "LLM_STAGES", "Rejection", "Stage"]
+
+
+class Stage(str, Enum):
+    """Where a candidate can be dropped, in funnel order (Appendix D reports the yield after
+    each check). The values are the ``stage`` field of ``rejected.jsonl`` rows."""
+
+    LLM_CALL = "llm_call"  # the request failed (timeout, refusal, server error)
+    LLM_OUTPUT = "llm_output"  # the reply was not the JSON asked for
+    CHECK1_V1 = "check1_v1"
+    CONSTANT = "constant"
+    CHECK2_SUBSTITUTION = "check2_substitution"
+    CHECK3_RELATION = "check3_relation"
+    CHECK4_NAMES_LENGTH = "check4_names_length"
+    INTERNAL = "internal"  # a bug, counted instead of sinking the run
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: the four checks every composed record must pass (compose/checks.py)
+CHECK_STAGES: tuple[str, ...] = tuple(s.value for s in (
+    Stage.CHECK1_V1, Stage.CHECK2_SUBSTITUTION, Stage.CHECK3_RELATION, Stage.CHECK4_NAMES_LENGTH))
+#: the funnel of an engine that makes no model call (symbolic)
+FUNNEL_STAGES: tuple[str, ...] = tuple(s.value for s in (
+    Stage.CHECK1_V1, Stage.CONSTANT, Stage.CHECK2_SUBSTITUTION, Stage.CHECK3_RELATION, Stage.CHECK4_NAMES_LENGTH))
+#: the funnel of an engine that calls a model (llm, auto)
+LLM_STAGES: tuple[str, ...] = tuple(s.value for s in Stage)
 
 
 @dataclass(frozen=True)
@@ -45,3 +82,7 @@ class Composer(Protocol):
 
 
 COMPOSERS: Registry[type] = Registry("composition engine")
+# symbolic registers itself (compose/symbolic.py, imported by the package); the model-backed
+# engines are imported on first use, so that `import composition_rl.compose` stays light
+COMPOSERS.register("llm")("composition_rl.compose.llm.composer:LLMComposer")
+COMPOSERS.register("auto")("composition_rl.compose.llm.composer:AutoComposer")

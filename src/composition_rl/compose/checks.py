@@ -17,13 +17,14 @@ verification steps"; here exact instead of LLM self-checks):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
 import sympy
 
+from composition_rl.compose.base import CHECK_STAGES, Rejection
 from composition_rl.compose.spc import find_glue
 from composition_rl.records import Problem
 from composition_rl.values import (
@@ -33,22 +34,18 @@ from composition_rl.values import (
     exact_sub,
     exact_value,
     parse_answer_value,
+    parse_number,
     symbols_used,
     to_fraction,
 )
 
 __all__ = ["CHECK_STAGES", "Failure", "exact", "run_checks"]
 
-CHECK_STAGES = ("check1_v1", "check2_substitution", "check3_relation", "check4_names_length")
 
 
-@dataclass(frozen=True)
-class Failure:
-    """Why a composition was dropped: the check (stage), a short reason and a detail."""
-
-    stage: str
-    reason: str
-    detail: str
+Failure = Rejection
+"""The old name of :class:`~composition_rl.compose.base.Rejection`: one rejection type for
+input rows, compositions and checks."""
 
 
 @lru_cache(maxsize=65536)
@@ -136,8 +133,13 @@ def _restore_all(seg: str, original: str, lk) -> tuple[str, str] | None:
     return None
 
 
-def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) -> Failure | None:
-    """Run checks 1-4 on composed record ``c`` whose chain is ``parents`` (q1..qK)."""
+def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) -> Rejection | None:
+    """Run checks 1-4 on composed record ``c`` whose chain is ``parents`` (q1..qK), for a
+    record of any engine. An LLM record (``engine == "llm"``) has a free-text definition in
+    its glue, may take v1 from inside a compound answer, may write its constant in words and
+    may have had its later problem rephrased (confirmed by the verification call): its links
+    are read by :func:`_llm_link_failure`; the rest of the contract is shared."""
+    llm = c.engine == "llm"
     K = len(parents)
     links = c.links
     if c.depth != K or len(links) != K - 1 or tuple([p.id for p in parents]) != c.parents:
@@ -151,7 +153,7 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
     glues = []
     pos = 0
     for k, lk in enumerate(links):
-        g = find_glue(text, lk.x, lk.y, pos)
+        g = find_glue(text, lk.x, lk.y, pos, free_definition=llm)
         if g is None:
             return Failure("check3_relation", "relation_missing", f"link {k + 1}: no relation sentence for ${lk.y}$ and ${lk.x}$")
         glues.append(g)
@@ -161,6 +163,13 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
     q1 = parents[0].question
     if glues[0].start != len(q1) or not text.startswith(q1):
         return Failure("check1_v1", "q1_modified", "the first problem's text was changed")
+    if llm:
+        for k, lk in enumerate(links):
+            seg = text[glues[k].end : glues[k + 1].start if k + 2 < K else len(text)]
+            why = _llm_link_failure(c, k, lk, glues[k], seg, parents)
+            if why is not None:
+                return why
+        return _names_length_failure(text, links, parents, max_chars)
     for k, lk in enumerate(links):
         why = _v1_failure(parents[k].answer, lk.v1_latex, lk.v1_expr)
         if why is not None:
@@ -196,11 +205,15 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
         if why is not None:
             return Failure("check3_relation", why[0], f"link {k + 1}: {why[1]}")
 
-    # 4. names and length
+    return _names_length_failure(text, links, parents, max_chars)
+
+
+def _names_length_failure(text: str, links, parents: Sequence[Problem], max_chars: int) -> Rejection | None:
+    """Check 4: distinct names that clash with no symbol of any parent; the length limit."""
     names = [n for lk in links for n in (lk.x, lk.y)]
     if len(set(names)) != len(names):
         return Failure("check4_names_length", "name_collision", f"variable names repeat: {names}")
-    used = symbols_used(q1)
+    used = symbols_used(parents[0].question)
     for p in parents[1:]:
         used = used | symbols_used(p.question)
     clash = {n.upper() for n in names} & used
@@ -208,4 +221,58 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
         return Failure("check4_names_length", "name_collision", f"{sorted(clash)} already used as symbols")
     if len(text) > max_chars:
         return Failure("check4_names_length", "too_long", f"{len(text)} chars > {max_chars}")
+    return None
+
+
+def _llm_link_failure(c: Problem, k: int, lk, g, seg: str, parents: Sequence[Problem]) -> Rejection | None:
+    """Checks 1-3 for link ``k`` of an LLM record (segment ``seg`` is its later problem).
+
+    1. v1 is the exact value of the earlier answer or a number written in it.
+    2. Putting the literal back for the variable gives the later problem character for
+       character (links whose problem the model rephrased, ``v2_offset == -1``, were
+       confirmed by the verification call instead and are marked in ``metadata``).
+    3. The relation in the text parses back to d, and v1 - d == v2 exactly.
+    """
+    from composition_rl.compose.llm.numbers import answer_numbers, word_number
+
+    K = len(parents)
+    v1 = parse_number(lk.v1_latex)
+    if v1 is None or not exact_equal(v1, exact(lk.v1_expr)):
+        return Rejection("check1_v1", "v1_mismatch", f"link {k + 1}: v1 {lk.v1_latex!r} != {lk.v1_expr!r}")
+    ok = False
+    for a in parents[k].answers:
+        whole, parts = answer_numbers(a)
+        if (whole is not None and exact_equal(whole, v1)) or any(exact_equal(p, v1) for p in parts):
+            ok = True
+            break
+    if not ok:
+        return Rejection("check1_v1", "v1_not_in_answer", f"link {k + 1}: {lk.v1_latex} is not in {parents[k].answer!r}")
+    v2 = exact(lk.v2_expr)
+    lit = parse_number(lk.v2_literal)
+    if lit is None and word_number(lk.v2_literal) is not None:
+        lit = sympy.Integer(word_number(lk.v2_literal))
+    if lit is not None and not exact_equal(lit, v2):
+        return Rejection("check2_substitution", "v2_mismatch", f"link {k + 1}: {lk.v2_literal!r} is not {lk.v2_expr}")
+    original = parents[k + 1].question
+    rephrased = list(c.metadata.get("rephrased", [False] * (K - 1)))
+    if lk.v2_offset >= 0:
+        y = lk.y
+        pat = re.compile(r"(?<![A-Za-z\\])(?:\$" + y + r"\$|" + y + r" \\cdot |" + y + r")(?![A-Za-z])")
+        back = pat.sub(lambda _m, s=lk.v2_literal: s, seg)
+        if back != original or not original.startswith(lk.v2_literal, lk.v2_offset):
+            return Rejection("check2_substitution", "substitution_mismatch",
+                             f"link {k + 1}: restoring {lk.v2_literal!r} does not give the original")
+    elif not (k < len(rephrased) and rephrased[k]):
+        return Rejection("check2_substitution", "substitution_mismatch",
+                         f"link {k + 1}: no offset and not marked as verified rephrase")
+    if g.direction == "equal":
+        written = sympy.Integer(0)
+    else:
+        mag = parse_number(g.d_latex)
+        if mag is None or not mag.is_positive:
+            return Rejection("check3_relation", "relation_unparsable", f"link {k + 1}: cannot read d from {g.d_latex!r}")
+        written = mag if g.direction == "less" else -mag
+    d = parse_number(lk.d_latex)
+    if d is None or not exact_equal(written, d) or not exact_equal(v1 - written, v2):
+        return Rejection("check3_relation", "relation_mismatch", f"link {k + 1}: text says {written}, record says {lk.d_latex}")
     return None

@@ -17,9 +17,8 @@ that into explicit, configurable rules:
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 __all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "offset_kind"]
@@ -71,25 +70,23 @@ def offset_kind(d: Fraction | None) -> str:
 @dataclass(frozen=True)
 class Naturalness:
     """How natural a link must read (issue 16). Defaults keep the MATH depth-2 run above 80%
-    acceptance while removing irrational links, huge offsets and rounded q1s.
+    acceptance while removing irrational links, huge offsets and rounded q1s. Each field's
+    help is its documentation; ``crl compose`` generates one flag per field from it."""
 
-    Args:
-        max_offset: largest ``|d|`` a relation may state ("Y is 2999980 less than X" is out).
-        max_denominator: largest denominator of ``d`` ("\\frac{511999999}{1000}" is out).
-        irrational_q1: allow q1s with irrational answers (every offset is then irrational).
-        approximate_q1: allow q1s whose text asks for rounding or significant figures.
-        max_q1: largest ``|v1|`` of a preferred q1 (a larger one is far from most constants,
-            so its offsets break ``max_offset``: v1 = 19440 lost 6,334 MATH links).
-        prefer_integer: rank constants by offset kind (integer before rational) before their
-            structural rank; False keeps the structural rank alone.
-    """
-
-    max_offset: int = 1000
-    max_denominator: int = 100
-    irrational_q1: bool = False
-    approximate_q1: bool = False
-    max_q1: int = 1000
-    prefer_integer: bool = True
+    max_offset: int = field(default=1000, metadata={
+        "help": "largest ``|d|`` a relation may state (\"Y is 2999980 less than X\" is out)."})
+    max_denominator: int = field(default=100, metadata={
+        "help": "largest denominator of ``d`` (\"\\frac{511999999}{1000}\" is out)."})
+    irrational_q1: bool = field(default=False, metadata={
+        "help": "allow q1s with irrational answers (every offset is then irrational)."})
+    approximate_q1: bool = field(default=False, metadata={
+        "help": "allow q1s whose text asks for rounding or significant figures."})
+    max_q1: int = field(default=1000, metadata={
+        "help": "largest ``|v1|`` of a preferred q1 (a larger one is far from most constants, so its "
+                "offsets break ``max_offset``: v1 = 19440 lost 6,334 MATH links)."})
+    prefer_integer: bool = field(default=True, metadata={
+        "help": "rank constants by offset kind (integer before rational) before their structural "
+                "rank; False keeps the structural rank alone."})
 
     def __post_init__(self) -> None:
         if self.max_offset < 1:
@@ -121,35 +118,15 @@ class Naturalness:
         return ""
 
 
-def _field_help() -> dict[str, str]:
-    """Each field's help, from the Args section of :class:`Naturalness` (declared once)."""
-    doc = (Naturalness.__doc__ or "").split("Args:", 1)[-1]
-    out: dict[str, str] = {}
-    name = None
-    for line in doc.splitlines():
-        m = re.match(r"\s{8}(\w+): (.*)", line)
-        if m:
-            name = m.group(1)
-            out[name] = m.group(2).strip()
-        elif name and line.strip():
-            out[name] += " " + line.strip()
-    return out
-
-
 def add_arguments(group) -> None:
     """``--max-offset``, ``--max-denominator``, ... : one flag per :class:`Naturalness` field."""
-    helps = _field_help()
-    for f in dataclasses.fields(Naturalness):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool", bool):
-            flag = ("--no-" if f.default else "--") + f.name.replace("_", "-")
-            group.add_argument(flag, dest=f"natural_{f.name}", action="store_const", const=not f.default,
-                               default=f.default, help=helps.get(f.name, ""))
-        else:
-            group.add_argument(flag, dest=f"natural_{f.name}", type=int, default=f.default, metavar="N",
-                               help=f"{helps.get(f.name, '')} (default {f.default})")
+    from composition_rl.flags import add_flags
+
+    add_flags(group, Naturalness, prefix="natural_")
 
 
 def from_args(args) -> Naturalness:
     """The :class:`Naturalness` the flags of :func:`add_arguments` describe."""
-    return Naturalness(**{f.name: getattr(args, f"natural_{f.name}") for f in dataclasses.fields(Naturalness)})
+    from composition_rl.flags import from_flags
+
+    return from_flags(Naturalness, args, prefix="natural_")

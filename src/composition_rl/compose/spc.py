@@ -23,6 +23,8 @@ from typing import NamedTuple
 
 __all__ = [
     "DEFINITIONS",
+    "VARIABLE_NAMES",
+    "definition_glue",
     "Glue",
     "find_glue",
     "glue_text",
@@ -38,6 +40,10 @@ DEFINITIONS: tuple[str, ...] = (
     "Call the answer to this problem ${x}${unit}.",
     "Let ${x}$ denote the value you obtain above{unit}.",
 )
+
+# Preferred variable names, in order; X, Y first as in the paper's example. Every engine
+# draws its names from here, and the checks read them back.
+VARIABLE_NAMES: tuple[str, ...] = tuple("XYZWUVPQRSTMNKLGHJ")
 
 _UNIT_NOTES = {
     "": "",
@@ -65,6 +71,12 @@ def glue_text(x: str, y: str, d_abs_latex: str, direction: str, variant: int, un
     """The paragraph that defines X and states how Y relates to it."""
     definition = DEFINITIONS[variant % len(DEFINITIONS)].format(x=x, unit=unit_note(unit))
     return f"{definition} {relation_sentence(x, y, d_abs_latex, direction)}"
+
+
+def definition_glue(x: str, y: str, definition: str, d_abs_latex: str, direction: str) -> str:
+    """The glue paragraph with a free-text definition of X (the LLM engine's: "the number of
+    red marbles in the problem above"), read back by ``find_glue(..., free_definition=True)``."""
+    return f"Let ${x}$ be {definition}. {relation_sentence(x, y, d_abs_latex, direction)}"
 
 
 def join(q1_text: str, glue: str, rest: str) -> str:
@@ -101,22 +113,29 @@ _DEF_ALTS = "|".join(
 )
 
 
+# what stands for the definition in a free-text glue (definition_glue): one line, shortest match
+_FREE_DEF = r"Let \$(?P=x)\$ be [^\n]+?\."
+
+
 @lru_cache(maxsize=1024)
-def _glue_pattern(x: str, y: str) -> re.Pattern[str]:
+def _glue_pattern(x: str, y: str, free_definition: bool = False) -> re.Pattern[str]:
+    alts = _FREE_DEF if free_definition else _DEF_ALTS
     return re.compile(
-        r"\n\n(?P<def>(?:" + _DEF_ALTS.replace("(?P=x)", re.escape(x)) + r")) "
+        r"\n\n(?P<def>(?:" + alts.replace("(?P=x)", re.escape(x)) + r")) "
         r"\$" + re.escape(y) + r"\$ is (?:\$(?P<d>[^$\n]+)\$ (?P<dir>less|more) than|(?P<eq>equal to)) "
         r"\$" + re.escape(x) + r"\$\.\n\n"
     )
 
 
-def find_glue(text: str, x: str, y: str, start: int = 0) -> Glue | None:
+def find_glue(text: str, x: str, y: str, start: int = 0, free_definition: bool = False) -> Glue | None:
     """Locate the glue paragraph for the link (x, y) in a composed prompt.
 
     The pattern is built from the same templates the composer writes, so text an engine wrote
-    in any other shape is not recognised (and the checks reject it).
+    in any other shape is not recognised (and the checks reject it). With
+    ``free_definition`` the definition sentence is :func:`definition_glue`'s
+    ("Let $X$ be <one line>.") instead of one of :data:`DEFINITIONS`.
     """
-    pat = _glue_pattern(x, y)
+    pat = _glue_pattern(x, y, free_definition)
     m = pat.search(text, start)
     if m is None:
         return None

@@ -24,6 +24,7 @@ from composition_rl.compose import spc
 from composition_rl.compose.base import COMPOSERS, Rejection
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.natural import OFFSET_KINDS, Naturalness, offset_kind
+from composition_rl.compose.spc import VARIABLE_NAMES
 from composition_rl.io.files import dumps
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
@@ -38,8 +39,6 @@ from composition_rl.values import (
 
 __all__ = ["VARIABLE_NAMES", "SymbolicComposer"]
 
-# Preferred variable names, in order; X, Y first as in the paper's example.
-VARIABLE_NAMES: tuple[str, ...] = tuple("XYZWUVPQRSTMNKLGHJ")
 _ARITH_CACHE = 1 << 18  # entries of the (q1, literal) arithmetic memo before it is reset
 
 
@@ -122,6 +121,11 @@ class SymbolicComposer:
     max_chars: int = 8000
     name: str = "symbolic"
     natural: Naturalness = field(default_factory=Naturalness)
+
+    @classmethod
+    def from_config(cls, config) -> SymbolicComposer:
+        """The engine for a :class:`~composition_rl.compose.pipeline.ComposeConfig`."""
+        return cls(seed=config.seed, max_chars=config.max_chars, natural=config.natural)
 
     def __post_init__(self) -> None:
         # per-problem work, done once and keyed by id (sympy objects hash slowly)

@@ -263,14 +263,13 @@ class Verifier:
         futures = self.submit_batch(pairs)
         if not progress or not futures:
             return [f.result() for f in futures]
-        from rich.progress import Progress
+        from composition_rl.progress import ProgressBar
 
         results = []
-        with Progress(transient=True) as bar:
-            t = bar.add_task("verifying", total=len(futures))
+        with ProgressBar("verifying", len(futures)) as bar:
             for f in futures:
                 results.append(f.result())
-                bar.advance(t)
+                bar.advance()
         return results
 
     async def ascore(self, response: str, gold: object) -> VerifyResult:

@@ -1,0 +1,279 @@
+"""The resumable, concurrent path of the composition executor (engines with
+``resumable = True``: ``llm``, ``auto``).
+
+Every finished candidate is one line of an append-only journal (``llm_journal.jsonl``)
+keyed by the candidate's content id; a rerun skips what is there, and the final
+``composed.jsonl`` / ``rejected.jsonl`` are written from the journal in candidate order, so
+an interrupted and resumed run writes the same bytes as an uninterrupted one. The settings
+the journal was made with are kept in ``llm_run.json``; resuming with others is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from composition_rl.backends.base import RequestRefused
+from composition_rl.compose.base import LLM_STAGES, Rejection
+from composition_rl.compose.pools import candidate_id
+from composition_rl.io.files import JsonlLog, atomic_open, atomic_write_json, dumps
+from composition_rl.progress import ProgressBar
+from composition_rl.records import Problem
+
+__all__ = ["JOURNAL", "RUN_FILE", "run_journaled"]
+
+log = logging.getLogger("composition_rl.compose.llm")
+
+JOURNAL = "llm_journal.jsonl"
+RUN_FILE = "llm_run.json"
+
+
+def _claim_run(out: Path, engine_name: str, cfg: Any, seed: int, max_chars: int, backend: Any) -> None:
+    """Record what the journal in ``out`` was made with; refuse to resume it with other
+    settings (a rerun would otherwise mix two models' compositions in one output)."""
+    from composition_rl.compose.llm.prompts import PROMPT_NAMES, load_prompt
+
+    prompts = "".join(load_prompt(n) for n in PROMPT_NAMES)
+    mine = {
+        "engine": engine_name,
+        "backend": backend.name if backend is not None else cfg.backend,
+        "model": backend.model if backend is not None else cfg.model,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "max_tokens": cfg.max_tokens,
+        "verify": cfg.verify,
+        "seed": seed,
+        "max_chars": max_chars,
+        "prompts_sha256": hashlib.sha256(prompts.encode()).hexdigest()[:16],
+    }
+    path = out / RUN_FILE
+    if path.exists() and (out / JOURNAL).exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        diff = {k: (old.get(k), v) for k, v in mine.items() if old.get(k) != v}
+        if diff:
+            shown = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items()))
+            raise ValueError(
+                f"{out} holds an LLM compose run made with other settings ({shown}); use a new --out or delete {out / JOURNAL}"
+            )
+    atomic_write_json(path, mine)
+
+
+def run_journaled(
+    engine: Any,
+    candidates: Iterable[Sequence[Problem]],
+    out: Path,
+    engine_name: str,
+    total: int | None = None,
+    progress: bool = True,
+    extra_stats: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Compose ``candidates`` with a resumable engine and write ``composed.jsonl``,
+    ``rejected.jsonl`` and ``stats.json`` into ``out``; returns the stats.
+
+    Resumable: rerun with the same ``out`` after a crash or ``kill -9``; finished candidates
+    are read from the journal and never composed (or called for) again.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    given = engine.backend  # a ready backend (tests, benchmarks) is the caller's to close
+    _claim_run(out, engine_name, engine.config, engine.seed, engine.max_chars, given)
+    backend, cache = engine.open(out)
+    t0 = time.perf_counter()
+    try:
+        order, journal_path = asyncio.run(_drive(candidates, out, engine, backend, engine.config.concurrency,
+                                                 total, progress, own_backend=given is None))
+    except RequestRefused as e:
+        e.args = (f"{e}. Candidates finished so far are kept in {out / JOURNAL}; rerun with the "
+                  "setting changed to go on",)
+        raise
+    finally:
+        if cache is not None:
+            cache.close()
+    elapsed = time.perf_counter() - t0
+    return _finalize(out, order, journal_path, engine_name, backend, engine.config, elapsed, extra_stats or {})
+
+
+async def _drive(candidates, out, engine, backend, concurrency, total, progress, own_backend):
+    from composition_rl.compose.llm.proposal import Usage
+
+    journal = JsonlLog(out / JOURNAL, key="cid")
+    order: list[str] = []
+    seen: set[str] = set()
+    done_before = len(journal.done)
+    counters = {"done": 0, "accepted": 0}
+    bar = ProgressBar("llm compose", total, enabled=progress, elapsed=True,
+                      fields={"acc": "-", "_cps": "0.0 calls/s", "_tok": "0 tok"})
+    t0 = time.perf_counter()
+    slots = asyncio.Semaphore(max(2 * concurrency, 4))
+    tasks: set[asyncio.Task] = set()
+
+    def tick() -> None:
+        s, done, elapsed = backend.stats, counters["done"], time.perf_counter() - t0
+        bar.update(done, acc=f"{counters['accepted'] / done:.0%}" if done else "-",
+                   _cps=f"{s.calls / elapsed:.1f} calls/s" if elapsed > 0 else "0.0 calls/s",
+                   _tok=f"{s.prompt_tokens + s.completion_tokens:,} tok")
+
+    refused: list[RequestRefused] = []
+
+    async def one(chain: Sequence[Problem], cid: str) -> None:
+        usage = Usage()
+        try:
+            res = await engine.acompose(chain, cid, usage)
+        except RequestRefused as e:
+            refused.append(e)  # not journaled: a rerun with the option changed redoes it
+            return
+        except Exception as e:  # a bug must not sink a day-long run: count it, loudly
+            log.exception("candidate %s failed", cid)
+            res = Rejection("internal", "internal_error", f"{type(e).__name__}: {e}"[:300])
+        ok = isinstance(res, Problem)
+        journal.append({
+            "cid": cid,
+            "ok": ok,
+            "engine": res.engine if ok else "llm",
+            "requests": usage.requests,
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "row": res.to_dict() if ok else res.row(cid, chain),
+        })
+        counters["done"] += 1
+        counters["accepted"] += int(ok)
+        tick()
+
+    try:
+        for chain in candidates:
+            if refused:
+                break
+            chain = tuple(chain)
+            cid = candidate_id(chain)
+            if cid in seen:
+                continue  # the same chain twice in the input: composed once
+            seen.add(cid)
+            order.append(cid)
+            if cid in journal.done:
+                counters["done"] += 1
+                continue
+            await slots.acquire()
+            t = asyncio.create_task(one(chain, cid))
+            tasks.add(t)
+            t.add_done_callback(lambda t: (tasks.discard(t), slots.release()))
+        if refused:
+            for t in list(tasks):
+                t.cancel()
+        if tasks:
+            await asyncio.gather(*list(tasks), return_exceptions=bool(refused))
+        tick()
+        if refused:
+            raise refused[0]
+    finally:
+        bar.close()
+        journal.close()
+        if own_backend:
+            await backend.aclose()
+        else:
+            await backend.end_loop()
+    log.info("llm compose: %d candidates, %d already done before this run", len(order), done_before)
+    return order, out / JOURNAL
+
+
+def _index_journal(path: Path) -> dict[str, int]:
+    offsets: dict[str, int] = {}
+    pos = 0
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break
+            offsets.setdefault(json.loads(raw)["cid"], pos)
+            pos += len(raw)
+    return offsets
+
+
+def _finalize(
+    out, order, journal_path, engine, backend, llm_config, elapsed, extra
+) -> dict[str, Any]:
+    offsets = _index_journal(journal_path)
+    reasons: Counter[str] = Counter()
+    stages: Counter[str] = Counter()
+    by_engine: Counter[str] = Counter()
+    requests = ptoks = ctoks = accepted = missing = 0
+    with (
+        open(journal_path, "rb") as j,
+        atomic_open(out / "composed.jsonl") as fa,
+        atomic_open(out / "rejected.jsonl") as fr,
+    ):
+        for cid in order:
+            off = offsets.get(cid)
+            if off is None:
+                missing += 1  # only possible if a task died without a journal line
+                continue
+            j.seek(off)
+            e = json.loads(j.readline())
+            requests += e["requests"]
+            ptoks += e["prompt_tokens"]
+            ctoks += e["completion_tokens"]
+            if e["ok"]:
+                accepted += 1
+                by_engine[e["engine"]] += 1
+                fa.write(dumps(e["row"]) + "\n")
+            else:
+                reasons[e["row"]["reason"]] += 1
+                stages[e["row"]["stage"]] += 1
+                fr.write(dumps(e["row"]) + "\n")
+    n = len(order) - missing
+    from composition_rl.compose.run import funnel as _funnel
+
+    funnel = _funnel(n, stages, LLM_STAGES)
+    s = backend.stats
+    llm_acc = by_engine.get("llm", 0)
+    stats = {
+        **extra,
+        "engine": engine,
+        "llm_config": llm_config.public(),
+        "backend": backend.describe(),
+        "candidates": n,
+        "accepted": accepted,
+        "rejected": n - accepted,
+        "acceptance": round(accepted / n, 6) if n else 0.0,
+        "accepted_by_engine": dict(sorted(by_engine.items())),
+        "rejected_by_reason": dict(sorted(reasons.items())),
+        "rejected_by_stage": {st: stages.get(st, 0) for st in LLM_STAGES},
+        "funnel": funnel,
+        "llm": {
+            "requests": requests,
+            "prompt_tokens": ptoks,
+            "completion_tokens": ctoks,
+            "requests_per_accepted": round(requests / accepted, 4) if accepted else None,
+            "requests_per_llm_accepted": round(requests / llm_acc, 4) if llm_acc else None,
+        },
+        "this_run": {
+            **s.to_dict(),
+            "calls_per_s": round(s.calls / elapsed, 2) if elapsed > 0 else None,
+            **_bound(s, llm_config.concurrency, elapsed),
+        },
+        "elapsed_s": round(elapsed, 3),
+    }
+    atomic_write_json(out / "stats.json", stats)
+    return stats
+
+
+def _bound(s: Any, concurrency: int, elapsed: float) -> dict[str, Any]:
+    """The concurrency/latency bound on calls/s and the fraction of it this run reached.
+
+    With ``concurrency`` requests in flight and a mean latency L per successful call (as the
+    client saw it, queueing at the server included), no client can exceed concurrency / L
+    calls/s; the fraction says how well the engine kept its slots busy.
+    """
+    if not s.ok or s.latency_s <= 0 or elapsed <= 0:
+        return {"mean_latency_s": None, "bound_calls_per_s": None, "fraction_of_bound": None}
+    lat = s.latency_s / s.ok
+    bound = concurrency / lat
+    return {
+        "mean_latency_s": round(lat, 3),
+        "bound_calls_per_s": round(bound, 3),
+        "fraction_of_bound": round(s.ok / elapsed / bound, 3),
+    }

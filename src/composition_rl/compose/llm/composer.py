@@ -1,0 +1,356 @@
+"""The LLM composer: chains composed by a chat model plus exact checks, registered as the
+``llm`` engine, and the ``auto`` engine (symbolic where it can, the model elsewhere).
+
+Both are async inside (many chains' calls in flight at once). :meth:`LLMComposer.acompose`
+is what the executor (:mod:`composition_rl.compose.run`) awaits; :meth:`LLMComposer.compose`
+is the same contract as every other engine, ``compose(chain, candidate_id) -> Problem |
+Rejection``, run on the composer's own event loop for callers that compose one chain at a
+time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sympy
+
+from composition_rl.backends.base import (
+    ChatBackend,
+    ChatError,
+    ChatRequest,
+    ChatResponse,
+    RequestRefused,
+)
+from composition_rl.compose import spc
+from composition_rl.compose.base import COMPOSERS, Rejection
+from composition_rl.compose.checks import run_checks
+from composition_rl.compose.llm import proposal as steps
+from composition_rl.compose.llm.config import LLMComposeConfig, build_backend
+from composition_rl.compose.llm.numbers import expr_str, has_constant, has_number, rat_str, relation
+from composition_rl.compose.llm.prompts import (
+    MARKER,
+    PROPOSE_SCHEMA,
+    VERIFY_SCHEMA,
+    fill,
+    load_prompt,
+)
+from composition_rl.compose.llm.proposal import Draft, Usage
+from composition_rl.compose.spc import VARIABLE_NAMES
+from composition_rl.records import Link, Problem
+from composition_rl.values import (
+    exact_equal,
+    find_constants,
+    in_math,
+    parse_number,
+    render_latex,
+    symbols_used,
+)
+
+__all__ = ["AutoComposer", "LLMComposer"]
+
+
+@dataclass
+class LLMComposer:
+    """Compose chains with a chat model plus exact checks (see :mod:`composition_rl.compose.llm`).
+
+    Args:
+        backend: any :class:`~composition_rl.backends.base.ChatBackend` (None until
+            :meth:`open`: pools are built from eligibility alone, before any model is reached).
+        config: sampling and verification settings.
+        seed: sampling seed sent with every request.
+        max_chars: length limit of a composed prompt.
+    """
+
+    backend: ChatBackend | None
+    config: LLMComposeConfig
+    seed: int = 0
+    max_chars: int = 8000
+    name: str = "llm"
+    resumable = True  # the executor journals every finished candidate
+    _inflight: dict[tuple[str, ...], asyncio.Future] = field(default_factory=dict, repr=False)
+    _memo: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_config(cls, config: Any, llm_config: LLMComposeConfig | None = None,
+                    backend: ChatBackend | None = None) -> LLMComposer:
+        """The engine for a ``ComposeConfig``; the backend is attached by :meth:`open`."""
+        if llm_config is None:
+            if backend is None:
+                raise ValueError("engine llm/auto needs a model: pass --base-url URL and --model NAME")
+            llm_config = LLMComposeConfig(model=backend.model)
+        return cls(backend=backend, config=llm_config, seed=config.seed, max_chars=config.max_chars)
+
+    def open(self, out: Path) -> tuple[ChatBackend, Any]:
+        """Attach the backend (built from the config, response cache in ``out``, unless one
+        was given); returns it and the cache to close (None when none was opened here)."""
+        if self.backend is not None:
+            return self.backend, None
+        cache = None
+        if not self.config.no_cache:
+            from composition_rl.backends.cache import ResponseCache
+
+            cache = ResponseCache(self.config.cache or out / "llm_cache.jsonl")
+        self.backend = build_backend(self.config, cache)
+        return self.backend, cache
+
+    # -- per-problem facts, computed once per problem id (pools reuse problems heavily) --------
+    def _fact(self, kind: str, p: Problem, fn) -> Any:
+        key = (kind, p.id)
+        v = self._memo.get(key)
+        if v is None:
+            v = self._memo[key] = fn(p)
+        return v
+
+    def _symbols(self, p: Problem) -> frozenset[str]:
+        return self._fact("sym", p, lambda p: symbols_used(p.question))
+
+    def _answer_has_number(self, p: Problem) -> bool:
+        return self._fact("anum", p, lambda p: any(has_number(a) for a in p.answers))
+
+    def _has_constant(self, p: Problem) -> bool:
+        return self._fact("const", p, lambda p: has_constant(p.question))
+
+    def _allowed(self, p: Problem) -> dict[str, frozenset[int]]:
+        def build(p: Problem) -> dict[str, frozenset[int]]:
+            by: dict[str, set[int]] = {}
+            for c in find_constants(p.question, p.answer):
+                by.setdefault(c.literal, set()).add(c.offset)
+            return {k: frozenset(v) for k, v in by.items()}
+
+        return self._fact("allowed", p, build)
+
+    # -- cheap eligibility (no calls) ---------------------------------------------------
+    def eligible(self, p: Problem, position: int, depth: int) -> bool:
+        """Whether ``p`` can stand at ``position`` (0-based): a number in the answer of every
+        non-last problem, a constant in the text of every non-first one."""
+        if position < depth - 1 and not self._answer_has_number(p):
+            return False
+        if position > 0 and not self._has_constant(p):
+            return False
+        return True
+
+    def _prefilter(self, chain: Sequence[Problem]) -> Rejection | None:
+        K = len(chain)
+        for k in range(K - 1):
+            if not self._answer_has_number(chain[k]):
+                return Rejection("check1_v1", "q1_no_number", f"position {k + 1}: answer {chain[k].answer!r} has no number")
+        for k in range(1, K):
+            if not self._has_constant(chain[k]):
+                return Rejection("constant", "no_constant", f"position {k + 1}: problem {chain[k].id} has no number to replace")
+        used = frozenset().union(*(self._symbols(p) for p in chain))
+        if len([n for n in VARIABLE_NAMES if n not in used]) < 2 * (K - 1):
+            return Rejection("check4_names_length", "name_collision", "not enough free variable names")
+        if sum(len(p.question) for p in chain) + 160 * (K - 1) > self.max_chars:
+            return Rejection("check4_names_length", "too_long", f"the problems alone exceed {self.max_chars} chars")
+        return None
+
+    # -- model calls ------------------------------------------------------------------------
+    def _request(self, system: str, user: str, schema: dict[str, Any]) -> ChatRequest:
+        c = self.config
+        return ChatRequest.user(user, system=system, temperature=c.temperature, top_p=c.top_p,
+                                max_tokens=c.max_tokens, seed=self.seed, json_schema=schema)
+
+    async def _ask(self, req: ChatRequest) -> ChatResponse:
+        # identical requests in flight at once share one call
+        key = tuple(m["content"] for m in req.messages)  # all other fields are fixed per composer
+        fut = self._inflight.get(key)
+        if fut is None:
+            fut = asyncio.ensure_future(self.backend.chat(req))
+            self._inflight[key] = fut
+            fut.add_done_callback(lambda _f, k=key: self._inflight.pop(k, None))
+        return await asyncio.shield(fut)
+
+    async def _call(self, req: ChatRequest, usage: Usage) -> ChatResponse | Rejection:
+        try:
+            resp = await self._ask(req)
+        except RequestRefused:
+            raise  # every candidate would fail alike: the executor stops the run
+        except ChatError as e:
+            usage.requests += 1
+            return Rejection("llm_call", f"llm_{e.kind}", e.detail[:300])
+        usage.add(resp)
+        return resp
+
+    async def _ask_json(self, name: str, schema: dict[str, Any], what: str, usage: Usage,
+                        **slots: str) -> dict[str, Any] | Rejection:
+        """One call with prompt ``name`` (and its ``_system`` prompt); its JSON object."""
+        user = fill(load_prompt(name), **slots)
+        resp = await self._call(self._request(load_prompt(name + "_system"), user, schema), usage)
+        if isinstance(resp, Rejection):
+            return resp
+        return steps.read_reply(resp, schema, what)
+
+    # -- one link: propose, read exactly, verify where needed ------------------------------
+    async def _link(self, earlier: Problem, later: Problem, usage: Usage) -> Draft | Rejection:
+        obj = await self._ask_json("llm_propose", PROPOSE_SCHEMA, "output", usage,
+                                   Q1=earlier.question, GT1=earlier.answer, Q2=later.question)
+        if isinstance(obj, Rejection):
+            return obj
+        f = steps.proposal_fields(obj)
+        if isinstance(f, Rejection):
+            return f
+        d = Draft(earlier, later, f)
+        for step in steps.LINK_STEPS:
+            rej = step(d, self.config.max_definition_chars)
+            if rej is not None:
+                return rej
+        rej = steps.check_position(d, self._allowed(later).get(d.literal, frozenset()), self.config.verify)
+        if rej is not None:
+            return rej
+        if not steps.needs_verification(d, self.config.verify):
+            return d
+        if self.config.verify == "never":  # only what exact checks decide is kept
+            return steps.unverifiable(d)
+        vobj = await self._ask_json("llm_verify", VERIFY_SCHEMA, "verification", usage,
+                                    Q1=earlier.question, GT1=earlier.answer, DEFINITION=d.definition,
+                                    Q2=later.question, REWRITTEN=d.rewritten, LITERAL=d.literal)
+        if isinstance(vobj, Rejection):
+            return vobj
+        return steps.apply_verification(d, vobj, self.config.verify) or d
+
+    # -- one chain ----------------------------------------------------------------------
+    async def acompose(self, chain: Sequence[Problem], candidate_id: str, usage: Usage | None = None) -> Problem | Rejection:
+        """``SPC(q1..qK) = Compose(q1, SPC(q2..qK))`` for one candidate chain; ``usage``
+        receives the requests and tokens it cost."""
+        usage = usage if usage is not None else Usage()
+        pre = self._prefilter(chain)
+        if pre is not None:
+            return pre
+        K = len(chain)
+        props: list[Draft] = [None] * (K - 1)  # type: ignore[list-item]
+        for k in reversed(range(K - 1)):  # innermost link first; stop at the first failure
+            res = await self._link(chain[k], chain[k + 1], usage)
+            if isinstance(res, Rejection):
+                return Rejection(res.stage, res.reason, f"link {k + 1}: {res.detail}")
+            props[k] = res
+            # a middle problem has a definition (link k+1) and a replaced constant (link k):
+            # a definition that restates the constant would give the variable away
+            if k + 1 <= K - 2 and re.search(r"(?<![\w.])" + re.escape(res.literal) + r"(?![\w.])", props[k + 1].definition):
+                return Rejection("check1_v1", "definition_reveals_constant",
+                                 f"link {k + 2}: the definition restates {res.literal!r}, which link {k + 1} replaced")
+        return self._assemble(chain, candidate_id, props)
+
+    def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
+        """The engine contract, synchronously: one chain on the composer's own event loop."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(self.acompose(chain, candidate_id))
+
+    def _assemble(self, chain: Sequence[Problem], cid: str, props: Sequence[Draft]) -> Problem | Rejection:
+        K = len(chain)
+        used = frozenset().union(*(self._symbols(p) for p in chain), *(symbols_used(p.definition) for p in props))
+        free = [n for n in VARIABLE_NAMES if n not in used]
+        if len(free) < 2 * (K - 1):
+            return Rejection("check4_names_length", "name_collision", f"only {len(free)} free variable names for {K - 1} links")
+        segments = [chain[0].question]
+        glues, links = [], []
+        for k, p in enumerate(props):
+            x, y = free[2 * k], free[2 * k + 1]
+            segments.append(_substitute(p, y))
+            d, direction, d_abs_latex, d_latex = relation(p.v1, p.v2)
+            # check 3 by a second path: the written relation parses back to d, v1 - d == v2
+            written = sympy.Integer(0) if direction == "equal" else parse_number(d_abs_latex)
+            if written is None:
+                return Rejection("check3_relation", "relation_unparsable", f"link {k + 1}: cannot read d from {d_abs_latex!r}")
+            written = written if direction != "more" else -written
+            if not exact_equal(written, d) or not exact_equal(p.v1 - written, p.v2):
+                return Rejection("check3_relation", "relation_mismatch", f"link {k + 1}: written {written}, d {d}")
+            glues.append(spc.definition_glue(x, y, p.definition, d_abs_latex, direction))
+            links.append(Link(x=x, y=y, v1_latex=render_latex(p.v1), v1_expr=expr_str(p.v1), v2_literal=p.literal,
+                              v2_expr=rat_str(p.v2), d_latex=d_latex, d_expr=expr_str(d),
+                              v2_offset=p.offsets[0] if p.offsets else -1))
+        text = segments[0]
+        for g, seg in zip(glues, segments[1:]):
+            text = spc.join(text, g, seg)
+        if len(text) > self.max_chars:
+            return Rejection("check4_names_length", "too_long", f"{len(text)} chars > {self.max_chars}")
+        backend = self.backend
+        composed = Problem.new(
+            text, chain[-1].answers, source="compose:llm", depth=K, parents=tuple(p.id for p in chain),
+            links=tuple(links), engine="llm",
+            metadata={
+                "candidate": cid,
+                "parent_sources": [p.source for p in chain],
+                "parent_metadata": [dict(p.metadata) for p in chain],
+                "definitions": [p.definition for p in props],
+                "v1_from": ["answer" if p.v1_whole else "part_of_answer" for p in props],
+                "rephrased": [p.rephrased for p in props],
+                "verified_by": [p.verified_by for p in props],
+                "llm_model": backend.model if backend.name != "local_hf" else Path(backend.model).name,
+            },
+        )
+        return run_checks(composed, chain, self.max_chars) or composed
+
+
+def _substitute(p: Draft, y: str) -> str:
+    """The rewritten later problem with each ``<VAR>`` replaced by Y's token (right to left,
+    so earlier positions stay valid)."""
+    restored = p.rewritten.replace(MARKER, p.literal)
+    text = p.rewritten
+    starts = [m.start() for m in re.finditer(re.escape(MARKER), text)]
+    shift = len(p.literal) - len(MARKER)
+    for i in reversed(range(len(starts))):
+        s = starts[i]
+        tail = text[s + len(MARKER) : s + len(MARKER) + 12]
+        token = spc.variable_token(y, in_math(restored, s + i * shift), tail)
+        text = text[:s] + token + text[s + len(MARKER) :]
+    return text
+
+
+@dataclass
+class AutoComposer:
+    """``auto``: the symbolic engine where it composes the chain, the LLM engine elsewhere.
+
+    The symbolic half keeps its default naturalness rules (as it always has in ``auto``)."""
+
+    symbolic: Any
+    llm: LLMComposer
+    name: str = "auto"
+    resumable = True
+
+    @classmethod
+    def from_config(cls, config: Any, llm_config: LLMComposeConfig | None = None,
+                    backend: ChatBackend | None = None) -> AutoComposer:
+        symbolic = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars)
+        return cls(symbolic, LLMComposer.from_config(config, llm_config, backend))
+
+    @property
+    def config(self) -> LLMComposeConfig:
+        return self.llm.config
+
+    @property
+    def backend(self) -> ChatBackend | None:
+        return self.llm.backend
+
+    @property
+    def seed(self) -> int:
+        return self.llm.seed
+
+    @property
+    def max_chars(self) -> int:
+        return self.llm.max_chars
+
+    def open(self, out: Path) -> tuple[ChatBackend, Any]:
+        return self.llm.open(out)
+
+    def eligible(self, p: Problem, position: int, depth: int) -> bool:
+        return self.llm.eligible(p, position, depth) or self.symbolic.eligible(p, position, depth)
+
+    async def acompose(self, chain: Sequence[Problem], candidate_id: str, usage: Usage | None = None) -> Problem | Rejection:
+        """The symbolic record when the symbolic engine accepts the chain, else the LLM's."""
+        if all(self.symbolic.eligible(p, k, len(chain)) for k, p in enumerate(chain)):
+            res = self.symbolic.compose(chain, candidate_id)
+            if isinstance(res, Problem):
+                return res
+        return await self.llm.acompose(chain, candidate_id, usage)
+
+    def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
+        if self.llm._loop is None:
+            self.llm._loop = asyncio.new_event_loop()
+        return self.llm._loop.run_until_complete(self.acompose(chain, candidate_id))

@@ -1,0 +1,103 @@
+"""The LLM engine's settings (one frozen dataclass; ``crl compose`` flags are generated from
+its fields) and the chat backend they name."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from composition_rl.backends.base import CHAT_BACKENDS, ChatBackend
+
+__all__ = ["STRUCTURED", "VERIFY_MODES", "LLMComposeConfig", "build_backend"]
+
+VERIFY_MODES = ("auto", "always", "never")
+STRUCTURED = ("auto", "json_schema", "json_object", "none")
+
+
+def _h(help_: str, **more: Any) -> dict[str, Any]:
+    return {"help": help_, **more}
+
+
+@dataclass(frozen=True)
+class LLMComposeConfig:
+    """How the LLM engine talks to its model (each field's help is its documentation; the
+    API key is read from ``OPENAI_API_KEY`` only and is never part of the config)."""
+
+    backend: str = field(default="openai", metadata=_h(
+        "chat backend: openai (any OpenAI-compatible endpoint) or local_hf (a local transformers "
+        "model directory)", flag="--llm-backend", choices=CHAT_BACKENDS.names))
+    base_urls: tuple[str, ...] = field(default=(), metadata=_h(
+        "OpenAI-compatible base URL, e.g. http://host:8000/v1 (repeatable; least-loaded balancing)",
+        flag="--base-url", append=True, metavar="URL"))
+    model: str = field(default="", metadata=_h(
+        "served model name, or a model directory for --llm-backend local_hf", no_default_in_help=True))
+    concurrency: int = field(default=64, metadata=_h("requests in flight"))
+    timeout_s: float = field(default=120.0, metadata=_h("per-request timeout in seconds", flag="--timeout"))
+    max_retries: int = field(default=6, metadata=_h("retries on timeouts, 5xx, 429, connection errors"))
+    temperature: float = field(default=0.1, metadata=_h("sampling temperature (paper, Section 3.4: 0.1)"))
+    top_p: float = field(default=0.7, metadata=_h("nucleus mass (paper: 0.7)"))
+    max_tokens: int = field(default=2048, metadata=_h(
+        "most tokens per reply; a reply cut off there is a counted rejection"))
+    structured: str = field(default="auto", metadata=_h(
+        "how JSON output is requested: auto (json_schema, else json_object with a schema, else the "
+        "prompt alone, as the server accepts), or one of them", choices=STRUCTURED))
+    verify: str = field(default="auto", metadata=_h(
+        "verification calls: auto (only where exact checks cannot decide), always (one per link, "
+        "the paper's stricter self-check), never", choices=VERIFY_MODES))
+    cache: str | None = field(default=None, metadata=_h(
+        "response cache file (default OUT/llm_cache.jsonl)", type=str))
+    no_cache: bool = field(default=False, metadata=_h("do not cache responses"))
+    device: str = field(default="auto", metadata=_h("device for --llm-backend local_hf", no_default_in_help=True))
+    max_definition_chars: int = field(default=300, metadata=_h("longest accepted definition", cli=False))
+
+    def __post_init__(self) -> None:
+        bad = []
+        if self.backend not in CHAT_BACKENDS:
+            bad.append(f"backend={self.backend!r} ({' or '.join(CHAT_BACKENDS.names())})")
+        if not self.model:
+            bad.append("model is empty (pass --model)")
+        if self.concurrency < 1:
+            bad.append(f"concurrency={self.concurrency} (must be >= 1)")
+        if self.timeout_s <= 0:
+            bad.append(f"timeout_s={self.timeout_s} (must be > 0)")
+        if self.max_retries < 0:
+            bad.append(f"max_retries={self.max_retries} (must be >= 0)")
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            bad.append(f"temperature={self.temperature}, top_p={self.top_p} (need >= 0 and (0, 1])")
+        if self.max_tokens < 16:
+            bad.append(f"max_tokens={self.max_tokens} (must be >= 16)")
+        if self.structured not in STRUCTURED:
+            bad.append(f"structured={self.structured!r} (one of {', '.join(STRUCTURED)})")
+        if self.verify not in VERIFY_MODES:
+            bad.append(f"verify={self.verify!r} (one of {', '.join(VERIFY_MODES)})")
+        if bad:
+            raise ValueError("invalid LLM engine settings: " + "; ".join(bad))
+
+    def public(self) -> dict[str, Any]:
+        """Settings for stats.json (the key is never part of the config)."""
+        d = asdict(self)
+        d["base_urls"] = [re.sub(r"//[^/@]*@", "//", u) for u in self.base_urls]
+        return d
+
+
+def build_backend(cfg: LLMComposeConfig, cache: Any | None) -> ChatBackend:
+    """The chat backend ``cfg`` names, with ``cache`` attached."""
+    from composition_rl.backends.base import build_chat_backend
+
+    if cfg.backend == "openai":
+        if not cfg.base_urls:
+            raise ValueError(
+                "the openai backend needs an endpoint: pass --base-url URL (repeatable)"
+            )
+        return build_chat_backend(
+            "openai",
+            base_urls=list(cfg.base_urls),
+            model=cfg.model,
+            concurrency=cfg.concurrency,
+            timeout_s=cfg.timeout_s,
+            max_retries=cfg.max_retries,
+            structured=cfg.structured,
+            cache=cache,
+        )
+    return build_chat_backend("local_hf", model=cfg.model, device=cfg.device, cache=cache)

@@ -1,0 +1,122 @@
+"""The numbers the LLM engine reads: English cardinals, the numbers inside a compound answer,
+and sub-step 3 (``d = v1 - v2``) on the sympy values a model's reply parses to.
+
+Equality is :func:`composition_rl.values.exact_equal` and math mode is
+:func:`composition_rl.values.in_math`, shared with the symbolic engine and the checks.
+``relation`` differs from :func:`composition_rl.values.render_offset` on purpose: v1 here may
+be any sympy value read from a reply (a part of a tuple, an interval end), while
+``render_offset`` works on the symbolic engine's cached (Fraction, radical part) split.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import sympy
+
+from composition_rl.values import parse_answer_value, parse_number, render_latex
+
+__all__ = ["NUM_IN_TEXT", "answer_numbers", "expr_str", "has_constant", "has_number", "rat_str", "relation", "word_number"]
+
+_ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
+_TENS = {
+    w: 10 * (i + 2)
+    for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
+}
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
+
+
+def word_number(text: str) -> int | None:
+    """A cardinal written in English words.
+
+    >>> word_number("five"), word_number("Twenty-three"), word_number("two hundred five"), word_number("lots")
+    (5, 23, 205, None)
+    """
+    words = re.split(r"[\s-]+", text.strip().lower().replace(" and ", " "))
+    if not words or words == [""]:
+        return None
+    total = cur = 0
+    seen = False
+    for w in words:
+        if w in _ONES:
+            cur += _ONES.index(w)
+        elif w in _TENS:
+            cur += _TENS[w]
+        elif w in _SCALES and seen:
+            scale = _SCALES[w]
+            if scale == 100:
+                cur *= 100
+            else:
+                total += cur * scale
+                cur = 0
+        else:
+            return None
+        seen = True
+    return total + cur
+
+
+NUM_IN_TEXT = re.compile(r"\\[dt]?frac\s*\{\s*-?\d+\s*\}\s*\{\s*\d+\s*\}|\d+(?:\.\d+)?")
+
+
+@lru_cache(maxsize=65536)
+def answer_numbers(answer: str) -> tuple[sympy.Expr | None, tuple[sympy.Expr, ...]]:
+    """(exact value of the whole answer or None, the numbers written inside it, with signs).
+
+    >>> answer_numbers("(3,-1)")
+    (None, (3, -1, 1))
+    >>> answer_numbers("7x+10")[1]
+    (7, 10)
+    """
+    av = parse_answer_value(answer)
+    parts: list[sympy.Expr] = []
+    for m in NUM_IN_TEXT.finditer(answer):
+        v = parse_number(m.group())
+        if v is None:
+            continue
+        neg = answer[: m.start()].rstrip().endswith("-")
+        for x in (-v, v) if neg else (v,):
+            if x not in parts:
+                parts.append(x)
+    return (av.value if av is not None else None), tuple(parts)
+
+
+def has_number(text: str) -> bool:
+    return bool(re.search(r"\d", text))
+
+
+_WORD_RE = re.compile(
+    r"\b(?:" + "|".join(sorted(_ONES + list(_TENS), key=len, reverse=True)) + r")\b", re.I
+)
+
+
+def has_constant(text: str) -> bool:
+    return has_number(text) or bool(_WORD_RE.search(text))
+
+
+def relation(v1: sympy.Expr, v2: sympy.Rational) -> tuple[sympy.Expr, str, str, str]:
+    r"""Sub-step 3 exactly: ``d = v1 - v2`` with (d, direction, |d| LaTeX, d LaTeX).
+
+    >>> relation(sympy.Integer(7), sympy.Integer(1))
+    (6, 'less', '6', '6')
+    >>> print(*relation(sympy.Rational(1, 2), sympy.Integer(2))[1:])
+    more \frac{3}{2} -\frac{3}{2}
+    """
+    d = sympy.nsimplify(v1 - v2) if v1.has(sympy.Float) else v1 - v2
+    if d == 0:
+        return d, "equal", "0", "0"
+    if d.is_Rational:  # the common case, without sympy's assumption system
+        pos = d > 0
+        return d, ("less" if pos else "more"), render_latex(d if pos else -d), render_latex(d)
+    pos = d.is_positive
+    if pos is None:  # sympy could not decide symbolically: decide numerically at high precision
+        pos = bool(d.evalf(60) > 0)
+    return d, ("less" if pos else "more"), render_latex(d if pos else -d), render_latex(d)
+
+
+def rat_str(v: sympy.Rational) -> str:
+    return str(v.p) if v.q == 1 else f"{v.p}/{v.q}"
+
+
+def expr_str(v: sympy.Expr) -> str:
+    return rat_str(v) if v.is_Rational else sympy.sstr(v)

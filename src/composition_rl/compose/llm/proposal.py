@@ -1,0 +1,213 @@
+"""One link ``q_k -> q_{k+1}`` of the LLM engine, read and checked step by step.
+
+The model's proposal (one JSON reply: v1, a definition, the constant, ``q_{k+1}`` rewritten
+with ``<VAR>``) becomes a :class:`Draft`; each step below reads one part of it exactly (sympy,
+no model) and returns a :class:`~composition_rl.compose.base.Rejection` or None. The
+composer (:mod:`composition_rl.compose.llm.composer`) runs them in order and asks the model
+the verification question only when :func:`needs_verification` says the exact checks
+cannot decide.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from composition_rl.backends.base import ChatResponse
+from composition_rl.compose.base import Rejection
+from composition_rl.compose.llm.numbers import NUM_IN_TEXT, answer_numbers, word_number
+from composition_rl.compose.llm.prompts import MARKER, PROPOSE_SCHEMA, parse_json_object
+from composition_rl.records import Problem
+from composition_rl.values import exact_equal, in_math, parse_answer_value, parse_number
+
+__all__ = ["Draft", "Usage", "LINK_STEPS", "needs_verification", "read_reply", "apply_verification"]
+
+
+@dataclass
+class Usage:
+    """What one candidate cost: requests it needed and the tokens of their replies."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, resp: ChatResponse) -> None:
+        self.requests += 1
+        self.prompt_tokens += resp.prompt_tokens
+        self.completion_tokens += resp.completion_tokens
+
+
+@dataclass
+class Draft:
+    """A link as the steps fill it in (the proposal's text fields in ``f``)."""
+
+    earlier: Problem
+    later: Problem
+    f: dict[str, str]
+    v1: Any = None
+    v1_whole: bool = False
+    definition: str = ""
+    literal: str = ""
+    rewritten: str = ""
+    v2: Any = None
+    v2_from_words: bool = False
+    offsets: tuple[int, ...] = ()  # literal offsets in the original later text (exact round trip)
+    rephrased: bool = False
+    verified_by: str = "symbolic"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def read_reply(resp: ChatResponse, schema: dict[str, Any], what: str) -> dict[str, Any] | Rejection:
+    """The JSON object of a reply, or the rejection for a reply that has none (``what`` is
+    "output" or "verification": the reason names which call failed)."""
+    obj = parse_json_object(resp.text)
+    if obj is None:
+        cut = resp.choices[0].finish_reason == "length"
+        reason = f"truncated_{what}" if cut else f"malformed_{what}"
+        return Rejection("llm_output", reason, f"no JSON object in reply: {resp.text[:160]!r}")
+    return obj
+
+
+def proposal_fields(obj: dict[str, Any]) -> dict[str, str] | Rejection:
+    """The proposal's required fields as stripped text."""
+    missing = [k for k in PROPOSE_SCHEMA["required"]
+               if not isinstance(obj.get(k), (str, int, float)) or isinstance(obj.get(k), bool)]
+    if missing:
+        return Rejection("llm_output", "malformed_output", f"missing or non-text field(s): {', '.join(missing)}")
+    return {k: str(obj[k]).strip() for k in PROPOSE_SCHEMA["required"]}
+
+
+# -- sub-step 1: v1 must come from the answer, exactly ---------------------------------------
+def read_v1(d: Draft, max_definition_chars: int) -> Rejection | None:
+    f = d.f
+    v1 = parse_number(f["v1"].strip("$ "))
+    if v1 is None:  # "108 degrees", "\\$3.50": the number without its unit
+        av = parse_answer_value(f["v1"])
+        v1 = av.value if av is not None else None
+    if v1 is None:
+        return Rejection("check1_v1", "v1_unparsable", f"v1 {f['v1'][:80]!r} is not an exact number")
+    parts: list[sympy.Expr] = []
+    for a in d.earlier.answers:
+        value, ps = answer_numbers(a)
+        if value is not None and exact_equal(value, v1):
+            d.v1_whole = True
+            break
+        parts.extend(ps)
+    if not d.v1_whole and not any(exact_equal(p, v1) for p in parts):
+        return Rejection("check1_v1", "v1_not_in_answer",
+                         f"v1 {f['v1'][:80]!r} is neither the answer {d.earlier.answer[:80]!r} nor a number in it")
+    d.v1 = v1
+    return None
+
+
+def read_definition(d: Draft, max_definition_chars: int) -> Rejection | None:
+    definition = (re.sub(r"^\s*let\s+\$?[A-Za-z]\$?\s+(?:be|denote)\s+", "", d.f["definition"], flags=re.I)
+                  .strip().rstrip(".").strip())
+    if (not definition or len(definition) > max_definition_chars or "\n" in definition
+            or MARKER in definition or definition.replace("\\$", "").count("$") % 2):
+        return Rejection("check1_v1", "definition_invalid", f"definition {definition[:120]!r}")
+    for m in NUM_IN_TEXT.finditer(definition):
+        v = parse_number(m.group())
+        if v is not None and exact_equal(v, d.v1) and m.group() not in d.earlier.question:
+            return Rejection("check1_v1", "definition_leaks_value", f"definition states the value: {definition[:120]!r}")
+    d.definition = definition
+    return None
+
+
+# -- sub-step 2: the constant and the rewritten later problem ---------------------------------
+def read_constant(d: Draft, max_definition_chars: int) -> Rejection | None:
+    literal = d.f["constant"].strip().strip("$").strip()
+    d.rewritten = d.f["rewritten"]
+    if not literal or literal not in d.later.question:
+        return Rejection("constant", "constant_not_in_problem", f"constant {literal[:40]!r} does not occur in the problem")
+    if MARKER not in d.rewritten:
+        return Rejection("constant", "marker_missing", "the rewritten problem has no <VAR>")
+    v2 = parse_number(literal)
+    if v2 is None:
+        w = word_number(literal)
+        if w is not None:
+            v2 = sympy.Integer(w)
+        else:
+            v2 = parse_number(d.f["constant_value"].strip("$ "))
+            d.v2_from_words = True
+    if v2 is None:
+        return Rejection("constant", "v2_unparsable", f"constant {literal[:40]!r} has no readable value")
+    if not v2.is_Rational:
+        return Rejection("constant", "v2_not_rational", f"constant {literal[:40]!r} = {v2} is not rational")
+    d.literal, d.v2 = literal, v2
+    return None
+
+
+LINK_STEPS: tuple[Callable[[Draft, int], Rejection | None], ...] = (read_v1, read_definition, read_constant)
+"""The steps that need nothing but the draft, in order (the position check needs the later
+problem's allowed offsets and the verify mode: :func:`check_position`)."""
+
+
+def check_position(d: Draft, allowed: frozenset[int], verify: str) -> Rejection | None:
+    """Putting the constant back must give the later problem at positions the symbolic rules
+    allow; a rephrased problem is left to the verification call (unless ``verify`` never)."""
+    later, literal = d.later.question, d.literal
+    restored = d.rewritten.replace(MARKER, literal)
+    d.rephrased = restored != later
+    if d.rephrased:
+        if verify == "never":
+            return Rejection("check2_substitution", "substitution_mismatch",
+                             "restoring the constant does not give the original text")
+        ratio = len(restored) / max(1, len(later))
+        if not 0.5 <= ratio <= 2.0:
+            return Rejection("check2_substitution", "substitution_mismatch",
+                             f"the rewritten problem is {ratio:.2f}x the original length")
+        return None
+    shift = len(literal) - len(MARKER)
+    starts = [m.start() for m in re.finditer(re.escape(MARKER), d.rewritten)]
+    d.offsets = tuple(s + i * shift for i, s in enumerate(starts))
+    for off in d.offsets:
+        if off in allowed:
+            continue
+        before = later[off - 1 : off] if off else " "
+        after = later[off + len(literal) : off + len(literal) + 1] or " "
+        is_word = parse_number(literal) is None and re.fullmatch(r"[A-Za-z][A-Za-z -]*", literal) is not None
+        if is_word and not before.isalnum() and not after.isalnum() and not in_math(later, off):
+            continue
+        return Rejection("constant", "constant_not_allowed",
+                         f"{literal!r} at offset {off} is in a figure, a subscript or label, a year, or part of a larger number")
+    return None
+
+
+# -- the verification sub-step ------------------------------------------------------------------
+def needs_verification(d: Draft, verify: str) -> bool:
+    """Whether the link needs the verification call: always, or where exact checks cannot
+    decide (v1 from inside a compound answer, a rephrased problem, a constant in words)."""
+    return verify == "always" or not d.v1_whole or d.rephrased or d.v2_from_words
+
+
+def unverifiable(d: Draft) -> Rejection:
+    """Why a link that needs verification is dropped under ``--verify never``."""
+    if not d.v1_whole:
+        return Rejection("check1_v1", "definition_unverified", "v1 is part of a compound answer and --verify never")
+    return Rejection("constant", "v2_unverified", f"{d.literal!r} cannot be read by program and --verify never")
+
+
+def apply_verification(d: Draft, vobj: dict[str, Any], verify: str) -> Rejection | None:
+    """Compare the values the model read off (definition, constant) with ours, in sympy."""
+    always = verify == "always"
+    if always or not d.v1_whole:
+        dv = parse_number(str(vobj.get("definition_value", "")).strip("$ "))
+        if dv is None or not exact_equal(dv, d.v1):
+            return Rejection("check1_v1", "definition_rejected",
+                             f"the definition reads as {str(vobj.get('definition_value'))[:40]!r}, not {d.f['v1'][:40]!r}")
+    if always or d.rephrased:
+        same = vobj.get("same_problem")
+        if not (same is True or str(same).strip().lower() == "true"):
+            return Rejection("check2_substitution", "rephrase_rejected", "the rewritten problem is not the same problem")
+    if always or d.v2_from_words:
+        cv = parse_number(str(vobj.get("constant_value", "")).strip("$ "))
+        if cv is None or not exact_equal(cv, d.v2):
+            return Rejection("check2_substitution", "v2_value_mismatch",
+                             f"{d.literal!r} reads as {str(vobj.get('constant_value'))[:40]!r}, not {d.v2}")
+    d.verified_by = "llm"
+    return None

@@ -1,0 +1,373 @@
+"""The composition executor: one entry, :func:`run_compose`, for every registered engine.
+
+It owns what is the same for all engines: the output lock, the engine built from the
+registry, the pools (:func:`engine_pools`), the funnel and ``stats.json``, and the progress
+bar. Two ways of running share it:
+
+* a sync engine that is cheap per chain (``symbolic``) runs in-process or in forked workers
+  over ranges of chain numbers (:func:`_run_batch`); an interrupted run leaves no output
+  and is simply run again (it is fast);
+* an engine with ``resumable = True`` (``llm``, ``auto``) runs many chains at once on an
+  event loop and journals each finished candidate (:mod:`composition_rl.compose.journal`),
+  so a rerun resumes where a crash stopped.
+
+Outputs in ``out_dir``: ``composed.jsonl`` (accepted records), ``rejected.jsonl`` (one
+``Rejection.row`` per dropped chain, in candidate order), ``input_rejects.jsonl`` and
+``stats.json``. The same inputs and config give byte-identical ``composed.jsonl`` and
+``rejected.jsonl``; in ``stats.json`` only the timing fields vary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gc
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from composition_rl.compose.base import CHECK_STAGES, COMPOSERS, FUNNEL_STAGES, Rejection, Stage
+from composition_rl.compose.pools import (
+    build_pools,
+    candidate_id,
+    count_candidates,
+    iter_candidates,
+    iter_index_chains,
+    iter_index_range,
+)
+from composition_rl.compose.spill import OrderedOutput, Spill
+from composition_rl.io.files import (
+    atomic_open,
+    atomic_write_json,
+    atomic_write_jsonl,
+    dumps,
+    permute_lines,
+)
+from composition_rl.progress import ProgressBar
+from composition_rl.records import Problem
+
+__all__ = ["OutputBusy", "Stage", "build_engine", "engine_pools", "execute", "funnel", "is_resumable", "lock_output", "run_compose"]
+
+
+def build_engine(config: Any, **engine_kw: Any) -> Any:
+    """The engine ``config.engine`` names, from the registry (``engine_kw``: ``llm_config``,
+    ``backend`` for the model-backed engines)."""
+    cls = COMPOSERS.load(config.engine)
+    if not is_resumable(config.engine):  # a batch engine takes no model settings
+        return cls.from_config(config)
+    return cls.from_config(config, **engine_kw)
+
+
+def is_resumable(name: str) -> bool:
+    """Whether engine ``name`` runs on the journaled path (a model behind it; its runs resume)."""
+    return bool(getattr(COMPOSERS.load(name), "resumable", False))
+
+
+def engine_pools(engine: Any, problems: Sequence[Problem], first_pool: Sequence[Problem] | None,
+                 config: Any) -> list[list[Problem]]:
+    """The candidate pools for ``engine`` (Section 3.4): positions 1..K-1 sampled among the
+    problems the engine can place there, the last position the full set; q1 from
+    ``first_pool`` when given (cross-domain, Section 4.4). An engine that ranks pool partners
+    (``pool_flaw``) and reports on them (``pool_report``) gets both."""
+    first = first_pool if first_pool is not None else problems
+    sets = [first] + [problems] * (config.depth - 1)
+    depth = config.depth
+    flaw = getattr(engine, "pool_flaw", None)
+    return build_pools(sets, config.sizes, config.seed, lambda p, k: engine.eligible(p, k, depth),
+                       flaw=(lambda p, k: flaw(p, k, depth)) if flaw is not None else None,
+                       report=getattr(engine, "pool_report", None))
+
+
+def funnel(candidates: int, rejected_by_stage: dict[str, int], stages: Sequence[str] = FUNNEL_STAGES) -> list[dict[str, Any]]:
+    """What survives each stage, in order (seed 000, Appendix D: 240K -> 231K -> 200K -> 199K)."""
+    rows = [{"stage": "candidates", "kept": candidates}]
+    kept = candidates
+    for s in stages:
+        kept -= rejected_by_stage.get(s, 0)
+        rows.append({"stage": s, "kept": kept})
+    return rows
+
+
+def config_stats(config: Any, drop: Sequence[str] = ()) -> dict[str, Any]:
+    """A ``ComposeConfig`` as stats.json writes it (tuples as lists)."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items() if k not in drop}
+
+
+def run_compose(
+    problems: Sequence[Problem],
+    config: Any,
+    out_dir: str | os.PathLike,
+    first_pool: Sequence[Problem] | None = None,
+    inputs: dict[str, Any] | None = None,
+    input_rejects: Sequence[dict[str, Any]] = (),
+    progress: bool = True,
+    llm_config: Any = None,
+    backend: Any = None,
+) -> dict[str, Any]:
+    """Compose and write ``composed.jsonl``, ``rejected.jsonl``, ``input_rejects.jsonl`` and
+    ``stats.json`` into ``out_dir`` while holding its lock; returns the stats.
+
+    Args:
+        config: a :class:`~composition_rl.compose.pipeline.ComposeConfig`; its ``engine``
+            is looked up in :data:`~composition_rl.compose.base.COMPOSERS`.
+        llm_config: the model settings for ``llm``/``auto``
+            (:class:`~composition_rl.compose.llm.LLMComposeConfig`).
+        backend: a ready chat backend (tests, benchmarks) instead of one built from
+            ``llm_config``.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with lock_output(out):
+        return execute(problems, config, out, first_pool, inputs, input_rejects, progress,
+                       llm_config=llm_config, backend=backend)
+
+
+def execute(problems, config, out: Path, first_pool=None, inputs=None, input_rejects=(), progress=True,
+            **engine_kw: Any) -> dict[str, Any]:
+    """:func:`run_compose` without taking the lock (the caller holds it, or owns ``out``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    if not is_resumable(config.engine):
+        return _run_batch(problems, config, out, first_pool, inputs, input_rejects, progress)
+    engine = build_engine(config, **engine_kw)
+    pools = engine_pools(engine, problems, first_pool, config)
+    upper = count_candidates(pools)
+    total = min(upper, config.max_candidates) if config.max_candidates else upper
+    atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
+    extra = {"config": config_stats(config), "pools": [len(p) for p in pools], "inputs": inputs or {},
+             "input_rejects": len(input_rejects)}
+    from composition_rl.compose.journal import run_journaled
+
+    return run_journaled(engine, iter_candidates(pools, config.seed, config.max_candidates), out,
+                         config.engine, total=total, progress=progress, extra_stats=extra)
+
+
+# ---------------------------------------------------------------------------------------
+# the batch path: a sync engine, in-process or in forked workers
+# ---------------------------------------------------------------------------------------
+_CHUNK = 2048
+_SYNC_BYTES = 32 << 20  # composed.jsonl bytes written between overlapped fsyncs
+_STATE: tuple[Any, list[list[Problem]], Any] | None = None  # (engine, pools, spill), set before the fork
+
+
+def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progress) -> dict[str, Any]:
+    from composition_rl.compose.pipeline import output_order
+
+    t0 = time.perf_counter()
+    engine = build_engine(config)
+    pools = engine_pools(engine, problems, first_pool, config)
+    upper = count_candidates(pools)
+    total = min(upper, config.max_candidates) if config.max_candidates else upper
+    workers = _worker_count(config.workers, total)
+
+    counts: Counter[str] = Counter()
+    stages: Counter[str] = Counter()
+    tally: Counter[str] = Counter()  # offset kinds of the accepted links
+    n = accepted = 0
+    if config.max_candidates is None or config.max_candidates >= upper:
+        # the whole product: each task is a range of chain numbers that the worker enumerates
+        chunks = (range(a, min(a + _CHUNK, upper)) for a in range(0, upper, _CHUNK))
+    else:  # a sample: the parent draws it and sends the chains
+        chunks = _chunks(iter_index_chains(pools, config.seed, config.max_candidates), _CHUNK)
+    global _STATE
+    pool = spill = None
+    bar = ProgressBar("composing", total, enabled=progress, fields={"accepted": 0})
+    # The loaded problems, pools and caches live for the whole run: keep the cyclic GC from
+    # re-walking them on every full collection (it cost about a third of the run time), and
+    # share them copy-on-write with the forked workers. unfreeze() in the finally undoes it.
+    gc.freeze()
+    try:
+        if workers > 1:
+            # workers leave their accepted lines in spill files beside the output (compose/spill.py)
+            spill = Spill(tempfile.mkdtemp(prefix=".compose-parts-", dir=out))
+            _STATE = (engine, pools, spill)  # before the fork: the workers inherit it
+            pool = multiprocessing.get_context("fork").Pool(workers, initializer=_worker_init)
+        else:
+            _STATE = (engine, pools, None)
+        results = pool.imap(_compose_chunk, chunks) if pool is not None else map(_compose_chunk, chunks)
+        with (
+            atomic_open(out / "composed.jsonl", "wb") as fa,
+            atomic_open(out / "rejected.jsonl", "wb") as fr,
+            contextlib.closing(OrderedOutput(fa.fileno())) as composed,
+        ):
+            unsynced = 0
+            for n_acc, acc, rej_blob, rej_keys, links in results:
+                tally.update(links)
+                # bytes (in-process) or a (spill file, offset, length) range a worker wrote
+                written = composed.write(acc) if isinstance(acc, bytes) else composed.copy_range(*acc)
+                fr.write(rej_blob)
+                unsynced += written
+                if unsynced >= _SYNC_BYTES:
+                    # flush to disk while the workers compose the next chunks, so that the
+                    # closing fsync (atomic_open) finds little left to write
+                    os.fsync(fa.fileno())
+                    unsynced = 0
+                for stage, reason in rej_keys:
+                    counts[reason] += 1
+                    stages[stage] += 1
+                n += n_acc + len(rej_keys)
+                accepted += n_acc
+                bar.update(n, accepted=accepted)
+    finally:
+        bar.close()
+        _STATE = None
+        gc.unfreeze()
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+        if spill is not None:
+            shutil.rmtree(spill.folder, ignore_errors=True)
+    permute_lines(out / "composed.jsonl", output_order(accepted, config.seed))
+    atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
+    elapsed = time.perf_counter() - t0
+    stats = {
+        "engine": config.engine,
+        "config": config_stats(config, drop=("workers",)),
+        "pools": [len(p) for p in pools],
+        "candidates": n,
+        "accepted": accepted,
+        "rejected": n - accepted,
+        "acceptance": round(accepted / n, 6) if n else 0.0,
+        "rejected_by_reason": dict(sorted(counts.items())),
+        "rejected_by_stage": {s: stages.get(s, 0) for s in FUNNEL_STAGES},
+        "links": engine.link_stats(tally),
+        "pool_preference": engine.pool_report,
+        "funnel": funnel(n, stages),
+        "checks": list(CHECK_STAGES),
+        "inputs": inputs or {},
+        "input_rejects": len(input_rejects),
+        "elapsed_s": round(elapsed, 3),
+        "candidates_per_s": round(n / elapsed, 1) if elapsed > 0 else None,
+    }
+    atomic_write_json(out / "stats.json", stats)
+    return stats
+
+
+def _worker_init() -> None:
+    # Ctrl-C reaches the whole process group: the parent alone reports it and terminates the
+    # pool (a worker that raised KeyboardInterrupt too would print its own traceback), and
+    # the parent's SIGTERM handler must not run in a worker that pool.terminate() stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _worker_count(requested: int, total: int) -> int:
+    if total < 4 * _CHUNK:
+        return 1  # not worth a fork
+    return max(1, requested if requested > 0 else (os.cpu_count() or 1))
+
+
+def _chunks(it, size: int):
+    buf = []
+    for x in it:
+        buf.append(x)
+        if len(buf) == size:
+            yield buf
+            buf = []
+    if buf:
+        yield buf
+
+
+def _compose_chunk(
+    chunk: range | list[tuple[int, ...]],
+) -> tuple[int, bytes | tuple[str, int, int], bytes, list[tuple[str, str]], dict[str, int]]:
+    """Compose one chunk of chains (in a worker or in-process): a range of chain numbers of
+    the full product, or the chains themselves. Returns the number accepted, the accepted
+    lines (UTF-8 bytes in-process; in a worker, the (file, offset, length) where it spilled
+    them), the rejected lines as UTF-8, the (stage, reason) of each rejection and the offset
+    kinds of the accepted links (``SymbolicComposer.take_tally``)."""
+    assert _STATE is not None
+    engine, pools, spill = _STATE
+    if isinstance(chunk, range):
+        chunk = iter_index_range(pools, chunk.start, chunk.stop)
+    acc: list[str] = []
+    rej: list[str] = []
+    keys: list[tuple[str, str]] = []
+    # the fast JSON seam: an engine may write its own records' lines (SymbolicComposer.record_json
+    # splices each parent's pre-encoded JSON: JSON 2.8-3.0 s -> ~2.2 s single-process on MATH
+    # depth 2, docs/benchmarks.md; tests hold it equal to dumps(to_dict()))
+    record_json = getattr(engine, "record_json", None) or _plain_json
+    for ix in chunk:
+        chain = tuple([pools[k][i] for k, i in enumerate(ix)])
+        cid = candidate_id(chain)
+        res = engine.compose(chain, cid)
+        if isinstance(res, Rejection):
+            keys.append((res.stage, res.reason))
+            rej.append(res.row_json(cid, chain))
+        else:
+            acc.append(record_json(res, chain))
+    acc_bytes = _jsonl_bytes(acc)
+    return (len(acc), spill.put(acc_bytes) if spill is not None and acc_bytes else acc_bytes, _jsonl_bytes(rej), keys,
+            engine.take_tally())
+
+
+def _plain_json(rec: Problem, chain: Sequence[Problem]) -> str:
+    return dumps(rec.to_dict())
+
+
+def _jsonl_bytes(lines: list[str]) -> bytes:
+    return ("\n".join(lines) + "\n").encode() if lines else b""
+
+
+# ---------------------------------------------------------------------------------------
+# the output folder's lock
+# ---------------------------------------------------------------------------------------
+class OutputBusy(RuntimeError):
+    """Another live run holds the output folder's lock."""
+
+
+# what a run leaves in its output folder while it works: atomic_open temporaries of every
+# output and export, and the workers' spill folders
+_LEFTOVERS = tuple(f".{name}.*.tmp" for name in (
+    "composed.jsonl", "rejected.jsonl", "input_rejects.jsonl", "stats.json", "verl.parquet", "trl.parquet",
+)) + (".compose-parts-*",)
+
+
+@contextlib.contextmanager
+def lock_output(out: str | os.PathLike):
+    """Hold an exclusive lock on the output folder for a run; first remove what dead runs
+    left there. A run killed with ``kill -9`` leaves its temporaries behind but not its lock
+    (the kernel drops a dead process's ``flock``), so a free lock means no live run owns them.
+
+    Raises:
+        OutputBusy: another live process holds the lock.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out / ".compose.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputBusy(f"{out} is in use by another running compose (it holds {out}/.compose.lock); "
+                             "wait for it or choose another --out") from None
+        removed = remove_leftovers(out)
+        if removed:
+            print(f"note: removed {len(removed)} leftover(s) of an interrupted run in {out}: "
+                  + ", ".join(p.name for p in removed[:4]) + (" ..." if len(removed) > 4 else ""),
+                  file=sys.stderr)
+        yield out
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def remove_leftovers(out: Path) -> list[Path]:
+    """Remove temporary files and spill folders of dead runs from ``out`` (call with the lock held)."""
+    gone: list[Path] = []
+    for pattern in _LEFTOVERS:
+        for p in sorted(out.glob(pattern)):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+            gone.append(p)
+    return gone

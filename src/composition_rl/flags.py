@@ -1,0 +1,101 @@
+"""Command-line flags generated from a config dataclass, so that each setting is declared once.
+
+The model is TRL's ``GRPOConfig``: every field carries its help text in
+``field(metadata={"help": ...})``; the command adds the flags with :func:`add_flags` and
+builds the config back with :func:`from_flags`. Validation stays in the dataclass's
+``__post_init__``, so a bad flag fails with the same message as a bad config in code.
+
+Metadata keys (all optional except ``help``):
+
+* ``flag``: the flag name when it is not ``--field-name`` (kept where older commands
+  spelled it differently, e.g. ``--timeout`` for ``timeout_s``);
+* ``choices``: a sequence, or a callable returning one (a registry's ``names``);
+* ``type``: the argparse converter when the default does not tell (``None`` defaults);
+* ``append``: a tuple field given by repeating the flag;
+* ``metavar``; ``cli=False`` to keep a field out of the command line.
+
+>>> import argparse, dataclasses
+>>> @dataclasses.dataclass(frozen=True)
+... class C:
+...     depth: int = dataclasses.field(default=2, metadata={"help": "problems per prompt"})
+...     fast: bool = dataclasses.field(default=False, metadata={"help": "go fast"})
+>>> p = argparse.ArgumentParser()
+>>> add_flags(p, C)
+>>> from_flags(C, p.parse_args(["--depth", "3", "--fast"]))
+C(depth=3, fast=True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+__all__ = ["add_flags", "flag_fields", "from_flags"]
+
+T = TypeVar("T")
+
+
+def flag_fields(cls: type, skip: Iterable[str] = ()) -> list[dataclasses.Field]:
+    """The fields of ``cls`` that become flags: those with help text, not marked ``cli=False``."""
+    skip = set(skip)
+    return [f for f in dataclasses.fields(cls)
+            if "help" in f.metadata and f.metadata.get("cli", True) and f.name not in skip]
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return None
+
+
+def add_flags(group: Any, cls: type, *, prefix: str = "", skip: Iterable[str] = ()) -> None:
+    """Add one flag per documented field of ``cls`` to ``group`` (a parser or argument group).
+
+    The parsed value lands in ``args.<prefix><field>``. Booleans become switches:
+    ``--name`` for a field that defaults to False, ``--no-name`` for one that defaults to True.
+    """
+    for f in flag_fields(cls, skip):
+        md = f.metadata
+        default = _default(f)
+        flag = md.get("flag") or "--" + f.name.replace("_", "-")
+        kw: dict[str, Any] = {"dest": prefix + f.name, "help": md["help"]}
+        if isinstance(default, bool):
+            if default and "flag" not in md:
+                flag = "--no-" + f.name.replace("_", "-")
+            group.add_argument(flag, action="store_const", const=not default, default=default, **kw)
+            continue
+        if md.get("append"):
+            group.add_argument(flag, action="append", default=[], metavar=md.get("metavar"), **kw)
+            continue
+        choices = md.get("choices")
+        if callable(choices):
+            choices = list(choices())
+        conv = md.get("type") or (type(default) if default is not None else str)
+        if choices is not None:
+            kw["choices"] = list(choices)
+        else:
+            kw["metavar"] = md.get("metavar") or {int: "N", float: "X"}.get(conv, "TEXT")
+        if default is not None and not md.get("no_default_in_help") and "(default" not in md["help"]:
+            kw["help"] = f"{md['help']} (default {default})"
+        group.add_argument(flag, type=conv, default=default, **kw)
+
+
+def from_flags(cls: type[T], args: argparse.Namespace, *, prefix: str = "", skip: Iterable[str] = (),
+               **extra: Any) -> T:
+    """``cls`` built from the flags :func:`add_flags` added (plus ``extra`` fields).
+
+    Raises:
+        ValueError: from ``cls.__post_init__`` when the values are invalid.
+    """
+    values: dict[str, Any] = {}
+    for f in flag_fields(cls, skip):
+        v = getattr(args, prefix + f.name)
+        if f.metadata.get("append"):
+            v = tuple(v)
+        values[f.name] = v
+    values.update(extra)
+    return cls(**values)

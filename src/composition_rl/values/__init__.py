@@ -1,0 +1,69 @@
+"""Exact numbers out of answers, and the constants in a problem's text that may become a variable.
+
+Three modules, one job each, all exact (sympy / ``Fraction``, never floats):
+
+* :mod:`.parse`: :func:`parse_number` and :func:`parse_answer_value` read exact values out of
+  LaTeX (v1 from an answer, sub-step 1 of seed 000, Section 3.4);
+* :mod:`.exact`: arithmetic, the one equality (:func:`exact_equal`) and LaTeX rendering of
+  values and offsets (sub-step 3);
+* :mod:`.constants`: :func:`find_constants`, the literals of a question that may be replaced
+  by a variable (sub-step 2), math mode and the symbols a text uses.
+
+Everything is importable from ``composition_rl.values`` as before.
+"""
+
+from composition_rl.values.constants import (
+    FLAWS,
+    MATH_ENVIRONMENTS,
+    Constant,
+    find_constants,
+    in_math,
+    symbols_used,
+)
+from composition_rl.values.exact import (
+    Exact,
+    exact_equal,
+    exact_positive,
+    exact_sub,
+    exact_value,
+    irrational_parts,
+    render_fraction,
+    render_latex,
+    render_offset,
+    split_rational,
+    to_fraction,
+)
+from composition_rl.values.parse import (
+    AnswerValue,
+    Lin,
+    NotLinear,
+    _clean,  # noqa: F401  (tests read the parser's parts)
+    _Parser,  # noqa: F401
+    parse_answer_value,
+    parse_number,
+)
+
+__all__ = [
+    "AnswerValue",
+    "Constant",
+    "Exact",
+    "FLAWS",
+    "Lin",
+    "MATH_ENVIRONMENTS",
+    "NotLinear",
+    "exact_equal",
+    "exact_positive",
+    "exact_sub",
+    "exact_value",
+    "find_constants",
+    "in_math",
+    "irrational_parts",
+    "parse_answer_value",
+    "parse_number",
+    "render_fraction",
+    "render_latex",
+    "render_offset",
+    "split_rational",
+    "symbols_used",
+    "to_fraction",
+]

@@ -1,0 +1,492 @@
+"""Exact values out of LaTeX: numbers, answers and the small arithmetic they are written in.
+
+:func:`parse_answer_value` reads v1 from an answer such as ``\\frac47``, ``64,\\!328``,
+``-\\dfrac{5}{3}``, ``7\\sqrt{2}``, ``14\\pi``, ``\\$3.50``, ``30^\\circ``, ``8.7 \\times 10^{8}``.
+Tuples, intervals, matrices, expressions with letters and text return ``None``: such a
+problem cannot be q1 (seed 000, Section 3.4, sub-step 1 needs a number), but it can still be
+the last problem, whose answer passes through unchanged. Exact (sympy, never floats).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+import sympy
+
+_MAX_EXPONENT = 64  # 2^64 is fine, 10^{10^{10}} is not: refuse rather than hang
+_MAX_DIGITS = 80
+
+_TOKEN = re.compile(
+    r"""
+    (?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|\.\d+)
+  | (?P<cmd>\\[a-zA-Z]+)
+  | (?P<op>[-+*/^(){}\[\]])
+  | (?P<ws>\s+)
+    """,
+    re.VERBOSE,
+)
+_SPACING = re.compile(r"\\[,!;: ]|\\quad|\\qquad|~")
+_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d])")
+
+
+class _ParseError(ValueError):
+    pass
+
+
+class _SympyDomain:
+    """Numbers for :class:`_Parser` as sympy objects (general, slower)."""
+
+    @staticmethod
+    def integer(n: int):
+        return sympy.Integer(n)
+
+    @staticmethod
+    def rational(s: str):
+        return sympy.Rational(s)
+
+    pi = sympy.pi
+
+    @staticmethod
+    def root(x, n: int):
+        return sympy.sqrt(x) if n == 2 else sympy.root(x, n)
+
+    @staticmethod
+    def is_small_int(e) -> bool:
+        return bool(e.is_Integer and abs(int(e)) <= _MAX_EXPONENT)
+
+
+class NotLinear(ArithmeticError):
+    """The value leaves Q-linear combinations of 1, square roots and pi (use sympy)."""
+
+
+def _squarefree(n: int) -> tuple[int, int]:
+    """``n = outside**2 * inside`` with ``inside`` square-free (n > 0, bounded)."""
+    if n > 10**12:
+        raise NotLinear("radicand too large")
+    outside, inside, f = 1, n, 2
+    while f * f <= inside:
+        while inside % (f * f) == 0:
+            inside //= f * f
+            outside *= f
+        f += 1
+    return outside, inside
+
+
+class Lin:
+    """An exact number ``sum(c_a * a)`` over the atoms 1, sqrt(n) (n square-free) and pi, with
+    rational coefficients. These atoms are linearly independent over Q, so equal canonical
+    forms mean equal numbers: exact comparisons at Fraction speed for answers such as
+    ``7\\sqrt{2} - 3`` or ``14\\pi``. Anything else raises :class:`NotLinear`."""
+
+    __slots__ = ("terms",)
+
+    def __init__(self, terms: dict) -> None:
+        self.terms = {k: v for k, v in terms.items() if v != 0}
+
+    @classmethod
+    def of(cls, q) -> Lin:
+        return cls({1: Fraction(q)})
+
+    def rational(self) -> Fraction | None:
+        t = self.terms
+        if not t:
+            return Fraction(0)
+        return t[1] if len(t) == 1 and 1 in t else None
+
+    def __add__(self, o: Lin) -> Lin:
+        t = dict(self.terms)
+        for k, v in o.terms.items():
+            t[k] = t.get(k, 0) + v
+        return Lin(t)
+
+    def __neg__(self) -> Lin:
+        return Lin({k: -v for k, v in self.terms.items()})
+
+    def __sub__(self, o: Lin) -> Lin:
+        t = dict(self.terms)
+        for k, v in o.terms.items():
+            t[k] = t.get(k, 0) - v
+        return Lin(t)
+
+    def __mul__(self, o: Lin) -> Lin:
+        a, b = self.rational(), o.rational()
+        if a is not None:
+            return Lin({k: a * v for k, v in o.terms.items()})
+        if b is not None:
+            return o * self
+        if len(self.terms) == 1 and len(o.terms) == 1:
+            (ka, va), (kb, vb) = next(iter(self.terms.items())), next(iter(o.terms.items()))
+            if isinstance(ka, int) and isinstance(kb, int):  # sqrt(m) * sqrt(n)
+                out, ins = _squarefree(ka * kb)
+                return Lin({(1 if ins == 1 else ins): va * vb * out})
+        raise NotLinear("product of irrationals")
+
+    def __truediv__(self, o: Lin) -> Lin:
+        b = o.rational()
+        if b is None:
+            if len(o.terms) == 1:
+                (k, v), = o.terms.items()
+                if isinstance(k, int):  # x / (v sqrt(k)) = x sqrt(k) / (v k)
+                    return self * Lin({k: 1 / (v * k)})
+            raise NotLinear("division by an irrational")
+        if b == 0:
+            raise ZeroDivisionError
+        return Lin({k: v / b for k, v in self.terms.items()})
+
+    def __pow__(self, e: int) -> Lin:
+        a = self.rational()
+        if a is not None:
+            if a == 0 and e < 0:
+                raise ZeroDivisionError
+            return Lin.of(a**e)
+        if e == 2 and len(self.terms) == 1:
+            (k, v), = self.terms.items()
+            if isinstance(k, int):
+                return Lin.of(v * v * k)
+        raise NotLinear("power of an irrational")
+
+    def __eq__(self, o: object) -> bool:
+        if isinstance(o, (int, Fraction)):
+            o = Lin.of(o)
+        return isinstance(o, Lin) and self.terms == o.terms
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.terms.items()))
+
+    def __float__(self) -> float:
+        import math
+
+        return sum(float(v) * (1.0 if k == 1 else math.pi if k == "pi" else math.sqrt(k)) for k, v in self.terms.items())
+
+    def __int__(self) -> int:
+        a = self.rational()
+        if a is None or a.denominator != 1:
+            raise NotLinear("not an integer")
+        return int(a)
+
+    def sign(self) -> int:
+        """-1, 0 or 1, exactly for rationals; for irrationals the float is far from 0 in practice,
+        and sympy decides when it is not."""
+        a = self.rational()
+        if a is not None:
+            return (a > 0) - (a < 0)
+        f = float(self)
+        if abs(f) > 1e-6:
+            return 1 if f > 0 else -1
+        return 1 if self.to_sympy().is_positive else -1
+
+    def to_sympy(self) -> sympy.Expr:
+        out = sympy.Integer(0)
+        for k, v in self.terms.items():
+            c = sympy.Rational(v.numerator, v.denominator)
+            out += c if k == 1 else c * (sympy.pi if k == "pi" else sympy.sqrt(k))
+        return out
+
+
+class _LinDomain:
+    """Numbers for :class:`_Parser` as :class:`Lin` (fast, exact, limited)."""
+
+    @staticmethod
+    def integer(n: int) -> Lin:
+        return Lin.of(n)
+
+    @staticmethod
+    def rational(s: str) -> Lin:
+        return Lin.of(Fraction(int(s)) if s.isdigit() else Fraction(s))
+
+    pi = Lin({"pi": Fraction(1)})
+
+    @staticmethod
+    def root(x: Lin, n: int) -> Lin:
+        a = x.rational()
+        if n != 2 or a is None or a < 0:
+            raise NotLinear("only square roots of non-negative rationals")
+        p, q = a.numerator * a.denominator, a.denominator  # sqrt(p/q) = sqrt(p*q)/q
+        out, ins = _squarefree(p)
+        return Lin.of(Fraction(out, q)) if ins == 1 else Lin({ins: Fraction(out, q)})
+
+    @staticmethod
+    def is_small_int(e: Lin) -> bool:
+        a = e.rational()
+        return a is not None and a.denominator == 1 and abs(a) <= _MAX_EXPONENT
+
+
+class _Parser:
+    """Recursive descent over a tiny LaTeX arithmetic grammar; anything else is rejected."""
+
+    def __init__(self, text: str, domain=_SympyDomain) -> None:
+        self.D = domain
+        self.toks: list[tuple[str, str]] = []
+        pos = 0
+        for m in _TOKEN.finditer(text):
+            if m.start() != pos:  # finditer skipped a character no token matches
+                break
+            pos = m.end()
+            kind = m.lastgroup
+            if kind != "ws":
+                self.toks.append((kind, m.group()))
+        if pos < len(text):
+            raise _ParseError(f"unexpected {text[pos]!r}")
+        self.i = 0
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self, value: str | None = None) -> tuple[str, str]:
+        t = self.peek()
+        if t is None or (value is not None and t[1] != value):
+            raise _ParseError(f"expected {value!r}, got {t!r}")
+        self.i += 1
+        return t
+
+    def parse(self) -> sympy.Expr:
+        v = self.expr()
+        if self.peek() is not None:
+            raise _ParseError(f"trailing {self.peek()!r}")
+        return v
+
+    def expr(self) -> sympy.Expr:
+        v = self.term()
+        while (t := self.peek()) and t[1] in "+-":
+            self.take()
+            w = self.term()
+            v = v + w if t[1] == "+" else v - w
+        return v
+
+    def _starts_factor(self, t: tuple[str, str] | None) -> bool:
+        if t is None:
+            return False
+        kind, s = t
+        return s in ("(", "{") or (kind == "cmd" and s in _FACTOR_CMDS)
+
+    def term(self) -> sympy.Expr:
+        v = self.unary()
+        while True:
+            t = self.peek()
+            if t is None:
+                return v
+            kind, s = t
+            if s in ("*", "/") or (kind == "cmd" and s in ("\\cdot", "\\times", "\\div")):
+                self.take()
+                w = self.unary()
+                if s in ("/", "\\div"):
+                    if w == 0:
+                        raise _ParseError("division by zero")
+                    v = v / w
+                else:
+                    v = v * w
+            elif self._starts_factor(t):  # implicit product: 7\sqrt{2}, 14\pi, 2(3)
+                v = v * self.power()
+            else:
+                return v
+
+    def unary(self) -> sympy.Expr:
+        t = self.peek()
+        if t and t[1] in "+-":
+            self.take()
+            v = self.unary()
+            return -v if t[1] == "-" else v
+        return self.power()
+
+    def power(self) -> sympy.Expr:
+        base = self.atom()
+        t = self.peek()
+        if t and t[1] == "^":
+            self.take()
+            nt = self.peek()
+            if nt and nt[0] == "num" and len(nt[1]) > 1 and nt[1].isdigit():
+                # x^23 in LaTeX means x^2 followed by 3: only the first digit is the exponent
+                raise _ParseError("ambiguous exponent")
+            e = self.atom() if not (nt and nt[1] in "+-") else self.unary()
+            if not self.D.is_small_int(e):
+                raise _ParseError("exponent not a small integer")
+            if base == 0 and int(e) < 0:
+                raise _ParseError("zero to a negative power")
+            return base ** int(e)
+        return base
+
+    def group(self) -> sympy.Expr:
+        """A ``{...}`` argument, or (LaTeX shorthand) a single digit or command."""
+        t = self.peek()
+        if t is None:
+            raise _ParseError("missing argument")
+        if t[1] == "{":
+            self.take("{")
+            v = self.expr()
+            self.take("}")
+            return v
+        if t[0] == "num":
+            # \frac47 -> digits 4 and 7; the number token may hold both
+            self.take()
+            digits = t[1]
+            if not digits.isdigit():
+                raise _ParseError("shorthand argument")
+            if len(digits) > 1:
+                self.toks.insert(self.i, ("num", digits[1:]))
+            return self.D.integer(int(digits[0]))
+        if t[0] == "cmd" and t[1] == "\\pi":
+            self.take()
+            return self.D.pi
+        raise _ParseError(f"bad argument {t!r}")
+
+    def atom(self) -> sympy.Expr:
+        t = self.peek()
+        if t is None:
+            raise _ParseError("unexpected end")
+        kind, s = t
+        if kind == "num":
+            self.take()
+            if len(s.replace(".", "")) > _MAX_DIGITS:
+                raise _ParseError("number too long")
+            if "e" in s or "E" in s:
+                mant, _, exp = s.lower().partition("e")
+                if abs(int(exp)) > _MAX_EXPONENT:
+                    raise _ParseError("exponent too large")
+                return self.D.rational(mant) * self.D.integer(10) ** int(exp)
+            return self.D.rational(s)
+        if s in ("(", "{", "["):
+            close = {"(": ")", "{": "}", "[": "]"}[s]
+            self.take()
+            v = self.expr()
+            self.take(close)
+            return v
+        if kind == "cmd":
+            if s in ("\\frac", "\\dfrac", "\\tfrac"):
+                self.take()
+                num = self.group()
+                den = self.group()
+                if den == 0:
+                    raise _ParseError("zero denominator")
+                return num / den
+            if s == "\\sqrt":
+                self.take()
+                index = 2
+                if (nt := self.peek()) and nt[1] == "[":
+                    self.take("[")
+                    iv = self.expr()
+                    self.take("]")
+                    if not (self.D.is_small_int(iv) and 2 <= int(iv) <= 10):
+                        raise _ParseError("root index")
+                    index = int(iv)
+                arg = self.group()
+                return self.D.root(arg, index)
+            if s == "\\pi":
+                self.take()
+                return self.D.pi
+        raise _ParseError(f"unexpected {s!r}")
+
+
+_FACTOR_CMDS = {"\\frac", "\\dfrac", "\\tfrac", "\\sqrt", "\\pi"}
+
+
+def _clean(text: str) -> str:
+    s = text.strip()
+    s = s.replace("\\left", "").replace("\\right", "")
+    s = _SPACING.sub("", s)
+    s = s.replace("{,}", ",")
+    s = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), s)
+    return s.strip()
+
+
+_PLAIN = re.compile(r"-?(?:\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\})")  # nothing for _clean to do
+_SIMPLE = re.compile(r"(-?)(\d+)(?:\.(\d+))?")
+_SIMPLE_FRAC = re.compile(r"(-?)\\[dt]?frac\{(\d+)\}\{(\d+)\}")
+
+
+def _fast_number(s: str) -> sympy.Rational | None:
+    """The common cases (integers, decimals, plain fractions) without the parser."""
+    m = _SIMPLE.fullmatch(s)
+    if m is not None:
+        sign, whole, frac = m.groups()
+        if len(whole) + len(frac or "") > _MAX_DIGITS:
+            return None
+        v = sympy.Rational(int(whole + (frac or "")), 10 ** len(frac or ""))
+        return -v if sign else v
+    m = _SIMPLE_FRAC.fullmatch(s)
+    if m is not None and int(m.group(3)) != 0:
+        v = sympy.Rational(int(m.group(2)), int(m.group(3)))
+        return -v if m.group(1) else v
+    return None
+
+
+@lru_cache(maxsize=65536)
+def parse_number(text: str) -> sympy.Expr | None:
+    """Exact value of a LaTeX number/arithmetic expression, or None if it is anything else.
+
+    >>> parse_number(r"\\frac47"), parse_number("64,\\!328"), parse_number(r"7\\sqrt{2}")
+    (4/7, 64328, 7*sqrt(2))
+    """
+    s = _clean(text)
+    fast = _fast_number(s)
+    if fast is not None:
+        return fast
+    if not s or re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+|(?<=\d)[eE](?=[+-]?\d)", "", s)):
+        return None  # letters outside known commands: an expression, not a number
+    try:  # Q-linear combinations of 1, square roots and pi: exact at Fraction speed
+        return _Parser(s, _LinDomain).parse().to_sympy()
+    except (NotLinear, _ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError):
+        pass  # anything else, or any doubt: the general sympy parse decides
+    try:
+        v = _Parser(s).parse()
+    except (_ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError):
+        return None
+    if v.is_Rational:
+        return v
+    if not v.is_number or v.has(sympy.zoo, sympy.nan, sympy.oo, sympy.I) or not v.is_real:
+        return None
+    return v
+
+
+@dataclass(frozen=True)
+class AnswerValue:
+    """An exact number read from an answer, with the unit that was stripped ('' if none)."""
+
+    value: sympy.Expr
+    unit: str = ""
+
+
+_WRAPPERS = re.compile(r"^\\(?:boxed|displaystyle|mathbf|mathrm|textbf)\s*\{(.*)\}$", re.S)
+_DOLLAR = re.compile(r"^(?:\\\$|\$)\s*")
+_PERCENT = re.compile(r"\s*\\?%$")
+_DEGREES = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree)$")
+_TEXT_UNIT = re.compile(r"\s*\\(?:text|textnormal|mbox|mathrm)\s*\{\s*([A-Za-z][A-Za-z. ]{0,20}?)\s*\}$")
+_VAR_PREFIX = re.compile(r"^[a-zA-Z]\s*=\s*")
+_UNIT_WORDS = {"dollars", "cents", "degrees", "percent"}
+
+
+@lru_cache(maxsize=65536)
+def parse_answer_value(answer: str) -> AnswerValue | None:
+    """Read v1 from one answer string, stripping $, %, degrees and a trailing text unit.
+
+    Returns None for tuples, intervals, matrices, choices, expressions and text.
+
+    >>> parse_answer_value(r"\\$3.50")
+    AnswerValue(value=7/2, unit='dollars')
+    """
+    s = answer.strip()
+    if s.startswith("$") and s.endswith("$") and len(s) > 1 and not s.startswith("\\$"):
+        s = s.strip("$").strip()
+    while (m := _WRAPPERS.match(s)) is not None:
+        s = m.group(1).strip()
+    s = _VAR_PREFIX.sub("", s)
+    unit = ""
+    if _DOLLAR.match(s):
+        s, unit = _DOLLAR.sub("", s), "dollars"
+    if _PERCENT.search(s):
+        s, unit = _PERCENT.sub("", s), "percent"
+    elif _DEGREES.search(s):
+        s, unit = _DEGREES.sub("", s), "degrees"
+    elif (m := _TEXT_UNIT.search(s)) is not None:
+        word = m.group(1).strip().rstrip(".")
+        s, unit = s[: m.start()], word if word else ""
+        if unit == "" or unit in ("(A)", "(B)"):
+            return None
+    if unit in _UNIT_WORDS and _TEXT_UNIT.search(s):
+        return None
+    v = parse_number(s)
+    if v is None:
+        return None
+    return AnswerValue(v, unit)
