@@ -48,3 +48,26 @@ def test_file_values_override_the_preset_and_relative_data_resolves_to_the_file(
 def test_invalid_configs_name_the_problem(change, msg):
     with pytest.raises(ValueError, match=msg):
         TrainConfig.from_dict({**BASE, **change})
+
+
+def test_grpo_settings_pass_through_to_trl_by_name(tmp_path):
+    """Every GRPO setting but our own two is a GRPOConfig field under the same name and reaches
+    TRL with the configured value (a TRL rename would show up here, not as a silently dropped
+    setting)."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    from composition_rl.train.config import GRPOSettings, TrainConfig
+    from composition_rl.train.grpo import _grpo_args
+
+    theirs = {f.name for f in dataclasses.fields(GRPOConfig)}
+    ours = {f.name for f in dataclasses.fields(GRPOSettings)} - {"prompts_per_step", "trl"}
+    assert ours <= theirs, sorted(ours - theirs)
+    cfg = TrainConfig.from_dict({"preset": "cpu-tiny", "model": "m", "output_dir": str(tmp_path),
+                                 "grpo": {"epsilon_high": 0.31, "warmup_steps": 3, "max_grad_norm": 0.5,
+                                          "trl": {"top_k": 7}},
+                                 "stages": [{"name": "d1", "data": "d1.jsonl", "max_steps": 5}]})
+    args = _grpo_args(cfg, 9)
+    assert (args.epsilon_high, args.warmup_steps, args.max_grad_norm, args.top_k, args.max_steps) == (0.31, 3, 0.5, 7, 9)
+    assert args.per_device_train_batch_size == cfg.grpo.prompts_per_step * cfg.grpo.num_generations

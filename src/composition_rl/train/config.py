@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -181,7 +181,9 @@ class CurriculumConfig:
 
 @dataclass
 class GRPOSettings:
-    """GRPO hyperparameters, mapped onto TRL's ``GRPOConfig``.
+    """GRPO hyperparameters. Every field but ``prompts_per_step`` and ``trl`` is a field of TRL's
+    ``GRPOConfig`` under the same name and is passed through to it as is (:meth:`trl_fields`);
+    the defaults here are this project's (the presets set the paper's).
 
     ``prompts_per_step`` groups of ``num_generations`` completions make one optimizer step.
     ``loss_type: dapo`` is TRL's token-level normalisation over the whole batch (seed 000,
@@ -189,23 +191,28 @@ class GRPOSettings:
     ``trl`` passes any other ``GRPOConfig`` field through unchanged.
     """
 
-    prompts_per_step: int = 8
-    num_generations: int = 8
+    prompts_per_step: int = field(default=8, metadata={"help": "groups (prompts) per optimizer step; ours, not TRL's"})
+    num_generations: int = field(default=8, metadata={"help": "G, completions per prompt"})
     learning_rate: float = 1e-4
     temperature: float = 1.0
     top_p: float = 1.0
     max_completion_length: int = 96
-    beta: float = 0.0
-    epsilon: float = 0.2
-    epsilon_high: float = 0.28
-    loss_type: str = "dapo"
-    scale_rewards: str = "group"
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no KL, as in seed 000)"})
+    epsilon: float = field(default=0.2, metadata={"help": "lower clip ratio"})
+    epsilon_high: float = field(default=0.28, metadata={"help": "upper clip ratio (clip-higher)"})
+    loss_type: str = field(default="dapo", metadata={"help": "TRL loss normalisation; dapo is token-level"})
+    scale_rewards: str = field(default="group", metadata={"help": "'group' or 'none' ('batch' would see filtering)"})
     gradient_accumulation_steps: int = 1
     weight_decay: float = 0.0
     warmup_steps: int = 0
     max_grad_norm: float = 1.0
-    bf16: bool = False
-    trl: dict[str, Any] = field(default_factory=dict)
+    bf16: bool = field(default=False, metadata={"help": "bf16 on GPU (ignored on CPU)"})
+    trl: dict[str, Any] = field(default_factory=dict, metadata={"help": "any other GRPOConfig field, passed as is"})
+
+    def trl_fields(self, trl_config_cls: type) -> dict[str, Any]:
+        """The fields of this object that ``trl_config_cls`` (TRL's ``GRPOConfig``) also has."""
+        theirs = {f.name for f in fields(trl_config_cls)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in theirs and f.name != "trl"}
 
     def validate(self) -> None:
         if self.num_generations < 2:

@@ -61,29 +61,18 @@ def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
 
 
 def _grpo_args(cfg: TrainConfig, max_steps: int):
+    """TRL's ``GRPOConfig`` for a run: every :class:`GRPOSettings` field that TRL also has is
+    passed through under its own name (none is copied by hand), then the fields this trainer
+    derives, then ``grpo.trl`` unchanged."""
     import torch
     from trl import GRPOConfig
 
     g = cfg.grpo
-    rows = g.prompts_per_step * g.num_generations
-    kwargs: dict[str, Any] = dict(
+    kwargs: dict[str, Any] = g.trl_fields(GRPOConfig)
+    kwargs.update(
         output_dir=str(Path(cfg.output_dir) / "checkpoints"),
-        per_device_train_batch_size=rows // g.gradient_accumulation_steps,
-        gradient_accumulation_steps=g.gradient_accumulation_steps,
-        num_generations=g.num_generations,
-        max_completion_length=g.max_completion_length,
-        temperature=g.temperature,
-        top_p=g.top_p,
-        learning_rate=g.learning_rate,
+        per_device_train_batch_size=g.prompts_per_step * g.num_generations // g.gradient_accumulation_steps,
         lr_scheduler_type="constant",
-        warmup_steps=g.warmup_steps,
-        weight_decay=g.weight_decay,
-        max_grad_norm=g.max_grad_norm,
-        beta=g.beta,
-        epsilon=g.epsilon,
-        epsilon_high=g.epsilon_high,
-        loss_type=g.loss_type,
-        scale_rewards=g.scale_rewards,
         max_steps=max_steps,
         logging_steps=1,
         save_strategy="steps" if cfg.save_steps else "no",
