@@ -192,7 +192,7 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
             pool = multiprocessing.get_context("fork").Pool(workers, initializer=_worker_init)
         else:
             _STATE = (engine, pools, None)
-        results = pool.imap(_compose_chunk, chunks) if pool is not None else map(_compose_chunk, chunks)
+        results = _awake(pool.imap(_compose_chunk, chunks)) if pool is not None else map(_compose_chunk, chunks)
         with (
             atomic_open(out / "composed.jsonl", "wb") as fa,
             atomic_open(out / "rejected.jsonl", "wb") as fr,
@@ -251,12 +251,38 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
     return stats
 
 
+def _awake(results, poll_s: float = 0.5):
+    """``pool.imap``'s results, waking the main thread every ``poll_s`` while it waits.
+
+    A signal sent to the process group may be delivered to one of the pool's helper threads;
+    Python then runs its handler in the main thread only once that thread runs again. Blocked
+    in a plain ``next()``, it may never: the same signal kills the workers, the pool replaces
+    them, and the chunks they held never come back. The run then hung, measured 1 in 8 to 16
+    group SIGTERMs (benchmarks/compose_interrupt.py).
+    """
+    while True:
+        try:
+            yield results.next(timeout=poll_s)
+        except multiprocessing.TimeoutError:
+            continue
+        except StopIteration:
+            return
+
+
 def _worker_init() -> None:
     # Ctrl-C reaches the whole process group: the parent alone reports it and terminates the
     # pool (a worker that raised KeyboardInterrupt too would print its own traceback), and
     # the parent's SIGTERM handler must not run in a worker that pool.terminate() stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, _worker_sigterm)
+
+
+def _worker_sigterm(signum, frame) -> None:
+    # Not SIG_DFL: an idle worker waits for its next task inside the task queue's lock, and a
+    # worker killed there never releases it, so the parent's pool.terminate() (which takes that
+    # lock first) blocked forever when a SIGTERM reached the whole group (`kill -TERM -PGID`).
+    # Raising here unwinds the `with lock:` blocks, releasing the lock, and ends the worker.
+    raise SystemExit(128 + signum)
 
 
 def _worker_count(requested: int, total: int) -> int:
