@@ -490,6 +490,7 @@ class OnlinePool:
         ``retired`` and ``injected`` count this step's retirements, the ``_total`` ones the run's.
         """
         ev, self.step_events = self.step_events, []
+        self.step_groups = dict.fromkeys(_KINDS, 0)
         return {
             "live": len(self.live),
             "live_by_depth": self.live_by_depth(),
@@ -504,7 +505,7 @@ class OnlinePool:
         """:meth:`step_metrics` as flat ``online/...`` floats (verl's step metrics; starts a new step
         too), with ``live_depth_D`` per depth, the share of informative groups among the groups
         observed over the run and, when the step observed any, in this step."""
-        groups, self.step_groups = self.step_groups, dict.fromkeys(_KINDS, 0)
+        groups = self.step_groups
         m = self.step_metrics()
         out = {f"online/live_depth_{d}": float(c) for d, c in m.pop("live_by_depth").items()}
         out.update({f"online/{k}": float(v) for k, v in m.items()})
