@@ -91,13 +91,18 @@ def test_state_round_trips_through_json_and_continues_identically():
         OnlineTracker(OnlineConfig()).load_state_dict(first.state_dict())
 
 
-def test_weighted_draw_is_seeded_and_respects_weights():
+def test_weighted_draw_is_seeded_distinct_and_respects_weights():
     ids, w = ["kept", "low", "retired"], [1.0, 0.1, 0.0]
-    a = weighted_draw(ids, w, 2000, seed=3, salt=17)
-    assert a == weighted_draw(ids, w, 2000, seed=3, salt=17)
-    assert a != weighted_draw(ids, w, 2000, seed=3, salt=18)
+    a = [weighted_draw(ids, w, 1, seed=3, salt=s)[0] for s in range(2000)]
+    assert a == [weighted_draw(ids, w, 1, seed=3, salt=s)[0] for s in range(2000)]
     n = Counter(a)
+    # one draw of 1: P(low) = 0.1 / 1.1; the retired id is never drawn
     assert n["retired"] == 0 and 0.05 < n["low"] / n["kept"] < 0.15
+    five = weighted_draw(["a", "b", "c", "d", "e"], [1.0] * 5, 5, seed=3, salt=0)
+    assert sorted(five) == ["a", "b", "c", "d", "e"] and five != weighted_draw(list("abcde"), [1.0] * 5, 5, 3, salt=1)
+    # more than the drawable ids: every round of keys is distinct, the retired one never comes
+    many = weighted_draw(ids, w, 7, seed=3, salt=0)
+    assert len(many) == 7 and all(set(many[i:i + 2]) == {"kept", "low"} for i in (0, 2, 4))
     with pytest.raises(ValueError, match="nothing to draw"):
         weighted_draw(["x"], [0.0], 1, seed=0, salt=0)
 
@@ -145,10 +150,10 @@ def _simulate(pool, steps, start=1, per_step=6):
     drawn = []
     for step in range(start, start + steps):
         for j in range(per_step):
-            p = pool.draw()
+            [p] = pool.draw()
             skill = {1: 0.97, 2: 0.9, 3: 0.02}[p.depth]
             rng = random.Random(f"{p.id}:{step}:{j}")
-            pool.observe(p.id, sum(rng.random() < skill for _ in range(8)), 8, step)
+            pool.observe(step, [(p.id, sum(rng.random() < skill for _ in range(8)), 8)])
             drawn.append((step, p.id))
     return drawn
 
@@ -160,25 +165,31 @@ def test_pool_retires_injects_logs_and_never_draws_a_retired_prompt(pool, tmp_pa
     log = tmp_path / "online.jsonl"
     op = OnlinePool(pool, OnlineConfig(k=2, max_depth=3), log_path=str(log))
     q = pool[3]
-    op.observe(q.id, 8, 8, step=1)
-    assert q.id in op.live
-    op.observe(q.id, 8, 8, step=2)
+    assert op.observe(1, [(q.id, 8, 8)]) == [] and q.id in op.live
+    (ret,) = op.observe(2, [(q.id, 8, 8)])
     assert q.id not in op.live and op.tracker.weight(q.id) == 0.0
     (row,) = read_jsonl(log)
-    assert row["step"] == 2 and row["retired"] == q.id and row["depth"] == 1 and row["new_depths"] == [2, 2]
-    assert all(op.problems[i].parents[0] == q.id and i in op.live for i in row["new_ids"])
-    assert q.id not in {op.draw().id for _ in range(300)}
+    assert row == ret and row["step"] == 2 and row["retired"] == q.id and row["retired_depth"] == 1
+    assert row["depth"] == 2 and len(row["new"]) == 2 and row["visits"] == 2 and row["pass_rate"] == 1.0
+    assert all(op.problems[i].parents[0] == q.id and op.problems[i].depth == 2 and i in op.live for i in row["new"])
+    assert q.id not in {p.id for _ in range(300) for p in op.draw()}
+    op.metrics()  # a new step
     drawn = _simulate(op, 30)
     m = op.metrics()
     rows = list(read_jsonl(log))
-    assert m["online/retired"] == len(rows) > 5 and m["online/injected"] == sum(len(r["new_ids"]) for r in rows)
+    assert m["online/retired_total"] == len(rows) > 5
+    assert m["online/injected_total"] == sum(len(r["new"]) for r in rows) == len(op.injected)
+    assert m["online/retired"] == len(rows) - 1  # this step's: all but the first
     assert m["online/live_depth_3"] >= 1 and m["online/live"] == len(op.live)
-    assert {r["depth"] for r in rows} >= {1, 2}
-    assert all(d <= 3 for r in rows for d in r["new_depths"])
+    assert m["online/step_groups"] == 30 * 6 and 0 < m["online/step_informative_share"] < 1
+    assert sum(op.groups.values()) == 2 + 30 * 6  # the run's groups: the two visits of q, then the simulation
+    assert m["online/informative_share"] == op.groups["informative"] / (2 + 30 * 6)
+    assert {r["retired_depth"] for r in rows} >= {1, 2}
+    assert all(r["depth"] == r["retired_depth"] + 1 <= 3 for r in rows if r["new"])
     retired_at = {r["retired"]: r["step"] for r in rows}
     assert all(step <= retired_at.get(i, step) for step, i in drawn)  # never drawn after its retirement
-    with pytest.raises(ValueError, match="'nope', which is not in the online pool"):
-        op.observe("nope", 1, 8)
+    with pytest.raises(ValueError, match="step 7: group for prompt 'nope', which is not in the online pool"):
+        op.observe(7, [("nope", 1, 8)])
 
 
 def test_pool_resume_restores_draws_state_and_log_exactly(pool, tmp_path):
@@ -203,17 +214,19 @@ def test_pool_resume_restores_draws_state_and_log_exactly(pool, tmp_path):
     assert a.log_rows > 0
     with pytest.raises(ValueError, match="another starting pool"):
         OnlinePool(pool[:-1], cfg).load_state_dict(saved)
+    with pytest.raises(ValueError, match="lacks start, log_rows"):
+        OnlinePool(pool, cfg).load_state_dict({k: v for k, v in saved.items() if k not in ("start", "log_rows")})
 
 
 def test_a_lineage_at_max_depth_retires_without_successors(pool, tmp_path):
     from composition_rl.online import OnlinePool
 
     op = OnlinePool(pool, OnlineConfig(k=1, max_depth=2), log_path=str(tmp_path / "online.jsonl"))
-    op.observe(pool[0].id, 8, 8, step=1)
+    op.observe(1, [(pool[0].id, 8, 8)])
     child = op.injected[0]
-    op.observe(child, 8, 8, step=2)
+    op.observe(2, [(child, 8, 8)])
     rows = [json.loads(x) for x in (tmp_path / "online.jsonl").read_text().splitlines()]
-    assert rows[1]["retired"] == child and rows[1]["new_ids"] == []
+    assert rows[1]["retired"] == child and rows[1]["new"] == [] and rows[1]["depth"] is None
     assert "no successors (depth 2, max_depth 2)" in rows[1]["reason"]
 
 

@@ -14,10 +14,9 @@ import pytest
 
 from composition_rl.compose.checks import run_checks
 from composition_rl.io.files import atomic_write_jsonl, read_jsonl
-from composition_rl.online import OnlineConfig
+from composition_rl.online import OnlineConfig, OnlinePool
 from composition_rl.train.arithmetic import arithmetic_problems
 from composition_rl.train.config import TrainConfig
-from composition_rl.train.online_pool import OnlinePool
 from composition_rl.train.rg_task import RGTask
 
 
@@ -30,7 +29,7 @@ def rg():
 
 def _pool(rg, **rule):
     start, partners = rg
-    return OnlinePool(start, partners, OnlineConfig(**{"k": 2, "max_depth": 3, **rule}), stage="online")
+    return OnlinePool(start, OnlineConfig(**{"k": 2, "max_depth": 3, **rule}), partners=partners)
 
 
 def test_mastered_prompts_retire_and_their_checked_compositions_join_until_max_depth(rg):
@@ -68,29 +67,32 @@ def test_solve_none_prompts_stay_drawable_at_low_weight(rg):
     pool.observe(1, [(hard, 0, 8), (hard, 0, 8)])
     m = pool.step_metrics()
     assert m["down_weighted"] == 1 and hard in pool.live
-    drawn = [r["id"] for _ in range(200) for r in pool.draw(4)]
+    drawn = [p.id for _ in range(200) for p in pool.draw(4)]
     share = drawn.count(hard) / len(drawn)
     assert 0 < share < 0.5 / len(pool.live), share  # drawn, but well below its fair share
-    assert all(len({r["id"] for r in pool.draw(len(easy))}) == len(easy) for _ in range(5))  # distinct per draw
+    assert all(len({p.id for p in pool.draw(len(easy))}) == len(easy) for _ in range(5))  # distinct per draw
 
 
 def test_unknown_prompt_raises_and_an_exhausted_pool_still_fills_the_step():
     probs = arithmetic_problems(3, depth=1, seed=0)
-    pool = OnlinePool(probs[:1], probs, OnlineConfig(k=1, max_depth=1), stage="s")
+    pool = OnlinePool(probs[:1], OnlineConfig(k=1, max_depth=1), partners=probs)
     with pytest.raises(ValueError, match="step 1: group for prompt 'nope'"):
         pool.observe(1, [("nope", 1, 8)])
     [ev] = pool.observe(1, [(probs[0].id, 8, 8)])
     assert ev["new"] == [] and pool.exhausted and pool.live == []
-    # a refill round of the same step draws the retired prompt; the trainer ends the run after it
-    assert [r["id"] for r in pool.draw(2)] == [probs[0].id] * 2
+    assert "no successors (depth 1, max_depth 1)" in ev["reason"]
+    with pytest.raises(ValueError, match="every prompt of the online pool is retired"):
+        pool.draw(2)
+    # a TRL refill round of the same step draws the retired prompt; the trainer ends the run after it
+    assert [p.id for p in pool.draw(2, retired_if_exhausted=True)] == [probs[0].id] * 2
 
 
 def _script(pool, steps):
     """A fixed outcome per prompt id (its hash): some retire, some stay stuck, some stay in between."""
     for step in steps:
-        rows = pool.draw(6)
-        pool.observe(step, [(r["id"], (8, 0, 4)[int(r["id"][-2:], 16) % 3], 8) for r in rows])
-        yield [r["id"] for r in rows]
+        ids = [p.id for p in pool.draw(6)]
+        pool.observe(step, [(i, (8, 0, 4)[int(i[-2:], 16) % 3], 8) for i in ids])
+        yield ids
 
 
 def test_state_restores_the_pool_exactly_and_continues_identically(rg):

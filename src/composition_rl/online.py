@@ -17,10 +17,10 @@ A retired prompt becomes q1 of new compositions (its answer becomes X) with dept
 composed in-process by the symbolic engine and checked like every other composition
 (:func:`compose_from_retired`); lineage depth grows by one per retirement, up to ``max_depth``.
 
-This module holds the rule (:class:`OnlineTracker`), that composition step and a trainer-agnostic
-pool (:class:`OnlinePool`: live prompts, seeded weighted draws, injections, ``online.jsonl``, a
-resumable state). The verl sampler (:mod:`composition_rl.integrations.verl_online`) is built on
-the pool; the TRL trainer (``crl train``, ``curriculum.mode: online``) can use either layer.
+This module holds the rule (:class:`OnlineTracker`), that composition step and the one live pool
+both trainers use (:class:`OnlinePool`: seeded weighted draws, injections, ``online.jsonl``,
+metrics, a resumable state): the TRL trainer (``crl train``, ``curriculum.mode: online``,
+train/grpo.py) and the verl dataset and replay buffer (:mod:`composition_rl.integrations.verl_online`).
 
 >>> t = OnlineTracker(OnlineConfig(k=2, window=4))
 >>> t.observe("a", correct=8, n=8, step=1).action
@@ -50,6 +50,9 @@ __all__ = ["Action", "OnlineConfig", "OnlinePool", "OnlineTracker", "Verdict", "
 #: What the rule says about a prompt after a visit. ``retired`` means it was retired earlier (a
 #: group still in flight at retirement time in an async trainer); the caller does nothing.
 Action = Literal["keep", "retire", "down_weight", "retired"]
+
+#: How :class:`OnlinePool` counts observed groups (goldilocks groups are the informative ones).
+_KINDS = ("informative", "solve_all", "solve_none")
 
 
 @dataclass(frozen=True)
@@ -232,18 +235,29 @@ class OnlineTracker:
 
 
 def weighted_draw(ids: Sequence[str], weights: Sequence[float], n: int, seed: int, salt: str | int) -> list[str]:
-    """``n`` ids drawn with replacement in proportion to ``weights``, from ``Random(f"{seed}:{salt}")``.
+    """``n`` ids drawn in proportion to ``weights``, distinct while there are enough, from ``Random(f"{seed}:{salt}")``.
 
-    The salt is a stable counter (the draw number), so a resumed run repeats the same draws.
+    Efraimidis and Spirakis (2006): each id with weight ``w > 0`` gets the key ``u ** (1 / w)``
+    and the largest keys win, which is a weighted draw without replacement. When ``n`` exceeds
+    the drawable ids, further rounds of keys from the same generator fill the rest. The salt is
+    a stable counter (the draw number), so a resumed run repeats the same draws.
 
     >>> weighted_draw(["a", "b"], [1.0, 0.0], 3, seed=0, salt=1)
     ['a', 'a', 'a']
+    >>> sorted(weighted_draw(["a", "b", "c"], [1.0, 0.1, 1.0], 3, seed=0, salt=1))
+    ['a', 'b', 'c']
     """
     if len(ids) != len(weights):
         raise ValueError(f"{len(ids)} ids but {len(weights)} weights")
-    if not ids or sum(weights) <= 0:
+    drawable = [(i, w) for i, w in zip(ids, weights) if w > 0]
+    if not drawable:
         raise ValueError("nothing to draw: every prompt is retired or has weight 0")
-    return random.Random(f"{seed}:{salt}").choices(list(ids), weights=list(weights), k=n)
+    rng = random.Random(f"{seed}:{salt}")
+    out: list[str] = []
+    while len(out) < n:
+        keys = sorted(((rng.random() ** (1.0 / w), k) for k, (_, w) in enumerate(drawable)), reverse=True)
+        out += [drawable[k][0] for _, k in keys[: n - len(out)]]
+    return out
 
 
 def compose_from_retired(q1: Problem, pool: Sequence[Problem], config: OnlineConfig,
@@ -304,70 +318,131 @@ def compose_from_retired(q1: Problem, pool: Sequence[Problem], config: OnlineCon
 
 
 class OnlinePool:
-    """The live prompt pool of an online run: draws, outcomes, retirements and injections.
+    """The live prompt pool of an online run, shared by both trainers: draws, outcomes,
+    retirements, injections, the ``online.jsonl`` log, metrics and a resumable state.
 
-    ``problems`` is the starting pool; its depth-1 problems are also the partners of every
-    composition. Draws are weighted by :meth:`OnlineTracker.weight` and seeded by a draw
-    counter, so the same outcomes in the same order give the same prompts. Each retirement
-    appends one row to ``log_path`` (``online.jsonl``): ``step``, ``retired`` (id), its
-    ``depth``, ``new_ids``, ``new_depths`` and the rule's ``reason``. :meth:`state_dict` holds
-    everything (the injected problems included); :meth:`load_state_dict` also cuts the log back
-    to the rows written before that state, so a resumed run neither loses nor repeats a row.
+    TRL's ``crl train`` (``curriculum.mode: online``, train/grpo.py) draws ``n`` distinct
+    prompts per dynamic-sampling round and observes that round's groups before the next draw;
+    verl's ``OnlineDataset`` (integrations/verl_online.py) draws one prompt per item and its
+    replay buffer observes every finished group. Both read :meth:`step_metrics` (or its flat
+    form :meth:`metrics`) once per step.
+
+    Args:
+        problems: the starting pool.
+        config: the rule and the seed.
+        partners: problems whose depth-1 ones are the partners of retired prompts. The
+            depth-1 problems of ``problems`` are always added: they are the ancestors of every
+            composition, which is checked as a flat chain over them.
+        log_path: ``online.jsonl``; each retirement appends one row: ``step``, ``retired`` (id),
+            ``retired_depth``, ``new`` (the ids composed from it), ``depth`` (theirs; None when
+            nothing was composed), ``visits``, ``pass_rate`` and the rule's ``reason``.
+        accept: a trainer's own gate on new prompts (verl: its prompt-length filter).
+
+    Draws are weighted by :meth:`OnlineTracker.weight` and seeded by a draw counter
+    (:func:`weighted_draw`), so the same outcomes in the same order give the same prompts.
+    :meth:`state_dict` holds everything (the injected problems included); :meth:`load_state_dict`
+    also cuts the log back to the rows written before that state, so a resumed run neither
+    loses nor repeats a row.
+
+    >>> from composition_rl.train.arithmetic import arithmetic_problems
+    >>> probs = arithmetic_problems(6, depth=1, seed=0)
+    >>> pool = OnlinePool(probs[:2], OnlineConfig(k=1), partners=probs)
+    >>> sorted(p.id for p in pool.draw(2)) == sorted(p.id for p in probs[:2])  # distinct within a draw
+    True
+    >>> [row] = pool.observe(1, [(probs[0].id, 8, 8)])
+    >>> row["retired"] == probs[0].id, row["depth"], len(row["new"])
+    (True, 2, 2)
+    >>> pool.live_by_depth()
+    {'1': 1, '2': 2}
     """
 
-    def __init__(self, problems: Sequence[Problem], config: OnlineConfig | None = None,
-                 log_path: str | None = None, accept: Callable[[Problem], bool] | None = None) -> None:
+    def __init__(self, problems: Sequence[Problem], config: OnlineConfig | None = None, *,
+                 partners: Sequence[Problem] = (), log_path: str | None = None,
+                 accept: Callable[[Problem], bool] | None = None) -> None:
         if not problems:
             raise ValueError("an online pool needs at least one problem")
         self.config = config or OnlineConfig()
         self.tracker = OnlineTracker(self.config)
         self.start = list(problems)
-        self.base = [p for p in problems if p.depth == 1]
+        base: dict[str, Problem] = {}
+        for p in [*partners, *problems]:
+            if p.depth == 1:
+                base.setdefault(p.id, p)
+        self.base = list(base.values())
         self.log_path = log_path
-        self.accept = accept  # a trainer's own gate on new prompts (verl: the prompt-length budget)
+        self.accept = accept
         self._reset()
 
     def _reset(self) -> None:
         self.problems: dict[str, Problem] = {}
-        self.live: list[str] = []
         for p in self.start:
-            if p.id not in self.problems:
-                self.problems[p.id] = p
-                self.live.append(p.id)
-        self.injected: list[str] = []
+            self.problems.setdefault(p.id, p)
+        self.live: list[str] = list(self.problems)
+        self.injected: list[str] = []  # ids composed during the run, in order
         self.draws = 0
         self.log_rows = 0
-        self.groups = {"informative": 0, "solve_all": 0, "solve_none": 0}
+        self.groups = dict.fromkeys(_KINDS, 0)  # observed groups by kind, over the run
+        self.step_groups = dict.fromkeys(_KINDS, 0)  # the same since the last step_metrics()
+        self.step_events: list[dict[str, Any]] = []  # online.jsonl rows since the last step_metrics()
 
-    def draw(self) -> Problem:
-        """The next prompt: a weighted, seeded draw over the live prompts."""
-        ids = self.live
-        weights = [self.tracker.weight(i) for i in ids]
-        if not ids:
-            raise ValueError("every prompt of the online pool is retired (the lineages reached max_depth="
-                             f"{self.config.max_depth}); raise max_depth or add problems")
-        pid = weighted_draw(ids, weights, 1, self.config.seed, f"draw:{self.draws}")[0]
-        self.draws += 1
-        return self.problems[pid]
+    # ----------------------------------------------------------------------------- sampling
 
-    def observe(self, prompt_id: str, correct: int, n: int, step: int | None = None) -> Verdict:
-        """Record one sampled group; on retirement, inject compositions and log the row.
+    @property
+    def exhausted(self) -> bool:
+        """True when no live prompt is left (every lineage retired at ``max_depth``)."""
+        return not self.live
+
+    @property
+    def retired_total(self) -> int:
+        return len(self.tracker.retired)
+
+    def draw(self, n: int = 1, *, retired_if_exhausted: bool = False) -> list[Problem]:
+        """``n`` live prompts, weighted, distinct while the pool has enough drawable prompts.
+
+        Args:
+            n: prompts to draw.
+            retired_if_exhausted: when no live prompt is left, draw retired ones at equal weight
+                instead of raising (the TRL trainer fills the step's refill rounds with them and
+                ends the run at the step's end).
 
         Raises:
-            ValueError: ``prompt_id`` was never in this pool.
+            ValueError: the pool is exhausted and ``retired_if_exhausted`` is off.
         """
-        if prompt_id not in self.problems:
-            raise ValueError(f"group for prompt {prompt_id!r}, which is not in the online pool "
-                             f"({len(self.problems)} prompts)")
-        v = self.tracker.observe(prompt_id, correct, n, step)
-        if v.action != "retired":
-            self.groups[band(correct, n).replace("goldilocks", "informative")] += 1
-        if v.action == "retire":
-            self._retire(self.problems[prompt_id], v, step)
-        return v
+        ids, weights = self.live, [self.tracker.weight(i) for i in self.live]
+        if self.exhausted:
+            if not retired_if_exhausted:
+                raise ValueError("every prompt of the online pool is retired (the lineages reached max_depth="
+                                 f"{self.config.max_depth}); raise max_depth or add problems")
+            ids = list(self.tracker.retired)
+            weights = [1.0] * len(ids)
+        self.draws += 1
+        return [self.problems[i] for i in weighted_draw(ids, weights, n, self.config.seed, f"online:{self.draws}")]
 
-    def _retire(self, q1: Problem, v: Verdict, step: int | None) -> None:
-        self.live.remove(q1.id)
+    # ----------------------------------------------------------------------------- the rule
+
+    def observe(self, step: int | None, groups: Iterable[tuple[str, int, int]]) -> list[dict[str, Any]]:
+        """Record sampled groups ``(id, correct, n)`` in order; retire, inject and log.
+
+        Returns:
+            the ``online.jsonl`` rows of the retirements these groups led to.
+
+        Raises:
+            ValueError: a group names a prompt this pool never held, or is not a group outcome.
+        """
+        rows = []
+        for pid, correct, n in groups:
+            if pid not in self.problems:
+                raise ValueError(f"step {step}: group for prompt {pid!r}, which is not in the online pool "
+                                 f"({len(self.problems)} prompts)")
+            v = self.tracker.observe(pid, correct, n, step)
+            kind = band(correct, n).replace("goldilocks", "informative")
+            self.groups[kind] += 1
+            self.step_groups[kind] += 1
+            if v.action == "retire":
+                rows.append(self._retire(self.problems[pid], v, step))
+        return rows
+
+    def _retire(self, q1: Problem, v: Verdict, step: int | None) -> dict[str, Any]:
         reason = v.reason
         try:
             new = compose_from_retired(q1, self.base, self.config, exclude=self.problems)
@@ -378,15 +453,16 @@ class OnlinePool:
             if len(kept) < len(new):
                 reason += f"; {len(new) - len(kept)} composition(s) refused by the trainer (prompt too long)"
             new = kept
-        if not new:
-            reason += f"; no successors (depth {q1.depth}, max_depth {self.config.max_depth})" \
-                if q1.depth >= self.config.max_depth else ""
+        if not new and q1.depth >= self.config.max_depth:
+            reason += f"; no successors (depth {q1.depth}, max_depth {self.config.max_depth})"
         for p in new:
             self.problems[p.id] = p
             self.live.append(p.id)
             self.injected.append(p.id)
-        row = {"step": step, "retired": q1.id, "depth": q1.depth, "new_ids": [p.id for p in new],
-               "new_depths": [p.depth for p in new], "reason": reason}
+        self.live.remove(q1.id)
+        row = {"step": step, "retired": q1.id, "retired_depth": q1.depth, "new": [p.id for p in new],
+               "depth": q1.depth + 1 if new else None, "visits": v.visits, "pass_rate": round(v.pass_rate, 4),
+               "reason": reason}
         if self.log_path is not None:
             import os
 
@@ -396,41 +472,77 @@ class OnlinePool:
             with open(self.log_path, "a", encoding="utf-8") as f:
                 f.write(dumps(row) + "\n")
         self.log_rows += 1
+        self.step_events.append(row)
+        return row
 
-    def metrics(self) -> dict[str, float]:
-        """Live prompts by depth, retired / down-weighted / injected counts, and the share of
-        informative groups among the groups observed so far."""
+    # ----------------------------------------------------------------------------- metrics
+
+    def live_by_depth(self) -> dict[str, int]:
+        """Live prompts (retired ones excluded) by depth, as a JSON-able dict."""
         from collections import Counter
 
-        depth = Counter(self.problems[i].depth for i in self.live)
-        seen = sum(self.groups.values())
-        out: dict[str, float] = {f"online/live_depth_{d}": float(c) for d, c in sorted(depth.items())}
-        out.update({"online/live": float(len(self.live)), "online/retired": float(len(self.tracker.retired)),
-                    "online/down_weighted": float(len(self.tracker.down)),
-                    "online/injected": float(len(self.injected))})
-        if seen:
-            out["online/informative_share"] = self.groups["informative"] / seen
+        c = Counter(self.problems[i].depth for i in self.live)
+        return {str(d): c[d] for d in sorted(c)}
+
+    def step_metrics(self) -> dict[str, Any]:
+        """The step's pool counts (the ``online`` block of TRL's metrics.jsonl); starts a new step.
+
+        ``retired`` and ``injected`` count this step's retirements, the ``_total`` ones the run's.
+        """
+        ev, self.step_events = self.step_events, []
+        self.step_groups = dict.fromkeys(_KINDS, 0)
+        return {
+            "live": len(self.live),
+            "live_by_depth": self.live_by_depth(),
+            "down_weighted": sum(1 for i in self.live if i in self.tracker.down),
+            "retired": len(ev),
+            "injected": sum(len(e["new"]) for e in ev),
+            "retired_total": self.retired_total,
+            "injected_total": len(self.injected),
+        }
+
+    def metrics(self) -> dict[str, float]:
+        """:meth:`step_metrics` as flat ``online/...`` floats (verl's step metrics; starts a new step
+        too), with ``live_depth_D`` per depth, the share of informative groups among the groups
+        observed over the run and, when the step observed any, in this step."""
+        groups = self.step_groups
+        m = self.step_metrics()
+        out = {f"online/live_depth_{d}": float(c) for d, c in m.pop("live_by_depth").items()}
+        out.update({f"online/{k}": float(v) for k, v in m.items()})
+        for prefix, g in (("", self.groups), ("step_", groups)):
+            seen = sum(g.values())
+            if seen:
+                out[f"online/{prefix}informative_share"] = g["informative"] / seen
+        out["online/step_groups"] = float(sum(groups.values()))
         return out
 
+    # ----------------------------------------------------------------------------- state
+
     def state_dict(self) -> dict[str, Any]:
+        """Everything the next draws and decisions depend on (JSON-able)."""
         return {
             "tracker": self.tracker.state_dict(),
+            "start": [p.id for p in self.start],
             "live": list(self.live),
             "injected": [self.problems[i].to_dict() for i in self.injected],
             "draws": self.draws,
             "log_rows": self.log_rows,
             "groups": dict(self.groups),
-            "start": [p.id for p in self.start],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a :meth:`state_dict` over the same starting problems.
+        """Restore a :meth:`state_dict` onto a pool built from the same problems and partners.
 
         Raises:
-            ValueError: the state was written for other starting problems or settings.
+            ValueError: the state was written for other starting problems or settings, or
+                ``online.jsonl`` holds fewer rows than the state counts.
         """
         from composition_rl.records import Problem as _Problem
 
+        lacking = [k for k in self.state_dict() if k not in state]
+        if lacking:
+            raise ValueError(f"online state lacks {', '.join(lacking)}: it was written by another version of the "
+                             "pool (start the run over)")
         if list(state["start"]) != [p.id for p in self.start]:
             raise ValueError(f"online state was written for another starting pool ({len(state['start'])} prompts, "
                              f"this one has {len(self.start)})")
@@ -440,9 +552,13 @@ class OnlinePool:
             p = _Problem.from_dict(d)
             self.problems[p.id] = p
             self.injected.append(p.id)
+        missing = [i for i in state["live"] if i not in self.problems]
+        if missing:
+            raise ValueError(f"online state names live prompt(s) {missing[:3]} that are neither starting problems "
+                             "nor injected: it belongs to another run")
         self.live = list(state["live"])
         self.draws = int(state["draws"])
-        self.groups = {k: int(v) for k, v in state["groups"].items()}
+        self.groups = {k: int(state["groups"].get(k, 0)) for k in _KINDS}
         self.log_rows = int(state["log_rows"])
         if self.log_path is not None:
             import os

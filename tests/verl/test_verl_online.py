@@ -185,7 +185,10 @@ def test_online_run_retires_injects_and_resumes_from_the_dataloader_checkpoint(t
     assert len(rows) == len(pool.tracker.retired) >= 3 and pool.injected
     assert {r["retired"] for r in rows} == set(pool.tracker.retired)
     assert {i for _, i in a.generated} & set(pool.injected)
-    assert m["online/injected"] == len(pool.injected) and m["online/live_depth_2"] >= 1
+    assert m["online/injected_total"] == len(pool.injected) and m["online/live_depth_2"] >= 1
+    assert m["online/retired_total"] == len(rows) == sum(x["online/retired"] for x in a.metrics)
+    assert all(r["depth"] == r["retired_depth"] + 1 and r["new"] for r in rows if r["retired_depth"] == 1)
+    assert sum(x["online/step_groups"] for x in a.metrics) == len(a.generated)
     assert 0.0 <= m["online/step_informative_share"] <= 1.0
     base = {p.id: p for p in problems}
     for pid in pool.injected:

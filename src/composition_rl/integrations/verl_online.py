@@ -48,7 +48,6 @@ pass them through by interpolation: one source of truth.)
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -133,8 +132,7 @@ class OnlineDataset(RLHFDataset):
         rows = [self.dataframe[i] for i in range(len(self.dataframe))]
         problems = [problem_from_row(r, i) for i, r in enumerate(rows)]
         self._rows = {p.id: r for p, r in zip(problems, rows, strict=True)}
-        self.pool = OnlinePool(problems, cfg, log_path=os.path.join(self.log_dir, "online.jsonl"),
-                               accept=self.fits)
+        self.pool = OnlinePool(problems, cfg, log_path=os.path.join(self.log_dir, "online.jsonl"), accept=self.fits)
         _POOLS[self.log_dir] = self.pool
 
     def fits(self, p: Problem) -> bool:
@@ -167,7 +165,7 @@ class OnlineDataset(RLHFDataset):
         if torch.utils.data.get_worker_info() is not None:
             raise RuntimeError("OnlineDataset runs in a dataloader worker, where it never sees outcomes: "
                                "set data.dataloader_num_workers=0")
-        return self._finish(self.row_for(self.pool.draw()))
+        return self._finish(self.row_for(self.pool.draw(1)[0]))
 
     def _finish(self, row_dict: dict[str, Any]) -> dict[str, Any]:
         # RLHFDataset.__getitem__ (verl 0.9.1) after its dataframe lookup; tests/verl checks
@@ -253,7 +251,6 @@ class _OnlineHarvest:
                          max_off_policy_strategy=max_off_policy_strategy, sampler_kwargs=sampler_kwargs,
                          refill_fn=refill_fn, **extra, **kwargs)
         self._harvested: set[str] = set()
-        self._bands: Counter[str] = Counter()
 
     def online_pool(self) -> OnlinePool:
         pool = _POOLS.get(self.online_log_dir)
@@ -265,10 +262,7 @@ class _OnlineHarvest:
 
     def observe_groups(self, outcomes: Mapping[str, tuple[str, int, int]], step: int) -> None:
         """Feed groups to the pool in a stable order (record id, then outcome): uids are random."""
-        pool = self.online_pool()
-        for rid, correct, n in sorted(outcomes.values()):
-            pool.observe(rid, correct, n, step)
-            self._bands["solve_all" if correct == n else "solve_none" if correct == 0 else "informative"] += 1
+        self.online_pool().observe(step, sorted(outcomes.values()))
 
     def _harvest(self, step: int) -> None:
         present = set(self.prompt_global_steps["train"])
@@ -293,11 +287,6 @@ class _OnlineHarvest:
         batch, metrics = super().sample(global_steps, partition_id, batch_size)
         if partition_id == "train":
             metrics.update(self.online_pool().metrics())
-            seen = sum(self._bands.values())
-            if seen:
-                metrics["online/step_informative_share"] = self._bands["informative"] / seen
-                metrics["online/step_groups"] = float(seen)
-            self._bands.clear()
         return batch, metrics
 
 

@@ -143,7 +143,7 @@ class CurriculumConfig:
         mode: ``auto`` (advance on saturation or budget), ``manual`` (fixed budgets) or
             ``online`` (per prompt during the run: retire what the policy has mastered and
             compose from it; one stage, its problems the starting pool; see
-            :mod:`composition_rl.train.online_pool`).
+            :class:`composition_rl.online.OnlinePool`).
         threshold: rolling solve_all that ends a stage in ``auto`` mode.
         window: steps in the rolling mean.
         total_steps: optional cap on the whole run's steps (for matched-steps comparisons).

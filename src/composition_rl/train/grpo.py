@@ -8,7 +8,7 @@ our adapter (train/trl_adapter.py), train until the curriculum ends, and write u
 - ``pass_rates.jsonl``: one row per sampled prompt group (per-prompt pass-rate history);
 - ``transitions.jsonl``: every stage change with its reason;
 - ``online.jsonl`` (``curriculum.mode: online``): every retirement and the prompts composed
-  from it (train/online_pool.py);
+  from it (composition_rl.online.OnlinePool);
 - ``solve_rates.png``: solve_all / solve_none over steps;
 - ``checkpoints/checkpoint-N``: TRL checkpoints plus ``crl_state.json`` (curriculum and
   prompt-stream state), from which a rerun resumes.
@@ -122,18 +122,18 @@ class _Run:
                                      threshold=c.threshold, window=c.window, total_steps=c.total_steps)
 
     def _online_pool(self):
-        from composition_rl.online import OnlineConfig
+        from composition_rl.online import OnlineConfig, OnlinePool
         from composition_rl.train.data import _read_problems
-        from composition_rl.train.online_pool import OnlinePool
 
-        c, st = self.cfg.curriculum, self.cfg.stages[0]
+        c = self.cfg.curriculum
         rule = OnlineConfig.from_dict({"seed": self.cfg.seed, **(c.online or {})})
         partners = self.problems[0]
         if c.partners is not None:
             if not Path(c.partners).is_file():
                 raise ValueError(f"curriculum.partners file not found: {c.partners}")
             partners = _read_problems(Path(c.partners))
-        return OnlinePool(self.problems[0], partners, rule, st.name, instruction=self.cfg.instruction)
+        # the pool appends online.jsonl itself; a resume cuts it back with the pool's state
+        return OnlinePool(self.problems[0], rule, partners=partners, log_path=str(self.out / "online.jsonl"))
 
     def _build(self, i: int) -> PromptStream:
         """Compose stage ``i`` from what the policy mastered in stage ``i - 1`` (pass_rates.jsonl)."""
@@ -167,7 +167,11 @@ class _Run:
 
     def draw(self, n: int) -> list[dict]:
         if self.online is not None:
-            return self.online.draw(n)
+            # an exhausted pool fills the step's refill rounds with retired prompts (uninformative,
+            # but the batch keeps its shape); end_if_exhausted ends the run at the step's end
+            st = self.cfg.stages[0].name
+            return [problem_row(p, st, self.cfg.instruction)
+                    for p in self.online.draw(n, retired_if_exhausted=True)]
         i = self.curriculum.index
         stream = self.streams[i] or self._build(i)
         return stream.draw(n)
@@ -256,13 +260,9 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
 
 
 def _observe_online(run: _Run, step: int, sample, row: dict[str, Any]) -> None:
-    """Log the step's retirements (decided round by round) and add the pool's counts to the row."""
+    """Add the pool's counts to the step's row (its retirements are in online.jsonl already)."""
     from collections import Counter
 
-    if run.online.step_events:
-        with open(run.out / "online.jsonl", "a", encoding="utf-8") as f:
-            for e in run.online.step_events:
-                f.write(dumps(e) + "\n")
     # the stage has no single depth any more: the row's depth is the step's most sampled one
     row["depth"] = Counter(g.depth for g in sample.groups).most_common(1)[0][0]
     row["online"] = run.online.step_metrics()
