@@ -121,7 +121,7 @@ class Curriculum:
         self.history.append(float(solve_all))
         self.steps_done += 1
         if self.total_steps is not None and self.steps_done >= self.total_steps:
-            return self._finish(step, f"total step budget of {self.total_steps} exhausted")
+            return self.end(step, f"total step budget of {self.total_steps} exhausted")
         stage = self.stage
         rolling = self.rolling_solve_all()
         transition: Transition | None = None
@@ -141,7 +141,8 @@ class Curriculum:
             transition = self._advance(step, reason, kind)
         return transition
 
-    def _finish(self, step: int, reason: str) -> Transition:
+    def end(self, step: int, reason: str) -> Transition:
+        """End training after ``step`` whatever stage it is in (a budget or an empty pool)."""
         t = Transition(step=step, from_stage=self.stage.name, to_stage=None, reason=reason, kind="budget")
         self.finished = True
         self.history = []

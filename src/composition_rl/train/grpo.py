@@ -163,7 +163,7 @@ class _Run:
         """Online mode: end the run after ``step`` when no live prompt is left; the Transition or None."""
         if self.online is None or not self.online.exhausted or self.curriculum.finished:
             return None
-        return self.curriculum._finish(step, "online pool exhausted: every live prompt retired at max_depth")
+        return self.curriculum.end(step, "online pool exhausted: every live prompt retired at max_depth")
 
     def draw(self, n: int) -> list[dict]:
         if self.online is not None:
