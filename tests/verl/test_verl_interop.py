@@ -43,27 +43,14 @@ def exported(tmp_path_factory):
     return out, problems, export(problems, "verl", out)
 
 
-@pytest.fixture(scope="module")
-def local_tokenizer(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    from composition_rl.train.arithmetic import make_problem
-    from composition_rl.train.tiny_model import build_tokenizer
-
-    corpus = [make_problem(2, 0, i)[1] for i in range(200)]
-    folder = tmp_path_factory.mktemp("tok")
-    build_tokenizer(corpus, 300).save_pretrained(folder)
-    return AutoTokenizer.from_pretrained(folder)
-
-
-def test_verl_rl_dataset_loads_our_parquet_with_a_local_tokenizer(exported, local_tokenizer, tmp_path):
+def test_verl_rl_dataset_loads_our_parquet_with_a_local_tokenizer(exported, tokenizer, tmp_path):
     from omegaconf import OmegaConf
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     _, problems, parquet = exported
     cfg = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 512, "filter_overlong_prompts": True,
                             "filter_overlong_prompts_workers": 1, "cache_dir": str(tmp_path)})
-    ds = RLHFDataset(data_files=[str(parquet)], tokenizer=local_tokenizer, config=cfg)
+    ds = RLHFDataset(data_files=[str(parquet)], tokenizer=tokenizer, config=cfg)
     assert len(ds) == len(problems)
     row = ds[0]
     assert row["reward_model"]["ground_truth"] == problems[0].answer
@@ -71,7 +58,7 @@ def test_verl_rl_dataset_loads_our_parquet_with_a_local_tokenizer(exported, loca
     assert row["extra_info"]["id"] == problems[0].id
     # The tokenizer really is used: a prompt budget below every prompt's length filters all rows.
     tiny = OmegaConf.merge(cfg, {"max_prompt_length": 8})
-    assert len(RLHFDataset(data_files=[str(parquet)], tokenizer=local_tokenizer, config=tiny)) == 0
+    assert len(RLHFDataset(data_files=[str(parquet)], tokenizer=tokenizer, config=tiny)) == 0
 
 
 def test_verl_custom_reward_loading_finds_and_calls_our_compute_score():

@@ -40,19 +40,6 @@ SKILL = {1: 0.97, 2: 0.6, 3: 0.05}  # P(correct) of the scripted policy by depth
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    from composition_rl.train.arithmetic import make_problem
-    from composition_rl.train.tiny_model import build_tokenizer
-
-    corpus = [make_problem(2, 0, i)[1] for i in range(200)]
-    folder = tmp_path_factory.mktemp("tok")
-    build_tokenizer(corpus, 300).save_pretrained(folder)
-    return AutoTokenizer.from_pretrained(folder)
-
-
-@pytest.fixture(scope="module")
 def problems():
     return arithmetic_problems(24, depth=1, seed=0)
 
