@@ -29,6 +29,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from composition_rl.train.curriculum import check_budget
+
 __all__ = [
     "CurriculumConfig",
     "DynamicSamplingConfig",
@@ -89,11 +91,7 @@ class StageConfig:
                     f"stage {self.name!r}: compose takes from and depth (and pool_size, max_candidates, "
                     f"seed, first, min_mastered); got {self.compose}"
                 )
-        if self.max_steps < 1:
-            raise ValueError(f"stage {self.name!r}: max_steps must be >= 1, got {self.max_steps}")
-        if not 0 <= self.min_steps <= self.max_steps:
-            raise ValueError(f"stage {self.name!r}: min_steps must be in [0, max_steps={self.max_steps}], "
-                             f"got {self.min_steps}")
+        check_budget(self.name, self.max_steps, self.min_steps)
         if self.arithmetic is not None:
             unknown = set(self.arithmetic) - {"depth", "n", "seed", "digits"}
             if unknown or "depth" not in self.arithmetic:

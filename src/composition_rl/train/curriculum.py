@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-__all__ = ["Curriculum", "StageSpec", "Transition"]
+__all__ = ["Curriculum", "StageSpec", "Transition", "check_budget"]
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,15 @@ class StageSpec:
     min_steps: int = 0
 
     def __post_init__(self) -> None:
-        if self.max_steps < 1:
-            raise ValueError(f"stage {self.name!r}: max_steps must be >= 1, got {self.max_steps}")
-        if not 0 <= self.min_steps <= self.max_steps:
-            raise ValueError(f"stage {self.name!r}: min_steps must be in [0, max_steps={self.max_steps}], "
-                             f"got {self.min_steps}")
+        check_budget(self.name, self.max_steps, self.min_steps)
+
+
+def check_budget(name: str, max_steps: int, min_steps: int) -> None:
+    """A stage's step budget and minimum, as a stage config and the curriculum both require."""
+    if max_steps < 1:
+        raise ValueError(f"stage {name!r}: max_steps must be >= 1, got {max_steps}")
+    if not 0 <= min_steps <= max_steps:
+        raise ValueError(f"stage {name!r}: min_steps must be in [0, max_steps={max_steps}], got {min_steps}")
 
 
 @dataclass(frozen=True)
