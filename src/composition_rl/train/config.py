@@ -210,7 +210,7 @@ class GRPOSettings:
     def trl_fields(self, trl_config_cls: type) -> dict[str, Any]:
         """The fields of this object that ``trl_config_cls`` (TRL's ``GRPOConfig``) also has."""
         theirs = {f.name for f in fields(trl_config_cls)}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in theirs and f.name != "trl"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in theirs}
 
     def validate(self) -> None:
         if self.num_generations < 2:
