@@ -175,36 +175,52 @@ def test_regroup_refuses_rows_out_of_order():
 
 
 @pytest.mark.ray
-def test_hf_profile_of_200_prompts_on_ray_is_byte_identical_to_local(ray_cluster, verifier, pytestconfig, tmp_path):
+def test_scale_md_local_vs_ray_block_on_200_prompts_through_hf_gives_the_same_bytes(
+    ray_cluster, pytestconfig, tmp_path, monkeypatch, capsys
+):
+    """docs/scale.md's one-machine block, run as written with the tests' tiny policy for
+    `crl tiny-model`'s and 200 prompts of its task for MATH-500; sampling at temperature 1.0
+    with 4 samples of at most 32 tokens (the policy's answers fit), responses kept, so the
+    block's `cmp` compares completions too."""
     import torch
+    from test_docs_commands import REPO, blocks, commands
 
+    (block,) = [b for b in blocks(REPO / "docs" / "scale.md") if "--executor ray" in b and "cmp " in b]
     model = tiny_policy_dir(pytestconfig)
-    cfg = ProfileConfig(n=4, sampling=SamplingConfig(temperature=1.0, max_tokens=32), template="plain",
-                        keep_responses=True)
-    spec = BackendSpec("hf", {"model": str(model), "device": "cpu"})
+    monkeypatch.chdir(tmp_path)
+    inp = tmp_path / "arithmetic200.jsonl"
+    atomic_write_jsonl(inp, [{"problem": p.question, "answer": p.answer} for p in PROBLEMS])
+    small = ["-n", "4", "--max-tokens", "32", "--temperature", "1.0", "--keep-responses", "--device", "cpu",
+             "--no-progress"]
+    ran, walls = [], {}
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as each replica (0.5 CPU: Ray gives it one thread)
+    torch.set_num_threads(1)  # as each replica: Ray gives an actor at 0.5 CPU one thread
     try:
-        local = build_executor(ExecutorConfig(), spec)
-        t = time.perf_counter()
-        profile_problems(PROBLEMS, local, verifier, tmp_path / "local", cfg, progress=False)
-        t_local = time.perf_counter() - t
-        local.close()
+        for toks in commands(block):
+            if toks[:2] == ["crl", "profile"]:
+                argv = [str(model) if t == "runs/tiny" else str(inp) if t.endswith("math500.parquet") else t
+                        for t in toks[1:]]
+                t = time.perf_counter()
+                assert crl([*argv, *small]) == 0, toks
+                walls["ray" if "ray" in argv else "local"] = time.perf_counter() - t
+                ran.append("profile")
+            elif toks[0] == "cmp":
+                assert Path(toks[1]).read_bytes() == Path(toks[2]).read_bytes(), "profile.jsonl differs"
+                ran.append("cmp")
     finally:
         torch.set_num_threads(threads)
-    remote = build_executor(RAY_EXECUTOR, spec)
-    t = time.perf_counter()
-    profile_problems(PROBLEMS, remote, verifier, tmp_path / "ray", cfg, progress=False)
-    print(f"\n200 prompts x 4, hf: local {t_local:.1f} s, ray (2 replicas) {time.perf_counter() - t:.1f} s")
-    remote.close()
-    rows = list(read_jsonl(tmp_path / "local" / "profile.jsonl"))
+    assert ran == ["profile", "profile", "cmp"]
+    out = capsys.readouterr().out
+    print(f"\n200 prompts x 4 through hf: local {walls['local']:.1f} s, ray (2 replicas, joined) {walls['ray']:.1f} s")
+    rows = list(read_jsonl(Path("runs/profile-ray/profile.jsonl")))
     assert len(rows) == 200 and {r["class"] for r in rows} == {"solve_all", "goldilocks", "solve_none"}
-    for name in ("profile.jsonl", "summary.json"):  # same pass rates, bands and completions
-        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
+    assert [r["id"] for r in rows] == [p.id for p in PROBLEMS]  # the input's order
+    assert Path("runs/profile-ray/summary.json").read_bytes() == Path("runs/profile-local/summary.json").read_bytes()
+    assert out.count("profiled 200 prompts at n=4") == 2
 
 
 @pytest.mark.ray
-def test_openai_on_ray_resumes_and_survives_a_killed_replica(ray_cluster, verifier, tmp_path):
+def test_openai_on_ray_resumes_and_survives_killed_replicas(ray_cluster, verifier, tmp_path):
     cfg = ProfileConfig(n=4, chunk=4, keep_responses=True)
     with FakeOpenAIServer(scripted) as srv:
         spec = BackendSpec("openai", {"base_url": srv.url, "model": "m"})
@@ -226,19 +242,20 @@ def test_openai_on_ray_resumes_and_survives_a_killed_replica(ray_cluster, verifi
         deadline = time.monotonic() + 120
         victims: list[int] = []
         while time.monotonic() < deadline and not victims:
-            if len(srv.bodies) >= 8:  # two chunks asked: the replicas are at work
+            if len(srv.bodies) >= 8 and srv.in_flight:  # the replicas are at work, a request is open
                 victims = descendants_named("BackendReplica")
-            time.sleep(0.05)
+            time.sleep(0.02)
         assert victims, "no replica process found to kill"
         rows_at_kill, asked_at_kill = len(log.read_text().splitlines()), len(srv.bodies)
-        os.kill(victims[0], signal.SIGKILL)
+        for pid in victims:  # every replica, so the one whose request is open is among them
+            os.kill(pid, signal.SIGKILL)
         worker.join(timeout=180)
         assert not worker.is_alive(), "the run did not finish after the kill"
         remote.close()
         asked = {b["messages"][-1]["content"].split("\n")[0] for b in srv.bodies}
     assert rows_at_kill < 200 and asked_at_kill < 100, "the kill must land mid-run"
     assert asked == {p.question for p in PROBLEMS[100:]}  # finished prompts were not sent again
-    assert len(srv.bodies) > len(asked)  # the killed replica's chunks were asked again
+    assert len(srv.bodies) > len(asked)  # the killed replicas' chunks were asked again
     assert log.read_bytes() == (tmp_path / "ref" / "profile.jsonl").read_bytes()
 
 
@@ -269,3 +286,32 @@ def test_eval_and_a_failing_endpoint_through_the_cli_on_ray(ray_cluster, verifie
     kept = [r["id"] for r in read_jsonl(tmp_path / "failing" / "profile.jsonl")]
     # whole chunks before the failing one, in order; never the failing chunk or one after it
     assert kept == [p.id for p in PROBLEMS[: len(kept)]] and len(kept) % 2 == 0 and len(kept) <= 20
+
+
+def test_the_executor_modules_doctests_pass():
+    import doctest
+
+    from composition_rl.executors import base, ray_data
+
+    for mod in (base, ray_data):
+        assert doctest.testmod(mod).failed == 0, mod.__name__
+
+
+@pytest.mark.ray
+def test_grow_seed_profile_on_ray_gives_the_local_trees(ray_cluster, verifier, tmp_path, capsys):
+    from fakes.mbs_world import World
+
+    world = World(acc={("weak", "leaf"): 2, ("strong", "leaf"): 8, ("weak", "parent"): 1, ("strong", "parent"): 6,
+                       ("policy", "parent"): 4}, gain={"weak": 3})
+    inp = tmp_path / "seeds.jsonl"
+    atomic_write_jsonl(inp, [{"problem": f"seed:s{i}", "answer": "10"} for i in range(3)])
+    with FakeOpenAIServer(world) as srv:
+        for name, extra in (("local", []), ("ray", RAY_FLAGS)):
+            assert crl(["grow", "--input", str(inp), "--out", str(tmp_path / name), "--policy", f"policy@{srv.url}",
+                        "--students", f"weak@{srv.url}", "--students", f"strong@{srv.url}", "--teacher", "openai",
+                        "--teacher-base-url", srv.url, "--teacher-model", "teacher", "--template", "plain",
+                        "--max-tokens", "32", "--max-depth", "1", "--no-progress", *extra]) == 0, name
+    for rel in ("seed_profile/profile.jsonl", "trees.jsonl", "qualified.jsonl"):
+        assert (tmp_path / "ray" / rel).read_bytes() == (tmp_path / "local" / rel).read_bytes(), rel
+    assert len((tmp_path / "local" / "qualified.jsonl").read_text().splitlines()) >= 3
+    capsys.readouterr()

@@ -151,9 +151,10 @@ class ExecutorConfig:
         "type": int, "metavar": "N"})
     replica_cpus: float = field(default=1.0, metadata={
         "help": "ray: CPUs each backend replica reserves (hf: its torch threads)"})
-    graders: int = field(default=1, metadata={"help": "ray: grading actors (each runs a verifier pool)"})
+    graders: int = field(default=1, metadata={
+        "help": "ray: grading tasks at a time (each grades a batch with its worker's verifier pool)"})
     grader_cpus: float = field(default=1.0, metadata={
-        "help": "ray: CPUs each grading actor reserves, and the verifier processes it runs"})
+        "help": "ray: CPUs each grading task reserves, and the verifier processes it runs"})
 
     def __post_init__(self) -> None:
         bad = []

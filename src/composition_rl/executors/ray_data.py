@@ -14,13 +14,14 @@ The pipeline (Ray Data, streaming, order kept)::
   ``--tensor-parallel-size`` GPUs each): each sample is its own request whose seed derives
   from the run's seed, the problem id and the sample index. That path needs
   ``ray[data,llm]`` (it brings vLLM) on GPU nodes and **has not been run here** (no GPU).
-- **Grading** runs as a CPU stage of the same pipeline: actors each holding a bounded
-  verifier pool (:mod:`composition_rl.verify`), so GPU replicas never wait on grading.
+- **Grading** runs as a CPU stage of the same pipeline: Ray tasks (at most ``graders`` at a
+  time), each grading a batch with the bounded verifier pool (:mod:`composition_rl.verify`)
+  of its Ray worker, so GPU replicas never wait on grading.
 - **Order and streaming.** ``preserve_order`` is on: this process receives the graded
   samples in input order and hands each chunk to the caller as soon as it is complete;
   the caller appends it to its log, so resume works as with the local executor.
-- **Failures.** A replica or grader that dies (kill -9, OOM) is restarted and its chunk
-  retried by Ray; a chunk whose backend fails for good (``RolloutError``) stops the run
+- **Failures.** A replica that dies (kill -9, OOM) is restarted and its chunks retried by
+  Ray, and so is a grading task whose worker dies; a chunk whose backend fails for good (``RolloutError``) stops the run
   with the chunks before it saved. Every wait has a deadline: replicas must start within
   :data:`START_TIMEOUT_S`.
 
@@ -51,7 +52,7 @@ __all__ = ["RAY_INSTALL", "RayExecutor", "import_ray", "sample_seed"]
 
 #: What fixes a missing Ray (the extra pins the tested version).
 RAY_INSTALL = "pip install -e '.[ray]'  (from PyPI: pip install 'ray[data]==2.60.0')"
-#: Replicas and graders must have started within this many seconds (vLLM loads take minutes).
+#: Replicas must have started within this many seconds (vLLM loads take minutes).
 START_TIMEOUT_S = 900
 
 
@@ -196,33 +197,30 @@ RAY_STAGES.register("vllm")(vllm_processor_stage)
 # ------------------------------------------------------------------------ grading stage
 
 
-def _grader_class(verify_config: Any, cpus: float) -> type:
-    class Grader:
-        def __init__(self) -> None:
-            import dataclasses
+def grade_batch(batch: dict[str, Any], verify_config: Any) -> dict[str, Any]:
+    """The grading stage: each sample's verdict from the bounded verifier, as JSON text.
 
-            from composition_rl.verify import shared_verifier
+    A Ray task, not an actor: the verifier pool (``shared_verifier``) lives in the Ray worker
+    process, so a worker that grades again (the next batch, the next run) finds it warm.
+    """
+    import numpy as np
 
-            cfg = verify_config
-            if cfg.workers is None:  # as many verifier processes as the CPUs this actor reserved
-                cfg = dataclasses.replace(cfg, workers=max(1, int(cpus)))
-            self.verifier = shared_verifier(cfg)
+    from composition_rl.verify import shared_verifier
 
-        def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-            import numpy as np
-
-            pairs = [(str(t), json.loads(g)) for t, g in zip(batch["text"], batch["golds"])]
-            verdicts = [json.dumps(r.to_dict()) for r in self.verifier.score_batch(pairs)]
-            return {**batch, "verdict": np.asarray(verdicts, dtype=object)}
-
-    return Grader
+    pairs = [(str(t), json.loads(g)) for t, g in zip(batch["text"], batch["golds"])]
+    verdicts = [json.dumps(r.to_dict()) for r in shared_verifier(verify_config).score_batch(pairs)]
+    return {**batch, "verdict": np.asarray(verdicts, dtype=object)}
 
 
-def _verify_config(verifier: Any) -> Any:
-    """The caller's verifier settings, which every grader reproduces."""
+def _verify_config(verifier: Any, cpus: float) -> Any:
+    """The caller's verifier settings, which every grader reproduces; unless they fix the
+    number of verifier processes, as many as the CPUs a grading task reserves."""
+    import dataclasses
+
     from composition_rl.verify import VerifyConfig
 
-    return getattr(verifier, "config", None) or VerifyConfig()
+    config = getattr(verifier, "config", None) or VerifyConfig()
+    return config if config.workers else dataclasses.replace(config, workers=max(1, int(cpus)))
 
 
 def _verdict(d: dict[str, Any]) -> Any:
@@ -261,8 +259,7 @@ class RayExecutor:
         if not self.ray.is_initialized():
             # "local" starts a new Ray here even when RAY_ADDRESS is set; only --ray-address joins one
             self.ray.init(address=config.ray_address or "local", include_dashboard=False,
-                          logging_level=logging.WARNING, log_to_driver=False,
-                          runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}})
+                          logging_level=logging.WARNING, log_to_driver=False)
             self._started = True
         self.replicas = config.replicas or self._default_replicas()
         if self._started and spec.name not in RAY_STAGES:
@@ -303,9 +300,10 @@ class RayExecutor:
         stage = RAY_STAGES.get(self.name) if self.name in RAY_STAGES else actor_pool_stage
         ds = stage(ds, self.spec, job, self.replicas, self.config)
         ds = ds.map_batches(
-            _grader_class(_verify_config(verifier), self.config.grader_cpus),
+            grade_batch,
+            fn_kwargs={"verify_config": _verify_config(verifier, self.config.grader_cpus)},
             batch_size=max(1, len(chunks[0]) * job.n),
-            compute=ray.data.ActorPoolStrategy(size=self.config.graders),
+            compute=ray.data.TaskPoolStrategy(size=self.config.graders),
             num_cpus=self.config.grader_cpus,
         )
         try:
