@@ -28,7 +28,8 @@ from composition_rl.backends.rollout import (
     SamplingConfig,
     load_template,
 )
-from composition_rl.executors.base import Executor, SampleJob, Scored, as_executor, chunks_of
+from composition_rl.executors.base import Executor, SampleJob, Scored, chunks_of
+from composition_rl.executors.local import as_executor
 from composition_rl.io.files import JsonlLog, atomic_open, atomic_write_json, read_jsonl
 from composition_rl.profile import check_run, progress_bar
 from composition_rl.records import Link, Problem

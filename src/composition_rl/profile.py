@@ -29,7 +29,8 @@ from composition_rl.backends.rollout import (
     SamplingConfig,
     load_template,
 )
-from composition_rl.executors.base import Executor, SampleJob, as_executor, chunks_of
+from composition_rl.executors.base import Executor, SampleJob, chunks_of
+from composition_rl.executors.local import as_executor
 from composition_rl.io.files import JsonlLog, atomic_write_json, read_jsonl
 from composition_rl.records import Problem
 from composition_rl.stats import BANDS, band, mean, wilson_interval

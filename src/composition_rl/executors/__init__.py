@@ -10,17 +10,18 @@ from composition_rl.executors.base import (
     ExecutorConfig,
     SampleJob,
     Scored,
-    as_executor,
     build_executor,
     check_completions,
     chunks_of,
 )
+from composition_rl.executors.local import LocalExecutor, as_executor
 
 __all__ = [
     "EXECUTORS",
     "BackendSpec",
     "Executor",
     "ExecutorConfig",
+    "LocalExecutor",
     "SampleJob",
     "Scored",
     "as_executor",

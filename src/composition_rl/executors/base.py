@@ -38,7 +38,6 @@ __all__ = [
     "ExecutorConfig",
     "SampleJob",
     "Scored",
-    "as_executor",
     "build_executor",
     "check_completions",
     "chunks_of",
@@ -209,17 +208,3 @@ def build_executor(
         raise ValueError(f"{flags} {'is' if len(stray) == 1 else 'are'} not an option of the "
                          f"{config.executor} executor ({others})")
     return cls(spec, config, backend=backend)
-
-
-def as_executor(backend: Any) -> Executor:
-    """``backend`` itself when it is an executor, else the local executor around it.
-
-    The library functions take either: a rollout backend (run here, as before executors
-    existed) or an executor from :func:`build_executor`. The wrapper does not own the
-    backend: closing stays with the caller.
-    """
-    if isinstance(backend, Executor):
-        return backend
-    from composition_rl.executors.local import LocalExecutor
-
-    return LocalExecutor(None, backend=backend)

@@ -13,6 +13,7 @@ from typing import Any
 from composition_rl.backends.rollout import RolloutBackend
 from composition_rl.executors.base import (
     BackendSpec,
+    Executor,
     ExecutorConfig,
     SampleJob,
     Scored,
@@ -20,7 +21,7 @@ from composition_rl.executors.base import (
 )
 from composition_rl.records import Problem
 
-__all__ = ["LocalExecutor"]
+__all__ = ["LocalExecutor", "as_executor"]
 
 
 class LocalExecutor:
@@ -68,3 +69,15 @@ class LocalExecutor:
     def close(self) -> None:
         if self._owned:
             self.backend.close()
+
+
+def as_executor(backend: Any) -> Executor:
+    """``backend`` itself when it is an executor, else the local executor around it.
+
+    The library functions take either: a rollout backend (run here, as before executors
+    existed) or an executor from :func:`~composition_rl.executors.base.build_executor`. The
+    wrapper does not own the backend: closing it stays with the caller.
+    """
+    if isinstance(backend, Executor):
+        return backend
+    return LocalExecutor(None, backend=backend)
