@@ -258,8 +258,12 @@ class RayExecutor:
         self._started = False
         if not self.ray.is_initialized():
             # "local" starts a new Ray here even when RAY_ADDRESS is set; only --ray-address joins one
-            self.ray.init(address=config.ray_address or "local", include_dashboard=False,
-                          logging_level=logging.WARNING, log_to_driver=False)
+            address = config.ray_address or "local"
+            try:
+                self.ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
+                              log_to_driver=False)
+            except (ConnectionError, RuntimeError, TimeoutError) as e:
+                raise ValueError(f"cannot {'start' if address == 'local' else 'join'} Ray at {address}: {e}") from None
             self._started = True
         self.replicas = config.replicas or self._default_replicas()
         if self._started and spec.name not in RAY_STAGES:
@@ -291,11 +295,19 @@ class RayExecutor:
             return
         ray = self.ray
         ctx = ray.data.DataContext.get_current()
+        saved = (ctx.execution_options.preserve_order, ctx.enable_progress_bars, ctx.wait_for_min_actors_s)
         ctx.execution_options.preserve_order = True  # rows reach us in input order
         ctx.enable_progress_bars = False  # the caller shows one bar over prompts
         ctx.wait_for_min_actors_s = START_TIMEOUT_S
         logging.getLogger("ray.data").setLevel(logging.WARNING)
         logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)  # "bars disabled"
+        try:
+            yield from self._pipeline(chunks, job, verifier)
+        finally:  # the process's other Ray Data users keep their settings
+            ctx.execution_options.preserve_order, ctx.enable_progress_bars, ctx.wait_for_min_actors_s = saved
+
+    def _pipeline(self, chunks: Sequence[Sequence[Problem]], job: SampleJob, verifier: Any) -> Iterator[list[Scored]]:
+        ray = self.ray
         ds = ray.data.from_items(chunk_rows(chunks, job), override_num_blocks=len(chunks))
         stage = RAY_STAGES.get(self.name) if self.name in RAY_STAGES else actor_pool_stage
         ds = stage(ds, self.spec, job, self.replicas, self.config)
