@@ -194,7 +194,7 @@ def test_scale_md_local_vs_ray_block_on_200_prompts_through_hf_gives_the_same_by
              "--no-progress"]
     ran, walls = [], {}
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as each replica: Ray gives an actor at 0.5 CPU one thread
+    torch.set_num_threads(1)  # the block's `export OMP_NUM_THREADS=1`, in this process
     try:
         for toks in commands(block):
             if toks[:2] == ["crl", "profile"]:
