@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,9 @@ from composition_rl.backends.rollout import (
     RolloutBackend,
     SamplingConfig,
     load_template,
-    render_prompt,
 )
+from composition_rl.executors.base import Executor, SampleJob, Scored, chunks_of
+from composition_rl.executors.local import as_executor
 from composition_rl.io.files import JsonlLog, atomic_open, atomic_write_json, read_jsonl
 from composition_rl.profile import check_run, progress_bar
 from composition_rl.records import Link, Problem
@@ -80,65 +82,74 @@ def _outcome(r: Any) -> str:
     return str(getattr(r.outcome, "value", r.outcome))
 
 
-def sample_benchmark(
-    name: str,
-    problems: Sequence[Problem],
-    backend: RolloutBackend,
+def sample_sets(
+    sets: Mapping[str, Sequence[Problem]],
+    backend: RolloutBackend | Executor,
     verifier: Any,
     out_dir: Path,
     config: EvalConfig,
     progress: bool = True,
-) -> list[dict[str, Any]]:
-    """Sample and score ``n`` responses per problem into ``samples/<name>.jsonl`` (resumable).
+) -> dict[str, list[dict[str, Any]]]:
+    """Sample and score ``n`` responses per problem of every named set into
+    ``samples/<name>.jsonl`` (resumable), all sets in one pass of the executor.
 
-    Returns the sample rows of ``problems`` (one per distinct id), in input order.
+    One pass, so an executor that starts replicas (``--executor ray``) starts them once per
+    evaluation, not once per benchmark. Each set is cut into its own chunks, the same
+    chunks whichever executor runs them.
+
+    Returns:
+        name -> the sample rows of that set's problems (one per distinct id), in input order.
     """
-    template = load_template(config.template)
-    unique: dict[str, Problem] = {}
-    for p in problems:
-        unique.setdefault(p.id, p)
-    path = out_dir / SAMPLES_DIR / f"{name}.jsonl"
-    with JsonlLog(path, key="id") as log:
-        todo = [p for p in unique.values() if p.id not in log.done]
-        with progress_bar(progress, len(unique), len(unique) - len(todo), f"eval {name}") as advance:
-            for start in range(0, len(todo), config.chunk):
-                chunk = todo[start : start + config.chunk]
-                comps = backend.generate(
-                    [render_prompt(template, p.question) for p in chunk], config.n, config.sampling
-                )
-                if len(comps) != len(chunk) or any(len(c) != config.n for c in comps):
-                    raise RuntimeError(
-                        f"backend returned {[len(c) for c in comps]} completions for "
-                        f"{len(chunk)} prompts x n={config.n}"
-                    )
-                pairs = [(c.text, list(p.answers)) for p, cs in zip(chunk, comps) for c in cs]
-                results = verifier.score_batch(pairs)
-                for i, (p, cs) in enumerate(zip(chunk, comps)):
-                    res = results[i * config.n : (i + 1) * config.n]
-                    log.append(
-                        {
-                            "id": p.id,
-                            "benchmark": name,
-                            "depth": p.depth,
-                            "question": p.question,
-                            "answers": list(p.answers),
-                            "n": config.n,
-                            "correct": sum(1 for r in res if r.score == 1.0),
-                            "responses": [
-                                {
-                                    "text": c.text,
-                                    "outcome": _outcome(r),
-                                    "score": r.score,
-                                    "tokens": c.tokens,
-                                    "finish_reason": c.finish_reason,
-                                }
-                                for c, r in zip(cs, res)
-                            ],
-                        }
-                    )
-                advance(len(chunk))
-    by_id = {r["id"]: r for r in read_jsonl(path)}
-    return [by_id[i] for i in unique]
+    runner = as_executor(backend)
+    job = SampleJob(load_template(config.template), config.n, config.sampling)
+    uniques: dict[str, dict[str, Problem]] = {}
+    for name, problems in sets.items():
+        uniques[name] = {}
+        for p in problems:
+            uniques[name].setdefault(p.id, p)
+    paths = {name: out_dir / SAMPLES_DIR / f"{name}.jsonl" for name in sets}
+    with ExitStack() as stack:
+        logs = {name: stack.enter_context(JsonlLog(paths[name], key="id")) for name in sets}
+        chunks: list[list[Problem]] = []
+        owners: list[str] = []
+        for name, unique in uniques.items():
+            for chunk in chunks_of([p for p in unique.values() if p.id not in logs[name].done], config.chunk):
+                chunks.append(chunk)
+                owners.append(name)
+        total = sum(len(u) for u in uniques.values())
+        with progress_bar(progress, total, total - sum(map(len, chunks)), "eval") as advance:
+            for name, scored in zip(owners, runner.run(chunks, job, verifier)):
+                for s in scored:
+                    logs[name].append(_sample_row(name, s, config.n))
+                advance(len(scored))
+    out = {}
+    for name, unique in uniques.items():
+        by_id = {r["id"]: r for r in read_jsonl(paths[name])}
+        out[name] = [by_id[i] for i in unique]
+    return out
+
+
+def _sample_row(name: str, s: Scored, n: int) -> dict[str, Any]:
+    p = s.problem
+    return {
+        "id": p.id,
+        "benchmark": name,
+        "depth": p.depth,
+        "question": p.question,
+        "answers": list(p.answers),
+        "n": n,
+        "correct": sum(1 for r in s.results if r.score == 1.0),
+        "responses": [
+            {
+                "text": c.text,
+                "outcome": _outcome(r),
+                "score": r.score,
+                "tokens": c.tokens,
+                "finish_reason": c.finish_reason,
+            }
+            for c, r in zip(s.completions, s.results)
+        ],
+    }
 
 
 def benchmark_metrics(rows: Sequence[dict[str, Any]], n: int) -> dict[str, Any]:
@@ -168,7 +179,7 @@ def benchmark_metrics(rows: Sequence[dict[str, Any]], n: int) -> dict[str, Any]:
 
 def evaluate_benchmarks(
     benchmarks: Mapping[str, Sequence[Problem]],
-    backend: RolloutBackend,
+    backend: RolloutBackend | Executor,
     verifier: Any,
     out_dir: str | Path,
     config: EvalConfig | None = None,
@@ -180,7 +191,8 @@ def evaluate_benchmarks(
 
     Args:
         benchmarks: benchmark name -> problems (names become file names and table rows).
-        backend: a rollout backend.
+        backend: a rollout backend run in this process, or an executor
+            (:func:`composition_rl.executors.build_executor`; see :func:`sample_sets`).
         verifier: the project verifier (``score_batch``).
         out_dir: output folder; a rerun with the same settings resumes.
         config: run settings.
@@ -201,9 +213,14 @@ def evaluate_benchmarks(
     out.mkdir(parents=True, exist_ok=True)
     check_run(out, config.run_record(), extra_run_info)
     results: dict[str, Any] = {"n": config.n, "config": config.run_record(), "benchmarks": {}}
-    for name, problems in benchmarks.items():
-        rows = sample_benchmark(name, problems, backend, verifier, out, config, progress)
-        results["benchmarks"][name] = benchmark_metrics(rows, config.n)
+    sets: dict[str, Sequence[Problem]] = dict(benchmarks)
+    for name, by_depth in (compositional or {}).items():
+        for depth, probs in by_depth.items():
+            if depth != 1:
+                sets[f"{name}.depth{depth}"] = probs
+    rows_of = sample_sets(sets, backend, verifier, out, config, progress)
+    for name in benchmarks:
+        results["benchmarks"][name] = benchmark_metrics(rows_of[name], config.n)
     results["overall"] = _overall(results["benchmarks"], config.n)
     if compositional:
         block: dict[str, Any] = {}
@@ -213,8 +230,7 @@ def evaluate_benchmarks(
                 if depth == 1:
                     entry["1"] = _side(results["benchmarks"][name], config.n)
                     continue
-                cname = f"{name}.depth{depth}"
-                rows = sample_benchmark(cname, probs, backend, verifier, out, config, progress)
+                rows = rows_of[f"{name}.depth{depth}"]
                 metrics = benchmark_metrics(rows, config.n)
                 entry[str(depth)] = {
                     **_side(metrics, config.n),

@@ -28,8 +28,9 @@ from composition_rl.backends.rollout import (
     RolloutBackend,
     SamplingConfig,
     load_template,
-    render_prompt,
 )
+from composition_rl.executors.base import Executor, SampleJob, chunks_of
+from composition_rl.executors.local import as_executor
 from composition_rl.io.files import JsonlLog, atomic_write_json, read_jsonl
 from composition_rl.records import Problem
 from composition_rl.stats import BANDS, band, mean, wilson_interval
@@ -127,7 +128,7 @@ def check_run(out_dir: Path, record: dict[str, Any], info: dict[str, Any] | None
 
 def profile_problems(
     problems: Sequence[Problem],
-    backend: RolloutBackend,
+    backend: RolloutBackend | Executor,
     verifier: Any,
     out_dir: str | Path,
     config: ProfileConfig | None = None,
@@ -141,8 +142,11 @@ def profile_problems(
 
     Args:
         problems: the prompts to profile.
-        backend: a rollout backend (:mod:`composition_rl.backends.rollout`).
-        verifier: the project verifier (``score_batch([(response, gold), ...])``).
+        backend: a rollout backend (:mod:`composition_rl.backends.rollout`), run in this
+            process, or an executor (:func:`composition_rl.executors.build_executor`) that
+            places backends and grading itself (``--executor ray``); the rows are the same.
+        verifier: the project verifier (``score_batch([(response, gold), ...])``); an
+            executor that grades elsewhere uses its settings (``verifier.config``).
         out_dir: output folder (created).
         config: run settings; default :class:`ProfileConfig`.
         progress: show a progress bar.
@@ -159,7 +163,9 @@ def profile_problems(
     out.mkdir(parents=True, exist_ok=True)
     record = config.run_record()
     check_run(out, record, extra_run_info)
-    template = load_template(config.template)
+
+    job = SampleJob(load_template(config.template), config.n, config.sampling)
+    runner = as_executor(backend)
 
     unique: dict[str, Problem] = {}
     for p in problems:
@@ -167,21 +173,11 @@ def profile_problems(
     with JsonlLog(out / PROFILE_FILE, key="id") as log:
         todo = [p for p in unique.values() if p.id not in log.done]
         with progress_bar(progress, len(unique), len(unique) - len(todo)) as advance:
-            for start in range(0, len(todo), config.chunk):
-                chunk = todo[start : start + config.chunk]
-                prompts = [render_prompt(template, p.question) for p in chunk]
-                completions = backend.generate(prompts, config.n, config.sampling)
-                if len(completions) != len(chunk) or any(len(c) != config.n for c in completions):
-                    raise RuntimeError(
-                        f"backend {getattr(backend, 'name', backend)!r} returned "
-                        f"{[len(c) for c in completions]} completions for {len(chunk)} prompts x n={config.n}"
-                    )
-                pairs = [(c.text, list(p.answers)) for p, comps in zip(chunk, completions) for c in comps]
-                results = verifier.score_batch(pairs)
-                for i, (p, comps) in enumerate(zip(chunk, completions)):
-                    res = results[i * config.n : (i + 1) * config.n]
-                    log.append(_row(p, comps, res, config))
-                advance(len(chunk))
+            # each chunk is appended as soon as the executor hands it over, in input order
+            for scored in runner.run(chunks_of(todo, config.chunk), job, verifier):
+                for s in scored:
+                    log.append(_row(s.problem, s.completions, s.results, config))
+                advance(len(scored))
     rows = load_profile(out, ids=unique.keys())
     summary = summarize(rows, config.n)
     atomic_write_json(out / SUMMARY_FILE, summary)

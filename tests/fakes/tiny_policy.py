@@ -48,3 +48,18 @@ def sampled_reward(model_dir, problems, n: int = 16, seed: int = 123, max_new_to
     golds = [list(p.answers) for p in problems for _ in range(n)]
     scores = VerifierReward(timeout_s=5.0)(prompts=None, completions=completions, answers=golds)
     return sum(scores) / len(scores)
+
+
+def arithmetic_set(size: int = 200, seed: int = 7):
+    """``size`` distinct problems of the tiny policy's task: every one-digit a+b / a-b it
+    draws, then depth-2 chains (the test policy solves some, so all three bands are filled)."""
+    from composition_rl.train.arithmetic import make_problem
+
+    seen: dict = {}
+    for depth in (1, 2):
+        for index in range(4000):
+            if len(seen) == size:
+                return list(seen.values())
+            p, _ = make_problem(depth, seed=seed, index=index, digits=1)
+            seen.setdefault(p.question, p)
+    raise ValueError(f"fewer than {size} distinct problems")

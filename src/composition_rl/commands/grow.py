@@ -63,6 +63,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--rollout-seed", type=int, default=0, help="sampling seed of every rollout")
     s.add_argument("--batch-size", type=int, default=64, help="local models: most sequences per generate call")
     s.add_argument("--verify-timeout", type=float, default=5.0)
+    from composition_rl.executors import ExecutorConfig
+    from composition_rl.flags import add_flags
+
+    add_flags(p.add_argument_group("executor of the seed profile (qualification rounds stay in this process; "
+                                   "see docs/scale.md)"), ExecutorConfig)
     g = p.add_argument_group("algorithm (defaults: seed 002's values; see docs/mbs.md)")
     helps = _field_help()
     for f in dataclasses.fields(GrowConfig):
@@ -76,19 +81,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true")
 
 
-def _rollout_backend(spec: str, args: argparse.Namespace):
-    from composition_rl.backends.rollout import build_backend
+def _rollout_spec(spec: str, args: argparse.Namespace):
+    """The backend a model argument names: NAME@URL is an endpoint, a folder a local model."""
+    from composition_rl.executors import BackendSpec
 
     if "@" in spec and "://" in spec.split("@", 1)[1]:
         name, url = spec.split("@", 1)
-        return build_backend("openai", base_url=url, model=name)
+        return BackendSpec("openai", {"base_url": url, "model": name})
     if not Path(spec).is_dir():
         raise UsageError(f"model {spec!r} is neither a local model folder nor NAME@URL")
-    return build_backend("hf", model=spec, max_batch_sequences=args.batch_size)
+    return BackendSpec("hf", {"model": spec, "max_batch_sequences": args.batch_size})
 
 
 def run(args: argparse.Namespace) -> int:
     from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.executors import ExecutorConfig, build_executor
+    from composition_rl.flags import from_flags
     from composition_rl.io.export import export
     from composition_rl.io.files import atomic_write_jsonl
     from composition_rl.io.readers import InputError, load_problems
@@ -132,13 +140,18 @@ def run(args: argparse.Namespace) -> int:
     except RunMismatch as e:
         raise UsageError(str(e)) from None
 
+    try:
+        executor_config = from_flags(ExecutorConfig, args)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     verifier = shared_verifier(VerifyConfig(timeout_s=args.verify_timeout))
-    policy = _rollout_backend(args.policy, args)
+    policy_spec = _rollout_spec(args.policy, args)
+    policy = policy_spec.build()
     student_specs = args.students or [args.policy]
     backends = {args.policy: policy}
     for spec in student_specs:
         if spec not in backends:
-            backends[spec] = _rollout_backend(spec, args)
+            backends[spec] = _rollout_spec(spec, args).build()
     students = Students([(spec, backends[spec]) for spec in student_specs], verifier, n=config.student_n,
                         sampling=sampling, template=args.template)
     teacher_kw: dict[str, Any] = {"seed": config.seed}
@@ -161,8 +174,17 @@ def run(args: argparse.Namespace) -> int:
         if args.from_profile:
             classes = {r["id"]: r["class"] for r in load_profile(args.from_profile)}
         else:
-            profile_problems(problems, policy, verifier, out / "seed_profile", prof_cfg,
-                             progress=not args.no_progress, extra_run_info={"model": args.policy})
+            # the whole input at once: the profile worth placing on an executor; the in-process
+            # policy is handed over so the local executor does not load it twice
+            try:
+                seed_runner = build_executor(executor_config, policy_spec, backend=policy)
+            except (ImportError, ValueError) as e:
+                raise UsageError(f"cannot start the {args.executor} executor: {e}") from None
+            try:
+                profile_problems(problems, seed_runner, verifier, out / "seed_profile", prof_cfg,
+                                 progress=not args.no_progress, extra_run_info={"model": args.policy})
+            finally:
+                seed_runner.close()
             classes = {r["id"]: r["class"] for r in load_profile(out / "seed_profile")}
         hard = [p for p in problems if classes.get(p.id) in bands]
         pre = {}

@@ -60,6 +60,10 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
         help="prompts per generate call and log flush (default: 32 locally, 4 x --concurrency "
         "for an endpoint, so slow requests overlap)",
     )
+    from composition_rl.executors import ExecutorConfig
+    from composition_rl.flags import add_flags
+
+    add_flags(p.add_argument_group("executor (where sampling and grading run; see docs/scale.md)"), ExecutorConfig)
     i = p.add_argument_group("input")
     i.add_argument("--question-field", help="force the question field")
     i.add_argument("--answer-field", help="force the answer field")
@@ -90,9 +94,7 @@ def chunk_from_args(args: argparse.Namespace) -> int:
 
 
 def backend_from_args(args: argparse.Namespace):
-    """Build the rollout backend the flags ask for."""
-    from composition_rl.backends.rollout import build_backend
-
+    """The executor the flags ask for, holding (or placing) the rollout backend they ask for."""
     name = args.backend
     if name == "auto":
         name = "openai" if args.base_url else "hf"
@@ -119,10 +121,13 @@ def backend_from_args(args: argparse.Namespace):
         }
     else:
         kw = {"model": args.model, "tensor_parallel_size": args.tensor_parallel_size, "chat_template": chat}
+    from composition_rl.executors import BackendSpec, ExecutorConfig, build_executor
+    from composition_rl.flags import from_flags
+
     try:
-        return build_backend(name, **kw)
+        return build_executor(from_flags(ExecutorConfig, args), BackendSpec(name, kw))
     except (ImportError, ValueError) as e:
-        raise UsageError(f"cannot start the {name} backend: {e}") from None
+        raise UsageError(f"cannot start the {name} backend ({args.executor} executor): {e}") from None
 
 
 def load_input(path: str, args: argparse.Namespace):
