@@ -27,6 +27,7 @@ written into docs/llm_engine.md. Not part of ``make test``: on 2 CPU cores it ta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -230,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--problems", type=int, default=50)
     ap.add_argument("--profile-max-tokens", type=int, default=400)
     ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--base-url", help="use this running server (serve_real_llm.sh --model MODEL) instead of starting one")
     ap.add_argument("--limit-s", type=float, default=4 * 3600, help="most seconds one crl run may take")
     args = ap.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
@@ -241,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out / "report.json"
     report = json.loads(path.read_text()) if path.exists() else {}
     report.update(model=args.model, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_start=_load())
-    with Server(args.model, args.out) as url:
+    server = contextlib.nullcontext(args.base_url) if args.base_url else Server(args.model, args.out)
+    with server as url:
         for part in parts:
             t0 = _load()
             if part in ("compose", "auto"):
