@@ -104,7 +104,7 @@ def _llm_python(*args: str, timeout: float = 300) -> subprocess.CompletedProcess
                           capture_output=True, text=True, timeout=timeout)
 
 
-_ONE_COMPLETION = """
+_ONE_COMPLETION = r"""
 import json, sys
 from llama_cpp import Llama
 llm = Llama(model_path=sys.argv[1], n_ctx=512, n_threads=2, seed=0, verbose=False)
