@@ -40,8 +40,10 @@ REPO = Path(__file__).resolve().parents[1]
 LLM_VENV = REPO / ".venv-llm"
 MODEL = "smollm2"
 READY_S = 300  # the first start loads the model; the script has its own 180 s limit
-#: Every crl run below is bounded; together they stay within the job's ~6 min budget.
-RUN_LIMIT_S = 240
+#: Every crl run below is bounded (a deadline against a hang, not a speed check): 240 s was
+#: exceeded by the kill-9 resume run on the 2 shared cores at load average 18-27, with the
+#: portable build (no AVX-512: 1.3x slower there than the native one, docs/llm_engine.md).
+RUN_LIMIT_S = 420
 
 
 def _free_port() -> int:
