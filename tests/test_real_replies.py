@@ -191,3 +191,68 @@ def test_a_chat_template_without_a_system_role_gets_the_system_text_in_the_user_
     assert b.fold_system and b.describe()["fold_system"] is True
     assert srv.requests <= 3 + 3  # one refusal each at most, no retry storm
     assert not b.stats.failed_by_kind
+
+
+# -- replies of a real 0.5B model (qwen-0.5b), each a failure shape the parser must name --------
+REPLIES = sorted((FIXTURES / "replies").glob("*.json"))
+
+
+def link_outcome(fx: dict) -> tuple[str, str] | dict[str, str]:
+    """What the engine's reading of one recorded proposal decides: the (stage, reason) of
+    the first step that rejects it, or the draft's fields when every exact step passes."""
+    from composition_rl.backends.base import ChatResponse
+    from composition_rl.compose.base import Rejection
+    from composition_rl.compose.llm.proposal import (
+        LINK_STEPS,
+        Draft,
+        check_position,
+        proposal_fields,
+        read_reply,
+    )
+    from composition_rl.values import find_constants
+
+    earlier = Problem.new(fx["earlier"]["question"], (fx["earlier"]["answer"],), source="fixture")
+    later = Problem.new(fx["later"]["question"], (fx["later"]["answer"],), source="fixture")
+    obj = read_reply(ChatResponse.from_dict(fx["response"]), PROPOSE_SCHEMA, "output")
+    if isinstance(obj, Rejection):
+        return obj.stage, obj.reason
+    f = proposal_fields(obj)
+    if isinstance(f, Rejection):
+        return f.stage, f.reason
+    d = Draft(earlier, later, f)
+    for step in LINK_STEPS:
+        rej = step(d, LLMComposeConfig(model="m").max_definition_chars)
+        if rej is not None:
+            return rej.stage, rej.reason
+    allowed = frozenset(c.offset for c in find_constants(later.question, later.answer) if c.literal == d.literal)
+    rej = check_position(d, allowed, "auto")
+    return (rej.stage, rej.reason) if rej is not None else f
+
+
+@pytest.mark.parametrize("path", REPLIES, ids=[p.stem for p in REPLIES])
+def test_a_recorded_real_reply_gets_its_named_outcome(path):
+    fx = json.loads(path.read_text(encoding="utf-8"))
+    assert fx["provenance"].startswith("recorded ") and "qwen-0.5b" in fx["provenance"]
+    got = link_outcome(fx)
+    want = fx["expect"]
+    if "reason" in want:
+        assert got == (want["stage"], want["reason"]), (got, fx["note"])
+    else:  # a reply the parser must read: the fields it must get
+        assert isinstance(got, dict), got
+        assert {k: got[k] for k in want["fields"]} == want["fields"]
+
+
+def test_the_recorded_replies_cover_the_shapes_seen():
+    shapes = {json.loads(p.read_text(encoding="utf-8"))["shape"] for p in REPLIES}
+    assert len(shapes) == len(REPLIES) >= 7
+
+
+def test_raw_latex_in_a_real_reply_is_read_as_latex_not_as_json_escapes():
+    fx = json.loads((FIXTURES / "replies" / "empty_fields_and_raw_latex.json").read_text(encoding="utf-8"))
+    text = fx["response"]["choices"][0]["text"]
+    assert "\\frac" in text and json.loads(text)["definition"].count("\f") == 1  # strict JSON: a form feed
+    from composition_rl.compose.llm.prompts import parse_json_object
+
+    obj = parse_json_object(text)
+    assert "$\\frac{25}{4}$" in obj["definition"] and "\f" not in obj["definition"]
+    assert obj["v1"] == "" and obj["constant"] == ""

@@ -72,13 +72,24 @@ def read_reply(resp: ChatResponse, schema: dict[str, Any], what: str) -> dict[st
     return obj
 
 
+#: fields a usable proposal never leaves empty (``constant_value`` may be: a literal in digits
+#: is read by program)
+FILLED = ("v1", "definition", "constant", "rewritten")
+
+
 def proposal_fields(obj: dict[str, Any]) -> dict[str, str] | Rejection:
-    """The proposal's required fields as stripped text."""
+    """The proposal's required fields as stripped text (keys the schema does not name are
+    ignored). A required field left empty is a ``malformed_output`` too: a grammar-constrained
+    small model fills every key, some with ``""`` (qwen-0.5b, tests/fixtures/real_llm/replies)."""
     missing = [k for k in PROPOSE_SCHEMA["required"]
                if not isinstance(obj.get(k), (str, int, float)) or isinstance(obj.get(k), bool)]
     if missing:
         return Rejection("llm_output", "malformed_output", f"missing or non-text field(s): {', '.join(missing)}")
-    return {k: str(obj[k]).strip() for k in PROPOSE_SCHEMA["required"]}
+    f = {k: str(obj[k]).strip() for k in PROPOSE_SCHEMA["required"]}
+    empty = [k for k in FILLED if not f[k].strip("$ ")]
+    if empty:
+        return Rejection("llm_output", "malformed_output", f"empty field(s): {', '.join(empty)}")
+    return f
 
 
 # -- sub-step 1: v1 must come from the answer, exactly ---------------------------------------
