@@ -56,6 +56,8 @@ MATH_CASES = [
     ("e266c75aaac8ae90", "month", "", "", "8"),  # \text{August} | McGwire and Sosa home runs
     ("a34768f2a6486e99", "poly_coeff", "1", "z", "6"),  # 6z | the average of 0, 2z, 4z, 8z, 16z
     ("7f0f1e6130453e47", "poly_coeff", "26", "x", "5"),  # 5x^{26}-15x^9-35x^4+5x^2 | expand (x^22 - ...)(5x^4)
+    ("fd08194139b62a3c", "poly_coeff", "1", "y", "-11"),  # 5x - 11y + z - 17 = 0 | the plane through line L, "gcd"
+    ("5b205e6d8d3abbd7", "poly_coeff", "0", "", "-18"),  # 2x - y + 2z - 18 = 0 | projections onto w lie on a plane
     ("639e14b2d12b3bad", "poly_degree", "", "x", "2"),  # 3x^2-12 | expand (x+2)(3x-6)
     ("2645afb463dd48b2", "set_max", "", "", "6"),  # 4, 6 | x + 1/y = 10, y + 1/x = 5/12: all values of x
     ("3e11c5b11e96f92d", "set_max", "", "", "sqrt(2)"),  # \sqrt{2}, -\sqrt{2} | unit vectors a, b, c ... k
@@ -120,6 +122,10 @@ SHAPES = [
     # the evaluation point is never a number the question writes ("p(2) = 5" would give it away)
     ("x^2 + 1", "Find the polynomial $p(x)$ with $p(2) = 5$ and $p(3) = 10$.", ("expr_value", "x=4", "", 17)),
     (r"2 \cdot 5", "", None),  # a number: parse_answer_value's, not a derivation
+    # an equation's coefficients only where the question fixes its normal form
+    ("2x + z - 5 = 0", "Enter your answer in the form $Ax + By + Cz + D = 0,$ where $\\gcd(|A|,|B|,|C|,|D|) = 1.$",
+     ("poly_coeff", "1", "x", 2)),
+    ("2x + z - 5 = 0", "Find the equation of the plane.", None),
 ]
 
 

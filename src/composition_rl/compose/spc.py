@@ -102,6 +102,7 @@ DERIVED_PHRASES: dict[str, str] = {
     "expr_value": "the value of the answer to the problem above at ${point}$",
     "poly_coeff": "the coefficient of ${name}^{{{arg}}}$ in the answer to the problem above",
     "poly_coeff:1": "the coefficient of ${name}$ in the answer to the problem above",
+    "poly_coeff:0": "the constant term of the answer to the problem above",
     "poly_degree": "the degree of the polynomial that answers the problem above",
     "matrix_entry": "the entry in row {row}, column {col} of the matrix that answers the problem above",
     "trace": "the trace of the matrix that answers the problem above",
@@ -127,8 +128,8 @@ def derived_phrase(kind: str, arg: str = "", name: str = "") -> str:
     key = kind
     if kind == "tuple_entry" and name:
         key = "tuple_entry:named"
-    elif kind == "poly_coeff" and arg == "1":
-        key = "poly_coeff:1"
+    elif kind == "poly_coeff" and arg in ("0", "1"):
+        key = "poly_coeff:" + arg
     template = DERIVED_PHRASES.get(key)
     if template is None:
         raise ValueError(f"no wording for derivation kind {kind!r}; known: {', '.join(sorted(DERIVED_PHRASES))}")

@@ -349,6 +349,22 @@ def _complex(s: str):
     return sympy.nsimplify(re_) if re_.has(sympy.Float) else re_, im_
 
 
+_NORMAL_FORM = re.compile(r"in the form.*\bgcd\b", re.I | re.S)
+
+
+def _normal_equation(s: str, question: str):
+    """(polynomial, its variables) of an answer ``<polynomial> = 0`` when the question fixes
+    the normal form (an integer form with gcd 1), else None."""
+    m = re.fullmatch(r"(.+?)=\s*0", s.strip())
+    if m is None or not _NORMAL_FORM.search(question) or "=" in m.group(1):
+        return None
+    e = _expression(m.group(1))
+    if e is None or not e.is_polynomial(*e.free_symbols):
+        return None
+    syms = sorted(e.free_symbols, key=str)
+    return sympy.Poly(e, *syms), syms
+
+
 _FUNC_LHS = re.compile(r"^\s*(?:[a-zA-Z](?:\^\{-1\})?\s*\(\s*[a-zA-Z]\s*\)|[a-zA-Z])\s*=\s*")
 
 
@@ -477,6 +493,17 @@ def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
         for d, v in sorted([(Derivation("complex_real"), re_), (Derivation("complex_imag"), im_)],
                            key=lambda dv: _entry_rank(dv[1])):
             add_if(d, v)
+        return out
+    # an equation "... = 0" in the normal form the question prescribes (integer coefficients,
+    # gcd 1, a sign fixed: "Enter your answer in the form Ax + By + Cz + D = 0, where ...
+    # gcd(|A|,|B|,|C|,|D|) = 1"): its coefficients are the answer's own numbers
+    if (eq := _normal_equation(s, question)) is not None:
+        poly, syms = eq
+        items = [(Derivation("poly_coeff", "1", str(v)), poly.coeff_monomial(v)) for v in syms]
+        items.append((Derivation("poly_coeff", "0"), poly.coeff_monomial(1)))
+        for d, v in sorted(items, key=lambda dv: _entry_rank(dv[1])):
+            if v != 0:
+                add_if(d, v)
         return out
     # expressions in variables
     if (e := _expression(s)) is not None:
