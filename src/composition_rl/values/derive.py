@@ -166,6 +166,13 @@ _ASKS_ALL = re.compile(
 _SEVERAL_QUANTITIES = re.compile(r"\brespectively\b", re.I)
 
 
+# "(3, 5)" is an open interval or an ordered pair: the question says which
+_ASKS_INTERVAL = re.compile(
+    r"interval|\b(?:domain|range)\b|\bvalues? of\b|\bsolve the inequality\b|[<>]|\\[lg]eq?\b|\\[lg]t\b", re.I)
+_ASKS_TUPLE = re.compile(r"ordered|\bpoints?\b|coordinates|\bpairs?\b|\btriple|\bvector|\bcent(?:er|re)\b|\bfocus\b"
+                         r"|\bvertex\b|\(\s*[a-z]\s*,\s*[a-z]\s*(?:,\s*[a-z]\s*)*\)", re.I)
+
+
 def _interval(s: str, question: str):
     """(left, right) of a single interval, infinite ends as None; None for anything else."""
     t = s.replace("\\left", "").replace("\\right", "").strip()
@@ -186,8 +193,8 @@ def _interval(s: str, question: str):
         ends.append(("num", v))
     bracket = t[0] == "[" or t[-1] == "]"
     infinite = any(k == "inf" for k, _ in ends)
-    if not (bracket or infinite or re.search(r"interval", question, re.I)):
-        return None  # "(3, 5)" with neither bracket nor "interval" in the question: a pair
+    if not (bracket or infinite or (_ASKS_INTERVAL.search(question) and not _ASKS_TUPLE.search(question))):
+        return None  # "(3, 5)" answering "find the point": a pair
     lo = None if ends[0][0] == "inf" else ends[0][1]
     hi = None if ends[1][0] == "inf" else ends[1][1]
     if ends[0] == ("inf", False) or ends[1] == ("inf", True):
@@ -528,7 +535,10 @@ def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
             poly = sympy.Poly(e, syms[0])
             name = str(syms[0])
             if poly.degree() >= 1:
-                for power, c in sorted(((p[0], c) for p, c in poly.terms()), key=lambda pc: -pc[0]):
+                # the leading coefficient last: a question often shows it ("4(x + 5)(x + 6)...")
+                lead_power = poly.degree()
+                terms = sorted(((p[0], c) for p, c in poly.terms()), key=lambda pc: (pc[0] == lead_power, -pc[0]))
+                for power, c in terms:
                     if c != 0 and power >= 1:
                         add_if(Derivation("poly_coeff", str(power), name), c)
                 add_if(Derivation("poly_degree", "", name), sympy.Integer(poly.degree()))
@@ -581,13 +591,15 @@ def derive(answer: str, question: str, derivation: Derivation) -> sympy.Expr | N
 
 @lru_cache(maxsize=65536)
 def lead_value(answer: str, question: str = "", max_abs: int = 1000, max_denominator: int = 100) -> AnswerValue | None:
-    """v1 of a problem: its answer's value when that is a number, else the first derivation
-    whose value is a rational of modest size (``|v| <= max_abs``, denominator at most
-    ``max_denominator``), else the first rational one, else the first one; None when the
-    answer derives nothing.
+    """v1 of a problem: its answer's value when that is a number, else the derivation that
+    reads best: a rational value (a guessable kind such as a set's size only when no other
+    kind has one), of modest size (``|v| <= max_abs``, denominator at most
+    ``max_denominator``), not 0 or +-1, an integer; None when the answer derives nothing.
 
-    >>> lead_value("-2,1", "Enter all the solutions, separated by commas.")
-    DerivedValue(value=1, unit='', derivation=Derivation(kind='set_max', arg='', name=''))
+    >>> lead_value("-2,3", "Enter all the solutions, separated by commas.")
+    DerivedValue(value=3, unit='', derivation=Derivation(kind='set_max', arg='', name=''))
+    >>> lead_value("(0, -47/16)", "Find the focus of the parabola $y = 4x^2 - 3.$").value
+    -47/16
     """
     av = parse_answer_value(answer)
     if av is not None:
@@ -599,15 +611,21 @@ def lead_value(answer: str, question: str = "", max_abs: int = 1000, max_denomin
     def modest(v) -> bool:
         return _rational(v) and abs(v.p) <= max_abs * v.q and v.q <= max_denominator
 
-    strong = [(d, v) for d, v in menu if d.kind not in _WEAK]
-    weak = [(d, v) for d, v in menu if d.kind in _WEAK]
-    for items, test in ((strong, modest), (strong, _rational), (weak, modest), (strong + weak, lambda v: True)):
-        for d, v in items:
-            if test(v):
-                return DerivedValue(v, "", d)
-    return None
+    def key(item):
+        i, (d, v) = item
+        weak, rational = d.kind in _WEAK, _rational(v)
+        tier = 0 if rational and not weak else 1 if weak and modest(v) else 2 if not weak else 3
+        # then: modest before large, a value that says something (not 0 or +-1: "the x-coordinate
+        # of the focus" of y = 4x^2 - 3 is 0 without solving) before a trivial one, an integer
+        # (integer offsets for q2's integer constants) before a fraction, and the menu's order
+        return tier, not modest(v), v in (0, 1, -1), not (rational and v.q == 1), i
+
+    d, v = min(enumerate(menu), key=key)[1]
+    return DerivedValue(v, "", d)
 
 
-# Derivations a reader may guess without solving (a quadratic has two roots; the remainder of a
-# division by a cubic has degree 2): offered, but chosen only when nothing else fits.
-_WEAK = frozenset({"set_size", "poly_degree"})
+# Derivations a reader may get without solving q1 (a quadratic has two roots, and their sum is
+# read off the coefficients; the remainder of a division by a cubic has degree 2; "x + y + z
+# = 1" gives the sum of the entries; a projection has trace 1, a rotation determinant 1):
+# offered, but chosen only when no other derivation has a rational value.
+_WEAK = frozenset({"set_size", "set_sum", "poly_degree", "tuple_sum", "trace", "det"})
