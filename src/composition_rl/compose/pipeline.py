@@ -98,8 +98,8 @@ class ComposeConfig:
     derive_q1: bool = field(default=True, metadata={
         "help": "a problem whose answer is not one number (an interval, a tuple, a set of solutions, an option "
                 "letter, a polynomial, a matrix, a complex number) leads a link with a number derived from it "
-                "('the sum of the values that answer the problem above'); --no-derive-q1 keeps such problems "
-                "out of the positions before the last"})
+                "('the largest of the values that answer the problem above'); --no-derive-q1 keeps such problems "
+                "out of the positions before the last (symbolic engine; the llm engine's prompt still lists them)"})
     natural: Naturalness = field(default_factory=Naturalness)
 
     def __post_init__(self) -> None:

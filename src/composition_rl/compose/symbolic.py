@@ -129,7 +129,7 @@ class SymbolicComposer:
     def from_config(cls, config) -> SymbolicComposer:
         """The engine for a :class:`~composition_rl.compose.pipeline.ComposeConfig`."""
         return cls(seed=config.seed, max_chars=config.max_chars, natural=config.natural,
-                   derive_q1=getattr(config, "derive_q1", True))
+                   derive_q1=config.derive_q1)
 
     def __post_init__(self) -> None:
         # per-problem work, done once and keyed by id (sympy objects hash slowly)

@@ -320,7 +320,8 @@ class AutoComposer:
     @classmethod
     def from_config(cls, config: Any, llm_config: LLMComposeConfig | None = None,
                     backend: ChatBackend | None = None) -> AutoComposer:
-        symbolic = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars)
+        symbolic = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars,
+                                             derive_q1=config.derive_q1)
         return cls(symbolic, LLMComposer.from_config(config, llm_config, backend))
 
     @property
