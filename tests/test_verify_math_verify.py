@@ -10,12 +10,13 @@ updated). Predictions are scored as responses with the fallbacks for unboxed res
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 import pytest
 
-from composition_rl.verify import Verifier, VerifyConfig
+from composition_rl.verify import Outcome, Verifier, VerifyConfig
 
 sys.path.insert(0, str(Path(__file__).parent / "data"))
 from math_verify_cases import CASES  # noqa: E402
@@ -65,6 +66,13 @@ def results():
         with Verifier(config) as v:
             for i, r in zip(idx, v.score_batch([(cases[i][4], cases[i][3]) for i in idx])):
                 out[i] = r
+        # a timeout is no verdict: on a loaded machine an item may overrun once; score it again
+        # with a generous bound so that the table compares verdicts only
+        late = [i for i in idx if out[i].outcome is Outcome.TIMEOUT]
+        if late:
+            with Verifier(dataclasses.replace(config, timeout_s=120.0, workers=1)) as v:
+                for i in late:
+                    out[i] = v.score(cases[i][4], cases[i][3])
     return list(zip(cases, out))
 
 

@@ -279,8 +279,9 @@ def extract_parts(text: str, fallbacks: Sequence[str] = ("answer_line",)) -> tup
         boxes, tail_at = got
         if _FINAL_AFTER_BOX.search(text, tail_at):
             later = _answer_line(text[tail_at:]) or _answer_is(text[tail_at:])
-            # only a clean restatement overrides the box (not '"$12 $ and $13 $"')
-            if later and not any(c in later for c in '$"'):
+            # only a clean restatement overrides the box: one expression, not '"$12 $ and $13 $"'
+            # and not "5 apples" after \boxed{5}
+            if later and not any(c in later for c in '$"') and _bare_expression(later) is not None:
                 return (later,)
         parts = tuple(b.strip() for b in boxes if b.strip())
         return parts or None
