@@ -126,6 +126,13 @@ SHAPES = [
     ("2x + z - 5 = 0", "Enter your answer in the form $Ax + By + Cz + D = 0,$ where $\\gcd(|A|,|B|,|C|,|D|) = 1.$",
      ("poly_coeff", "1", "x", 2)),
     ("2x + z - 5 = 0", "Find the equation of the plane.", None),
+    # letters that are no symbol of the question are a unit, not variables (Minerva's answers)
+    (r"4.4677 \times 10^{14} Hz", "Calculate the frequency $(v)$ in Hz, to 4 decimal places.", None),
+    # a bare variable derives nothing but itself
+    ("b", "Find $b$ in terms of $a$.", None),
+    # several variables are set to positive values (R, C, L are physical quantities)
+    (r"\frac{1}{RCs + 1}", "Find the transfer function in terms of $R$, $C$ and $s$.",
+     ("expr_value", "C=2,R=3,s=4", "", sympy.Rational(1, 25))),
 ]
 
 

@@ -29,6 +29,7 @@ from typing import Literal, get_args
 
 import sympy
 
+from composition_rl.values.constants import symbols_used
 from composition_rl.values.parse import (
     AnswerValue,
     _clean,
@@ -365,7 +366,7 @@ def _normal_equation(s: str, question: str):
     m = re.fullmatch(r"(.+?)=\s*0", s.strip())
     if m is None or not _NORMAL_FORM.search(question) or "=" in m.group(1):
         return None
-    e = _expression(m.group(1))
+    e = _expression(m.group(1), question)
     if e is None or not e.is_polynomial(*e.free_symbols):
         return None
     syms = sorted(e.free_symbols, key=str)
@@ -375,9 +376,11 @@ def _normal_equation(s: str, question: str):
 _FUNC_LHS = re.compile(r"^\s*(?:[a-zA-Z](?:\^\{-1\})?\s*\(\s*[a-zA-Z]\s*\)|[a-zA-Z])\s*=\s*")
 
 
-def _expression(s: str):
+def _expression(s: str, question: str):
     """A polynomial or rational expression in one or more real variables (no ``i``, no
-    functions), or None. ``y = 3x + 1`` and ``p(x) = ...`` give their right side."""
+    functions), or None. ``y = 3x + 1`` and ``p(x) = ...`` give their right side. Every
+    variable must be a symbol of the question: letters that are not (the unit in
+    ``4.4677 \\times 10^{14} Hz``) make the answer no expression."""
     t = _FUNC_LHS.sub("", s, count=1)
     if "=" in t or "<" in t or ">" in t or "\\le" in t or "\\ge" in t or "," in t:
         return None
@@ -392,10 +395,13 @@ def _expression(s: str):
         return None
     if any(str(v) in ("i", "e") for v in e.free_symbols):
         return None  # the imaginary unit or Euler's number, not a variable
+    used = symbols_used(question)
+    if e.is_Symbol or any(str(v).upper() not in used for v in e.free_symbols):
+        return None  # a bare variable ("b") derives nothing but itself
     return e
 
 
-_POINTS = (2, 3, 4, 5, -2, -3, 6, 7, 10)
+_POINTS = (2, 3, 4, 5, 6, 7, 10, -2, -3)  # positive first: physical quantities (R, C, m) are
 
 
 def _points(question: str) -> tuple[int, ...]:
@@ -513,9 +519,11 @@ def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
                 add_if(d, v)
         return out
     # expressions in variables
-    if (e := _expression(s)) is not None:
+    if (e := _expression(s, question)) is not None:
         syms = sorted(e.free_symbols, key=lambda v: str(v))
         free = _points(question)
+        if len(syms) > 1:
+            free = tuple(t for t in free if t > 0)
         if len(free) >= len(syms):
             tries = [(t,) for t in free] if len(syms) == 1 else [tuple(free[: len(syms)])]
             found = 0
