@@ -150,9 +150,10 @@ def test_lead_value_prefers_modest_rationals_and_guessable_kinds_last():
     # largest and smallest are irrational: a guessable kind with a rational value comes next
     lv = lead_value(r"\sqrt{2}, -\sqrt{2}", "Enter all the solutions, separated by commas.")
     assert isinstance(lv, DerivedValue) and lv.derivation.kind in ("set_sum", "set_size") and lv.value.is_Rational
-    # an integer before a fraction (integer offsets), and among integers not 0 or +-1
+    # 0 says nothing (the focus of y = 4x^2 - 3 lies on the y-axis): the other entry leads;
+    # among values that say something, an integer before a fraction
     lv = lead_value(r"\left( 0, -\frac{47}{16} \right)", "Find the focus of the parabola $y = 4x^2 - 3.$")
-    assert (lv.derivation.kind, lv.derivation.arg, lv.value) == ("tuple_entry", "1", 0)
+    assert (lv.derivation.kind, lv.derivation.arg, lv.value) == ("tuple_entry", "2", sympy.Rational(-47, 16))
     lv = lead_value("(1, 4, -2)", "Find the ordered triple $(p,q,r)$.")
     assert (lv.derivation.name, lv.value) == ("q", 4)
     # "(-3, 5)" answering "find all values of k" is an interval, not a pair

@@ -602,12 +602,12 @@ def lead_value(answer: str, question: str = "", max_abs: int = 1000, max_denomin
     """v1 of a problem: its answer's value when that is a number, else the derivation that
     reads best: a rational value (a guessable kind such as a set's size only when no other
     kind has one), of modest size (``|v| <= max_abs``, denominator at most
-    ``max_denominator``), an integer, not 0 or +-1; None when the answer derives nothing.
+    ``max_denominator``), not 0 or +-1, an integer; None when the answer derives nothing.
 
     >>> lead_value("-2,3", "Enter all the solutions, separated by commas.")
     DerivedValue(value=3, unit='', derivation=Derivation(kind='set_max', arg='', name=''))
-    >>> lead_value("(5, -47/16)", "Find the focus of the parabola $y = 4(x - 5)^2 - 3.$").value
-    5
+    >>> lead_value("(0, -47/16)", "Find the focus of the parabola $y = 4x^2 - 3.$").value
+    -47/16
     """
     av = parse_answer_value(answer)
     if av is not None:
@@ -623,10 +623,12 @@ def lead_value(answer: str, question: str = "", max_abs: int = 1000, max_denomin
         i, (d, v) = item
         weak, rational = d.kind in _WEAK, _rational(v)
         tier = 0 if rational and not weak else 1 if weak and modest(v) else 2 if not weak else 3
-        # then: modest before large, an integer before a fraction (a fraction makes every
-        # offset to q2's integer constants a fraction: "U is 1910/19 more than W" reads badly),
-        # a value that says something before 0 or +-1, and the menu's order
-        return tier, not modest(v), not (rational and v.q == 1), v in (0, 1, -1), i
+        # then: modest before large; a value that says something before 0 or +-1 (the point
+        # "in the xz-plane" has y = 0, the focus of y = 4x^2 - 3 has x = 0: known without
+        # solving, so Y could be had without q1); an integer before a fraction (a fraction
+        # makes every offset to q2's integer constants a fraction, which reads worse); the
+        # menu's order
+        return tier, not modest(v), v in (0, 1, -1), not (rational and v.q == 1), i
 
     d, v = min(enumerate(menu), key=key)[1]
     return DerivedValue(v, "", d)
