@@ -14,8 +14,15 @@ responses a seeded mix of correct-identical, correct-equivalent, wrong and unpar
 and prints both throughputs, their ratio, how far the verdicts agree, and the slowest item
 against the bound. The three alternate in rounds so that they share the machine's load.
 
+With ``--baseline-src DIR`` (the ``src/`` of another checkout, e.g. the commit before a
+change) the verifier of that code is timed in the same rounds too, in a process of its own
+that imports the package from ``DIR`` (its workers do the same), so old and new code are
+measured side by side under one load:
+
     .venv/bin/python benchmarks/reward_throughput.py
     .venv/bin/python benchmarks/reward_throughput.py --prompts 64 --json runs/bench/reward.json
+    git archive BASE src | tar -x -C /tmp/base && \\
+        .venv/bin/python benchmarks/reward_throughput.py --baseline-src /tmp/base/src
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import logging
 import os
 import random
 import re
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -108,7 +116,61 @@ def _cpu_s(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def run_interleaved(pairs, group: int, rounds: int, verifiers: dict[str, Verifier]):
+LABELS = (("ours, 1 worker", 1), ("ours, default workers", None))
+
+
+def serve(timeout: float) -> int:
+    """``--serve``: score the batches sent on stdin (one JSON list of pairs per line) with the
+    verifiers of the package this process imports; reply per batch with each verifier's
+    seconds, CPU seconds (dispatcher + workers) and outcomes. Used for ``--baseline-src``."""
+    verifiers = {}
+    for label, workers in LABELS:
+        t = time.perf_counter()
+        verifiers[label] = Verifier(VerifyConfig(timeout_s=timeout, workers=workers))
+        verifiers[label].score(r"\boxed{1}", "1")
+        print(json.dumps({"startup": {label: time.perf_counter() - t}}), flush=True)
+    try:
+        for line in sys.stdin:
+            part = [tuple(p) for p in json.loads(line)]
+            out = {}
+            for label, v in verifiers.items():
+                pids = v.worker_pids()[:-1]
+                t, c, w = time.perf_counter(), time.process_time(), _cpu_s(pids)
+                res = v.score_batch(part)
+                out[label] = {"s": time.perf_counter() - t, "cpu": time.process_time() - c + _cpu_s(pids) - w,
+                              "outcomes": [r.outcome.value for r in res], "elapsed": [r.elapsed_s for r in res]}
+            print(json.dumps(out), flush=True)
+    finally:
+        for v in verifiers.values():
+            v.close()
+    return 0
+
+
+class Baseline:
+    """The verifiers of another checkout, in a child process (see :func:`serve`)."""
+
+    def __init__(self, src: str, timeout: float) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", "--timeout", str(timeout)], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.startup = {}
+        for _ in LABELS:
+            self.startup.update(json.loads(self.proc.stdout.readline())["startup"])
+
+    def score(self, part) -> dict:
+        self.proc.stdin.write(json.dumps(part) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the baseline process exited (code {self.proc.wait(timeout=10)})")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def run_interleaved(pairs, group: int, rounds: int, verifiers: dict[str, Verifier], baseline: Baseline | None = None):
     """Alternate naive and ours round by round, so both see the same machine load.
 
     Each round is a slice of whole prompt groups; every round has new golds, so the gold
@@ -118,8 +180,12 @@ def run_interleaved(pairs, group: int, rounds: int, verifiers: dict[str, Verifie
     per = -(-len(pairs) // group // rounds) * group
     secs = {"naive": 0.0, **dict.fromkeys(verifiers, 0.0)}
     cpu = dict(secs)
+    if baseline is not None:
+        for label, _ in LABELS:
+            secs["baseline: " + label] = cpu["baseline: " + label] = 0.0
     naive_ok: list[bool] = []
     results: dict[str, list] = {k: [] for k in verifiers}
+    base_outcomes: dict[str, list] = {"baseline: " + label: [] for label, _ in LABELS}
     for lo in range(0, len(pairs), per):
         part = pairs[lo : lo + per]
         t, c = time.perf_counter(), time.process_time()
@@ -133,7 +199,12 @@ def run_interleaved(pairs, group: int, rounds: int, verifiers: dict[str, Verifie
             secs[label] += time.perf_counter() - t
             # (a worker replaced after a timeout would drop out of this sum; none time out here)
             cpu[label] += time.process_time() - c + _cpu_s(pids) - w
-    return naive_ok, results, secs, cpu
+        if baseline is not None:
+            for label, got in baseline.score(part).items():
+                secs["baseline: " + label] += got["s"]
+                cpu["baseline: " + label] += got["cpu"]
+                base_outcomes["baseline: " + label] += got["outcomes"]
+    return naive_ok, results, secs, cpu, base_outcomes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,7 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         "short: one sentence, then the answer",
     )
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--baseline-src", help="the src/ directory of another checkout: time its verifier in the same rounds")
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.serve:
+        return serve(args.timeout)
     if not DATA.is_file():
         print(f"needs {DATA}", file=sys.stderr)
         return 2
@@ -166,16 +241,19 @@ def main(argv: list[str] | None = None) -> int:
 
     naive([(rf"\boxed{{{a}}}", "7") for a in _WARM_UP] + [(r"\boxed{7}", a) for a in _WARM_UP])
     verifiers, startup = {}, {}
-    for label, workers in (("ours, 1 worker", 1), ("ours, default workers", None)):
+    baseline = Baseline(args.baseline_src, args.timeout) if args.baseline_src else None
+    for label, workers in LABELS:
         t = time.perf_counter()
         verifiers[label] = Verifier(VerifyConfig(timeout_s=args.timeout, workers=workers))
         verifiers[label].score(r"\boxed{1}", "1")  # start-up (fork server + workers), timed apart
         startup[label] = time.perf_counter() - t
     try:
-        naive_ok, all_results, secs, cpu = run_interleaved(pairs, args.group, args.rounds, verifiers)
+        naive_ok, all_results, secs, cpu, base_outcomes = run_interleaved(pairs, args.group, args.rounds, verifiers, baseline)
     finally:
         for v in verifiers.values():
             v.close()
+        if baseline is not None:
+            baseline.close()
     naive_s = secs["naive"]
 
     print(f"\n{'':28}{'pairs/s':>10}{'seconds':>10}{'x naive':>9}{'CPU s':>9}")
@@ -196,6 +274,22 @@ def main(argv: list[str] | None = None) -> int:
             "startup_s": startup[label],
             "cpu_s": cpu[label],
         }
+
+    if baseline is not None:
+        for label, _ in LABELS:
+            key = "baseline: " + label
+            ours_s = secs[label]
+            print(f"{key:28}{n / secs[key]:10.0f}{secs[key]:10.2f}{naive_s / secs[key]:9.2f}{cpu[key]:9.2f}"
+                  f"   (start-up {baseline.startup[label]:.2f}s, not counted)")
+            print(f"{'  new / baseline':28}{'':10}{'':10}{secs[key] / ours_s:9.2f}x wall, {cpu[key] / cpu[label]:.2f}x CPU "
+                  "(above 1: the new code is faster)")
+            figures[key] = {"pairs_per_s": n / secs[key], "seconds": secs[key], "cpu_s": cpu[key],
+                            "new_speedup_wall": secs[key] / ours_s, "new_speedup_cpu": cpu[key] / cpu[label]}
+        new = all_results["ours, default workers"]
+        old = base_outcomes["baseline: ours, default workers"]
+        changed = Counter((o, r.outcome.value) for o, r in zip(old, new) if o != r.outcome.value)
+        print(f"outcomes that differ between baseline and new code: {dict(changed) or 'none'}")
+        figures["baseline_outcome_changes"] = {f"{a}->{b}": c for (a, b), c in changed.items()}
 
     results = all_results["ours, default workers"]
     agree = sum((r.outcome is Outcome.CORRECT) == ok for r, ok in zip(results, naive_ok))

@@ -26,6 +26,7 @@ from composition_rl.io.files import dumps
 from composition_rl.io.readers import load_problems, load_reasoning_gym
 from composition_rl.records import Link, Problem
 from composition_rl.values import parse_answer_value
+from composition_rl.values.derive import Derivation, derive
 
 Q1 = Problem.new("What is the sum of the value(s) of $n$ for which $|2n - 7| = 3$?", "7")
 Q2 = Problem.new(
@@ -230,9 +231,13 @@ def _contract(composed_rows, by_id, max_chars=8000):
         c = Problem.from_dict(row)
         parents = [by_id[i] for i in c.parents]
         assert run_checks(c, parents, max_chars) is None, row["id"]
-        # the answer of the chain follows: X is q1's answer, Y = X - d equals the literal
+        # the answer of the chain follows: X is q1's answer (or the number its derivation reads
+        # off it), Y = X - d equals the literal
         for lk, earlier in zip(c.links, parents):
-            v1 = parse_answer_value(earlier.answer).value
+            if lk.v1_derivation:
+                v1 = derive(earlier.answer, earlier.question, Derivation.from_dict(dict(lk.v1_derivation)))
+            else:
+                v1 = parse_answer_value(earlier.answer).value
             assert sympy.simplify(v1 - sympy.sympify(lk.d_expr) - sympy.Rational(lk.v2_expr)) == 0
 
 

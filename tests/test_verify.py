@@ -308,3 +308,117 @@ def test_rational_fast_path_agrees_with_math_verify_on_real_answers(shared_data)
             decided += 1
             assert (fast.outcome == "correct") == scorer._math_verify(answer, (gold,)), (gold, answer)
     assert decided > 250
+
+
+# ---------------------------------------------------------------- multi-part answers and fallbacks
+# Answer shapes from MATH train golds: a set of solutions ("-2,1", MATH's "Enter all the
+# solutions, separated by commas"), an ordered pair ("(3,-1)"), points and tuples.
+MULTI = [
+    # several boxes joined by plain connectors are one answer, compared as a set
+    (r"so $\boxed{1},\boxed{2},\boxed{3}$", r"\{1,2,3\}", OK),
+    (r"the roots are \boxed{-2} and \boxed{1}.", "-2,1", OK),
+    (r"the roots are \boxed{1} and \boxed{-2}.", "-2,1", OK),  # a set: order free
+    (r"the roots are \boxed{1} and \boxed{-3}.", "-2,1", BAD),
+    (r"$\boxed{(2, 2)} \quad \text{and} \quad \boxed{(6, 2)}$", "(6, 2), (2, 2)", OK),
+    (r"$\boxed{(2, 2)} \quad \text{and} \quad \boxed{(2, 6)}$", "(6, 2), (2, 2)", BAD),  # tuples stay ordered
+    # boxed coordinates against a gold tuple: its entries, in order
+    (r"$x = \boxed{3}$, $y = \boxed{-1}$", "(3,-1)", OK),
+    (r"$x = \boxed{-1}$, $y = \boxed{3}$", "(3,-1)", BAD),
+    # anything but a plain connector between boxes: the last box alone is the answer
+    (r"first \boxed{3}, then \boxed{4}", "4", OK),
+    (r"maybe \boxed{3}; no, it is \boxed{4}", "4", OK),
+    (r"Part (a): \boxed{3}. Part (b): \boxed{4}.", "4", OK),
+    # a "final answer is" written after the last box is the final answer
+    (r"$0.04 \cdot 10,000 = \boxed{200}$ ... Final Answer: The final answer is $10,455$. I hope it is correct.", "10455", OK),
+]
+
+
+@pytest.mark.parametrize("response,gold,expected", MULTI, ids=[f"{i}" for i in range(len(MULTI))])
+def test_multi_part_answers(verifier, response, gold, expected):
+    assert verifier.score(response, gold).outcome is expected
+
+
+def test_multi_part_extraction():
+    from composition_rl.verify.extract import extract_parts, final_boxes
+
+    assert final_boxes(r"\boxed{(1, 2)}, \boxed{(2, 1)}, \boxed{(-1, -20)}") == ("(1, 2)", "(2, 1)", "(-1, -20)")
+    assert final_boxes(r"\($y_1 = \boxed{x + 5} \) and \( y_2 = \boxed{3x - 2} \)") == ("x + 5", "3x - 2")
+    assert final_boxes(r"\boxed{\boxed{1}}") == ("1",)  # a box inside a box is not a second part
+    assert final_boxes(r"\boxed{1} no no no no no \boxed{2}") == ("2",)
+    assert final_boxes(r"\boxed{1} " + "x" * 200 + r" \boxed{2}") == ("2",)
+    assert extract_parts(r"so \boxed{1}, \boxed{2}") == ("1", "2")
+    assert extract_answer(r"so \boxed{1}, \boxed{2}") == "1, 2"
+
+
+def test_a_gold_written_as_a_solution_is_read_by_its_boxes(verifier):
+    gold = r"This factors as $(n - 1)(n + 2) = 0,$ so the solutions are $n = \boxed{1,-2}.$"
+    assert verifier.score(r"\boxed{-2} \quad \text{and} \quad \boxed{1}", gold).outcome is OK
+    assert verifier.score(r"\boxed{1}", gold).outcome is BAD
+
+
+WHOLE = [
+    # (response, gold, outcome with fallbacks=("whole",))
+    ("7,425,000", "7425000", OK),
+    ("1 000", "1000", OK),
+    ("1000.0", "1000", OK),
+    ("$1,000.99", "1000.99", OK),
+    (".4", "0.4", OK),
+    ("$(3,2)$", "(3,2)", OK),
+    (r"\frac{10}{9}", "10/9", OK),
+    ("28 percent", r"28\%", OK),
+    ("Answer $9$", "9", OK),
+    (r"Therefore $x \geq 5$ is the solution.", "x >= 5", OK),
+    (r"The identity matrix is $\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$.", r"\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}", OK),
+    ("$5$", "6", BAD),
+    # not a single expression: two numbers in prose, two spans, an inline span over a newline, too long
+    ("the number is not 10 which is 12", "12", NA),
+    ("$x = 3$ and $y = 4$", "4", NA),
+    ("Answer $ \n 9 \n $", "9", NA),
+    ("We compute. " * 30 + "$9$", "9", NA),
+    ("AZYUK2A", "2", NA),
+]
+
+
+@pytest.mark.parametrize("response,gold,expected", WHOLE, ids=[f"{i}" for i in range(len(WHOLE))])
+def test_whole_response_fallback(response, gold, expected):
+    v = _whole_verifier()
+    assert v.score(response, gold).outcome is expected
+
+
+
+def _whole_verifier():
+    from composition_rl.verify import shared_verifier
+
+    return shared_verifier(VerifyConfig(timeout_s=5.0, fallbacks=("whole",)))
+
+
+def test_whole_is_off_by_default(verifier):
+    assert VerifyConfig().fallbacks == ("answer_line",)
+    assert verifier.score("7,425,000", "7425000").outcome is NA
+    assert extract_answer("$(3,2)$") is None and extract_answer("$(3,2)$", ("whole",)) == "(3,2)"
+
+
+@pytest.mark.parametrize("fallback,template", [
+    ("answer_line", "We add them up.\nAnswer: {}"),
+    ("answer_is", "So the answer is {}."),
+    ("whole", "{}"),
+])
+@pytest.mark.parametrize("written,gold", [("7,425,000", "7425000"), ("1 000", "1000"), ("1000.0", "1000"),
+                                          (r"1,\!000", "1000"), ("$1,000$", "1000")])
+def test_every_fallback_reads_separators_spaces_and_trailing_zeros(fallback, template, written, gold):
+    v = _whole_verifier() if fallback == "whole" else _fallback_verifier(fallback)
+    r = v.score(template.format(written), gold)
+    assert r.outcome is OK, (fallback, written, r)
+
+
+def _fallback_verifier(name):
+    from composition_rl.verify import shared_verifier
+
+    return shared_verifier(VerifyConfig(timeout_s=5.0, fallbacks=(name,)))
+
+
+def test_answer_phrases_in_the_minerva_format():
+    text = r"... Final Answer: The final answer is $\left( \frac{1}{5}, \frac{1}{6} \right)$. I hope it is correct."
+    assert extract_answer(text, ("answer_is",)) == r"\left( \frac{1}{5}, \frac{1}{6} \right)"
+    assert extract_answer("Final Answer: The largest $n$ is 34.") == "34"
+    assert extract_answer("Final Answer: 12 apples") == "12 apples"

@@ -49,15 +49,20 @@ class Link:
     # offsets of further occurrences of the same literal that Y also replaces (the text
     # repeats the quantity: leaving one would show Y's value); () for one occurrence
     v2_also: tuple[int, ...] = ()
+    # how v1 was derived from an earlier answer that is not one number (issue 27): the
+    # (key, value) pairs of ``values.Derivation.to_dict()``, sorted ("kind", and "arg" and
+    # "name" when set); () when v1 is the answer's own value
+    v1_derivation: tuple[tuple[str, str], ...] = ()
 
     def __init__(self, x: str, y: str, v1_latex: str, v1_expr: str, v2_literal: str, v2_expr: str,
-                 d_latex: str, d_expr: str, v2_offset: int, v2_also: tuple[int, ...] = ()) -> None:
+                 d_latex: str, d_expr: str, v2_offset: int, v2_also: tuple[int, ...] = (),
+                 v1_derivation: tuple[tuple[str, str], ...] = ()) -> None:
         # The state the generated frozen __init__ makes (one object.__setattr__ per field), in
         # one dict update: composing builds a Link and a Problem per candidate, and this halves
         # that cost. tests/test_records_init.py holds the signature to the fields.
         self.__dict__.update(x=x, y=y, v1_latex=v1_latex, v1_expr=v1_expr, v2_literal=v2_literal,
                              v2_expr=v2_expr, d_latex=d_latex, d_expr=d_expr, v2_offset=v2_offset,
-                             v2_also=v2_also)
+                             v2_also=v2_also, v1_derivation=v1_derivation)
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -73,6 +78,8 @@ class Link:
         }
         if self.v2_also:  # absent for one occurrence, so such records keep their bytes
             d["v2_also"] = list(self.v2_also)
+        if self.v1_derivation:  # absent when v1 is the answer itself, likewise
+            d["v1_derivation"] = dict(self.v1_derivation)
         return d
 
     @classmethod
@@ -88,6 +95,7 @@ class Link:
             d_expr=d["d_expr"],
             v2_offset=int(d["v2_offset"]),
             v2_also=tuple(int(o) for o in d.get("v2_also", ())),
+            v1_derivation=tuple(sorted((str(k), str(v)) for k, v in (d.get("v1_derivation") or {}).items())),
         )
 
 

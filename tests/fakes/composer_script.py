@@ -24,14 +24,19 @@ _VERIFY = re.compile(
 )
 
 
+_MENU = re.compile(r"^- v1 = (?P<v>.+?); definition: (?P<d>.+)$", re.M)
+
+
 def _user(body: dict) -> str:
     return body["messages"][-1]["content"]
 
 
-def propose(q1: str, gt1: str, q2: str) -> dict | None:
+def propose(q1: str, gt1: str, q2: str, menu: list[tuple[str, str]] | None = None) -> dict | None:
     av = parse_answer_value(gt1)
     if av is not None:
         v1, definition = gt1, "the answer to the problem above"
+    elif menu:  # the first derived number the prompt offers, with its own definition
+        v1, definition = menu[0]
     else:
         m = re.search(r"-?\d+", gt1)
         if m is None:
@@ -56,7 +61,8 @@ def good_composer(body: dict) -> str:
     text = _user(body)
     m = _PROPOSE.search(text)
     if m is not None:
-        out = propose(m.group("q1"), m.group("gt1"), m.group("q2"))
+        menu = [(x.group("v"), x.group("d")) for x in _MENU.finditer(text)]
+        out = propose(m.group("q1"), m.group("gt1"), m.group("q2"), menu)
         return json.dumps(out) if out is not None else "I cannot find a suitable constant."
     m = _VERIFY.search(text)
     if m is not None:

@@ -40,8 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fallback",
         action="append",
-        help="answer extraction when there is no \\boxed{}: answer_line (default), answer_is; "
-        "repeat for several; 'none' requires a box",
+        help="answer extraction when there is no \\boxed{}: answer_line (default), answer_is, whole (a short "
+        "response that is one expression or one math span: '7,425,000', '$(3,2)$', 'Answer $9$'); "
+        "repeat for several, tried in order; 'none' requires a box",
     )
     p.add_argument("--fresh", action="store_true", help="discard an existing --out (and its rejects) and score again")
     p.add_argument("--no-progress", action="store_true")

@@ -25,7 +25,7 @@ from functools import lru_cache
 import sympy
 
 from composition_rl.compose.base import CHECK_STAGES, Rejection
-from composition_rl.compose.spc import find_glue
+from composition_rl.compose.spc import derived_phrase, find_glue
 from composition_rl.records import Problem
 from composition_rl.values import (
     Exact,
@@ -171,7 +171,8 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
                 return why
         return _names_length_failure(text, links, parents, max_chars)
     for k, lk in enumerate(links):
-        why = _v1_failure(parents[k].answer, lk.v1_latex, lk.v1_expr)
+        why = (_derived_v1_failure(parents[k], lk, glues[k]) if lk.v1_derivation or glues[k].derived
+               else _v1_failure(parents[k].answer, lk.v1_latex, lk.v1_expr))
         if why is not None:
             return Failure("check1_v1", why[0], f"link {k + 1}: {why[1]}")
 
@@ -239,8 +240,12 @@ def _llm_link_failure(c: Problem, k: int, lk, g, seg: str, parents: Sequence[Pro
     v1 = parse_number(lk.v1_latex)
     if v1 is None or not exact_equal(v1, exact(lk.v1_expr)):
         return Rejection("check1_v1", "v1_mismatch", f"link {k + 1}: v1 {lk.v1_latex!r} != {lk.v1_expr!r}")
-    ok = False
-    for a in parents[k].answers:
+    if lk.v1_derivation:  # a number derived from the answer, from the menu (issue 27)
+        why = _derived_v1_failure(parents[k], lk, g)
+        if why is not None:
+            return Rejection("check1_v1", why[0], f"link {k + 1}: {why[1]}")
+    ok = bool(lk.v1_derivation)
+    for a in () if ok else parents[k].answers:
         whole, parts = answer_numbers(a)
         if (whole is not None and exact_equal(whole, v1)) or any(exact_equal(p, v1) for p in parts):
             ok = True
@@ -275,4 +280,29 @@ def _llm_link_failure(c: Problem, k: int, lk, g, seg: str, parents: Sequence[Pro
     d = parse_number(lk.d_latex)
     if d is None or not exact_equal(written, d) or not exact_equal(v1 - written, v2):
         return Rejection("check3_relation", "relation_mismatch", f"link {k + 1}: text says {written}, record says {lk.d_latex}")
+    return None
+
+
+def _derived_v1_failure(parent: Problem, lk, g) -> tuple[str, str] | None:
+    """Check 1 for a link whose v1 is derived from an answer that is not one number (issue 27):
+    the recorded derivation, applied again to the earlier problem's answer, gives v1 exactly,
+    and the glue defines X with that derivation's own wording. A glue with derived wording
+    on a link that records no derivation is refused too."""
+    from composition_rl.values.derive import Derivation, derive
+
+    if not lk.v1_derivation:
+        return "derivation_missing", f"the text derives X ({g.definition!r}) but the record has no derivation"
+    try:
+        d = Derivation.from_dict(dict(lk.v1_derivation))
+        phrase = derived_phrase(d.kind, d.arg, d.name)
+    except (KeyError, ValueError, IndexError) as e:
+        return "derivation_invalid", f"derivation {dict(lk.v1_derivation)}: {e}"
+    if g.definition != f"Let ${lk.x}$ be {phrase}.":
+        return "derivation_wording", f"the text says {g.definition!r}, the derivation {d.kind} is worded {phrase!r}"
+    v = derive(parent.answer, parent.question, d)
+    if v is None:
+        return "derivation_invalid", f"answer {parent.answer!r} does not allow {d.kind} {d.arg}".rstrip()
+    v1 = exact_value(lk.v1_latex)
+    if v1 is None or not exact_equal(to_fraction(v) if v.is_Rational else v, v1) or not exact_equal(v1, exact(lk.v1_expr)):
+        return "v1_mismatch", f"{d.kind} of {parent.answer!r} is {v}, record says {lk.v1_latex} / {lk.v1_expr}"
     return None

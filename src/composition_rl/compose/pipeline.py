@@ -95,6 +95,11 @@ class ComposeConfig:
     workers: int = field(default=0, metadata={
         "help": "processes for the symbolic engine (0 = one per core; the output does not depend on it)",
         "no_default_in_help": True})
+    derive_q1: bool = field(default=True, metadata={
+        "help": "a problem whose answer is not one number (an interval, a tuple, a set of solutions, an option "
+                "letter, a polynomial, a matrix, a complex number) leads a link with a number derived from it "
+                "('the largest of the values that answer the problem above'); --no-derive-q1 keeps such problems "
+                "out of the positions before the last (symbolic engine; the llm engine's prompt still lists them)"})
     natural: Naturalness = field(default_factory=Naturalness)
 
     def __post_init__(self) -> None:

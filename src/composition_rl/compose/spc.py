@@ -18,11 +18,15 @@ each link sits in its own paragraph (the *glue*) between the two problem texts::
 from __future__ import annotations
 
 import re
+import string
 from functools import lru_cache
 from typing import NamedTuple
 
 __all__ = [
     "DEFINITIONS",
+    "DERIVED_PHRASES",
+    "derived_glue",
+    "derived_phrase",
     "VARIABLE_NAMES",
     "definition_glue",
     "Glue",
@@ -73,6 +77,77 @@ def glue_text(x: str, y: str, d_abs_latex: str, direction: str, variant: int, un
     return f"{definition} {relation_sentence(x, y, d_abs_latex, direction)}"
 
 
+# Sub-step 1 for a v1 derived from an answer that is not one number (issue 27,
+# ``values.derive``): the noun phrase a problem writer would use for each derivation. The
+# definition sentence is "Let $X$ be <phrase>." (:func:`derived_glue`); the checks rebuild the
+# phrase from the recorded derivation and compare it with the text, and :func:`find_glue`
+# reads these sentences from the same templates. ``{ordinal}`` is "first", "second", ...;
+# ``{name}`` the variable as the problem writes it; ``{point}`` "x = 2" or "h = 2$ and $r = 3".
+DERIVED_PHRASES: dict[str, str] = {
+    "interval_length": "the length of the interval that answers the problem above",
+    "interval_left": "the left endpoint of the interval that answers the problem above",
+    "interval_right": "the right endpoint of the interval that answers the problem above",
+    "union_max_end": "the largest finite endpoint of the intervals that make up the answer to the problem above",
+    "union_min_end": "the smallest finite endpoint of the intervals that make up the answer to the problem above",
+    "tuple_entry": "the {ordinal} entry of the answer to the problem above",
+    "tuple_entry:named": "the value of ${name}$ in the answer to the problem above",
+    "tuple_sum": "the sum of the entries of the answer to the problem above",
+    "set_max": "the largest of the values that answer the problem above",
+    "set_min": "the smallest of the values that answer the problem above",
+    "set_sum": "the sum of the values that answer the problem above",
+    "set_size": "the number of values that answer the problem above",
+    "choice_value": "the number given in the correct option of the problem above",
+    "choice_position": "the position in the alphabet of the letter that answers the problem above (A = 1, B = 2, and so on)",
+    "choice_count": "the number of letters in the answer to the problem above",
+    "expr_value": "the value of the answer to the problem above at ${point}$",
+    "poly_coeff": "the coefficient of ${name}^{{{arg}}}$ in the answer to the problem above",
+    "poly_coeff:1": "the coefficient of ${name}$ in the answer to the problem above",
+    "poly_coeff:0": "the constant term of the answer to the problem above",
+    "poly_degree": "the degree of the polynomial that answers the problem above",
+    "matrix_entry": "the entry in row {row}, column {col} of the matrix that answers the problem above",
+    "trace": "the trace of the matrix that answers the problem above",
+    "det": "the determinant of the matrix that answers the problem above",
+    "vector_entry": "the {ordinal} entry of the vector that answers the problem above",
+    "complex_real": "the real part of the answer to the problem above",
+    "complex_imag": "the imaginary part of the answer to the problem above",
+    "base_value": "the value, written in base ten, of the number that answers the problem above",
+    "month": "the number of the month that answers the problem above (January = 1, February = 2, and so on)",
+}
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
+
+
+def derived_phrase(kind: str, arg: str = "", name: str = "") -> str:
+    """The noun phrase for a derivation (see :data:`DERIVED_PHRASES` and
+    :class:`composition_rl.values.Derivation`).
+
+    >>> derived_phrase("tuple_entry", "2", "q")
+    'the value of $q$ in the answer to the problem above'
+    >>> derived_phrase("expr_value", "h=2,r=3")
+    'the value of the answer to the problem above at $h = 2$ and $r = 3$'
+    """
+    key = kind
+    if kind == "tuple_entry" and name:
+        key = "tuple_entry:named"
+    elif kind == "poly_coeff" and arg in ("0", "1"):
+        key = "poly_coeff:" + arg
+    template = DERIVED_PHRASES.get(key)
+    if template is None:
+        raise ValueError(f"no wording for derivation kind {kind!r}; known: {', '.join(sorted(DERIVED_PHRASES))}")
+    fields = {"name": name, "arg": arg}
+    if kind in ("tuple_entry", "vector_entry"):
+        fields["ordinal"] = _ORDINALS[int(arg) - 1]
+    elif kind == "matrix_entry":
+        fields["row"], fields["col"] = arg.split(",")
+    elif kind == "expr_value":
+        fields["point"] = "$ and $".join(a.replace("=", " = ") for a in arg.split(","))
+    return template.format(**fields)
+
+
+def derived_glue(x: str, y: str, phrase: str, d_abs_latex: str, direction: str) -> str:
+    """The glue paragraph of a derived v1: "Let $X$ be <phrase>. <relation>" (issue 27)."""
+    return definition_glue(x, y, phrase, d_abs_latex, direction)
+
+
 def definition_glue(x: str, y: str, definition: str, d_abs_latex: str, direction: str) -> str:
     """The glue paragraph with a free-text definition of X (the LLM engine's: "the number of
     red marbles in the problem above"), read back by ``find_glue(..., free_definition=True)``."""
@@ -105,11 +180,21 @@ class Glue(NamedTuple):
     y: str
     d_latex: str  # as written ("" when the relation is "equal to")
     direction: str  # less / more / equal
+    definition: str = ""  # the definition sentence as written ("Let $X$ be ...")
+    derived: bool = False  # the definition is one of DERIVED_PHRASES' (read by the default pattern)
 
 
 _DEF_ALTS = "|".join(
     re.escape(t).replace(r"\{x\}", "(?P=x)").replace(r"\{unit\}", r"(?: \([^\n]*?\))?")
     for t in DEFINITIONS
+)
+# the derived definitions, their fields read as any text on the line
+_FIELD = "\x00"
+_DERIVED_ALTS = "|".join(
+    "Let \\$(?P=x)\\$ be "
+    + re.escape(t.format(**{f: _FIELD for _, f, _, _ in string.Formatter().parse(t) if f})).replace(_FIELD, "[^\\n]+?")
+    + "\\."
+    for t in DERIVED_PHRASES.values()
 )
 
 
@@ -119,7 +204,7 @@ _FREE_DEF = r"Let \$(?P=x)\$ be [^\n]+?\."
 
 @lru_cache(maxsize=1024)
 def _glue_pattern(x: str, y: str, free_definition: bool = False) -> re.Pattern[str]:
-    alts = _FREE_DEF if free_definition else _DEF_ALTS
+    alts = _FREE_DEF if free_definition else _DEF_ALTS + "|(?P<derived>" + _DERIVED_ALTS + ")"
     return re.compile(
         r"\n\n(?P<def>(?:" + alts.replace("(?P=x)", re.escape(x)) + r")) "
         r"\$" + re.escape(y) + r"\$ is (?:\$(?P<d>[^$\n]+)\$ (?P<dir>less|more) than|(?P<eq>equal to)) "
@@ -139,5 +224,6 @@ def find_glue(text: str, x: str, y: str, start: int = 0, free_definition: bool =
     m = pat.search(text, start)
     if m is None:
         return None
-    d, direction, eq = m.group("d", "dir", "eq")
-    return Glue(m.start(), m.end(), x, y, d or "", "equal" if eq else direction)
+    d, direction, eq, definition = m.group("d", "dir", "eq", "def")
+    derived = not free_definition and m.group("derived") is not None
+    return Glue(m.start(), m.end(), x, y, d or "", "equal" if eq else direction, definition, derived)

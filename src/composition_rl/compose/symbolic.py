@@ -36,6 +36,7 @@ from composition_rl.values import (
     render_offset,
     symbols_used,
 )
+from composition_rl.values.derive import Derivation, lead_value
 
 __all__ = ["VARIABLE_NAMES", "SymbolicComposer"]
 
@@ -60,6 +61,7 @@ class _Lead(NamedTuple):
     latex: str
     expr: str
     r_str: str  # sympy string of the irrational part ("" if rational)
+    derivation: Derivation | None = None  # how v1 is read off a non-numeric answer (issue 27)
 
 
 def _offset_str(lead: _Lead, v2: Fraction) -> str:
@@ -121,11 +123,13 @@ class SymbolicComposer:
     max_chars: int = 8000
     name: str = "symbolic"
     natural: Naturalness = field(default_factory=Naturalness)
+    derive_q1: bool = True
 
     @classmethod
     def from_config(cls, config) -> SymbolicComposer:
         """The engine for a :class:`~composition_rl.compose.pipeline.ComposeConfig`."""
-        return cls(seed=config.seed, max_chars=config.max_chars, natural=config.natural)
+        return cls(seed=config.seed, max_chars=config.max_chars, natural=config.natural,
+                   derive_q1=config.derive_q1)
 
     def __post_init__(self) -> None:
         # per-problem work, done once and keyed by id (sympy objects hash slowly)
@@ -152,7 +156,8 @@ class SymbolicComposer:
         if av is not None:
             parts = irrational_parts(av.value)
             r_str = "" if not parts[1] else _expr_str(av.value - sympy.Rational(parts[0].numerator, parts[0].denominator))
-            lead = _Lead(av.value, av.unit, parts, render_latex(av.value), _v1_str(av.value), r_str)
+            lead = _Lead(av.value, av.unit, parts, render_latex(av.value), _v1_str(av.value), r_str,
+                         getattr(av, "derivation", None))
         self._lead[p.id] = lead
         return lead
 
@@ -182,7 +187,11 @@ class SymbolicComposer:
         return out
 
     def lead_value(self, p: Problem):
-        return parse_answer_value(p.answer)
+        if not self.derive_q1:
+            return parse_answer_value(p.answer)
+        # issue 27: an answer that is not one number leads with a number derived from it
+        nat = self.natural
+        return lead_value(p.answer, p.question, nat.max_q1, nat.max_denominator)
 
     def constants(self, p: Problem) -> tuple[Constant, ...]:
         return find_constants(p.question, p.answer)
@@ -298,7 +307,11 @@ class SymbolicComposer:
                                  f"gives an offset from v1 = {lead.latex} within the naturalness limits")
             x, y = free[2 * k], free[2 * k + 1]
             direction, d_abs_latex, d_latex, v2_expr, d_expr = self._link_arith(chain[k], lead, c)
-            glue = spc.glue_text(x, y, d_abs_latex, direction, (h >> 32) % len(spc.DEFINITIONS), lead.unit)
+            dv = lead.derivation
+            if dv is None:
+                glue = spc.glue_text(x, y, d_abs_latex, direction, (h >> 32) % len(spc.DEFINITIONS), lead.unit)
+            else:  # issue 27: "Let $X$ be the sum of the values that answer the problem above."
+                glue = spc.derived_glue(x, y, spc.derived_phrase(dv.kind, dv.arg, dv.name), d_abs_latex, direction)
             if c.also:  # a repeated quantity: every occurrence becomes Y
                 text = _replace_all(text, y, c)
             else:
@@ -306,7 +319,8 @@ class SymbolicComposer:
                 text = text[: c.offset] + spc.variable_token(y, c.math_mode, text[tail : tail + 12]) + text[tail:]
             text = spc.join(chain[k].question, glue, text)
             links.append(Link(x, y, lead.latex, lead.expr, c.literal, v2_expr, d_latex, d_expr, c.offset,
-                              tuple(sorted(o for o, _ in c.also))))
+                              tuple(sorted(o for o, _ in c.also)),
+                              () if dv is None else tuple(sorted(dv.to_dict().items()))))
             kinds.append(_bucket(lead, c.value))
         links.reverse()
         composed = Problem.new(
@@ -350,7 +364,8 @@ class SymbolicComposer:
         parts = [self._parent_json(p) for p in chain]
         links = ",".join([
             f'{{"d":{_js(lk.d_latex)},"d_expr":{_js(lk.d_expr)},"v1":{_js(lk.v1_latex)},'
-            f'"v1_expr":{_js(lk.v1_expr)},"v2":{_js(lk.v2_literal)},'
+            + (f'"v1_derivation":{dumps(dict(lk.v1_derivation))},' if lk.v1_derivation else "")
+            + f'"v1_expr":{_js(lk.v1_expr)},"v2":{_js(lk.v2_literal)},'
             + (f'"v2_also":[{",".join(map(str, lk.v2_also))}],' if lk.v2_also else "")
             + f'"v2_expr":{_js(lk.v2_expr)},'
             f'"v2_offset":{int.__repr__(lk.v2_offset)},"x":{_js(lk.x)},"y":{_js(lk.y)}}}'

@@ -9,7 +9,10 @@ because alarms fail off the main thread; the bound is enforced from outside by
 The steps for one item, cheapest first (each later step runs only if the earlier did not
 decide):
 
-1. extract the final answer (``extract.extract_answer``); none -> ``no_answer``;
+1. extract the final answer (``extract.extract_parts``); none -> ``no_answer``. A gold form
+   written as a solution with boxes is read by its final boxes the same way. A multi-part
+   answer (several boxes) is compared as a set, as Math-Verify reads it (and, against a gold
+   tuple of as many entries, also as that tuple in order); steps 2-4 run on that;
 2. exact match of normalised strings against any gold form -> ``correct`` ("string");
 3. both sides plain integers -> exact integer comparison ("integer"); both sides plain
    rationals (integers, decimals, ``a/b``, ``\\frac{a}{b}``) -> exact comparison, where a
@@ -35,7 +38,13 @@ from fractions import Fraction
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from composition_rl.verify.extract import extract_answer, normalize, plain_integer, plain_rational
+from composition_rl.verify.extract import (
+    extract_parts,
+    final_boxes,
+    normalize,
+    plain_integer,
+    plain_rational,
+)
 
 __all__ = ["ItemScore", "Scorer", "warm_up"]
 
@@ -63,6 +72,34 @@ class ItemScore:
 
 def _as_math(s: str) -> str:
     return "$" + _UNESCAPED_DOLLAR.sub(" ", s).strip() + "$"
+
+
+def _gold_answer(form: str) -> str:
+    """A gold form as an answer: a gold written as a solution with boxes (Math-Verify's own
+    tests give golds such as ``... so the solutions are $n = \\boxed{1,-2}$.``) is read by its
+    final boxes, as a response is; any other form is itself."""
+    if "boxed" not in form and "fbox" not in form:
+        return form
+    boxes = final_boxes(form)
+    return ", ".join(b.strip() for b in boxes) if boxes else form
+
+
+def _tuple_len(form: str) -> int:
+    """Entries of a gold written as one parenthesised tuple (``(3, 2)``), else 0."""
+    s = normalize(_gold_answer(form))
+    if len(s) < 3 or s[0] != "(" or s[-1] != ")":
+        return 0
+    depth, n = 0, 1
+    for c in s[1:-1]:
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth < 0:
+                return 0  # "(1, 2), (3, 4)": two tuples, not one
+        elif c == "," and depth == 0:
+            n += 1
+    return n if n > 1 else 0
 
 
 def _short(s: str) -> str:
@@ -103,8 +140,8 @@ class Scorer:
         if hit is not None:
             self._gold.move_to_end(form)
             return hit
-        norm = normalize(form)
-        entry = (norm, plain_integer(norm), plain_rational(form), None)
+        norm = normalize(_gold_answer(form))
+        entry = (norm, plain_integer(norm), plain_rational(_gold_answer(form)), None)
         self._gold[form] = entry  # normal forms are cheap; the sympy parse is filled lazily
         if len(self._gold) > self.gold_cache_size:
             self._gold.popitem(last=False)
@@ -113,16 +150,29 @@ class Scorer:
     def _gold_parsed(self, form: str) -> list:
         norm, integer, rational, parsed = self._gold_entry(form)
         if parsed is None:
-            parsed = parse(_as_math(form), _EXTRACTION, parsing_timeout=None)
+            parsed = parse(_as_math(_gold_answer(form)), _EXTRACTION, parsing_timeout=None)
             self.gold_parses += 1
             self._gold[form] = (norm, integer, rational, parsed)
         return parsed
 
     def score(self, response: str, golds: Sequence[str]) -> ItemScore:
         """Score one response against every accepted gold form (correct if any matches)."""
-        extracted = extract_answer(response, self.fallbacks)
-        if extracted is None:
+        parts = extract_parts(response, self.fallbacks)
+        if parts is None:
             return ItemScore("no_answer")
+        extracted = ", ".join(parts)
+        if len(parts) == 1:
+            outcome, via = self._score_answer(extracted, golds)
+            return ItemScore(outcome, via, _short(extracted))
+        # Several boxes: a set of answers, as Math-Verify reads them ("1, 2, 3" against
+        # {1,2,3}); against a gold tuple of as many entries they are its entries in order.
+        outcome, via = self._score_answer(extracted, golds)
+        if outcome != "correct" and any(_tuple_len(g) == len(parts) for g in golds):
+            outcome, via = self._score_answer("(" + extracted + ")", golds)
+        return ItemScore(outcome, via, _short(extracted))
+
+    def _score_answer(self, extracted: str, golds: Sequence[str]) -> tuple[str, str]:
+        """(outcome, via) of one extracted answer: the fast paths, then Math-Verify."""
         entries = [self._gold_entry(g) for g in golds]
         # "x = 5" for gold 5: the fast paths look at the right-hand side (Math-Verify, which
         # gets the full answer if they cannot decide, compares an assignment the same way).
@@ -130,20 +180,20 @@ class Scorer:
         core = m.group(1) if m and not any("=" in g for g in golds) else extracted
         norm = normalize(core)
         if any(norm == e[0] for e in entries):
-            return ItemScore("correct", "string", _short(extracted))
+            return "correct", "string"
         pred_int = plain_integer(norm)
         if pred_int is not None and all(e[1] is not None for e in entries):
             ok = any(pred_int == e[1] for e in entries)
-            return ItemScore("correct" if ok else "incorrect", "integer", _short(extracted))
+            return ("correct" if ok else "incorrect"), "integer"
         pred_q = plain_rational(core)
         if pred_q is not None and all(e[2] is not None for e in entries):
             if any(pred_q[0] == e[2][0] for e in entries):
-                return ItemScore("correct", "rational", _short(extracted))
+                return "correct", "rational"
             # Math-Verify rounds to `float_rounding` decimals when a float is involved, so
             # only a gap of at least one unit in that place is a sure "incorrect" there.
             tol = Fraction(1, 10**self.float_rounding)
             if all((abs(pred_q[0] - e[2][0]) >= tol) if (pred_q[1] or e[2][1]) else True for e in entries):
-                return ItemScore("incorrect", "rational", _short(extracted))
+                return "incorrect", "rational"
         key = (tuple(golds), extracted)
         verdict = self._verdicts.get(key)
         if verdict is None:
@@ -153,7 +203,7 @@ class Scorer:
                 self._verdicts.popitem(last=False)
         else:
             self._verdicts.move_to_end(key)
-        return ItemScore("correct" if verdict else "incorrect", "math_verify", _short(extracted))
+        return ("correct" if verdict else "incorrect"), "math_verify"
 
     def _math_verify(self, extracted: str, golds: Sequence[str]) -> bool:
         pred = parse(_as_math(extracted), _EXTRACTION, parsing_timeout=None)

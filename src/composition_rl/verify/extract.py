@@ -4,8 +4,12 @@ Pure string work: no sympy, no Math-Verify, so it is cheap to import anywhere. T
 process (``composition_rl.verify.compare``) runs it under the per-item time bound, because
 even linear string work on a 1 MB response is not free.
 
-Extraction order: the last ``\\boxed{...}`` (or ``\\fbox{...}``) with nested braces matched;
-if the response has none, the configured fallbacks in order (see :data:`FALLBACKS`).
+Extraction order: the last ``\\boxed{...}`` (or ``\\fbox{...}``) with nested braces matched,
+together with the boxes joined to it by a plain connector (``\\boxed{1}, \\boxed{2}``,
+``\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}``: a multi-part final answer, read
+as a collection as Math-Verify reads it); a "final answer is X" written after the last box
+overrides it. If the response has no box, the configured fallbacks in order (see
+:data:`FALLBACKS`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from composition_rl.registry import Registry
 __all__ = [
     "FALLBACKS",
     "extract_answer",
+    "extract_parts",
+    "final_boxes",
     "gold_forms",
     "last_boxed",
     "normalize",
@@ -35,6 +41,26 @@ def _last(matches: Iterator[re.Match]) -> re.Match | None:
     return tail[0] if tail else None
 
 
+def _close(text: str, i: int) -> int | None:
+    r"""Index of the ``}`` that closes the group opened just before ``text[i]``, or None.
+    Escaped braces (``\{ \}``) are set delimiters, not grouping: they are skipped."""
+    depth = 1
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
 def last_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` in ``text``, nested braces matched.
 
@@ -48,23 +74,62 @@ def last_boxed(text: str) -> str | None:
     last = _last(_BOX_RE.finditer(text))
     if last is None:
         return None
-    depth = 1
-    i = start = last.end()
-    n = len(text)
-    # Escaped braces (\{ \}) are set delimiters, not grouping: skip them.
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start:i]
-        i += 1
-    return None
+    end = _close(text, last.end())
+    return None if end is None else text[last.end() : end]
+
+
+# What may stand between two boxes of one multi-part answer: math delimiters, spacing,
+# \text{} wrappers, punctuation, "and"/"or", and a label such as "y_2 =" before the next box.
+# Anything else ("; no, it is", "then", a sentence) means the earlier box was a step or a
+# first try, and only the last box is the answer.
+_GAP_NOISE = re.compile(
+    r"\\(?:quad|qquad|[,;:! ]|[()\[\]]|text(?:rm|bf|normal)?\s*\{|mbox\s*\{|mathrm\s*\{)|\\\\|[${}&~]"
+)
+_GAP_OK = re.compile(
+    r"(?:[\s,;]|(?<![A-Za-z])(?:and|or)(?![A-Za-z]))*(?:[A-Za-z](?:_\w+)?\s*=\s*)?", re.IGNORECASE
+)
+_MAX_GAP = 80
+_MAX_PARTS = 32  # Math-Verify joins up to 6; this only bounds a pathological run of boxes
+
+
+def final_boxes(text: str) -> tuple[str, ...] | None:
+    """The boxes of the final answer: the last closed box and the boxes before it that are
+    joined to it by a plain connector, in order; None when the last box is missing or open.
+
+    >>> final_boxes(r"$\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}$")
+    ('(2, 2)', '(6, 2)')
+    >>> final_boxes(r"maybe \\boxed{3}; no, it is \\boxed{4}")
+    ('4',)
+    """
+    got = _final_boxes(text)
+    return None if got is None else got[0]
+
+
+def _final_boxes(text: str) -> tuple[tuple[str, ...], int] | None:
+    """:func:`final_boxes` and the index just after the last box."""
+    starts = list(_BOX_RE.finditer(text))
+    if not starts:
+        return None
+    last = starts[-1]
+    end = _close(text, last.end())
+    if end is None:
+        return None
+    parts = [text[last.end() : end]]
+    nxt = last.start()
+    for m in reversed(starts[:-1]):
+        if len(parts) >= _MAX_PARTS:
+            break
+        close = _close(text, m.end())
+        # a box that holds the next one, or sits far from it, ends the group
+        if close is None or close >= nxt or nxt - close > _MAX_GAP:
+            break
+        gap = _GAP_NOISE.sub(" ", text[close + 1 : nxt])
+        if _GAP_OK.fullmatch(gap) is None:
+            break
+        parts.append(text[m.end() : close])
+        nxt = m.start()
+    parts.reverse()
+    return tuple(parts), end + 1
 
 
 FALLBACKS: Registry[Callable[[str], str | None]] = Registry("answer fallback")
@@ -77,11 +142,92 @@ _ANSWER_LINE_RE = re.compile(
 _ANSWER_IS_RE = re.compile(
     r"(?:final[ \t]+answer|the[ \t]+answer)[ \t]+is[ \t:]*(?P<a>[^\n]+)", re.IGNORECASE
 )
+# "Final Answer: The final answer is $X$. I hope it is correct." (the Minerva few-shot format)
+_HOPE = re.compile(r"[ \t]*\.?[ \t]*I hope it is correct.*$", re.IGNORECASE)
+_FINAL_AFTER_BOX = re.compile(r"final[ \t]+answer(?:[ \t*_]*[:：]|[ \t]+is)", re.IGNORECASE)
+# One math span: $$..$$ and \[..\] may cross lines; $..$ and \(..\) may not (as in
+# Math-Verify: an inline span over a newline is usually an unbalanced dollar).
+_SPAN = re.compile(
+    r"(?<!\\)\$\$(?P<a>.+?)(?<!\\)\$\$|\\\[(?P<b>.+?)\\\]"
+    r"|(?<![\\$])\$(?P<c>(?:\\\$|[^$\n])+?)(?<!\\)\$|\\\((?P<d>[^\n]+?)\\\)",
+    re.DOTALL,
+)
+_PERCENT_WORD = re.compile(r"^[ \t]*(?:\\?%|percent(?:age)?|pct)(?![A-Za-z])", re.IGNORECASE)
+_PHRASE = re.compile(r"[A-Za-z' \t\n.,:;!?*()-]*")  # prose around a span: no digits, no math
+_MAX_PHRASE_WORDS = 10
+_WORD_RUN = re.compile(r"[A-Za-z]{2,}")
+_LATEX_WORDS = re.compile(r"\\[A-Za-z]+|\\text[a-z]*\{[^{}]*\}")
+
+
+def _span_content(m: re.Match) -> str:
+    return next(g for g in m.groups() if g is not None).strip()
+
+
+def _one_span(s: str) -> str | None:
+    """The math of ``s`` when ``s`` is one math span with at most a short phrase around it
+    ("Answer $9$", "Therefore $x \\geq 5$ is the solution."); a percent word right after
+    the span stays with it. None otherwise (two spans, numbers or math in the prose)."""
+    spans = list(_SPAN.finditer(s))
+    if len(spans) != 1:
+        return None
+    m = spans[0]
+    content, after = _span_content(m), s[m.end() :]
+    pct = _PERCENT_WORD.match(after)
+    if pct is not None:
+        content, after = content + r"\%", after[pct.end() :]
+    outside = s[: m.start()] + " " + after
+    if _PHRASE.fullmatch(outside) is None or len(outside.split()) > _MAX_PHRASE_WORDS:
+        return None
+    return content or None
+
+
+def _bare_expression(s: str) -> str | None:
+    """``s`` when it is one expression written without math delimiters (``7,425,000``,
+    ``1 000``, ``\\frac{10}{9}``, ``28 percent``, a single word such as ``odd``); None when
+    it holds prose (two words or more)."""
+    t = s.strip()
+    if t.count("$") == 1 and (t.startswith("$") or t.endswith("$")):
+        t = t.strip("$").strip()  # a currency sign: "$1,000.99"
+    if "$" in t or "\n" in t or not t:
+        return None
+    m = re.search(r"[ \t]*(?:\\?%|percent(?:age)?|pct)$", t, re.IGNORECASE)
+    if m is not None and m.start() > 0:
+        t = t[: m.start()] + r"\%"
+    if re.fullmatch(r"[A-Za-z]{1,20}", t):  # a one-word answer
+        return t
+    if _WORD_RUN.search(_LATEX_WORDS.sub(" ", t)):
+        return None
+    return t
+
+
+_MAX_CLEAN = 2000
+_IS_TAIL = re.compile(r"(?:^|\s)is:?[ \t]+(?P<x>[^\n]+)$")
 
 
 def _clean_fallback(s: str) -> str | None:
-    s = s.strip().strip("*_").strip()
+    """The answer in a fallback's capture: cut "I hope it is correct", drop trailing
+    punctuation and Markdown emphasis, unwrap one math span, and take what follows a last
+    "is" when that alone is one span or expression ("The largest $n$ is 34")."""
+    if len(s) > _MAX_CLEAN:  # a pathological line: no span analysis (keeps it linear)
+        s = s.strip().strip("*_").strip().rstrip(".").strip()
+        return s or None
+    s = _HOPE.sub("", s).strip().strip("*_").strip()
     s = s.rstrip(".").strip()
+    if not s:
+        return None
+    whole = _SPAN.fullmatch(s)
+    if whole is not None:
+        return _span_content(whole) or None
+    tail = _IS_TAIL.search(s)
+    if tail is not None:
+        x = tail.group("x").strip()
+        m = _SPAN.fullmatch(x)
+        if m is not None:
+            return _span_content(m) or None
+        if not _SPAN.search(x) and (got := _bare_expression(x)) is not None:
+            return got
+    if (got := _one_span(s)) is not None:
+        return got
     if len(s) >= 2 and s[0] == "$" and s[-1] == "$":
         s = s.strip("$").strip()
     return s or None
@@ -101,8 +247,54 @@ def _answer_is(text: str) -> str | None:
     return _clean_fallback(last.group("a")) if last else None
 
 
+_WHOLE_MAX_CHARS = 300
+
+
+@FALLBACKS.register("whole")
+def _whole(text: str) -> str | None:
+    """A short response (at most 300 characters) that is its own answer: one expression
+    (``7,425,000``, ``$(3,2)$``, ``\\frac{10}{9}``), or one math span with at most a short
+    phrase around it (``Answer $9$``). Off by default: a policy under RL could learn to
+    answer without a box, which this would reward."""
+    s = text.strip()
+    if not s or len(s) > _WHOLE_MAX_CHARS:
+        return None
+    if _SPAN.search(s):
+        return _one_span(s)
+    return _bare_expression(s)
+
+
+def extract_parts(text: str, fallbacks: Sequence[str] = ("answer_line",)) -> tuple[str, ...] | None:
+    """The final answer written in ``text``, as its parts: the boxes of a multi-part boxed
+    answer (see :func:`final_boxes`), else one part from the first fallback that matches.
+
+    A "final answer is X" written after the last box (``\\boxed{255} ... Final Answer: The
+    final answer is $10,455$.``) is the final answer, as Math-Verify reads it.
+
+    >>> extract_parts(r"\\boxed{1},\\boxed{2},\\boxed{3}")
+    ('1', '2', '3')
+    """
+    got = _final_boxes(text)
+    if got is not None:
+        boxes, tail_at = got
+        if _FINAL_AFTER_BOX.search(text, tail_at):
+            later = _answer_line(text[tail_at:]) or _answer_is(text[tail_at:])
+            # only a clean restatement overrides the box: one expression, not '"$12 $ and $13 $"'
+            # and not "5 apples" after \boxed{5}
+            if later and not any(c in later for c in '$"') and _bare_expression(later) is not None:
+                return (later,)
+        parts = tuple(b.strip() for b in boxes if b.strip())
+        return parts or None
+    for name in fallbacks:
+        got = FALLBACKS.get(name)(text)
+        if got:
+            return (got,)
+    return None
+
+
 def extract_answer(text: str, fallbacks: Sequence[str] = ("answer_line",)) -> str | None:
-    """The final answer written in ``text``: the last box, else the first fallback that matches.
+    """The final answer written in ``text``: the last box (with the boxes joined to it,
+    comma-separated), else the first fallback that matches.
 
     Args:
         text: a model response.
@@ -115,17 +307,13 @@ def extract_answer(text: str, fallbacks: Sequence[str] = ("answer_line",)) -> st
     '64,\\\\!328'
     >>> extract_answer("Thus\\nFinal Answer: 12 apples")
     '12 apples'
+    >>> extract_answer(r"\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}")
+    '(2, 2), (6, 2)'
     >>> extract_answer("I could not finish the") is None
     True
     """
-    boxed = last_boxed(text)
-    if boxed is not None:
-        return boxed.strip() or None
-    for name in fallbacks:
-        got = FALLBACKS.get(name)(text)
-        if got:
-            return got
-    return None
+    parts = extract_parts(text, fallbacks)
+    return None if parts is None else ", ".join(parts)
 
 
 def gold_forms(gold: object) -> tuple[str, ...]:
@@ -184,6 +372,7 @@ _TEXT_WRAPPED = re.compile(r"^\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}$")
 _CHOICE = re.compile(r"^\(([A-Ea-e])\)$|^([A-E])$")
 _THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _INT = re.compile(r"^[+-]?\d+$")
+_BRACED_COMMA = re.compile(r"\s*\{\s*,\s*\}\s*")  # 14{,}916 and 14 {, }916
 
 
 def normalize(s: str) -> str:
@@ -199,7 +388,7 @@ def normalize(s: str) -> str:
     s = _FRAC_VARIANTS.sub(r"\\frac", s)
     s = _DEGREE.sub("", s)
     s = _PERCENT.sub("", s)
-    s = s.replace("{,}", ",").strip()
+    s = _BRACED_COMMA.sub(",", s).strip()
     # "64,\!328" and "64,328" are one number; "64, 328" (a space after the comma) is a list.
     if _THOUSANDS.match(s.rstrip(".")):
         s = s.replace(",", "")
@@ -258,7 +447,7 @@ def plain_rational(s: str) -> tuple[Fraction, bool] | None:
     t = _SPACING.sub("", t)
     t = _LEFT_RIGHT.sub("", t)
     t = _FRAC_VARIANTS.sub(r"\\frac", t)
-    t = t.replace("{,}", ",").strip()
+    t = _BRACED_COMMA.sub(",", t).strip()
     if _THOUSANDS.match(t):
         t = t.replace(",", "")
     t = "".join(t.split())

@@ -66,8 +66,11 @@ class VerifyConfig:
             own default is 5 s per parse and per comparison.
         workers: worker processes; ``None`` means one per usable core.
         fallbacks: answer extraction when there is no ``\\boxed{}``, tried in order; names
-            from ``composition_rl.verify.extract.FALLBACKS`` (``answer_line``, ``answer_is``).
-            ``()`` means a box is required.
+            from ``composition_rl.verify.extract.FALLBACKS``: ``answer_line``, ``answer_is``,
+            ``whole`` (a short response that is one expression, or one math span with a
+            short phrase: ``7,425,000``, ``$(3,2)$``, ``Answer $9$``). ``()`` means a box is
+            required. The default keeps ``whole`` off, as RL rewards should: a policy could
+            learn to drop the box.
         chunk_size: at most this many items sharing a gold go to a worker as one task.
         float_rounding, numeric_precision, strict: passed to ``math_verify.verify``.
         gold_cache_size: parsed gold answers kept per worker.

@@ -103,7 +103,7 @@ def compose_candidates(
 
     if engine not in ("llm", "auto"):
         raise ValueError(f"engine={engine!r}; the LLM driver runs 'llm' or 'auto'")
-    cfg = SimpleNamespace(engine=engine, seed=seed, max_chars=max_chars)
+    cfg = SimpleNamespace(engine=engine, seed=seed, max_chars=max_chars, derive_q1=True)
     composer = build_engine(cfg, llm_config=llm_config, backend=backend)
     return run_journaled(composer, candidates, Path(out_dir), engine, total=total, progress=progress,
                          extra_stats=extra_stats)

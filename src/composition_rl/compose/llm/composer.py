@@ -111,7 +111,8 @@ class LLMComposer:
         return self._fact("sym", p, lambda p: symbols_used(p.question))
 
     def _answer_has_number(self, p: Problem) -> bool:
-        return self._fact("anum", p, lambda p: any(has_number(a) for a in p.answers))
+        # a number in the answer, or one derived from it (an option letter, "x + y": issue 27)
+        return self._fact("anum", p, lambda p: any(has_number(a) for a in p.answers) or bool(steps.menu(p)))
 
     def _has_constant(self, p: Problem) -> bool:
         return self._fact("const", p, lambda p: has_constant(p.question))
@@ -189,7 +190,8 @@ class LLMComposer:
     # -- one link: propose, read exactly, verify where needed ------------------------------
     async def _link(self, earlier: Problem, later: Problem, usage: Usage) -> Draft | Rejection:
         obj = await self._ask_json("llm_propose", PROPOSE_SCHEMA, "output", usage,
-                                   Q1=earlier.question, GT1=earlier.answer, Q2=later.question)
+                                   Q1=earlier.question, GT1=earlier.answer, Q2=later.question,
+                                   MENU=steps.menu_text(earlier))
         if isinstance(obj, Rejection):
             return obj
         f = steps.proposal_fields(obj)
@@ -264,7 +266,8 @@ class LLMComposer:
             glues.append(spc.definition_glue(x, y, p.definition, d_abs_latex, direction))
             links.append(Link(x=x, y=y, v1_latex=render_latex(p.v1), v1_expr=expr_str(p.v1), v2_literal=p.literal,
                               v2_expr=rat_str(p.v2), d_latex=d_latex, d_expr=expr_str(d),
-                              v2_offset=p.offsets[0] if p.offsets else -1))
+                              v2_offset=p.offsets[0] if p.offsets else -1,
+                              v1_derivation=() if p.derivation is None else tuple(sorted(p.derivation.to_dict().items()))))
         text = segments[0]
         for g, seg in zip(glues, segments[1:]):
             text = spc.join(text, g, seg)
@@ -279,7 +282,7 @@ class LLMComposer:
                 "parent_sources": [p.source for p in chain],
                 "parent_metadata": [dict(p.metadata) for p in chain],
                 "definitions": [p.definition for p in props],
-                "v1_from": ["answer" if p.v1_whole else "part_of_answer" for p in props],
+                "v1_from": ["answer" if p.v1_whole else "derived" if p.derivation else "part_of_answer" for p in props],
                 "rephrased": [p.rephrased for p in props],
                 "verified_by": [p.verified_by for p in props],
                 "llm_model": backend.model if backend.name != "local_hf" else Path(backend.model).name,
@@ -317,7 +320,8 @@ class AutoComposer:
     @classmethod
     def from_config(cls, config: Any, llm_config: LLMComposeConfig | None = None,
                     backend: ChatBackend | None = None) -> AutoComposer:
-        symbolic = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars)
+        symbolic = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars,
+                                             derive_q1=config.derive_q1)
         return cls(symbolic, LLMComposer.from_config(config, llm_config, backend))
 
     @property

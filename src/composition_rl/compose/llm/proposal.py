@@ -21,10 +21,35 @@ from composition_rl.backends.base import ChatResponse
 from composition_rl.compose.base import Rejection
 from composition_rl.compose.llm.numbers import NUM_IN_TEXT, answer_numbers, word_number
 from composition_rl.compose.llm.prompts import MARKER, PROPOSE_SCHEMA, parse_json_object
+from composition_rl.compose.spc import derived_phrase
 from composition_rl.records import Problem
-from composition_rl.values import exact_equal, in_math, parse_answer_value, parse_number
+from composition_rl.values import (
+    exact_equal,
+    in_math,
+    parse_answer_value,
+    parse_number,
+    render_latex,
+)
+from composition_rl.values.derive import Derivation, derivations
 
-__all__ = ["Draft", "Usage", "LINK_STEPS", "needs_verification", "read_reply", "apply_verification"]
+__all__ = ["Draft", "Usage", "LINK_STEPS", "MENU_SIZE", "menu", "menu_text", "needs_verification", "read_reply",
+           "apply_verification"]
+
+MENU_SIZE = 6  # derived numbers offered per answer (a 3x3 matrix alone would give eleven)
+
+
+def menu(p: Problem) -> tuple[tuple[Derivation, sympy.Expr, str], ...]:
+    """The derived numbers the symbolic engine would offer for ``p``'s answer (issue 27): each
+    derivation with its exact value and its definition phrase (``spc.derived_phrase``)."""
+    return tuple((d, v, derived_phrase(d.kind, d.arg, d.name)) for d, v in derivations(p.answer, p.question)[:MENU_SIZE])
+
+
+def menu_text(p: Problem) -> str:
+    """The menu as the proposal prompt lists it, one "- v1 = ...; definition: ..." line each."""
+    items = menu(p)
+    if not items:
+        return "(none: use the answer itself or a number written in it)"
+    return "\n".join(f"- v1 = {render_latex(v)}; definition: {phrase}" for _, v, phrase in items)
 
 
 @dataclass
@@ -55,6 +80,7 @@ class Draft:
     rewritten: str = ""
     v2: Any = None
     v2_from_words: bool = False
+    derivation: Derivation | None = None  # v1 is a derived number from the menu (issue 27)
     offsets: tuple[int, ...] = ()  # literal offsets in the original later text (exact round trip)
     rephrased: bool = False
     verified_by: str = "symbolic"
@@ -108,9 +134,11 @@ def read_v1(d: Draft, max_definition_chars: int) -> Rejection | None:
             d.v1_whole = True
             break
         parts.extend(ps)
-    if not d.v1_whole and not any(exact_equal(p, v1) for p in parts):
+    in_menu = any(exact_equal(v, v1) for _, v, _ in menu(d.earlier)) if not d.v1_whole else False
+    if not d.v1_whole and not in_menu and not any(exact_equal(p, v1) for p in parts):
         return Rejection("check1_v1", "v1_not_in_answer",
-                         f"v1 {f['v1'][:80]!r} is neither the answer {d.earlier.answer[:80]!r} nor a number in it")
+                         f"v1 {f['v1'][:80]!r} is neither the answer {d.earlier.answer[:80]!r} nor a number in it "
+                         "nor a derived number of the menu")
     d.v1 = v1
     return None
 
@@ -121,6 +149,10 @@ def read_definition(d: Draft, max_definition_chars: int) -> Rejection | None:
     if (not definition or len(definition) > max_definition_chars or "\n" in definition
             or MARKER in definition or definition.replace("\\$", "").count("$") % 2):
         return Rejection("check1_v1", "definition_invalid", f"definition {definition[:120]!r}")
+    for dv, v, phrase in menu(d.earlier) if not d.v1_whole else ():
+        if definition == phrase and exact_equal(v, d.v1):  # a derived number, defined by its own words
+            d.derivation, d.definition = dv, definition
+            return None
     for m in NUM_IN_TEXT.finditer(definition):
         v = parse_number(m.group())
         if v is not None and exact_equal(v, d.v1) and m.group() not in d.earlier.question:
@@ -193,12 +225,13 @@ def check_position(d: Draft, allowed: frozenset[int], verify: str) -> Rejection 
 def needs_verification(d: Draft, verify: str) -> bool:
     """Whether the link needs the verification call: always, or where exact checks cannot
     decide (v1 from inside a compound answer, a rephrased problem, a constant in words)."""
-    return verify == "always" or not d.v1_whole or d.rephrased or d.v2_from_words
+    exact_v1 = d.v1_whole or d.derivation is not None  # a menu derivation is checked by program
+    return verify == "always" or not exact_v1 or d.rephrased or d.v2_from_words
 
 
 def unverifiable(d: Draft) -> Rejection:
     """Why a link that needs verification is dropped under ``--verify never``."""
-    if not d.v1_whole:
+    if not d.v1_whole and d.derivation is None:
         return Rejection("check1_v1", "definition_unverified", "v1 is part of a compound answer and --verify never")
     return Rejection("constant", "v2_unverified", f"{d.literal!r} cannot be read by program and --verify never")
 
@@ -206,7 +239,7 @@ def unverifiable(d: Draft) -> Rejection:
 def apply_verification(d: Draft, vobj: dict[str, Any], verify: str) -> Rejection | None:
     """Compare the values the model read off (definition, constant) with ours, in sympy."""
     always = verify == "always"
-    if always or not d.v1_whole:
+    if always or not (d.v1_whole or d.derivation is not None):
         dv = parse_number(str(vobj.get("definition_value", "")).strip("$ "))
         if dv is None or not exact_equal(dv, d.v1):
             return Rejection("check1_v1", "definition_rejected",

@@ -1,0 +1,641 @@
+"""Numbers derived exactly from answers that are not one number (issue 27).
+
+Seed 000 (Section 3.4, sub-step 1) needs q1's answer to be a number v1, and names that as its
+limitation. Many answers are not: an interval, an ordered pair, a set of solutions, an option
+letter, a polynomial, a matrix. Each of them still determines numbers a problem writer would
+name in one phrase: "the length of the interval", "the value of $q$", "the sum of the
+solutions", "the value of the answer at $x = 2$", "the determinant of the matrix". This
+module reads such answers (exact, sympy) and lists those numbers:
+
+* :func:`derivations` -- every :class:`Derivation` an answer allows, most natural first, each
+  with its exact value;
+* :func:`derive` -- the value of one recorded derivation, read again from the answer (check 1
+  re-derives v1 this way from q1's answer);
+* :func:`lead_value` -- v1 of a problem: the answer's own value when it is a number
+  (:func:`~composition_rl.values.parse_answer_value`), else the first derivation whose value is
+  a modest rational, as a :class:`DerivedValue`.
+
+The wording of each derivation (the sentence in the composed prompt) is owned by
+:mod:`composition_rl.compose.spc`, which writes and reads it from one set of templates. Words
+without a natural numeric reading ("even", "yes", "Saturday") derive nothing and stay out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal, get_args
+
+import sympy
+
+from composition_rl.values.constants import symbols_used
+from composition_rl.values.parse import (
+    AnswerValue,
+    _clean,
+    _ParseError,
+    _Parser,
+    _SympyDomain,
+    parse_answer_value,
+    parse_number,
+)
+
+__all__ = ["DERIVATION_KINDS", "Derivation", "DerivedValue", "derivations", "derive", "lead_value"]
+
+Kind = Literal[
+    "interval_length", "interval_left", "interval_right", "union_max_end", "union_min_end",
+    "tuple_entry", "tuple_sum",
+    "set_max", "set_min", "set_sum", "set_size",
+    "choice_value", "choice_position", "choice_count",
+    "expr_value", "poly_coeff", "poly_degree",
+    "matrix_entry", "trace", "det", "vector_entry",
+    "complex_real", "complex_imag",
+    "base_value", "month",
+]
+DERIVATION_KINDS: tuple[str, ...] = get_args(Kind)
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """How v1 is read off a non-numeric answer.
+
+    Args:
+        kind: one of :data:`DERIVATION_KINDS`.
+        arg: what the kind needs: the 1-based entry of a tuple or vector (``"2"``), the
+            ``row,column`` of a matrix entry (``"1,2"``), the point of ``expr_value``
+            (``"x=2"``, ``"h=2,r=3"``), the power of ``poly_coeff`` (``"2"``); else ``""``.
+        name: the variable as the problem writes it, for the wording: the name of a tuple
+            entry (``"q"`` in "Enter the ordered pair $(p,q)$") or the variable of a
+            polynomial; ``""`` if none.
+    """
+
+    kind: str
+    arg: str = ""
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in DERIVATION_KINDS:
+            raise ValueError(f"derivation kind {self.kind!r} is unknown; known: {', '.join(DERIVATION_KINDS)}")
+
+    def to_dict(self) -> dict[str, str]:
+        d = {"kind": self.kind}
+        if self.arg:
+            d["arg"] = self.arg
+        if self.name:
+            d["name"] = self.name
+        return d
+
+    @classmethod
+    def from_dict(cls, d) -> Derivation:
+        return cls(str(d["kind"]), str(d.get("arg", "")), str(d.get("name", "")))
+
+
+@dataclass(frozen=True)
+class DerivedValue(AnswerValue):
+    """v1 derived from a non-numeric answer (``unit`` is always "")."""
+
+    derivation: Derivation | None = None
+
+
+# ---------------------------------------------------------------- reading the answer's shape
+_WRAP = re.compile(r"^\\(?:boxed|displaystyle)\s*\{(.*)\}$", re.S)
+_TEXT = re.compile(r"^\\(?:text|textbf|mathrm|mbox)\s*\{(.*)\}$", re.S)
+_INF = re.compile(r"^([+-]?)\\infty$|^([+-]?)\\infinity$")
+
+
+def _strip(answer: str) -> str:
+    s = answer.strip()
+    if len(s) > 1 and s[0] == "$" and s[-1] == "$":
+        s = s.strip("$").strip()
+    while (m := _WRAP.match(s)) is not None:
+        s = m.group(1).strip()
+    return s
+
+
+def _split_top(s: str, sep: str = ",") -> list[str]:
+    """``s`` split at the separators outside any bracket (``\\{ \\}`` count as brackets)."""
+    out, depth, cur = [], 0, []
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\" and i + 1 < n:  # \{ \} are brackets; \, \; are spacing, never separators
+            if s[i + 1] in "{}":
+                depth += 1 if s[i + 1] == "{" else -1
+            cur.append(s[i : i + 2])
+            i += 2
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        if c == sep and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    out.append("".join(cur))
+    return [p.strip() for p in out]
+
+
+def _num(text: str) -> sympy.Expr | None:
+    """An exact real number (a unit such as ``^\\circ`` or ``\\%`` is allowed), else None."""
+    t = text.strip().strip("$").strip()
+    if not t:
+        return None
+    v = parse_number(t)
+    if v is None:
+        av = parse_answer_value(t)
+        v = av.value if av is not None else None
+    return v
+
+
+def _rational(v) -> bool:
+    return v is not None and bool(getattr(v, "is_Rational", False))
+
+
+# A question that asks for a set of values: "Enter all the solutions, separated by commas",
+# "What are all of the values", "Find the real roots". A list answering a question that asks
+# for several different quantities ("... respectively") is not a set.
+_ASKS_ALL = re.compile(
+    r"separated by commas|separate your answers|\blist of numbers|\ball\s+(?:of\s+)?(?:the\s+|possible\s+|real\s+"
+    r"|integer\s+|positive\s+|negative\s+|distinct\s+|integral\s+|nonnegative\s+)*"
+    r"(?:solutions?|values?|roots?|zeros?|numbers?|integers?|x|n|k|a|b|c)\b|\benter all\b|\blist all\b"
+    r"|\b(?:solutions|roots|zeros|values)\b",
+    re.I,
+)
+_SEVERAL_QUANTITIES = re.compile(r"\brespectively\b", re.I)
+
+
+# "(3, 5)" is an open interval or an ordered pair: the question says which
+_ASKS_INTERVAL = re.compile(
+    r"interval|\b(?:domain|range)\b|\bvalues? of\b|\bsolve the inequality\b|[<>]|\\[lg]eq?\b|\\[lg]t\b", re.I)
+_ASKS_TUPLE = re.compile(r"ordered|\bpoints?\b|coordinates|\bpairs?\b|\btriple|\bvector|\bcent(?:er|re)\b|\bfocus\b"
+                         r"|\bvertex\b|\(\s*[a-z]\s*,\s*[a-z]\s*(?:,\s*[a-z]\s*)*\)", re.I)
+
+
+def _interval(s: str, question: str):
+    """(left, right) of a single interval, infinite ends as None; None for anything else."""
+    t = s.replace("\\left", "").replace("\\right", "").strip()
+    if len(t) < 5 or t[0] not in "([" or t[-1] not in ")]" or "\\cup" in t or "\\cap" in t:
+        return None
+    parts = _split_top(t[1:-1])
+    if len(parts) != 2:
+        return None
+    ends = []
+    for p in parts:
+        p = p.strip()
+        if _INF.match(p):
+            ends.append(("inf", p.startswith("-")))
+            continue
+        v = _num(p)
+        if v is None or not v.is_real:
+            return None
+        ends.append(("num", v))
+    bracket = t[0] == "[" or t[-1] == "]"
+    infinite = any(k == "inf" for k, _ in ends)
+    if not (bracket or infinite or (_ASKS_INTERVAL.search(question) and not _ASKS_TUPLE.search(question))):
+        return None  # "(3, 5)" answering "find the point": a pair
+    lo = None if ends[0][0] == "inf" else ends[0][1]
+    hi = None if ends[1][0] == "inf" else ends[1][1]
+    if ends[0] == ("inf", False) or ends[1] == ("inf", True):
+        return None  # (+inf, ...) or (..., -inf): not an interval
+    if lo is not None and hi is not None and not bool(lo < hi):
+        return None
+    return lo, hi
+
+
+_NAME = r"(?:\\[a-zA-Z]+|[a-zA-Z])(?:_\{?[\w]+\}?)?"
+_NAMED_TUPLE = re.compile(r"\(\s*(" + _NAME + r"(?:\s*,\s*" + _NAME + r")+)\s*\)")
+
+
+def _tuple_names(question: str, n: int) -> tuple[str, ...]:
+    """The names of an ordered tuple of ``n`` entries as the question writes it (``$(p,q)$``
+    in "Enter the ordered pair $(p,q)$"), or () when there is no unique such tuple."""
+    found = set()
+    for m in _NAMED_TUPLE.finditer(question):
+        names = tuple(x.strip() for x in m.group(1).split(","))
+        if len(names) == n and len(set(names)) == n:
+            found.add(names)
+    return found.pop() if len(found) == 1 else ()
+
+
+def _tuple(s: str):
+    t = s.replace("\\left", "").replace("\\right", "").strip()
+    if len(t) < 5 or t[0] != "(" or t[-1] != ")":
+        return None
+    parts = _split_top(t[1:-1])
+    if len(parts) < 2 or len(parts) > 6:
+        return None
+    vals = [_num(p) for p in parts]
+    if any(v is None or not v.is_real for v in vals):
+        return None
+    return vals
+
+
+_SET_WRAP = re.compile(r"^\\\{(.*)\\\}$", re.S)
+_AND = re.compile(r"\\text\{\s*,?\s*(?:and|or)\s*\}|\\(?:quad|qquad)|(?<![a-zA-Z])(?:and|or)(?![a-zA-Z])")
+
+
+def _set(s: str, question: str):
+    m = _SET_WRAP.match(s)
+    body = m.group(1) if m else s
+    body = _AND.sub(",", body)
+    parts = [p for p in _split_top(body) if p]
+    if len(parts) < 2 or len(parts) > 12:
+        return None
+    if m is None and (not _ASKS_ALL.search(question) or _SEVERAL_QUANTITIES.search(question)):
+        return None  # two numbers that do not answer "find all": two answers to two questions
+    vals = [_num(p) for p in parts]
+    if any(v is None or not v.is_real for v in vals):
+        return None
+    return vals
+
+
+_LETTER = re.compile(r"^(?:\\(?:text|textbf|mathrm)\s*\{\s*)?\(?([A-Z])\)?(?:\s*\})?$")
+_LETTERS = re.compile(r"^(?:\\text\s*\{)?\s*([A-Z](?:\s*,\s*[A-Z])+)\s*\}?$")
+
+
+def _option_values(question: str, letter: str) -> sympy.Expr | None:
+    """The number written as option ``letter`` when every option of the question is a number
+    (``\\textbf{(A)}\\ 2 \\qquad \\textbf{(B)}\\ 3``, ``(A) $5$``, ``A. $\\sqrt{3}$``); else None."""
+    marks = []
+    for ch in "ABCDEFGH":
+        m = re.search(r"(?:\\textbf\{\(" + ch + r"\)\}|\(" + ch + r"\)|(?<![A-Za-z\\])" + ch + r"(?:\.|\)\.?))", question)
+        if m is None:
+            break
+        if marks and m.start() < marks[-1][1]:
+            return None
+        marks.append((ch, m.end(), m.start()))
+    if len(marks) < 2 or letter not in [c for c, _, _ in marks]:
+        return None
+    values = {}
+    for i, (ch, end, _) in enumerate(marks):
+        stop = marks[i + 1][2] if i + 1 < len(marks) else len(question)
+        body = question[end:stop]
+        body = re.split(r"\n\s*\n|\\qquad|\\quad", body)[0]
+        body = body.replace("\\ ", " ").replace("\\,", " ").strip().strip("$").strip()
+        v = _num(body)
+        if v is None or not v.is_real:
+            return None
+        values[ch] = v
+    return values.get(letter)
+
+
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december")
+_MATRIX = re.compile(r"^\\begin\{([pbvB]?matrix)\}(.*)\\end\{\1\}$", re.S)
+_BASE = re.compile(r"^(\w+)_\{?(\d+)\}?$")
+
+
+def _matrix(s: str):
+    m = _MATRIX.match(s.strip())
+    if m is None:
+        return None
+    rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
+    out = []
+    for r in rows:
+        cells = [_num(c) for c in r.split("&")]
+        if any(c is None or not c.is_real for c in cells):
+            return None
+        out.append(cells)
+    if not out or len({len(r) for r in out}) != 1:
+        return None
+    return out
+
+
+class _ExprParser(_Parser):
+    """:class:`~composition_rl.values.parse._Parser` with single-letter variables (``x``,
+    ``p``, ``a_1`` is not one): polynomials and rational expressions with implicit products."""
+
+    _TOKEN = re.compile(
+        r"(?P<num>\d+(?:\.\d+)?|\.\d+)|(?P<cmd>\\[a-zA-Z]+)|(?P<var>[a-zA-Z])|(?P<op>[-+*/^(){}\[\]])|(?P<ws>\s+)"
+    )
+
+    def __init__(self, text: str) -> None:
+        self.D = _SympyDomain
+        self.toks = []
+        pos = 0
+        for m in self._TOKEN.finditer(text):
+            if m.start() != pos:
+                break
+            pos = m.end()
+            if m.lastgroup != "ws":
+                self.toks.append((m.lastgroup, m.group()))
+        if pos < len(text):
+            raise _ParseError(f"unexpected {text[pos]!r}")
+        self.i = 0
+
+    def _starts_factor(self, t) -> bool:
+        return t is not None and (t[0] in ("var", "num") or super()._starts_factor(t))
+
+    def atom(self):
+        t = self.peek()
+        if t is not None and t[0] == "var":
+            self.take()
+            return sympy.Symbol(t[1], real=True)
+        return super().atom()
+
+
+def _complex(s: str):
+    """(real part, imaginary part) of a non-real complex number written with ``i``, else None."""
+    if not re.search(r"(?<![a-zA-Z\\])i(?![a-zA-Z])", s) or "," in s or "=" in s:
+        return None
+    t = _clean(s).replace("\\cdot", "*")
+    if re.search(r"\\(?!frac|dfrac|tfrac|sqrt|pi\b)[a-zA-Z]+", t):
+        return None
+    try:
+        e = _ExprParser(t).parse()
+    except (_ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError, IndexError):
+        return None
+    if not isinstance(e, sympy.Expr) or {str(v) for v in e.free_symbols} != {"i"}:
+        return None
+    z = sympy.expand(e.subs(sympy.Symbol("i", real=True), sympy.I))
+    re_, im_ = sympy.re(z), sympy.im(z)
+    if not (re_.is_real and im_.is_real) or im_ == 0 or re_.free_symbols or im_.free_symbols:
+        return None
+    return sympy.nsimplify(re_) if re_.has(sympy.Float) else re_, im_
+
+
+_NORMAL_FORM = re.compile(r"in the form.*\bgcd\b", re.I | re.S)
+
+
+def _normal_equation(s: str, question: str):
+    """(polynomial, its variables) of an answer ``<polynomial> = 0`` when the question fixes
+    the normal form (an integer form with gcd 1), else None."""
+    m = re.fullmatch(r"(.+?)=\s*0", s.strip())
+    if m is None or not _NORMAL_FORM.search(question) or "=" in m.group(1):
+        return None
+    e = _expression(m.group(1), question)
+    if e is None or not e.is_polynomial(*e.free_symbols):
+        return None
+    syms = sorted(e.free_symbols, key=str)
+    return sympy.Poly(e, *syms), syms
+
+
+_FUNC_LHS = re.compile(r"^\s*(?:[a-zA-Z](?:\^\{-1\})?\s*\(\s*[a-zA-Z]\s*\)|[a-zA-Z])\s*=\s*")
+
+
+def _expression(s: str, question: str):
+    """A polynomial or rational expression in one or more real variables (no ``i``, no
+    functions), or None. ``y = 3x + 1`` and ``p(x) = ...`` give their right side. Every
+    variable must be a symbol of the question: letters that are not (the unit in
+    ``4.4677 \\times 10^{14} Hz``) make the answer no expression."""
+    t = _FUNC_LHS.sub("", s, count=1)
+    if "=" in t or "<" in t or ">" in t or "\\le" in t or "\\ge" in t or "," in t:
+        return None
+    t = _clean(t).replace("\\cdot", "*").replace("\\times", "*")
+    if re.search(r"\\(?!frac|dfrac|tfrac|sqrt|pi\b)[a-zA-Z]+", t):
+        return None
+    try:
+        e = _ExprParser(t).parse()
+    except (_ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError, IndexError):
+        return None
+    if not isinstance(e, sympy.Expr) or not e.free_symbols:
+        return None
+    if any(str(v) in ("i", "e") for v in e.free_symbols):
+        return None  # the imaginary unit or Euler's number, not a variable
+    used = symbols_used(question)
+    if e.is_Symbol or any(str(v).upper() not in used for v in e.free_symbols):
+        return None  # a bare variable ("b") derives nothing but itself
+    return e
+
+
+_POINTS = (2, 3, 4, 5, 6, 7, 10, -2, -3)  # positive first: physical quantities (R, C, m) are
+
+
+def _points(question: str) -> tuple[int, ...]:
+    """Small integers not written in the question, in order of preference (a point the
+    question names may have a value it gives away: "p(2) = 5")."""
+    return tuple(t for t in _POINTS if not re.search(r"(?<![\d.])" + str(abs(t)) + r"(?![\d.])", question))
+
+
+_ORDINAL_MAX = 6
+
+
+# ---------------------------------------------------------------- the menu
+def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
+    s = _strip(answer)
+    out: list[tuple[Derivation, sympy.Expr]] = []
+    add = out.append
+
+    def add_if(d: Derivation, v) -> None:
+        if v is not None and bool(v.is_real):
+            add((d, sympy.nsimplify(v) if v.has(sympy.Float) else v))
+
+    # option letters
+    if (m := _LETTER.match(s)) is not None:
+        letter = m.group(1)
+        v = _option_values(question, letter)
+        if v is not None:
+            add_if(Derivation("choice_value"), v)
+        add_if(Derivation("choice_position"), sympy.Integer(ord(letter) - ord("A") + 1))
+        return out
+    if (m := _LETTERS.match(s)) is not None and re.search(r"letter|option", question, re.I):
+        add_if(Derivation("choice_count"), sympy.Integer(len(m.group(1).split(","))))
+        return out
+    # words: only months read as numbers
+    if (m := _TEXT.match(s)) is not None and m.group(1).strip().lower() in _MONTHS:
+        add_if(Derivation("month"), sympy.Integer(_MONTHS.index(m.group(1).strip().lower()) + 1))
+        return out
+    # a numeral in another base: 2104_5
+    if (m := _BASE.match(s)) is not None:
+        digits, base = m.group(1), int(m.group(2))
+        if 2 <= base <= 36 and base != 10:
+            try:
+                add_if(Derivation("base_value"), sympy.Integer(int(digits, base)))
+            except ValueError:
+                pass
+        return out
+    # matrices and vectors
+    if (mat := _matrix(s)) is not None:
+        rows, cols = len(mat), len(mat[0])
+        if cols == 1 and rows > 1:
+            comps = [r[0] for r in mat]
+            for i, v in sorted(enumerate(comps, 1), key=lambda iv: _entry_rank(iv[1])):
+                if i <= _ORDINAL_MAX:
+                    add_if(Derivation("vector_entry", str(i)), v)
+            return out
+        entries = [((i, j), v) for i, r in enumerate(mat, 1) for j, v in enumerate(r, 1)]
+        for (i, j), v in sorted(entries, key=lambda e: _entry_rank(e[1])):
+            add_if(Derivation("matrix_entry", f"{i},{j}"), v)
+        if rows == cols:
+            M = sympy.Matrix(mat)
+            add_if(Derivation("trace"), M.trace())
+            add_if(Derivation("det"), M.det())
+        return out
+    # intervals (before tuples: "[0, 3)")
+    if (iv := _interval(s, question)) is not None:
+        lo, hi = iv
+        if lo is not None and hi is not None:
+            add_if(Derivation("interval_length"), hi - lo)
+        if lo is not None:
+            add_if(Derivation("interval_left"), lo)
+        if hi is not None:
+            add_if(Derivation("interval_right"), hi)
+        return out
+    # unions of intervals: their finite endpoints
+    if "\\cup" in s:
+        pieces = [_interval(p, "interval") for p in s.split("\\cup")]
+        if all(p is not None for p in pieces):
+            ends = [e for p in pieces for e in p if e is not None]
+            if ends:
+                add_if(Derivation("union_max_end"), sympy.Max(*ends))
+                add_if(Derivation("union_min_end"), sympy.Min(*ends))
+        return out
+    # ordered tuples
+    if (vals := _tuple(s)) is not None:
+        names = _tuple_names(question, len(vals))
+        for i, v in sorted(enumerate(vals, 1), key=lambda iv: _entry_rank(iv[1])):
+            if names or i <= _ORDINAL_MAX:
+                add_if(Derivation("tuple_entry", str(i), names[i - 1] if names else ""), v)
+        add_if(Derivation("tuple_sum"), sum(vals, sympy.Integer(0)))
+        return out
+    # sets of solutions
+    if (vals := _set(s, question)) is not None:
+        distinct = list(dict.fromkeys(vals))
+        add_if(Derivation("set_max"), sympy.Max(*distinct))
+        add_if(Derivation("set_min"), sympy.Min(*distinct))
+        if len(distinct) == len(vals):  # "75^\circ, 75^\circ" lists two angles: no sum or count
+            add_if(Derivation("set_sum"), sum(distinct, sympy.Integer(0)))
+            add_if(Derivation("set_size"), sympy.Integer(len(distinct)))
+        return out
+    # complex numbers a + bi
+    if (z := _complex(s)) is not None:
+        re_, im_ = z
+        for d, v in sorted([(Derivation("complex_real"), re_), (Derivation("complex_imag"), im_)],
+                           key=lambda dv: _entry_rank(dv[1])):
+            add_if(d, v)
+        return out
+    # an equation "... = 0" in the normal form the question prescribes (integer coefficients,
+    # gcd 1, a sign fixed: "Enter your answer in the form Ax + By + Cz + D = 0, where ...
+    # gcd(|A|,|B|,|C|,|D|) = 1"): its coefficients are the answer's own numbers
+    if (eq := _normal_equation(s, question)) is not None:
+        poly, syms = eq
+        items = [(Derivation("poly_coeff", "1", str(v)), poly.coeff_monomial(v)) for v in syms]
+        items.append((Derivation("poly_coeff", "0"), poly.coeff_monomial(1)))
+        for d, v in sorted(items, key=lambda dv: _entry_rank(dv[1])):
+            if v != 0:
+                add_if(d, v)
+        return out
+    # expressions in variables
+    if (e := _expression(s, question)) is not None:
+        syms = sorted(e.free_symbols, key=lambda v: str(v))
+        free = _points(question)
+        if len(syms) > 1:
+            free = tuple(t for t in free if t > 0)
+        if len(free) >= len(syms):
+            tries = [(t,) for t in free] if len(syms) == 1 else [tuple(free[: len(syms)])]
+            found = 0
+            for point in tries:
+                sub = dict(zip(syms, point))
+                try:
+                    v = e.subs(sub)  # numbers evaluate as they are substituted
+                except (ZeroDivisionError, TypeError, ValueError):
+                    continue
+                if v.is_finite and v.is_real and v != 0:
+                    arg = ",".join(f"{s_}={p}" for s_, p in zip(syms, point))
+                    add_if(Derivation("expr_value", arg), v)
+                    found += 1
+                    if found == 3:  # a few points, so that one of them may give a modest value
+                        break
+        if len(syms) == 1 and e.is_polynomial(syms[0]):
+            poly = sympy.Poly(e, syms[0])
+            name = str(syms[0])
+            if poly.degree() >= 1:
+                # the leading coefficient last: a question often shows it ("4(x + 5)(x + 6)...")
+                lead_power = poly.degree()
+                terms = sorted(((p[0], c) for p, c in poly.terms()), key=lambda pc: (pc[0] == lead_power, -pc[0]))
+                for power, c in terms:
+                    if c != 0 and power >= 1:
+                        add_if(Derivation("poly_coeff", str(power), name), c)
+                add_if(Derivation("poly_degree", "", name), sympy.Integer(poly.degree()))
+        return out
+    return out
+
+
+def _entry_rank(v) -> tuple[int, int]:
+    """Entries whose value says little without solving come first: not 0 or +-1, rational."""
+    trivial = v in (0, 1, -1)
+    return (int(trivial), int(not _rational(v)))
+
+
+@lru_cache(maxsize=16384)
+def derivations(answer: str, question: str = "") -> tuple[tuple[Derivation, sympy.Expr], ...]:
+    """Every number an answer that is not one number determines, with its exact value.
+
+    The first entries read most naturally (an interval's length, a named coordinate, the
+    largest solution, the value of a polynomial at a point the question does not mention).
+    Empty for a number (use :func:`~composition_rl.values.parse_answer_value`) and for words
+    without a numeric reading.
+
+    >>> [(d.kind, str(v)) for d, v in derivations(r"[-2, 7)", "Express your answer in interval notation.")][:2]
+    [('interval_length', '9'), ('interval_left', '-2')]
+    >>> [(d.kind, d.name, str(v)) for d, v in derivations(r"(3, -1)", "Enter the ordered pair $(p,q)$.")][:1]
+    [('tuple_entry', 'p', '3')]
+    >>> derivations(r"\\text{even}", "Is f even, odd, or neither?")
+    ()
+    """
+    if parse_answer_value(answer) is not None:
+        return ()
+    try:
+        return tuple(_derived(answer, question))
+    except (ArithmeticError, TypeError, ValueError, RecursionError, AttributeError, sympy.SympifyError):
+        return ()  # any doubt about the answer's shape: it derives nothing
+
+
+def derive(answer: str, question: str, derivation: Derivation) -> sympy.Expr | None:
+    """The value of ``derivation`` read again from ``answer`` (and ``question``), or None when
+    the answer does not allow it (check 1 of a derived link).
+
+    >>> str(derive("-2,1", "Find all roots.", Derivation("set_sum")))
+    '-1'
+    """
+    for d, v in derivations(answer, question):
+        if d == derivation:
+            return v
+    return None
+
+
+@lru_cache(maxsize=65536)
+def lead_value(answer: str, question: str = "", max_abs: int = 1000, max_denominator: int = 100) -> AnswerValue | None:
+    """v1 of a problem: its answer's value when that is a number, else the derivation that
+    reads best: a rational value (a guessable kind such as a set's size only when no other
+    kind has one), of modest size (``|v| <= max_abs``, denominator at most
+    ``max_denominator``), not 0 or +-1, an integer; None when the answer derives nothing.
+
+    >>> lead_value("-2,3", "Enter all the solutions, separated by commas.")
+    DerivedValue(value=3, unit='', derivation=Derivation(kind='set_max', arg='', name=''))
+    >>> lead_value("(0, -47/16)", "Find the focus of the parabola $y = 4x^2 - 3.$").value
+    -47/16
+    """
+    av = parse_answer_value(answer)
+    if av is not None:
+        return av
+    menu = derivations(answer, question)
+    if not menu:
+        return None
+
+    def modest(v) -> bool:
+        return _rational(v) and abs(v.p) <= max_abs * v.q and v.q <= max_denominator
+
+    def key(item):
+        i, (d, v) = item
+        weak, rational = d.kind in _WEAK, _rational(v)
+        tier = 0 if rational and not weak else 1 if weak and modest(v) else 2 if not weak else 3
+        # then: modest before large; a value that says something before 0 or +-1 (the point
+        # "in the xz-plane" has y = 0, the focus of y = 4x^2 - 3 has x = 0: known without
+        # solving, so Y could be had without q1); an integer before a fraction (a fraction
+        # makes every offset to q2's integer constants a fraction, which reads worse); the
+        # menu's order
+        return tier, not modest(v), v in (0, 1, -1), not (rational and v.q == 1), i
+
+    d, v = min(enumerate(menu), key=key)[1]
+    return DerivedValue(v, "", d)
+
+
+# Derivations a reader may get without solving q1 (a quadratic has two roots, and their sum is
+# read off the coefficients; the remainder of a division by a cubic has degree 2; "x + y + z
+# = 1" gives the sum of the entries; a projection has trace 1, a rotation determinant 1):
+# offered, but chosen only when no other derivation has a rational value.
+_WEAK = frozenset({"set_size", "set_sum", "poly_degree", "tuple_sum", "trace", "det"})

@@ -1,0 +1,243 @@
+"""Numbers derived from q1 answers that are not one number (issue 27): the derivations on real
+MATH q1s, the wording in the prompt, the engine's records and check 1 on tampered ones."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import sympy
+
+from composition_rl.compose import ComposeConfig, run_compose, spc
+from composition_rl.compose.base import Rejection
+from composition_rl.compose.checks import run_checks
+from composition_rl.compose.pools import candidate_id
+from composition_rl.compose.symbolic import SymbolicComposer
+from composition_rl.io.readers import load_problems
+from composition_rl.records import Problem
+from composition_rl.values import parse_answer_value
+from composition_rl.values.derive import (
+    DERIVATION_KINDS,
+    Derivation,
+    DerivedValue,
+    derivations,
+    derive,
+    lead_value,
+)
+
+# (MATH train record id, kind, arg, name, exact value): two real q1s per kind. The comment
+# gives the answer and the start of the question.
+MATH_CASES = [
+    ("54d638ae9c787565", "base_value", "", "", "510"),  # 776_8 | greatest 3-digit base 8 integer divisible by ...
+    ("f8ef18671e25ee07", "base_value", "", "", "26"),  # 28_9 | largest integer whose square has 3 digits in base 9
+    ("feade13233332f57", "choice_count", "", "", "2"),  # \text{B,E} | the line y = 2x + 7 parameterized ...
+    ("91ebb48e4291907f", "choice_count", "", "", "4"),  # \text{A,B,C,D} | x = 64 + 96 + ... Which of the following
+    ("cbb23213989130c6", "choice_position", "", "", "3"),  # \text{(C)} | the curve r = 1/(1 - cos theta)
+    ("8eda6e1a64083de0", "choice_position", "", "", "3"),  # \text{C} | p, q, r invertible ... f^{-1}
+    ("95e328b09cc8738b", "choice_value", "", "", "-2*sqrt(3)/3"),  # B | geometric sequence, possible first term
+    ("3ef94297b97f87d7", "complex_imag", "", "", "1"),  # -1 + i | sqrt(2) e^{11 pi i/4} in rectangular form
+    ("4c7fac62201dda0c", "complex_imag", "", "", "3"),  # 6 + 3i | a 180 degree rotation around the origin
+    ("b8cf4c68db554ad9", "complex_real", "", "", "3"),  # 3-i | Machiavelli added 1+3i and 2-4i
+    ("911e2959935174b1", "complex_real", "", "", "6"),  # 6-3i | A=4-3i, M=-4+i, S=i, P=2; A-M+S-P
+    ("662513a123a54c80", "det", "", "", "0"),  # [[2,4],[1,2]] | the matrix M with real entries such that
+    ("0497098ea9e457e8", "det", "", "", "-64"),  # -4 I_3 | the 3x3 matrix M such that
+    ("662513a123a54c80", "trace", "", "", "4"),
+    ("92e731d4d6624fe0", "expr_value", "a=4", "", "272"),  # 4a^3 + a^2 | Simplify 2a(2a^2 + a) - a^2
+    ("86cbdfffda55644b", "expr_value", "x=3", "", "6305"),  # (x^4+16)(x^2+4)(x+2)(x-2) | factor x^8-256
+    ("188544e3b0016a1d", "interval_left", "", "", "5"),  # [5,10] | all solutions to sqrt(x + 3 - 4 sqrt(x-1)) + ...
+    ("43a5955c95609aee", "interval_left", "", "", "3/4"),  # [3/4, 1] | the range of sin^4 x + cos^2 x
+    ("f91d3bfd3a8ac977", "interval_length", "", "", "9/8"),  # [0, 9/8] | the range of sin^4 x - sin x cos x + cos^4 x
+    ("ea3b735a31cc9a67", "interval_length", "", "", "7"),  # (-6, 1) | x^2+5x<6 in interval notation
+    ("bd46723df90eb9c9", "interval_right", "", "", "pi"),  # [0,pi] | all y in [0,pi] with sin(x+y) <= ...
+    ("97571ff3457363bf", "interval_right", "", "", "9/8"),  # [-1/8, 9/8] | the range of g(t) = ...
+    ("17ce36f4c3eadcb2", "matrix_entry", "2,3", "", "2/3"),  # reflection through the plane P
+    ("2ac6957b936683b7", "month", "", "", "5"),  # \text{May} | every 5 months Hal replaces the batteries
+    ("e266c75aaac8ae90", "month", "", "", "8"),  # \text{August} | McGwire and Sosa home runs
+    ("a34768f2a6486e99", "poly_coeff", "1", "z", "6"),  # 6z | the average of 0, 2z, 4z, 8z, 16z
+    ("7f0f1e6130453e47", "poly_coeff", "26", "x", "5"),  # 5x^{26}-15x^9-35x^4+5x^2 | expand (x^22 - ...)(5x^4)
+    ("fd08194139b62a3c", "poly_coeff", "1", "y", "-11"),  # 5x - 11y + z - 17 = 0 | the plane through line L, "gcd"
+    ("5b205e6d8d3abbd7", "poly_coeff", "0", "", "-18"),  # 2x - y + 2z - 18 = 0 | projections onto w lie on a plane
+    ("639e14b2d12b3bad", "poly_degree", "", "x", "2"),  # 3x^2-12 | expand (x+2)(3x-6)
+    ("2645afb463dd48b2", "set_max", "", "", "6"),  # 4, 6 | x + 1/y = 10, y + 1/x = 5/12: all values of x
+    ("3e11c5b11e96f92d", "set_max", "", "", "sqrt(2)"),  # \sqrt{2}, -\sqrt{2} | unit vectors a, b, c ... k
+    ("c45fc06817dec135", "set_min", "", "", "-2"),  # 2,-2 | all the solutions to sqrt((2+sqrt3)^x) + ...
+    ("f9e718125d8147f2", "set_min", "", "", "-2"),  # 7,-2 | all real solutions to 1/((x-1)(x-2)) + ...
+    ("213838c37b508d91", "set_size", "", "", "2"),  # -2, 2 | real values of a where (a+3)/(a^2-4) is undefined
+    ("14045d20bb63cffb", "set_sum", "", "", "2"),  # 1 + sqrt2, 1 - sqrt2 | real solutions to x^4+(2-x)^4=34
+    ("84e0fff057ad52e3", "set_sum", "", "", "101/8"),  # 5/8, 2, 10 | z, z^2, z^3 form three vertices of a square
+    ("1e4eee5e71019c85", "tuple_entry", "2", "", "-2"),  # (2, -2) | circle T with center T(-2,6) reflected
+    ("a0aaf046d8bc126f", "tuple_entry", "1", "r", "10*sqrt(2)"),  # (10 sqrt2, 19pi/44) | ... as re^{i theta}
+    ("ccb6a105051c8115", "tuple_sum", "", "", "2"),  # (-4,3,3) | constants A, B, C of a partial fraction
+    ("a995398a317ac06b", "union_max_end", "", "", "2"),  # (-inf,-1/4) u (2,inf) | solve -4x^2 + 7x + 2 < 0
+    ("71b26e979f8d7d41", "union_max_end", "", "", "1"),  # (-inf,-1] u [1,inf) | a line with y-intercept (0,5)
+    ("910c94518c983857", "union_min_end", "", "", "-27"),  # (-inf,-27) u (-27,inf) | domain of (x^3-27)/(x+27)
+    ("6df156f8549a404c", "union_min_end", "", "", "-1"),  # [-1,0) u (0,1] | domain of tan(arccos(x^2))
+    ("4eddd6e111e2551d", "vector_entry", "2", "", "16/29"),  # projection onto w of the line y = 5x/2 + 4
+    ("cce44a449d3238ec", "vector_entry", "1", "", "6/7"),  # the projection of (4,-4,-1) onto a line
+]
+
+
+@pytest.fixture(scope="module")
+def math_train(shared_data):
+    return load_problems(shared_data / "train/math_train.json").problems
+
+
+@pytest.fixture(scope="module")
+def by_id(math_train):
+    return {p.id: p for p in math_train}
+
+
+def test_the_table_covers_every_kind():
+    assert {k for _, k, *_ in MATH_CASES} == set(DERIVATION_KINDS)
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("rid,kind,arg,name,value", MATH_CASES, ids=[f"{c[1]}-{c[0]}" for c in MATH_CASES])
+def test_derivations_of_real_math_q1s(by_id, rid, kind, arg, name, value):
+    p = by_id[rid]
+    assert parse_answer_value(p.answer) is None  # not one number: rejected as q1 before issue 27
+    d = Derivation(kind, arg, name)
+    got = derive(p.answer, p.question, d)
+    assert got is not None and sympy.simplify(got - sympy.sympify(value)) == 0, (p.answer, got)
+    assert d in [x for x, _ in derivations(p.answer, p.question)]
+    # every derivation has its sentence, and the glue reader reads it back
+    glue = spc.derived_glue("X", "Y", spc.derived_phrase(kind, arg, name), "3", "less")
+    g = spc.find_glue(f"{p.question}\n\n{glue}\n\nrest", "X", "Y")
+    assert g is not None and g.derived and g.definition == f"Let $X$ be {spc.derived_phrase(kind, arg, name)}."
+
+
+# answers and questions as MATH writes them (no shared data needed)
+SHAPES = [
+    # words without a natural numeric reading derive nothing
+    (r"\text{even}", "Is $f(x) = 3^{x^2-3} - |x|$ an even function, odd function, or neither?", None),
+    (r"\text{no}", "Is it possible?", None),
+    (r"\text{Sunday}", "On what day of the week will it be?", None),
+    # a pair and an open interval are written alike: the question decides
+    ("(3, 5)", "Find the ordered pair $(a,b)$.", ("tuple_entry", "1", "a", 3)),
+    ("(3, 5)", "Express your answer in interval notation.", ("interval_length", "", "", 2)),
+    # a list that does not ask for all values is not a set of solutions
+    ("12,9", "Find the lengths of $PQ$ and $QT$, respectively.", None),
+    ("-2, 1", "Enter all the solutions, separated by commas.", ("set_max", "", "", 1)),
+    # the evaluation point is never a number the question writes ("p(2) = 5" would give it away)
+    ("x^2 + 1", "Find the polynomial $p(x)$ with $p(2) = 5$ and $p(3) = 10$.", ("expr_value", "x=4", "", 17)),
+    (r"2 \cdot 5", "", None),  # a number: parse_answer_value's, not a derivation
+    # an equation's coefficients only where the question fixes its normal form
+    ("2x + z - 5 = 0", "Enter your answer in the form $Ax + By + Cz + D = 0,$ where $\\gcd(|A|,|B|,|C|,|D|) = 1.$",
+     ("poly_coeff", "1", "x", 2)),
+    ("2x + z - 5 = 0", "Find the equation of the plane.", None),
+    # letters that are no symbol of the question are a unit, not variables (Minerva's answers)
+    (r"4.4677 \times 10^{14} Hz", "Calculate the frequency $(v)$ in Hz, to 4 decimal places.", None),
+    # a bare variable derives nothing but itself
+    ("b", "Find $b$ in terms of $a$.", None),
+    # several variables are set to positive values (R, C, L are physical quantities)
+    (r"\frac{1}{RCs + 1}", "Find the transfer function in terms of $R$, $C$ and $s$.",
+     ("expr_value", "C=2,R=3,s=4", "", sympy.Rational(1, 25))),
+]
+
+
+@pytest.mark.parametrize("answer,question,first", SHAPES)
+def test_answer_shapes(answer, question, first):
+    menu = derivations(answer, question)
+    if first is None:
+        assert menu == ()
+        return
+    d, v = menu[0]
+    assert (d.kind, d.arg, d.name, v) == first
+
+
+def test_lead_value_prefers_modest_rationals_and_guessable_kinds_last():
+    # largest and smallest are irrational: a guessable kind with a rational value comes next
+    lv = lead_value(r"\sqrt{2}, -\sqrt{2}", "Enter all the solutions, separated by commas.")
+    assert isinstance(lv, DerivedValue) and lv.derivation.kind in ("set_sum", "set_size") and lv.value.is_Rational
+    # 0 says nothing (the focus of y = 4x^2 - 3 lies on the y-axis): the other entry leads;
+    # among values that say something, an integer before a fraction
+    lv = lead_value(r"\left( 0, -\frac{47}{16} \right)", "Find the focus of the parabola $y = 4x^2 - 3.$")
+    assert (lv.derivation.kind, lv.derivation.arg, lv.value) == ("tuple_entry", "2", sympy.Rational(-47, 16))
+    lv = lead_value("(1, 4, -2)", "Find the ordered triple $(p,q,r)$.")
+    assert (lv.derivation.name, lv.value) == ("q", 4)
+    # "(-3, 5)" answering "find all values of k" is an interval, not a pair
+    lv = lead_value("(-3, 5)", r"Find all values of $k$ so that $x^2 - (k - 3) x - k + 6 > 0$ for all $x.$")
+    assert lv.derivation.kind == "interval_length" and lv.value == 8
+    # the remainder of x^100 / (x+1)^3 has degree 2 whatever it is: not chosen while another fits
+    lv = lead_value("4950x^2 + 9800x + 4851", r"Find the remainder when $x^{100}$ is divided by $(x + 1)^3.$")
+    assert lv.derivation.kind != "poly_degree"
+    assert lead_value("7", "What is 3 + 4?").value == 7 and not isinstance(lead_value("7", ""), DerivedValue)
+    with pytest.raises(ValueError, match="known"):
+        Derivation("volume")
+
+
+# ---------------------------------------------------------------- the engine and check 1
+Q1 = Problem.new(r"Find all real solutions to $x^2 - x - 6 = 0$. Enter all the solutions, separated by commas.", "-2, 3")
+Q2 = Problem.new("Tom has $7$ apples and eats $2$ of them. How many apples are left?", "5")
+
+
+def _compose(q1=Q1, q2=Q2, **kw):
+    eng = SymbolicComposer(**kw)
+    return eng.compose((q1, q2), candidate_id((q1, q2)))
+
+
+def test_a_derived_link_in_the_prompt_and_the_record():
+    rec = _compose()
+    assert not isinstance(rec, Rejection), rec
+    lk = rec.links[0]
+    assert dict(lk.v1_derivation) == {"kind": "set_max"} and lk.v1_latex == "3"
+    assert f"Let ${lk.x}$ be the largest of the values that answer the problem above." in rec.question
+    assert rec.to_dict()["links"][0]["v1_derivation"] == {"kind": "set_max"}
+    assert Problem.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
+    assert SymbolicComposer().record_json(rec, (Q1, Q2)) == json.dumps(rec.to_dict(), ensure_ascii=False,
+                                                                       sort_keys=True, separators=(",", ":"))
+    assert run_checks(rec, (Q1, Q2)) is None
+    # without derivation, such a q1 is still rejected as before
+    off = _compose(derive_q1=False)
+    assert isinstance(off, Rejection) and off.reason == "q1_not_numeric"
+
+
+def _tamper_link(rec, **changes):
+    return dataclasses.replace(rec, links=(dataclasses.replace(rec.links[0], **changes),))
+
+
+def test_check1_rejects_tampered_derived_links():
+    rec = _compose()
+    # the record says "smallest" while the text says "largest"
+    bad = _tamper_link(rec, v1_derivation=(("kind", "set_min"),))
+    assert run_checks(bad, (Q1, Q2)).reason == "derivation_wording"
+    # the value does not follow from the answer
+    bad = _tamper_link(rec, v1_latex="4", v1_expr="4")
+    assert run_checks(bad, (Q1, Q2)).reason == "v1_mismatch"
+    # a derivation the answer does not allow
+    bad = _tamper_link(rec, v1_derivation=(("kind", "interval_length"),))
+    text = rec.question.replace(spc.derived_phrase("set_max"), spc.derived_phrase("interval_length"))
+    bad = dataclasses.replace(bad, question=text)
+    assert run_checks(bad, (Q1, Q2)).reason == "derivation_invalid"
+    # derived wording on a link that records no derivation
+    bad = _tamper_link(rec, v1_derivation=())
+    assert run_checks(bad, (Q1, Q2)).reason == "derivation_missing"
+    # an unknown kind
+    bad = _tamper_link(rec, v1_derivation=(("kind", "volume"),))
+    assert run_checks(bad, (Q1, Q2)).reason == "derivation_invalid"
+
+
+@pytest.mark.shared_data
+def test_contract_and_determinism_of_derived_q1_runs(math_train, by_id, tmp_path):
+    """q1 drawn only from MATH problems whose answer is not one number: every accepted record
+    derives v1, passes the checks, and two runs give the same bytes."""
+    firsts = [p for p in math_train if parse_answer_value(p.answer) is None]
+    cfg = ComposeConfig(depth=2, seed=3, max_candidates=1500, workers=1)
+    s1 = run_compose(math_train, cfg, tmp_path / "a", first_pool=firsts, progress=False)
+    run_compose(math_train, cfg, tmp_path / "b", first_pool=firsts, progress=False)
+    assert (tmp_path / "a/composed.jsonl").read_bytes() == (tmp_path / "b/composed.jsonl").read_bytes()
+    rows = [json.loads(x) for x in (tmp_path / "a/composed.jsonl").read_text().splitlines()]
+    assert s1["accepted"] == len(rows) > 800
+    first_ids = {p.id for p in firsts}
+    kinds = set()
+    for row in rows:
+        c = Problem.from_dict(row)
+        parents = [by_id[i] for i in c.parents]
+        assert c.parents[0] in first_ids and run_checks(c, parents) is None
+        lk = c.links[0]
+        d = Derivation.from_dict(dict(lk.v1_derivation))
+        kinds.add(d.kind)
+        v1 = derive(parents[0].answer, parents[0].question, d)
+        assert sympy.simplify(v1 - sympy.sympify(lk.d_expr) - sympy.Rational(lk.v2_expr)) == 0
+    assert len(kinds) >= 3, kinds
