@@ -29,7 +29,8 @@ from composition_rl.backends.rollout import (
     render_prompt,
 )
 from composition_rl.io.files import JsonlLog, atomic_open, atomic_write_json, read_jsonl
-from composition_rl.profile import check_run, progress_bar
+from composition_rl.io.runs import RUN_FILE, claim_run
+from composition_rl.profile import progress_bar
 from composition_rl.records import Link, Problem
 from composition_rl.stats import BANDS, band, mean, mean_pass_at_k
 
@@ -175,6 +176,7 @@ def evaluate_benchmarks(
     compositional: Mapping[str, Mapping[int, Sequence[Problem]]] | None = None,
     progress: bool = True,
     extra_run_info: dict[str, Any] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate on named benchmarks; write results.json, results.md and the sample logs.
 
@@ -188,7 +190,10 @@ def evaluate_benchmarks(
             analyses (built by the command from the composition engine); depth 1 is the
             benchmark itself.
         progress: show progress bars.
-        extra_run_info: recorded in run.json on the first run.
+        extra_run_info: recorded in run.json on the first run, not compared.
+        identity: what else decides the results (model, backend, benchmark hashes:
+            :func:`composition_rl.io.runs.run_identity`); a rerun into ``out_dir`` with any
+            of them changed is refused (:class:`composition_rl.io.runs.RunMismatch`).
 
     Returns:
         The results dict also written to results.json.
@@ -199,7 +204,10 @@ def evaluate_benchmarks(
     config = config or EvalConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    check_run(out, config.run_record(), extra_run_info)
+    samples = out / SAMPLES_DIR
+    claim_run(out / RUN_FILE, {**config.run_record(), **(identity or {})}, info=extra_run_info,
+              has_work=samples.is_dir() and any(f.stat().st_size for f in samples.glob("*.jsonl")),
+              what="evaluation")
     results: dict[str, Any] = {"n": config.n, "config": config.run_record(), "benchmarks": {}}
     for name, problems in benchmarks.items():
         rows = sample_benchmark(name, problems, backend, verifier, out, config, progress)

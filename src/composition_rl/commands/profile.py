@@ -140,7 +140,7 @@ def load_input(path: str, args: argparse.Namespace):
         raise UsageError(str(e)) from None
     problems = res.problems
     if res.rejects:
-        print(f"{path}: {len(res.problems)} problems, {len(res.rejects)} rows rejected")
+        print(res.rejected_note(path), file=sys.stderr)
     problems = problems[: args.limit] if args.limit else problems
     if not problems:
         raise UsageError(f"{path}: no usable problems")
@@ -162,7 +162,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from composition_rl.backends.rollout import RolloutError
-    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.io.files import atomic_write_jsonl, writable_dir
+    from composition_rl.io.runs import run_identity
     from composition_rl.profile import (
         ProfileConfig,
         RunMismatch,
@@ -187,6 +188,10 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
+    try:
+        writable_dir(args.out)  # before any model is loaded: one line, not a traceback later
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     problems = load_input(args.input, args)
     backend = backend_from_args(args)
     from composition_rl.verify import VerifyConfig, shared_verifier
@@ -202,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
             out,
             config,
             progress=not args.no_progress,
-            extra_run_info={"model": args.model, "input": str(args.input), "backend": backend.name},
+            extra_run_info={"input": str(args.input)},
+            identity=run_identity(model=args.model, backend=backend.name, inputs={"input": args.input}),
         )
     except RunMismatch as e:
         raise UsageError(str(e)) from None

@@ -172,6 +172,8 @@ class LLMComposer:
         except RequestRefused:
             raise  # every candidate would fail alike: the executor stops the run
         except ChatError as e:
+            if e.transient:
+                raise  # no answer: the executor leaves the candidate for the next run, never a reject
             usage.requests += 1
             return Rejection("llm_call", f"llm_{e.kind}", e.detail[:300])
         usage.add(resp)
@@ -272,7 +274,8 @@ class LLMComposer:
             return Rejection("check4_names_length", "too_long", f"{len(text)} chars > {self.max_chars}")
         backend = self.backend
         composed = Problem.new(
-            text, chain[-1].answers, source="compose:llm", depth=K, parents=tuple(p.id for p in chain),
+            text, chain[-1].answers, source="compose:llm", depth=sum(p.depth for p in chain),  # originals counted
+            parents=tuple(p.id for p in chain),
             links=tuple(links), engine="llm",
             metadata={
                 "candidate": cid,
