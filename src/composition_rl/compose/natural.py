@@ -86,7 +86,9 @@ class Naturalness:
                 "offsets break ``max_offset``: v1 = 19440 lost 6,334 MATH links)."})
     prefer_integer: bool = field(default=True, metadata={
         "help": "rank constants by offset kind (integer before rational) before their structural "
-                "rank; False keeps the structural rank alone."})
+                "rank; False keeps the structural rank alone.",
+        "help_no": "rank constants by their structural rank alone (by default an integer offset is "
+                   "preferred to a rational one first)."})
 
     def __post_init__(self) -> None:
         if self.max_offset < 1:
