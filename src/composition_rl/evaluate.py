@@ -207,7 +207,7 @@ def evaluate_benchmarks(
     samples = out / SAMPLES_DIR
     claim_run(out / RUN_FILE, {**config.run_record(), **(identity or {})}, info=extra_run_info,
               has_work=samples.is_dir() and any(f.stat().st_size for f in samples.glob("*.jsonl")),
-              what="evaluation")
+              what="an evaluation")
     results: dict[str, Any] = {"n": config.n, "config": config.run_record(), "benchmarks": {}}
     for name, problems in benchmarks.items():
         rows = sample_benchmark(name, problems, backend, verifier, out, config, progress)

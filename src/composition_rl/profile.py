@@ -142,7 +142,7 @@ def profile_problems(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     claim_run(out / RUN_FILE, {**config.run_record(), **(identity or {})}, info=extra_run_info,
-              has_work=_has_rows(out / PROFILE_FILE), what="profile")
+              has_work=_has_rows(out / PROFILE_FILE), what="a profile")
     template = load_template(config.template)
 
     unique: dict[str, Problem] = {}

@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
                             policy=model_identity(args.policy), students=[model_identity(m) for m in args.students],
                             profile=prof_cfg.run_record(), select=sorted(bands))
     try:
-        claim_run(out / RUN_FILE, identity, info={"input": str(args.input)}, what="grow run", has_work=had_work)
+        claim_run(out / RUN_FILE, identity, info={"input": str(args.input)}, what="a grow run", has_work=had_work)
     except RunMismatch as e:
         raise UsageError(str(e)) from None
 

@@ -84,7 +84,7 @@ def _prepare_outputs(inp: str, out: Path, rejects: Path, meta: Path, options: di
             with open(p, "a", encoding="utf-8"):
                 pass
         has_rows = out.stat().st_size > 0 or rejects.stat().st_size > 0
-        claim_run(meta, options, has_work=has_rows, what="set of scored rows",
+        claim_run(meta, options, has_work=has_rows, what="scored rows",
                   fix="pass --fresh to score again from scratch, or choose another --out")
     except RunMismatch as e:
         raise UsageError(str(e)) from None

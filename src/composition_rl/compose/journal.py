@@ -62,7 +62,7 @@ def _claim_run(out: Path, engine_name: str, cfg: Any, seed: int, max_chars: int,
         "prompts_sha256": hashlib.sha256(prompts.encode()).hexdigest()[:16],
         **identity,
     }
-    claim_run(out / RUN_FILE, mine, has_work=(out / JOURNAL).exists(), what="LLM compose run",
+    claim_run(out / RUN_FILE, mine, has_work=(out / JOURNAL).exists(), what="an LLM compose run",
               fix=f"use a new --out, or delete {out / JOURNAL} to start over")
 
 
@@ -190,6 +190,12 @@ async def _drive(candidates, out, engine, backend, concurrency, total, progress,
             await asyncio.gather(*list(tasks), return_exceptions=bool(refused))
         tick()
         if refused:
+            # requests the cancelled candidates shared (engine._ask shields them) may still be
+            # in flight: end them now, or asyncio.run reports each failure as a traceback
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in rest:
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
             raise refused[0]
     finally:
         bar.close()

@@ -95,7 +95,7 @@ def run_identity(model: str | None = None, backend: str | None = None,
 
 
 def claim_run(record: str | os.PathLike, identity: Mapping[str, Any], *, has_work: bool = True,
-              info: Mapping[str, Any] | None = None, what: str = "run",
+              info: Mapping[str, Any] | None = None, what: str = "a run",
               fix: str = "use another --out, or rerun with the same settings") -> None:
     """Write ``identity`` (and ``info``, recorded but never compared) to the ``record`` file
     on a first run; on a rerun, refuse when any field of ``identity`` differs from the record.
@@ -106,7 +106,7 @@ def claim_run(record: str | os.PathLike, identity: Mapping[str, Any], *, has_wor
         has_work: whether the folder holds finished work a rerun would resume. Without work
             the record is simply rewritten.
         info: recorded for people (paths, notes); not compared.
-        what: what the folder holds, for the message.
+        what: what the folder holds, with its article ("a profile"), for the message.
         fix: what the user can do, for the message.
 
     Raises:
@@ -121,11 +121,11 @@ def claim_run(record: str | os.PathLike, identity: Mapping[str, Any], *, has_wor
         except json.JSONDecodeError:
             old = None
         if not isinstance(old, dict):
-            raise RunMismatch(f"{path.parent} holds a {what}, but its record {path.name} is unreadable; {fix}")
+            raise RunMismatch(f"{path.parent} holds {what}, but its record {path.name} is unreadable; {fix}")
         diff = [f"{k}: {old.get(k, _NOT_RECORDED)!r} -> {v!r}" for k, v in ident.items() if old.get(k, _NOT_RECORDED) != v]
         if diff:
-            raise RunMismatch(f"{path.parent} holds a {what} made with other settings ({'; '.join(diff)}); {fix}")
+            raise RunMismatch(f"{path.parent} holds {what} made with other settings ({'; '.join(diff)}); {fix}")
         return
     if has_work:
-        raise RunMismatch(f"{path.parent} holds a {what} but no record of what made it ({path.name}); {fix}")
+        raise RunMismatch(f"{path.parent} holds {what} but no record of what made it ({path.name}); {fix}")
     atomic_write_json(path, {**(info or {}), **ident})

@@ -78,7 +78,7 @@ def _check_config(out: Path, cfg: ReproduceConfig) -> None:
     had = json.loads(path.read_text()).get("arms") if path.exists() else None
     fix = "use another --out or the same settings to resume"
     out.mkdir(parents=True, exist_ok=True)
-    claim_run(path, want, has_work=path.exists(), info={"arms": arms}, what="reproduction", fix=fix)
+    claim_run(path, want, has_work=path.exists(), info={"arms": arms}, what="a reproduction", fix=fix)
     if had is not None and not set(had) <= set(arms):
         raise RunMismatch(f"{out} holds a reproduction made with other settings (arms: {had!r} -> {arms!r}); {fix}")
     if had is not None and had != arms:

@@ -311,7 +311,7 @@ def run_training(
     ident = run_identity(model=cfg.model, inputs={f"stage {st.name}": st.data for st in cfg.stages if st.data},
                          seed=cfg.seed, grpo=asdict(cfg.grpo),
                          dynamic_sampling=asdict(cfg.dynamic_sampling), instruction=cfg.instruction)
-    claim_run(out / RUN_FILE, ident, has_work=ckpt is not None, what="training run",
+    claim_run(out / RUN_FILE, ident, has_work=ckpt is not None, what="a training run",
               fix="use another output_dir, or start over with crl train --fresh")
     if ckpt is not None:
         state = json.loads((ckpt / CRL_STATE).read_text())
