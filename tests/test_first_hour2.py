@@ -351,6 +351,8 @@ def test_grow_refuses_a_negative_limit_and_a_yes_no_value_it_cannot_read(tmp_pat
     args = build_parser("grow").parse_args(["grow", "--input", "x", "--policy", "p", "--out", "o",
                                             "--hide-parent-answer", "on"])
     assert args.cfg_hide_parent_answer is True
+    r = crl("profile", "--model", "m", "--input", "x.jsonl", "--out", str(tmp_path / "p"), "--limit", "-1")
+    assert r.returncode == 2 and "is not a positive whole number" in r.stderr  # the same slice in profile/eval
 
 
 # 8. outputs never overwrite inputs; depth counts original problems ---------------------------------

@@ -21,6 +21,7 @@ RESUMABLE = True  # a rerun continues from the finished work
 def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     """Model, backend and decoding flags shared by ``crl profile`` and ``crl eval``."""
     from composition_rl.backends.rollout import ROLLOUT_BACKENDS
+    from composition_rl.flags import positive_int
 
     g = p.add_argument_group("policy")
     g.add_argument("--model", required=True, help="local model folder, or the served model name with --base-url")
@@ -63,7 +64,7 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     i = p.add_argument_group("input")
     i.add_argument("--question-field", help="force the question field")
     i.add_argument("--answer-field", help="force the answer field")
-    i.add_argument("--limit", type=int, help="use only the first N problems of each file")
+    i.add_argument("--limit", type=positive_int, help="use only the first N problems of each file (N >= 1)")
     i.add_argument("--verify-timeout", type=float, default=5.0, help="seconds per answer check")
     i.add_argument("--no-progress", action="store_true")
 
