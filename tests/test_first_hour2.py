@@ -312,6 +312,29 @@ def test_which_answers_can_stand_as_an_exact_v1(answers, solution, why):
     assert inexact_answer(answers, solution) == why
 
 
+def test_every_engine_keeps_an_inexact_q1_out_of_the_lead_with_its_reason():
+    from types import SimpleNamespace
+
+    from composition_rl.compose.llm import LLMComposeConfig
+    from composition_rl.compose.run import build_engine
+    from composition_rl.records import Problem
+
+    two = Problem.new("What is the angular resolution of a single dish, in radians?", ["0.01", "0.02"])
+    asked = Problem.new("Give the wavelength to two significant figures.", "9.6", metadata={"solution": "\\log 2"})
+    q2 = Problem.new("What is $2+3$?", "5")
+    from composition_rl.compose.pipeline import ComposeConfig
+
+    llm = LLMComposeConfig(model="m", base_urls=("http://unused",))
+    sym = build_engine(ComposeConfig(depth=2))
+    engines = [sym] + [build_engine(SimpleNamespace(engine=n, seed=0, max_chars=8000), llm_config=llm)
+                       for n in ("llm", "auto")]
+    for eng in engines:
+        assert not eng.eligible(two, 0, 2), eng
+        assert eng.eligible(asked, 0, 2), eng  # the question asks for the rounding: X is defined
+    rej = sym.compose([two, q2], "c")
+    assert rej.reason == "q1_answers_disagree" and "['0.01', '0.02']" in rej.detail
+
+
 @pytest.mark.shared_data
 def test_minerva_q1s_with_two_values_or_rounded_results_never_lead_a_link(shared_data, tmp_path):
     from composition_rl.compose.natural import approximate_question

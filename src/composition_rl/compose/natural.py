@@ -21,7 +21,9 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-__all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "offset_kind"]
+from composition_rl.values.parse import inexact_answer
+
+__all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "inexact_q1", "offset_kind"]
 
 # The kinds an offset ``d = v1 - v2`` can have, in order of preference ("equal to" and an
 # integer read equally well, so they share a rank).
@@ -52,6 +54,21 @@ def approximate_question(text: str) -> bool:
         after = text[m.end() : m.end() + 12].lower()
         return after.startswith((" your", " to", " the answer", " off", " it"))
     return True
+
+
+def inexact_q1(answers, question: str, solution: str = "") -> str:
+    """Why a problem cannot lead a link for its answer ("" if it can), for every engine: its
+    gold answer is no exact value (:func:`composition_rl.values.parse.inexact_answer`, issue
+    25), unless the question itself asks for that rounding, which defines X (then only the
+    pool preference ``approximate_q1`` applies). Forms that disagree never define X.
+
+    >>> inexact_q1(["0.01", "0.02"], "What is the angular resolution?"), inexact_q1(["9.6"], "to two significant figures", "\\log 2")
+    ('answers_disagree', '')
+    """
+    why = inexact_answer(answers, solution)
+    if why and why != "answers_disagree" and approximate_question(question):
+        return ""
+    return why
 
 
 def offset_kind(d: Fraction | None) -> str:

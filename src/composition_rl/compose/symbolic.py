@@ -23,12 +23,7 @@ import sympy
 from composition_rl.compose import spc
 from composition_rl.compose.base import COMPOSERS, Rejection
 from composition_rl.compose.checks import run_checks
-from composition_rl.compose.natural import (
-    OFFSET_KINDS,
-    Naturalness,
-    approximate_question,
-    offset_kind,
-)
+from composition_rl.compose.natural import OFFSET_KINDS, Naturalness, inexact_q1, offset_kind
 from composition_rl.compose.spc import VARIABLE_NAMES
 from composition_rl.io.files import dumps
 from composition_rl.records import Link, Problem
@@ -41,7 +36,6 @@ from composition_rl.values import (
     render_offset,
     symbols_used,
 )
-from composition_rl.values.parse import inexact_answer
 
 __all__ = ["VARIABLE_NAMES", "SymbolicComposer"]
 
@@ -194,12 +188,8 @@ class SymbolicComposer:
         return parse_answer_value(p.answer)
 
     def q1_inexact(self, p: Problem) -> str:
-        """Why ``p``'s answer cannot stand as an exact v1 (:func:`~composition_rl.values.parse.inexact_answer`),
-        or "". A rounding the question itself asks for defines X, so it is left to ``pool_flaw``."""
-        why = inexact_answer(p.answers, str(p.metadata.get("solution") or ""))
-        if why and why != "answers_disagree" and approximate_question(p.question):
-            return ""
-        return why
+        """Why ``p``'s answer cannot stand as an exact v1, or "" (:func:`~composition_rl.compose.natural.inexact_q1`)."""
+        return inexact_q1(p.answers, p.question, str(p.metadata.get("solution") or ""))
 
     def constants(self, p: Problem) -> tuple[Constant, ...]:
         return find_constants(p.question, p.answer)

@@ -40,6 +40,7 @@ from composition_rl.compose.llm.prompts import (
     load_prompt,
 )
 from composition_rl.compose.llm.proposal import Draft, Usage
+from composition_rl.compose.natural import inexact_q1
 from composition_rl.compose.spc import VARIABLE_NAMES
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
@@ -113,6 +114,11 @@ class LLMComposer:
     def _answer_has_number(self, p: Problem) -> bool:
         return self._fact("anum", p, lambda p: any(has_number(a) for a in p.answers))
 
+    def _inexact(self, p: Problem) -> str:
+        """Why ``p``'s answer cannot be X's exact value, or "" (the rule every engine shares)."""
+        return self._fact("inexact", p, lambda p: inexact_q1(p.answers, p.question,
+                                                              str(p.metadata.get("solution") or "")))
+
     def _has_constant(self, p: Problem) -> bool:
         return self._fact("const", p, lambda p: has_constant(p.question))
 
@@ -129,7 +135,7 @@ class LLMComposer:
     def eligible(self, p: Problem, position: int, depth: int) -> bool:
         """Whether ``p`` can stand at ``position`` (0-based): a number in the answer of every
         non-last problem, a constant in the text of every non-first one."""
-        if position < depth - 1 and not self._answer_has_number(p):
+        if position < depth - 1 and (not self._answer_has_number(p) or self._inexact(p)):
             return False
         if position > 0 and not self._has_constant(p):
             return False
@@ -140,6 +146,10 @@ class LLMComposer:
         for k in range(K - 1):
             if not self._answer_has_number(chain[k]):
                 return Rejection("check1_v1", "q1_no_number", f"position {k + 1}: answer {chain[k].answer!r} has no number")
+            why = self._inexact(chain[k])
+            if why:
+                return Rejection("check1_v1", f"q1_{why}", f"position {k + 1}: answer {list(chain[k].answers)!r} "
+                                 f"cannot be an exact value ({why})")
         for k in range(1, K):
             if not self._has_constant(chain[k]):
                 return Rejection("constant", "no_constant", f"position {k + 1}: problem {chain[k].id} has no number to replace")
