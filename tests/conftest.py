@@ -6,6 +6,9 @@ clear reason when the folder is absent (CI always has it).
 
 from __future__ import annotations
 
+import csv
+import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -45,3 +48,35 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data folder not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def math300(shared_data, tmp_path_factory) -> dict[str, Path]:
+    """The first 300 MATH rows in every format a user might hand us (tests/test_first_hour*.py)."""
+    import pyarrow as pa
+
+    rows = json.loads((shared_data / "train" / "math_train.json").read_text())[:300]
+    d = tmp_path_factory.mktemp("math300")
+    files = {}
+    for name, delim in (("math300.csv", ","), ("math300.tsv", "\t")):
+        with open(d / name, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter=delim)
+            w.writeheader()
+            w.writerows(rows)
+        files[name] = d / name
+    lines = "".join(json.dumps(r) + "\n" for r in rows)
+    with gzip.open(d / "math300.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.write(lines)
+    with pa.output_stream(str(d / "math300.jsonl.zst"), compression="zstd") as f:
+        f.write(lines.encode())
+    (d / "math300.jsonl").write_text(lines)
+    (d / "query_solution.jsonl").write_text("".join(
+        json.dumps({"query": r["problem"], "solution": f"So it is $\\boxed{{{r['answer']}}}$."}) + "\n" for r in rows))
+    (d / "no_answer.jsonl").write_text("".join(json.dumps({"problem": r["problem"]}) + "\n" for r in rows))
+    (d / "empty.json").write_text("[]")
+    (d / "one.jsonl").write_text(json.dumps(rows[0]) + "\n" + json.dumps({"problem": "no answer"}) + "\n")
+    (d / "sheet.xlsx").write_bytes(b"PK\x03\x04" + b"\0" * 40)
+    for name in ("math300.jsonl.gz", "math300.jsonl.zst", "math300.jsonl", "query_solution.jsonl",
+                 "no_answer.jsonl", "empty.json", "one.jsonl", "sheet.xlsx"):
+        files[name] = d / name
+    return files

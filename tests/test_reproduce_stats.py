@@ -88,7 +88,7 @@ def test_online_arm_is_off_by_default_and_arms_can_be_added_to_a_finished_run(tm
     more = ReproduceConfig(arms=("continue", "depth2", "online"))
     _check_config(tmp_path, more)  # adding an arm reuses the run
     assert json.loads((tmp_path / "config.json").read_text())["arms"] == ["continue", "depth2", "online"]
-    with pytest.raises(ValueError, match="arms differ"):
+    with pytest.raises(ValueError, match=r"arms: \['continue', 'depth2', 'online'\] -> \['continue', 'depth2'\]"):
         _check_config(tmp_path, base)  # dropping one is another run
     with pytest.raises(ValueError, match="eval_n"):
         _check_config(tmp_path, ReproduceConfig(arms=("continue", "depth2", "online"), eval_n=3))

@@ -97,6 +97,8 @@ def sample(run_dir: str | Path, n: int, seed: int) -> list[AuditItem]:
             pos += len(line)
     if n < 1:
         raise ValueError(f"sample size {n} must be >= 1")
+    if n > len(offsets):  # a form of every record is no sample: say so instead of writing it
+        raise ValueError(f"sample size {n:,} is more than the {len(offsets):,} records in {path}; give at most that")
     rng = random.Random(f"audit:{seed}")
     picked = rng.sample(range(len(offsets)), min(n, len(offsets)))
     items = []
@@ -239,4 +241,7 @@ def score(path: str | Path) -> AuditScore:
                 raise ValueError(f"{path}: item {row.get('item')!r}, field {q!r}: {row[q]!r} is not y or n")
             answered[q] += 1
             yes[q] += v in _YES
+    if not any(answered.values()):
+        raise ValueError(f"{path}: none of its {len(rows)} items has an answer yet; fill in "
+                         f"{', '.join(QUESTIONS)} with y or n, then score it")
     return AuditScore(len(rows), answered, yes)

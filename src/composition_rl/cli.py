@@ -3,7 +3,8 @@ and is imported only when it runs, so ``crl compose`` never pays for torch.
 
 A command module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``,
 and may define ``RESUMABLE`` (a bool, or a function of the parsed args) when a rerun of an
-interrupted command continues where it stopped.
+interrupted command continues where it stopped; the function may also return the sentence
+to print instead (what an interrupt at the point the run reached leaves behind).
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"crl (composition-rl) {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (mod, help_) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_, description=help_)
+        # help strings are %-formatted by argparse, a description is printed as it is
+        p = sub.add_parser(name, help=help_, description=help_.replace("%%", "%"))
         if name == only:
             _module(mod).add_arguments(p)
     return parser
@@ -90,20 +92,56 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = _module(COMMANDS[args.command][0])
     previous = signal.signal(signal.SIGTERM, _sigterm_handler(os.getpid()))
+    created = _missing_folders(getattr(args, "out", None))
+    rc = 1
     try:
-        return int(module.run(args) or 0)
+        rc = int(module.run(args) or 0)
+        return rc
     except UsageError as e:
         print(f"crl {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        rc = 2
+        return rc
     except KeyboardInterrupt:
         resumable = getattr(module, "RESUMABLE", False)
         if callable(resumable):
             resumable = resumable(args)
-        tail = "rerun the same command to resume" if resumable else "this command keeps no partial work: rerun it to start over"
+        if isinstance(resumable, str):
+            tail = resumable
+        else:
+            tail = ("rerun the same command to resume" if resumable
+                    else "this command keeps no partial work: rerun it to start over")
         print(f"crl {args.command}: interrupted; {tail}", file=sys.stderr)
-        return 130
+        rc = 130
+        return rc
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if rc != 0:
+            _remove_empty(created)
+
+
+def _missing_folders(out: str | None) -> list[str]:
+    """``out`` and its ancestors that do not exist yet, deepest first."""
+    if not out:
+        return []
+    missing = []
+    p = os.path.abspath(out)
+    while not os.path.exists(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return missing
+
+
+def _remove_empty(folders: list[str]) -> None:
+    """A run that failed leaves no empty --out folder behind (those it created; rmdir only
+    removes an empty folder, so anything the run wrote there on purpose stays)."""
+    for p in folders:
+        try:
+            os.rmdir(p)
+        except OSError:
+            pass
 
 
 def _sigterm_handler(pid: int):

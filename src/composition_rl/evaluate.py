@@ -31,7 +31,8 @@ from composition_rl.backends.rollout import (
 from composition_rl.executors.base import Executor, SampleJob, Scored, chunks_of
 from composition_rl.executors.local import as_executor
 from composition_rl.io.files import JsonlLog, atomic_open, atomic_write_json, read_jsonl
-from composition_rl.profile import check_run, progress_bar
+from composition_rl.io.runs import RUN_FILE, claim_run
+from composition_rl.profile import progress_bar
 from composition_rl.records import Link, Problem
 from composition_rl.stats import BANDS, band, mean, mean_pass_at_k
 
@@ -186,6 +187,7 @@ def evaluate_benchmarks(
     compositional: Mapping[str, Mapping[int, Sequence[Problem]]] | None = None,
     progress: bool = True,
     extra_run_info: dict[str, Any] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate on named benchmarks; write results.json, results.md and the sample logs.
 
@@ -200,7 +202,10 @@ def evaluate_benchmarks(
             analyses (built by the command from the composition engine); depth 1 is the
             benchmark itself.
         progress: show progress bars.
-        extra_run_info: recorded in run.json on the first run.
+        extra_run_info: recorded in run.json on the first run, not compared.
+        identity: what else decides the results (model, backend, benchmark hashes:
+            :func:`composition_rl.io.runs.run_identity`); a rerun into ``out_dir`` with any
+            of them changed is refused (:class:`composition_rl.io.runs.RunMismatch`).
 
     Returns:
         The results dict also written to results.json.
@@ -211,7 +216,10 @@ def evaluate_benchmarks(
     config = config or EvalConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    check_run(out, config.run_record(), extra_run_info)
+    samples = out / SAMPLES_DIR
+    claim_run(out / RUN_FILE, {**config.run_record(), **(identity or {})}, info=extra_run_info,
+              has_work=samples.is_dir() and any(f.stat().st_size for f in samples.glob("*.jsonl")),
+              what="an evaluation")
     results: dict[str, Any] = {"n": config.n, "config": config.run_record(), "benchmarks": {}}
     sets: dict[str, Sequence[Problem]] = dict(benchmarks)
     for name, by_depth in (compositional or {}).items():

@@ -12,7 +12,9 @@ Metadata keys (all optional except ``help``):
 * ``choices``: a sequence, or a callable returning one (a registry's ``names``);
 * ``type``: the argparse converter when the default does not tell (``None`` defaults);
 * ``append``: a tuple field given by repeating the flag;
-* ``metavar``; ``cli=False`` to keep a field out of the command line.
+* ``metavar``; ``cli=False`` to keep a field out of the command line;
+* ``help_no``: for a boolean that defaults to True (its flag is ``--no-name``), the help of
+  that flag: what turning it off does (required; ``help`` documents the field).
 
 >>> import argparse, dataclasses
 >>> @dataclasses.dataclass(frozen=True)
@@ -32,9 +34,52 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-__all__ = ["add_flags", "flag_fields", "from_flags"]
+__all__ = ["add_flags", "flag_fields", "from_flags", "positive_int", "switch"]
 
 T = TypeVar("T")
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def switch(text: str) -> bool:
+    """An argparse converter for a yes/no value: 1/0, true/false, yes/no, on/off (any case);
+    anything else is an error naming the accepted words, never a silent False.
+
+    >>> switch("on"), switch("No")
+    (True, False)
+    >>> switch("maybe")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 'maybe' is not a yes/no value: use one of 1, true, yes, on / 0, false, no, off
+    """
+    v = text.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a yes/no value: use one of {', '.join(_TRUE)} / {', '.join(_FALSE)}")
+
+
+def positive_int(text: str) -> int:
+    """An argparse converter for a count that must be at least 1 (``--limit``): 0 or a
+    negative number would otherwise act as a Python slice bound.
+
+    >>> positive_int("3")
+    3
+    >>> positive_int("-1")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: -1 is not a positive whole number (>= 1)
+    """
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} is not a positive whole number (>= 1)")
+    return n
 
 
 def flag_fields(cls: type, skip: Iterable[str] = ()) -> list[dataclasses.Field]:
@@ -66,6 +111,11 @@ def add_flags(group: Any, cls: type, *, prefix: str = "", skip: Iterable[str] = 
         if isinstance(default, bool):
             if default and "flag" not in md:
                 flag = "--no-" + f.name.replace("_", "-")
+                # the field's help says what True does; the flag turns it off and must say so
+                if "help_no" not in md:
+                    raise ValueError(f"{cls.__name__}.{f.name} defaults to True, so its flag is {flag}: give "
+                                     "metadata 'help_no', the help of that flag (what turning it off does)")
+                kw["help"] = md["help_no"]
             group.add_argument(flag, action="store_const", const=not default, default=default, **kw)
             continue
         if md.get("append"):

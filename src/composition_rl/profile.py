@@ -15,7 +15,6 @@ Outputs in ``out_dir``:
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,6 +31,7 @@ from composition_rl.backends.rollout import (
 from composition_rl.executors.base import Executor, SampleJob, chunks_of
 from composition_rl.executors.local import as_executor
 from composition_rl.io.files import JsonlLog, atomic_write_json, read_jsonl
+from composition_rl.io.runs import RUN_FILE, RunMismatch, claim_run
 from composition_rl.records import Problem
 from composition_rl.stats import BANDS, band, mean, wilson_interval
 
@@ -47,7 +47,6 @@ __all__ = [
 
 PROFILE_FILE = "profile.jsonl"
 SUMMARY_FILE = "summary.json"
-RUN_FILE = "run.json"
 HISTOGRAM_FILE = "pass_rates.png"
 
 #: ``--select`` / ``--keep`` accept the band names and these aliases.
@@ -107,25 +106,6 @@ def parse_bands(spec: str | Iterable[str]) -> set[str]:
     return out
 
 
-class RunMismatch(ValueError):
-    """An output folder holds a run made with other settings; resuming it would mix them."""
-
-
-def check_run(out_dir: Path, record: dict[str, Any], info: dict[str, Any] | None = None) -> None:
-    """Write ``run.json`` on the first run; refuse to resume a run made with other settings."""
-    path = out_dir / RUN_FILE
-    if path.exists():
-        old = json.loads(path.read_text(encoding="utf-8"))
-        old_cmp = {k: old.get(k) for k in record}
-        if old_cmp != record:
-            raise RunMismatch(
-                f"{out_dir} holds a run made with other settings ({old_cmp}); "
-                f"this run asks for {record}. Use another --out or the same settings."
-            )
-    else:
-        atomic_write_json(path, {**(info or {}), **record})
-
-
 def profile_problems(
     problems: Sequence[Problem],
     backend: RolloutBackend | Executor,
@@ -134,6 +114,7 @@ def profile_problems(
     config: ProfileConfig | None = None,
     progress: bool = True,
     extra_run_info: dict[str, Any] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Sample ``n`` responses per prompt, score them, and write the profile of ``problems``.
 
@@ -150,7 +131,10 @@ def profile_problems(
         out_dir: output folder (created).
         config: run settings; default :class:`ProfileConfig`.
         progress: show a progress bar.
-        extra_run_info: recorded in run.json on the first run (model name, input path).
+        extra_run_info: recorded in run.json on the first run, not compared (input paths).
+        identity: what else decides the results (model, backend, input hashes:
+            :func:`composition_rl.io.runs.run_identity`); recorded with the settings, and a
+            rerun into ``out_dir`` with any of them changed is refused (:class:`RunMismatch`).
 
     Returns:
         The summary dict also written to ``summary.json``.
@@ -161,8 +145,8 @@ def profile_problems(
     config = config or ProfileConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    record = config.run_record()
-    check_run(out, record, extra_run_info)
+    claim_run(out / RUN_FILE, {**config.run_record(), **(identity or {})}, info=extra_run_info,
+              has_work=_has_rows(out / PROFILE_FILE), what="a profile")
 
     job = SampleJob(load_template(config.template), config.n, config.sampling)
     runner = as_executor(backend)
@@ -183,6 +167,10 @@ def profile_problems(
     atomic_write_json(out / SUMMARY_FILE, summary)
     write_histogram(rows, config.n, out / HISTOGRAM_FILE)
     return summary
+
+
+def _has_rows(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size > 0
 
 
 def _row(p: Problem, comps, results, config: ProfileConfig) -> dict[str, Any]:

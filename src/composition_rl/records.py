@@ -108,7 +108,8 @@ class Problem:
         question: the prompt text shown to the policy.
         answers: every accepted form of the ground truth, as strings, first one canonical.
         source: where it came from (file stem, generator name, ``compose:<engine>``).
-        depth: 1 for an original problem, K for an SPC chain of K problems.
+        depth: 1 for an original problem, K for an SPC chain of K problems; the original
+            problems are counted, so a chain of composed records has the sum of their depths.
         parents: ids of the chained problems in order (q1 .. qK); empty at depth 1.
         links: the K-1 links, outermost (q1 -> q2) first.
         engine: the composition engine that produced it ("" at depth 1).

@@ -173,13 +173,22 @@ class ChatResponse:
 
 
 class ChatError(Exception):
-    """A request that failed for good (after retries). ``kind`` is a short countable reason."""
+    """A request that failed for good (after retries). ``kind`` is a short countable reason.
 
-    def __init__(self, kind: str, detail: str = "", attempts: int = 1) -> None:
+    ``transient``: the failure says nothing about the request (a timeout, a connection error,
+    a 5xx, rate limiting that outlasted the retries), so a caller must not record it as the
+    request's outcome: it stops or leaves the item for the next run. ``endpoint``: where the
+    last attempt went (a URL; no secret), for the message.
+    """
+
+    def __init__(self, kind: str, detail: str = "", attempts: int = 1, transient: bool = False,
+                 endpoint: str = "") -> None:
         super().__init__(f"{kind}: {detail}" if detail else kind)
         self.kind = kind
         self.detail = detail
         self.attempts = attempts
+        self.transient = transient
+        self.endpoint = endpoint
 
 
 class RequestRefused(ChatError, ValueError):

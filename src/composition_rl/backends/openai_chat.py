@@ -509,7 +509,8 @@ class OpenAIChat(ChatBackend):
                 raise refused
             if not retryable or attempt > self.max_retries:
                 log.debug("request failed for good after %d attempts: %s", attempt, kind)
-                raise ChatError(kind, detail, attempts=attempt)
+                # what is worth retrying says nothing about the request: never a final answer
+                raise ChatError(kind, detail, attempts=attempt, transient=retryable, endpoint=ep.label)
             self.stats.retries += 1
             self.stats.retried_by_kind[kind] += 1
             if wait is not None:

@@ -8,11 +8,14 @@ Many prompts times ``n`` samples go through one ``model.generate`` call (left pa
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from composition_rl.backends.rollout import Completion, SamplingConfig
+
+log = logging.getLogger(__name__)
 
 __all__ = ["HFRollout"]
 
@@ -72,6 +75,10 @@ class HFRollout:
         self.max_batch_sequences = max_batch_sequences
         self.share_prefill = share_prefill
         self.stop_ids = self._stop_ids()
+        cfg = self.model.config
+        #: the longest sequence (prompt + completion) the model was built for, or None if unknown
+        self.context = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+        self._capped_said = False
 
     def _stop_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -115,8 +122,11 @@ class HFRollout:
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         ids = enc["input_ids"].to(self.device)
         mask = enc["attention_mask"].to(self.device)
+        max_new = self._max_new(sampling.max_tokens, ids.shape[1])
+        if max_new < 1:  # the prompt alone fills the context: nothing can be generated
+            return [[Completion(text="", tokens=0, finish_reason="length") for _ in range(n)] for _ in texts]
         kwargs: dict[str, Any] = {
-            "max_new_tokens": sampling.max_tokens,
+            "max_new_tokens": max_new,
             "pad_token_id": self.tokenizer.pad_token_id,
             "eos_token_id": sorted(self.stop_ids) or None,
         }
@@ -166,6 +176,19 @@ class HFRollout:
                 )
             result.append(comps)
         return result
+
+    def _max_new(self, wanted: int, prompt_len: int) -> int:
+        """``wanted`` new tokens, capped at what the model's context leaves after the prompt
+        (issue 25: a 512-token model asked for 4,096 sampled past its positions for minutes);
+        the cap is said once per backend."""
+        if self.context is None or prompt_len + wanted <= self.context:
+            return wanted
+        if not self._capped_said:
+            self._capped_said = True
+            log.warning("note: --max-tokens %d is more than the context of %s (%d tokens, prompt included): "
+                        "completions are capped at %d tokens minus the prompt's length",
+                        wanted, self.model.name_or_path, self.context, self.context)
+        return self.context - prompt_len
 
     def _prefill(self, ids, mask):
         """KV cache of all but the last prompt token (generate feeds that one and goes on)."""

@@ -103,9 +103,10 @@ class OpenAIRollout:
                 raise RolloutError(f"{refused[0]} ({len(refused)} of {len(reqs)} requests)")
             if failed:
                 kinds = sorted({e.kind for e in failed})
+                where = sorted({e.endpoint for e in failed if e.endpoint})
                 raise RolloutError(
                     f"{len(failed)} of {len(reqs)} requests failed for good "
-                    f"({', '.join(kinds)}): {failed[0]}"
+                    f"({', '.join(kinds)}){' at ' + ', '.join(where) if where else ''}: {failed[0]}"
                 )
             for i, resp in zip(owners, results):
                 per_choice = resp.completion_tokens // max(1, len(resp.choices))

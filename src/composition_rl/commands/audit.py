@@ -56,13 +56,16 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix not in (".html", ".csv"):
         raise UsageError(f"--out {out}: the name must end in .html or .csv")
+    from composition_rl.io.files import writable_file
+
     try:
+        writable_file(out)
         items = audit.sample(args.run, args.sample, args.seed)
     except ValueError as e:
         raise UsageError(str(e)) from e
-    out.parent.mkdir(parents=True, exist_ok=True)
     (audit.write_html if out.suffix == ".html" else audit.write_csv)(items, out)
     key = out.with_name(out.name + ".key.json")
     audit.write_key(items, key, args.run, args.seed)
-    print(f"{len(items)} items in {out} (record ids in {key}; keep it from the reviewer)")
+    size = out.stat().st_size
+    print(f"{len(items)} items in {out} ({size / 1e6:.1f} MB; record ids in {key}: keep it from the reviewer)")
     return 0

@@ -24,10 +24,12 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from composition_rl.browse import BrowseConfig, build_report
+    from composition_rl.io.files import writable_file
 
     try:
         cfg = BrowseConfig(max_records=args.max_records, max_rejects=args.max_rejects, seed=args.seed,
                            max_depth=args.max_depth)
+        writable_file(args.out if args.out else Path(args.run_dir) / "report.html")
         path = build_report(args.run_dir, args.out, cfg)
     except (FileNotFoundError, ValueError) as e:
         raise UsageError(str(e)) from e

@@ -14,9 +14,14 @@ from composition_rl.cli import UsageError
 HELP = "compose a verifiable prompt set into a harder one (SPC, depth K)"
 
 
-def RESUMABLE(args: argparse.Namespace) -> bool:  # noqa: N802 - read by cli.main on Ctrl-C
-    """Only the journaled engines (llm, auto) keep finished work; a symbolic run starts over."""
+def RESUMABLE(args: argparse.Namespace) -> bool | str:  # noqa: N802 - read by cli.main on Ctrl-C
+    """Only the journaled engines (llm, auto) keep finished work; a symbolic run starts over.
+    Interrupted while writing the exports, a run has complete records but no exports."""
     from composition_rl.compose.run import is_resumable
+
+    if getattr(args, "phase", "") == "export":
+        return (f"composed.jsonl and stats.json in {args.out} are complete, but the trainer exports "
+                f"({args.export}) were not written: rerun the same command to write them")
 
     try:
         return is_resumable(getattr(args, "engine", "symbolic"))
@@ -39,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--answer-field", help="field holding the answer (default: answer/final_answer/ground_truth)")
     src.add_argument("--first-pool", help="take q1 (positions 1..K-1) from this file instead (cross-domain, Section 4.4)")
     src.add_argument("--from-profile", help="a `crl profile` output folder: compose only the prompts it classed as --select")
-    src.add_argument("--select", default="solve_all", help="classes to take from --from-profile (comma-separated; default solve_all)")
+    src.add_argument("--select", help="with --from-profile: the classes to take (comma-separated; default solve_all)")
     src.add_argument("--rg-size", type=int, default=0, help="scale the default reasoning-gym set to about this many problems")
 
     c = p.add_argument_group("composition")
@@ -103,25 +108,30 @@ def load_inputs(
         if res is not None and not res.problems:
             raise UsageError(_no_problem(res, f"{name} {path}", out))
     problems = main.problems
+    from composition_rl.io.runs import file_sha256
+
     inputs: dict[str, Any] = {
         "main": {"path": args.input or "reasoning-gym (built-in default)", "rows": main.rows,
-                 "problems": len(main.problems), "rejects": len(main.rejects)},
+                 "problems": len(main.problems), "rejects": len(main.rejects),
+                 "sha256": file_sha256(args.input) if args.input else f"reasoning-gym seed {args.seed} size {args.rg_size}"},
     }
     rejects = list(main.rejects)
     if args.from_profile:
         from composition_rl.profile import select_from_profile
 
         try:
-            keep = select_from_profile(args.from_profile, args.select)
+            keep = select_from_profile(args.from_profile, args.select or "solve_all")
         except (OSError, ValueError) as e:
             raise UsageError(f"--from-profile {args.from_profile}: {e}") from e
         problems = [p for p in problems if p.id in keep]
-        inputs["from_profile"] = {"dir": args.from_profile, "select": args.select, "selected": len(problems)}
+        inputs["from_profile"] = {"dir": args.from_profile, "select": args.select or "solve_all", "selected": len(problems),
+                                  "sha256": file_sha256(Path(args.from_profile) / "profile.jsonl")}
         if not problems:
-            raise UsageError(f"--from-profile {args.from_profile}: no problem of {args.input or 'the input'} is in class {args.select!r}")
+            raise UsageError(f"--from-profile {args.from_profile}: no problem of {args.input or 'the input'} is in class "
+                             f"{args.select or 'solve_all'!r}")
     if first is not None:
         inputs["first_pool"] = {"path": args.first_pool, "rows": first.rows, "problems": len(first.problems),
-                                "rejects": len(first.rejects)}
+                                "rejects": len(first.rejects), "sha256": file_sha256(args.first_pool)}
         rejects += first.rejects
     return problems, (first.problems if first else None), inputs, rejects
 
@@ -138,13 +148,12 @@ def _no_problem(res, where: str, out: Path | None) -> str:
 
 def check_out_dir(out: Path) -> None:
     """Fail now, in one line, if ``out`` cannot be an output folder (before any work)."""
+    from composition_rl.io.files import writable_dir
+
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".crl-write-test.{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
-        raise UsageError(f"--out {out}: cannot write there ({e.strerror or e})") from None
+        writable_dir(out)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def size_guard(args: argparse.Namespace, config, problems: list, first: list | None) -> None:
@@ -162,14 +171,26 @@ def size_guard(args: argparse.Namespace, config, problems: list, first: list | N
     if upper <= 200_000 and config.depth <= 3:
         return  # a few seconds at most: not worth a trial
     est = estimate_run(problems, config, first)
-    if est.trial and est.names_ok == 0:
+    if est.distinct < config.depth:
+        raise UsageError(
+            f"--depth {config.depth} needs {config.depth} different problems in every chain, but the pools "
+            f"({_pools_text(est.pools)}) hold only {est.distinct} different problems: no chain exists; "
+            f"use --depth {max(2, est.distinct)} or less, or more input")
+    if est.trial == 0:
+        if not args.yes:
+            raise UsageError(
+                f"--depth {config.depth}: none of the sampled chains of pools {_pools_text(est.pools)} holds "
+                f"{config.depth} different problems, so nothing can be estimated and almost every candidate is a "
+                "repeat; use a smaller --depth or larger pools (--yes runs it anyway)")
+        return
+    if est.names_ok == 0:
         raise UsageError(
             f"--depth {config.depth} needs {est.names_needed} free variable names per chain, of the "
             f"{len(VARIABLE_NAMES)} the engine uses ({''.join(VARIABLE_NAMES)}); none of {est.trial} sampled "
             f"chains leaves that many (their problems use the others as symbols), so every candidate "
             f"would fail: use a smaller --depth")
     workers = args.workers or os.cpu_count() or 1
-    what = (f"about {est.candidates:,} candidate chains (pools {'x'.join(map(str, est.pools))}), "
+    what = (f"about {est.candidates:,} candidate chains (pools {_pools_text(est.pools)}), "
             f"~{_human_bytes(est.output_bytes)} of output, ~{_human_time(est.seconds(workers))} with {workers} "
             f"worker(s) (from a trial of {est.trial} chains, {est.trial_accepted} accepted)")
     if est.candidates > args.limit_candidates and config.max_candidates is None and not args.yes:
@@ -177,6 +198,13 @@ def size_guard(args: argparse.Namespace, config, problems: list, first: list | N
                          f"Take a seeded sample with --max-candidates N, or pass --yes to run it all")
     if est.candidates > 1_000_000:
         print(f"crl compose: note: {what}", file=sys.stderr)
+
+
+def _pools_text(pools: tuple[int, ...]) -> str:
+    """Pool sizes as ``20x20x300``; a long chain as ``6x...x6 (40 positions)``."""
+    if len(pools) <= 8:
+        return "x".join(map(str, pools))
+    return f"{pools[0]}x...x{pools[-1]} ({len(pools)} positions)"
 
 
 def _human_bytes(n: float) -> str:
@@ -217,29 +245,49 @@ def run(args: argparse.Namespace) -> int:
             llm_kw["llm_config"] = llm_config_from_args(args)
     except (ValueError, KeyError) as e:
         raise UsageError(str(e).strip("'\"")) from e
+    if args.select and not args.from_profile:
+        raise UsageError(f"--select {args.select} picks classes of a profile: it needs --from-profile DIR "
+                         "(without it every problem of --input is composed)")
     out = Path(args.out)
+    from composition_rl.compose.run import output_paths
+    from composition_rl.io.files import refuse_overwrite
+
+    try:
+        refuse_overwrite({"--input": args.input, "--first-pool": args.first_pool}, output_paths(out),
+                         fix="choose another --out (a composed set is composed again from a copy or another folder)")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     check_out_dir(out)
     problems, first, inputs, rejects = load_inputs(args, out)
     if not is_resumable(args.engine):  # a batch run: estimate it before it starts
         size_guard(args, config, problems, first)
+    from composition_rl.compose.journal import EndpointDown
     from composition_rl.compose.run import OutputBusy
+    from composition_rl.compose.workers import WorkerDied
 
     try:
         stats = run_compose(problems, config, out, first_pool=first, inputs=inputs, input_rejects=rejects,
                             progress=not args.no_progress, **llm_kw)
     except OutputBusy as e:
         raise UsageError(str(e)) from e
+    except WorkerDied as e:  # killed from outside (OOM killer, kill -9): the run has no output
+        print(f"crl compose: error: {e}; no output was written, rerun the same command", file=sys.stderr)
+        return 1
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e}") from e
     except ValueError as e:  # llm/auto: a resumed run with other settings, a busy cache
         if not is_resumable(args.engine):
             raise
         raise UsageError(str(e)) from e
+    except EndpointDown as e:
+        print(f"crl compose: error: {e}", file=sys.stderr)
+        return 1
     empty = _empty_outcome(stats, len(problems), config.depth)
     if empty:
         print_summary(stats, out, [], time.perf_counter() - t0)
         print(f"crl compose: error: {empty}; no trainer export written", file=sys.stderr)
         return 1
+    args.phase = "export"  # what an interrupt from here on leaves behind (RESUMABLE)
     paths = write_exports(out, exports)
     print_summary(stats, out, paths, time.perf_counter() - t0)
     return 0
@@ -299,5 +347,8 @@ def print_summary(stats: dict[str, Any], out: Path, exports: list[Path], wall: f
         + (f" ({rate:,.0f} candidates/s)" if rate else "")
         + (f"; {stats['input_rejects']} input rows rejected" if stats.get("input_rejects") else "")
     )
+    if stats.get("pending"):
+        con.print(f"[bold]{stats['pending']:,}[/bold] candidates got no answer (timeouts, connection errors, 5xx) "
+                  "and are not counted above: rerun the same command to retry them")
     con.print(f"outputs in {out}/: composed.jsonl, rejected.jsonl, input_rejects.jsonl, stats.json"
               + "".join(f", {p.name}" for p in exports))

@@ -88,10 +88,16 @@ def build_compositional(problems, depths, args):
 def run(args: argparse.Namespace) -> int:
     from composition_rl.backends.rollout import RolloutError
     from composition_rl.evaluate import EvalConfig, evaluate_benchmarks
+    from composition_rl.io.files import writable_dir
+    from composition_rl.io.runs import run_identity
     from composition_rl.profile import RunMismatch
 
     try:
         config = EvalConfig(n=args.n, sampling=sampling_from_args(args), template=args.template, chunk=chunk_from_args(args))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    try:
+        writable_dir(args.out)  # before any model is loaded: one line, not a traceback later
     except ValueError as e:
         raise UsageError(str(e)) from None
     depths = _depths(args.compositional) if args.compositional else []
@@ -116,11 +122,9 @@ def run(args: argparse.Namespace) -> int:
             config,
             compositional=compositional,
             progress=not args.no_progress,
-            extra_run_info={
-                "model": args.model,
-                "benchmarks": list(args.benchmark),
-                "backend": backend.name,
-            },
+            extra_run_info={"benchmarks": list(args.benchmark)},
+            identity=run_identity(model=args.model, backend=backend.name,
+                                  inputs={f"benchmark {n}": p for n, p in zip(benchmarks, args.benchmark)}),
         )
     except RunMismatch as e:
         raise UsageError(str(e)) from None

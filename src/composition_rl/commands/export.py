@@ -30,9 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.commands.compose import check_out_dir
-    from composition_rl.io.export import EXPORTERS, export
-    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.io.export import EXPORTERS, clear_exports, export, export_path
+    from composition_rl.io.files import atomic_write_jsonl, refuse_overwrite, writable_dir
     from composition_rl.io.readers import InputError, ReaderConfig, load_problems
 
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
@@ -42,7 +41,12 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as e:
         raise UsageError(str(e).strip("'\"")) from None
     out = Path(args.out)
-    check_out_dir(out)
+    try:
+        refuse_overwrite({"--input": args.input}, [out / "problems.jsonl", out / "input_rejects.jsonl",
+                                                   *(export_path(out, e) for e in EXPORTERS.names())])
+        writable_dir(out)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     try:
         res = load_problems(args.input, ReaderConfig(question_field=args.question_field, answer_field=args.answer_field))
     except InputError as e:
@@ -51,8 +55,11 @@ def run(args: argparse.Namespace) -> int:
     if not res.problems:
         raise UsageError(res.why_empty(f"--input {args.input}")
                          + f". Every rejected row, with its reason: {out / 'input_rejects.jsonl'}")
+    stale = [p.name for p in clear_exports(out) if p.stem not in formats]  # made from the problems.jsonl replaced now
     atomic_write_jsonl(out / "problems.jsonl", (p.to_dict() for p in res.problems))
     paths = [export(res.problems, f, out) for f in formats]
+    if stale:
+        print(f"removed {', '.join(stale)} of an earlier export in {out} (not asked for with --format)", file=sys.stderr)
     depths = sorted({p.depth for p in res.problems})
     print(f"exported {len(res.problems):,} problems (depth {', '.join(map(str, depths))}) of {res.rows:,} rows "
           f"to {out}/: problems.jsonl" + "".join(f", {p.name}" for p in paths))

@@ -22,6 +22,7 @@ from typing import Any
 from composition_rl.cli import UsageError
 
 HELP = "MagicBeanStalk: grow hard (solve_none) seeds into problems in the policy's Goldilocks band"
+RESUMABLE = True  # profiles, trees and teacher replies are kept; a rerun continues (read by cli.main)
 
 
 def _field_help() -> dict[str, str]:
@@ -36,6 +37,7 @@ def _field_help() -> dict[str, str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from composition_rl.flags import positive_int, switch
     from composition_rl.mbs.config import GrowConfig
 
     p.add_argument("--input", required=True, help="seed problems (json, jsonl, parquet) with answers")
@@ -52,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="mbs, or the direct-synthesis baseline (variations of the seed)")
     p.add_argument("--from-profile", help="a `crl profile` folder of the policy on --input; default: profile now")
     p.add_argument("--select", default="solve_none", help="bands of the profile to grow (default solve_none)")
-    p.add_argument("--limit", type=int, help="use only the first N hard seeds")
+    p.add_argument("--limit", type=positive_int, help="use only the first N hard seeds (N >= 1)")
     s = p.add_argument_group("rollouts (policy and students)")
     s.add_argument("-n", type=int, default=8, help="rollouts per problem for the policy profile (the band's budget)")
     s.add_argument("--temperature", type=float, default=0.6)
@@ -74,7 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         flag = "--" + f.name.replace("_", "-")
         kw: dict[str, Any] = {"default": None, "help": helps.get(f.name, "") + f" (default {f.default})"}
         if isinstance(f.default, bool):
-            kw["type"] = lambda v: v.lower() in ("1", "true", "yes")
+            kw["type"] = switch
         elif isinstance(f.default, (int, float, str)):
             kw["type"] = type(f.default)
         g.add_argument(flag, dest=f"cfg_{f.name}", **kw)
@@ -93,18 +95,44 @@ def _rollout_spec(spec: str, args: argparse.Namespace):
     return BackendSpec("hf", {"model": spec, "max_batch_sequences": args.batch_size})
 
 
+def _teacher(args: argparse.Namespace, seed: int, out: Path):
+    """The teacher the flags ask for, and its response cache (None for the program teacher)."""
+    from composition_rl.mbs import build_teacher
+
+    teacher_kw: dict[str, Any] = {"seed": seed}
+    cache = None
+    if args.teacher == "openai":
+        if not args.teacher_base_url or not args.teacher_model:
+            raise UsageError("--teacher openai needs --teacher-base-url and --teacher-model")
+        from composition_rl.backends.cache import ResponseCache
+
+        cache = ResponseCache(args.teacher_cache or out / "teacher_cache.jsonl")
+        teacher_kw.update(base_url=args.teacher_base_url, model=args.teacher_model,
+                          temperature=args.teacher_temperature, cache=cache)
+    try:
+        return build_teacher(args.teacher, **teacher_kw), cache
+    except (KeyError, ValueError) as e:
+        raise UsageError(str(e).strip('"')) from None
+
+
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.backends.base import ChatError
+    from composition_rl.backends.rollout import RolloutError, SamplingConfig
     from composition_rl.executors import ExecutorConfig, build_executor
     from composition_rl.flags import from_flags
-    from composition_rl.io.export import export
+    from composition_rl.io.export import clear_exports, export
     from composition_rl.io.files import atomic_write_jsonl
     from composition_rl.io.readers import InputError, load_problems
-    from composition_rl.mbs import GrowConfig, Students, build_teacher, grow
+    from composition_rl.io.runs import (
+        RUN_FILE,
+        RunMismatch,
+        claim_run,
+        model_identity,
+        run_identity,
+    )
+    from composition_rl.mbs import GrowConfig, Students, grow
     from composition_rl.profile import (
         ProfileConfig,
-        RunMismatch,
-        check_run,
         load_profile,
         parse_bands,
         profile_problems,
@@ -120,8 +148,13 @@ def run(args: argparse.Namespace) -> int:
         bands = parse_bands(args.select)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    from composition_rl.io.files import writable_dir
+
+    try:
+        out = writable_dir(args.out)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    had_work = any(f.name != RUN_FILE for f in out.iterdir())  # before this run writes anything
     # bad rows (no answer, no question) are kept with their reason, never silently lost
     try:
         loaded = load_problems(args.input)
@@ -131,12 +164,34 @@ def run(args: argparse.Namespace) -> int:
     if not problems:
         raise UsageError(f"{args.input}: no usable problems ({len(loaded.rejects)} rows rejected)")
     if loaded.rejects:
-        print(f"{args.input}: {len(problems)} problems, {len(loaded.rejects)} rows rejected -> OUT/input_rejects.jsonl")
-    record = {"method": args.method, "config": config.to_dict(), "teacher": args.teacher,
-              "teacher_model": args.teacher_model, "policy": args.policy, "students": args.students,
-              "profile": prof_cfg.run_record(), "input": str(args.input), "select": sorted(bands)}
+        print(loaded.rejected_note(args.input) + " (each in OUT/input_rejects.jsonl)", file=sys.stderr)
+    teacher, cache = _teacher(args, config.seed, out)
+    # a seed the teacher cannot read never grows: find out now, before any rollout is spent on it
+    unreadable = getattr(teacher, "unreadable", None)
+    skipped: dict[str, int] = {}
+    if unreadable is not None:
+        why = {p.id: unreadable(p.question) for p in problems}
+        for reason in why.values():
+            if reason:
+                skipped[reason] = skipped.get(reason, 0) + 1
+        readable = [p for p in problems if not why[p.id]]
+        if not readable:
+            top = ", ".join(f"{k} {v}" for k, v in skipped.items())
+            raise UsageError(f"--teacher {args.teacher} cannot read any of the {len(problems)} seeds of {args.input} "
+                             f"({top}): it grows the arithmetic chains of docs/mbs.md (X=5+3. Y=X-2. Y-4=?); "
+                             "use --teacher openai for other problems")
+        if skipped:
+            print(f"--teacher {args.teacher} cannot read {len(problems) - len(readable)} of {len(problems)} seeds "
+                  f"({', '.join(f'{k} {v}' for k, v in skipped.items())}): they are dropped before profiling",
+                  file=sys.stderr)
+    else:
+        readable = list(problems)
+    identity = run_identity(inputs={"input": args.input}, method=args.method, config=config.to_dict(),
+                            teacher=args.teacher, teacher_model=args.teacher_model,
+                            policy=model_identity(args.policy), students=[model_identity(m) for m in args.students],
+                            profile=prof_cfg.run_record(), select=sorted(bands))
     try:
-        check_run(out, record)
+        claim_run(out / RUN_FILE, identity, info={"input": str(args.input)}, what="a grow run", has_work=had_work)
     except RunMismatch as e:
         raise UsageError(str(e)) from None
 
@@ -154,21 +209,6 @@ def run(args: argparse.Namespace) -> int:
             backends[spec] = _rollout_spec(spec, args).build()
     students = Students([(spec, backends[spec]) for spec in student_specs], verifier, n=config.student_n,
                         sampling=sampling, template=args.template)
-    teacher_kw: dict[str, Any] = {"seed": config.seed}
-    cache = None
-    if args.teacher == "openai":
-        if not args.teacher_base_url or not args.teacher_model:
-            raise UsageError("--teacher openai needs --teacher-base-url and --teacher-model")
-        from composition_rl.backends.cache import ResponseCache
-
-        cache = ResponseCache(args.teacher_cache or out / "teacher_cache.jsonl")
-        teacher_kw.update(base_url=args.teacher_base_url, model=args.teacher_model,
-                          temperature=args.teacher_temperature, cache=cache)
-    try:
-        teacher = build_teacher(args.teacher, **teacher_kw)
-    except (KeyError, ValueError) as e:
-        raise UsageError(str(e).strip('"')) from None
-
     try:
         # the seeds' bands: a given profile, or a profile of the policy made now (resumable)
         if args.from_profile:
@@ -181,15 +221,15 @@ def run(args: argparse.Namespace) -> int:
             except (ImportError, ValueError) as e:
                 raise UsageError(f"cannot start the {args.executor} executor: {e}") from None
             try:
-                profile_problems(problems, seed_runner, verifier, out / "seed_profile", prof_cfg,
-                                 progress=not args.no_progress, extra_run_info={"model": args.policy})
+                profile_problems(readable, seed_runner, verifier, out / "seed_profile", prof_cfg,
+                                 progress=not args.no_progress, identity=run_identity(model=args.policy))
             finally:
                 seed_runner.close()
             classes = {r["id"]: r["class"] for r in load_profile(out / "seed_profile")}
-        hard = [p for p in problems if classes.get(p.id) in bands]
-        pre = {}
-        not_hard = sum(1 for p in problems if p.id in classes and classes[p.id] not in bands)
-        not_profiled = sum(1 for p in problems if p.id not in classes)
+        hard = [p for p in readable if classes.get(p.id) in bands]
+        pre = dict(skipped)
+        not_hard = sum(1 for p in readable if p.id in classes and classes[p.id] not in bands)
+        not_profiled = sum(1 for p in readable if p.id not in classes)
         if not_hard:
             pre["not_hard"] = not_hard
         if not_profiled:
@@ -200,17 +240,26 @@ def run(args: argparse.Namespace) -> int:
 
         def qualify(cands, qdir):
             profile_problems(cands, policy, verifier, qdir, prof_cfg, progress=not args.no_progress,
-                             extra_run_info={"model": args.policy})
+                             identity=run_identity(model=args.policy))
             return {r["id"]: r["class"] for r in load_profile(qdir, ids=[c.id for c in cands])}
 
         res = grow(hard, [teacher], students, verifier, out, config, method=args.method, qualify=qualify,
                    seeds_in=len(problems), pre_dropped=pre, input_rejects=loaded.rejects,
                    progress=not args.no_progress)
+    except RolloutError as e:  # the policy or a student: finished profiles and seeds are kept
+        print(f"crl grow: error: generation failed: {e}; finished work is kept in {out}: rerun the same "
+              "command to resume", file=sys.stderr)
+        return 1
+    except ChatError as e:  # transient (a refusal is a TeacherError): nothing of that seed was kept
+        print(f"crl grow: error: the teacher at {e.endpoint or args.teacher_base_url} gave no answer ({e}); "
+              f"finished seeds are kept in {out}: rerun the same command when it answers", file=sys.stderr)
+        return 1
     finally:
         for b in backends.values():
             b.close()
         if cache is not None:
             cache.close()
+    clear_exports(out)  # an export of an earlier run must not sit beside this run's qualified.jsonl
     if res.qualified:
         for name in ("verl", "trl"):
             export(res.qualified, name, out)

@@ -21,6 +21,7 @@ RESUMABLE = True  # a rerun continues from the finished work
 def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     """Model, backend and decoding flags shared by ``crl profile`` and ``crl eval``."""
     from composition_rl.backends.rollout import ROLLOUT_BACKENDS
+    from composition_rl.flags import positive_int
 
     g = p.add_argument_group("policy")
     g.add_argument("--model", required=True, help="local model folder, or the served model name with --base-url")
@@ -67,7 +68,7 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     i = p.add_argument_group("input")
     i.add_argument("--question-field", help="force the question field")
     i.add_argument("--answer-field", help="force the answer field")
-    i.add_argument("--limit", type=int, help="use only the first N problems of each file")
+    i.add_argument("--limit", type=positive_int, help="use only the first N problems of each file (N >= 1)")
     i.add_argument("--verify-timeout", type=float, default=5.0, help="seconds per answer check")
     i.add_argument("--no-progress", action="store_true")
 
@@ -145,7 +146,7 @@ def load_input(path: str, args: argparse.Namespace):
         raise UsageError(str(e)) from None
     problems = res.problems
     if res.rejects:
-        print(f"{path}: {len(res.problems)} problems, {len(res.rejects)} rows rejected")
+        print(res.rejected_note(path), file=sys.stderr)
     problems = problems[: args.limit] if args.limit else problems
     if not problems:
         raise UsageError(f"{path}: no usable problems")
@@ -167,7 +168,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from composition_rl.backends.rollout import RolloutError
-    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.io.files import atomic_write_jsonl, writable_dir
+    from composition_rl.io.runs import run_identity
     from composition_rl.profile import (
         ProfileConfig,
         RunMismatch,
@@ -192,6 +194,10 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
+    try:
+        writable_dir(args.out)  # before any model is loaded: one line, not a traceback later
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     problems = load_input(args.input, args)
     backend = backend_from_args(args)
     from composition_rl.verify import VerifyConfig, shared_verifier
@@ -207,7 +213,8 @@ def run(args: argparse.Namespace) -> int:
             out,
             config,
             progress=not args.no_progress,
-            extra_run_info={"model": args.model, "input": str(args.input), "backend": backend.name},
+            extra_run_info={"input": str(args.input)},
+            identity=run_identity(model=args.model, backend=backend.name, inputs={"input": args.input}),
         )
     except RunMismatch as e:
         raise UsageError(str(e)) from None

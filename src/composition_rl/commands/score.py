@@ -16,7 +16,6 @@ kept in ``<out>.options.json``; a rerun with other options refuses (``--fresh`` 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -58,36 +57,40 @@ def _read_rows(path: Path) -> list:
 
 
 def _options(args: argparse.Namespace, fallbacks: tuple[str, ...]) -> dict[str, Any]:
-    """What decides a row's score: a rerun with other values must not append to old rows."""
-    return {"input": str(Path(args.input).resolve()), "response_field": args.response_field,
-            "answer_field": args.answer_field, "fallbacks": list(fallbacks), "timeout_s": args.timeout}
+    """What decides a row's score: a rerun with other values must not append to old rows.
+    The input by its content too: rows are resumed by position, so an edited input must not be."""
+    from composition_rl.io.runs import run_identity
+
+    return run_identity(inputs={"input": args.input}, input=str(Path(args.input).resolve()),
+                        response_field=args.response_field, answer_field=args.answer_field,
+                        fallbacks=list(fallbacks), timeout_s=args.timeout)
 
 
-def _prepare_outputs(out: Path, rejects: Path, meta: Path, options: dict[str, Any], fresh: bool) -> None:
-    """Check every output path before any work; refuse to resume under other options."""
+def _prepare_outputs(inp: str, out: Path, rejects: Path, meta: Path, options: dict[str, Any], fresh: bool) -> None:
+    """Check every output path before any work; refuse an output that is the input, and a
+    resume under other options."""
+    from composition_rl.io.files import refuse_overwrite
+    from composition_rl.io.runs import RunMismatch, claim_run
+
+    try:
+        refuse_overwrite({"--input": inp}, (out, rejects, meta))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         if fresh:
             for p in (out, rejects, meta):
                 p.unlink(missing_ok=True)
-        for p in (out, rejects, meta):
+        for p in (out, rejects):
             with open(p, "a", encoding="utf-8"):
                 pass
+        has_rows = out.stat().st_size > 0 or rejects.stat().st_size > 0
+        claim_run(meta, options, has_work=has_rows, what="scored rows",
+                  fix="pass --fresh to score again from scratch, or choose another --out")
+    except RunMismatch as e:
+        raise UsageError(str(e)) from None
     except OSError as e:
         raise UsageError(f"--out {out}: cannot write {e.filename or out} ({e.strerror or e})") from None
-    old = meta.read_text(encoding="utf-8").strip()
-    has_rows = out.stat().st_size > 0 or rejects.stat().st_size > 0
-    if has_rows:
-        prev = json.loads(old) if old else None
-        if prev != options:
-            if prev is None:
-                why = "it has no record of the options it was scored with"
-            else:
-                diff = [f"{k} {prev.get(k)!r} -> {v!r}" for k, v in options.items() if prev.get(k) != v]
-                why = "it was scored with other options: " + ", ".join(diff)
-            raise UsageError(f"{out} already holds scored rows, but {why}. Pass --fresh to score again "
-                             "from scratch, or choose another --out")
-    meta.write_text(json.dumps(options, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _resume_point(out: Path, rows: list[dict], rejects: Path) -> int:
@@ -149,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     meta_path = out.with_name(out.stem + ".options.json")
     if not Path(args.input).is_file():
         raise UsageError(f"--input {args.input} is not a file")
-    _prepare_outputs(out, rejects_path, meta_path, _options(args, fallbacks), args.fresh)
+    _prepare_outputs(args.input, out, rejects_path, meta_path, _options(args, fallbacks), args.fresh)
     rows = _read_rows(Path(args.input))
     if not rows:
         raise UsageError(f"--input {args.input} holds no rows")

@@ -128,7 +128,6 @@ def choose_python(args) -> str:
 
 def run(args) -> int:
     from composition_rl.cli import UsageError
-    from composition_rl.commands.compose import check_out_dir
     from composition_rl.integrations.verl_recipe import (
         RecipeConfig,
         RecipeStage,
@@ -142,7 +141,12 @@ def run(args) -> int:
     if online is not None and len(args.stages) != 1:
         raise UsageError(f"--online grows depth during training: give one --stages file (depth-1 data), "
                          f"not {len(args.stages)}")
-    check_out_dir(Path(args.out))
+    from composition_rl.io.files import writable_dir
+
+    try:
+        writable_dir(args.out)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     stages = []
     for k, f in enumerate(args.stages):
         p = Path(f)

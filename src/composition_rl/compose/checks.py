@@ -142,7 +142,7 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
     llm = c.engine == "llm"
     K = len(parents)
     links = c.links
-    if c.depth != K or len(links) != K - 1 or tuple([p.id for p in parents]) != c.parents:
+    if c.depth != sum(p.depth for p in parents) or len(links) != K - 1 or tuple([p.id for p in parents]) != c.parents:
         return Failure("check1_v1", "bad_record", f"depth {c.depth}, {len(links)} links, parents {c.parents} do not match the chain")
     text = c.question
     if tuple(c.answers) != tuple(parents[-1].answers):

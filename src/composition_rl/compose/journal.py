@@ -20,14 +20,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from composition_rl.backends.base import RequestRefused
+from composition_rl.backends.base import ChatError, RequestRefused
 from composition_rl.compose.base import LLM_STAGES, Rejection
 from composition_rl.compose.pools import candidate_id
 from composition_rl.io.files import JsonlLog, atomic_open, atomic_write_json, dumps
+from composition_rl.io.runs import claim_run
 from composition_rl.progress import ProgressBar
 from composition_rl.records import Problem
 
-__all__ = ["JOURNAL", "RUN_FILE", "run_journaled"]
+__all__ = ["JOURNAL", "RUN_FILE", "EndpointDown", "run_journaled"]
 
 log = logging.getLogger("composition_rl.compose.llm")
 
@@ -35,9 +36,16 @@ JOURNAL = "llm_journal.jsonl"
 RUN_FILE = "llm_run.json"
 
 
-def _claim_run(out: Path, engine_name: str, cfg: Any, seed: int, max_chars: int, backend: Any) -> None:
+class EndpointDown(RuntimeError):
+    """Candidates in a row failed without an answer (``LLMComposeConfig.stop_after``): the
+    run stopped; what finished is in the journal and a rerun retries the rest."""
+
+
+def _claim_run(out: Path, engine_name: str, cfg: Any, seed: int, max_chars: int, backend: Any,
+               identity: dict[str, Any]) -> None:
     """Record what the journal in ``out`` was made with; refuse to resume it with other
-    settings (a rerun would otherwise mix two models' compositions in one output)."""
+    settings (a rerun would otherwise mix two models' compositions in one output). The
+    endpoint URLs are not part of it: the same model may be served from elsewhere."""
     from composition_rl.compose.llm.prompts import PROMPT_NAMES, load_prompt
 
     prompts = "".join(load_prompt(n) for n in PROMPT_NAMES)
@@ -52,17 +60,10 @@ def _claim_run(out: Path, engine_name: str, cfg: Any, seed: int, max_chars: int,
         "seed": seed,
         "max_chars": max_chars,
         "prompts_sha256": hashlib.sha256(prompts.encode()).hexdigest()[:16],
+        **identity,
     }
-    path = out / RUN_FILE
-    if path.exists() and (out / JOURNAL).exists():
-        old = json.loads(path.read_text(encoding="utf-8"))
-        diff = {k: (old.get(k), v) for k, v in mine.items() if old.get(k) != v}
-        if diff:
-            shown = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items()))
-            raise ValueError(
-                f"{out} holds an LLM compose run made with other settings ({shown}); use a new --out or delete {out / JOURNAL}"
-            )
-    atomic_write_json(path, mine)
+    claim_run(out / RUN_FILE, mine, has_work=(out / JOURNAL).exists(), what="an LLM compose run",
+              fix=f"use a new --out, or delete {out / JOURNAL} to start over")
 
 
 def run_journaled(
@@ -73,16 +74,19 @@ def run_journaled(
     total: int | None = None,
     progress: bool = True,
     extra_stats: dict[str, Any] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Compose ``candidates`` with a resumable engine and write ``composed.jsonl``,
     ``rejected.jsonl`` and ``stats.json`` into ``out``; returns the stats.
 
     Resumable: rerun with the same ``out`` after a crash or ``kill -9``; finished candidates
-    are read from the journal and never composed (or called for) again.
+    are read from the journal and never composed (or called for) again. ``identity``: what
+    else decides the output (the composition options, the input hashes), recorded in
+    ``llm_run.json`` with the model settings; a rerun with any of it changed is refused.
     """
     out.mkdir(parents=True, exist_ok=True)
     given = engine.backend  # a ready backend (tests, benchmarks) is the caller's to close
-    _claim_run(out, engine_name, engine.config, engine.seed, engine.max_chars, given)
+    _claim_run(out, engine_name, engine.config, engine.seed, engine.max_chars, given, identity or {})
     backend, cache = engine.open(out)
     t0 = time.perf_counter()
     try:
@@ -119,7 +123,11 @@ async def _drive(candidates, out, engine, backend, concurrency, total, progress,
                    _cps=f"{s.calls / elapsed:.1f} calls/s" if elapsed > 0 else "0.0 calls/s",
                    _tok=f"{s.prompt_tokens + s.completion_tokens:,} tok")
 
-    refused: list[RequestRefused] = []
+    refused: list[BaseException] = []
+    # transient failures (no answer at all) are never journaled: a rerun retries them. So many
+    # in a row that no answer came between them means the endpoint is down: stop early.
+    transient = {"in_a_row": 0, "total": 0}
+    stop_after = getattr(engine.config, "stop_after", 16)
 
     async def one(chain: Sequence[Problem], cid: str) -> None:
         usage = Usage()
@@ -128,9 +136,22 @@ async def _drive(candidates, out, engine, backend, concurrency, total, progress,
         except RequestRefused as e:
             refused.append(e)  # not journaled: a rerun with the option changed redoes it
             return
+        except ChatError as e:
+            if not e.transient:
+                raise
+            transient["total"] += 1
+            transient["in_a_row"] += 1
+            if transient["in_a_row"] >= stop_after and not refused:
+                where = e.endpoint or "the endpoint"
+                refused.append(EndpointDown(
+                    f"{where} gave no answer to {transient['in_a_row']} candidates in a row (last: {e.kind}: "
+                    f"{e.detail[:160]}); stopped. Finished candidates are kept in {out / JOURNAL}; rerun the "
+                    "same command when the endpoint answers (the failed ones are retried)"))
+            return
         except Exception as e:  # a bug must not sink a day-long run: count it, loudly
             log.exception("candidate %s failed", cid)
             res = Rejection("internal", "internal_error", f"{type(e).__name__}: {e}"[:300])
+        transient["in_a_row"] = 0  # an answer came back: the endpoint is up
         ok = isinstance(res, Problem)
         journal.append({
             "cid": cid,
@@ -169,6 +190,12 @@ async def _drive(candidates, out, engine, backend, concurrency, total, progress,
             await asyncio.gather(*list(tasks), return_exceptions=bool(refused))
         tick()
         if refused:
+            # requests the cancelled candidates shared (engine._ask shields them) may still be
+            # in flight: end them now, or asyncio.run reports each failure as a traceback
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in rest:
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
             raise refused[0]
     finally:
         bar.close()
@@ -178,6 +205,9 @@ async def _drive(candidates, out, engine, backend, concurrency, total, progress,
         else:
             await backend.end_loop()
     log.info("llm compose: %d candidates, %d already done before this run", len(order), done_before)
+    if transient["total"]:
+        log.warning("llm compose: %d candidates got no answer (timeouts, connection errors, 5xx); they are left "
+                    "for the next run", transient["total"])
     return order, out / JOURNAL
 
 
@@ -209,7 +239,7 @@ def _finalize(
         for cid in order:
             off = offsets.get(cid)
             if off is None:
-                missing += 1  # only possible if a task died without a journal line
+                missing += 1  # no answer came (a transient failure): left for the next run
                 continue
             j.seek(off)
             e = json.loads(j.readline())
@@ -236,6 +266,7 @@ def _finalize(
         "llm_config": llm_config.public(),
         "backend": backend.describe(),
         "candidates": n,
+        "pending": missing,  # candidates with no answer yet (transient failures): a rerun retries them
         "accepted": accepted,
         "rejected": n - accepted,
         "acceptance": round(accepted / n, 6) if n else 0.0,

@@ -21,7 +21,9 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-__all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "offset_kind"]
+from composition_rl.values.parse import inexact_answer
+
+__all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "inexact_q1", "offset_kind"]
 
 # The kinds an offset ``d = v1 - v2`` can have, in order of preference ("equal to" and an
 # integer read equally well, so they share a rank).
@@ -52,6 +54,21 @@ def approximate_question(text: str) -> bool:
         after = text[m.end() : m.end() + 12].lower()
         return after.startswith((" your", " to", " the answer", " off", " it"))
     return True
+
+
+def inexact_q1(answers, question: str, solution: str = "") -> str:
+    """Why a problem cannot lead a link for its answer ("" if it can), for every engine: its
+    gold answer is no exact value (:func:`composition_rl.values.parse.inexact_answer`, issue
+    25), unless the question itself asks for that rounding, which defines X (then only the
+    pool preference ``approximate_q1`` applies). Forms that disagree never define X.
+
+    >>> inexact_q1(["0.01", "0.02"], "What is the angular resolution?"), inexact_q1(["9.6"], "to two significant figures", "\\log 2")
+    ('answers_disagree', '')
+    """
+    why = inexact_answer(answers, solution)
+    if why and why != "answers_disagree" and approximate_question(question):
+        return ""
+    return why
 
 
 def offset_kind(d: Fraction | None) -> str:
@@ -86,7 +103,9 @@ class Naturalness:
                 "offsets break ``max_offset``: v1 = 19440 lost 6,334 MATH links)."})
     prefer_integer: bool = field(default=True, metadata={
         "help": "rank constants by offset kind (integer before rational) before their structural "
-                "rank; False keeps the structural rank alone."})
+                "rank; False keeps the structural rank alone.",
+        "help_no": "rank constants by their structural rank alone (by default an integer offset is "
+                   "preferred to a rational one first)."})
 
     def __post_init__(self) -> None:
         if self.max_offset < 1:

@@ -211,6 +211,8 @@ class RunEstimate:
         bytes_per_candidate: composed plus rejected output per chain in the trial.
         seconds_per_candidate: one process's time per chain in the trial (cold caches, so
             it errs high).
+        distinct: different problems in all the pools together; a chain needs ``depth`` of
+            them, so with fewer no chain exists and no trial is run.
     """
 
     pools: tuple[int, ...]
@@ -222,6 +224,7 @@ class RunEstimate:
     bytes_per_candidate: float
     seconds_per_candidate: float
     trial_reasons: tuple[tuple[str, int], ...] = ()
+    distinct: int = 0
 
     @property
     def output_bytes(self) -> float:
@@ -245,13 +248,16 @@ def estimate_run(
     engine, pools = _symbolic_pools(problems, first_pool, config)
     upper = count_candidates(pools)
     total = min(upper, config.max_candidates) if config.max_candidates else upper
+    distinct = len({p.id for pool in pools for p in pool})
+    if distinct < config.depth:  # no chain of depth different problems exists: nothing to try
+        trial = 0
     need = 2 * (config.depth - 1)
     names = frozenset(VARIABLE_NAMES)
     used: dict[str, frozenset[str]] = {}  # problem id -> the variable names its text uses
     n = acc = ok = size = 0
     reasons: Counter[str] = Counter()
     t0 = time.perf_counter()
-    for ix in iter_index_chains(pools, config.seed, trial):
+    for ix in iter_index_chains(pools, config.seed, trial) if trial else ():
         chain = tuple(pools[k][i] for k, i in enumerate(ix))
         letters: set[str] = set()
         for p in chain:
@@ -273,4 +279,5 @@ def estimate_run(
         pools=tuple(len(p) for p in pools), candidates=total, trial=n, trial_accepted=acc,
         names_needed=need, names_ok=ok, bytes_per_candidate=size / n if n else 0.0,
         seconds_per_candidate=elapsed / n if n else 0.0, trial_reasons=tuple(reasons.most_common(3)),
+        distinct=distinct,
     )

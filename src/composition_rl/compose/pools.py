@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -116,13 +117,29 @@ def iter_index_chains(
     rng = random.Random(f"cands:{seed}")
     picked: list[int] = []
     # sample a little extra so that chains with a repeated problem can be dropped
-    for i in rng.sample(range(total), min(total, max_candidates + max_candidates // 10 + 16)):
+    for i in _sample(rng, total, min(total, max_candidates + max_candidates // 10 + 16)):
         if distinct(_decode(i, sizes)):
             picked.append(i)
             if len(picked) == max_candidates:
                 break
     for i in sorted(picked):
         yield _decode(i, sizes)
+
+
+def _sample(rng: random.Random, total: int, k: int) -> list[int]:
+    """``k`` different numbers of ``range(total)``, seeded. ``random.sample`` needs the length of
+    the range as a C integer: a deep chain of large pools (6 problems at depth 40: 6^40 chains)
+    overflowed it, so such a product is sampled number by number (k is small beside it)."""
+    if total <= sys.maxsize:
+        return rng.sample(range(total), k)
+    seen: set[int] = set()
+    out: list[int] = []
+    while len(out) < k:
+        i = rng.randrange(total)
+        if i not in seen:
+            seen.add(i)
+            out.append(i)
+    return out
 
 
 def _decode(i: int, sizes: Sequence[int]) -> tuple[int, ...]:

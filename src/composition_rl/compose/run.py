@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import gc
-import multiprocessing
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -45,6 +44,8 @@ from composition_rl.compose.pools import (
     iter_index_range,
 )
 from composition_rl.compose.spill import OrderedOutput, Spill
+from composition_rl.compose.workers import ForkedWorkers
+from composition_rl.io.export import EXPORTERS, clear_exports, export_path
 from composition_rl.io.files import (
     atomic_open,
     atomic_write_json,
@@ -55,7 +56,8 @@ from composition_rl.io.files import (
 from composition_rl.progress import ProgressBar
 from composition_rl.records import Problem
 
-__all__ = ["OutputBusy", "Stage", "build_engine", "engine_pools", "execute", "funnel", "is_resumable", "lock_output", "run_compose"]
+__all__ = ["OutputBusy", "Stage", "build_engine", "engine_pools", "execute", "funnel", "is_resumable", "lock_output",
+           "output_paths", "run_compose"]
 
 
 def build_engine(config: Any, **engine_kw: Any) -> Any:
@@ -85,6 +87,15 @@ def engine_pools(engine: Any, problems: Sequence[Problem], first_pool: Sequence[
     return build_pools(sets, config.sizes, config.seed, lambda p, k: engine.eligible(p, k, depth),
                        flaw=(lambda p, k: flaw(p, k, depth)) if flaw is not None else None,
                        report=getattr(engine, "pool_report", None))
+
+
+def output_paths(out: str | os.PathLike) -> list[Path]:
+    """Every file a compose run into ``out`` may write (records, stats, journal, exports):
+    none of them may be an input of the run."""
+    from composition_rl.compose.journal import JOURNAL, RUN_FILE
+
+    names = ["composed.jsonl", "rejected.jsonl", "input_rejects.jsonl", "stats.json", JOURNAL, RUN_FILE]
+    return [Path(out) / n for n in names] + [export_path(out, e) for e in EXPORTERS.names()]
 
 
 def funnel(candidates: int, rejected_by_stage: dict[str, int], stages: Sequence[str] = FUNNEL_STAGES) -> list[dict[str, Any]]:
@@ -135,6 +146,10 @@ def execute(problems, config, out: Path, first_pool=None, inputs=None, input_rej
             **engine_kw: Any) -> dict[str, Any]:
     """:func:`run_compose` without taking the lock (the caller holds it, or owns ``out``)."""
     out.mkdir(parents=True, exist_ok=True)
+    stale = clear_exports(out)  # made from the composed.jsonl this run replaces
+    if stale:
+        print(f"note: removed {', '.join(p.name for p in stale)} of the previous run in {out}: they were made "
+              "from the composed.jsonl this run replaces", file=sys.stderr)
     if not is_resumable(config.engine):
         return _run_batch(problems, config, out, first_pool, inputs, input_rejects, progress)
     engine = build_engine(config, **engine_kw)
@@ -146,8 +161,12 @@ def execute(problems, config, out: Path, first_pool=None, inputs=None, input_rej
              "input_rejects": len(input_rejects)}
     from composition_rl.compose.journal import run_journaled
 
+    # the journal is keyed by each candidate's content, so a larger --max-candidates reuses
+    # every finished candidate: the sample size is not part of what the journal holds
+    identity = {"compose": config_stats(config, drop=("workers", "max_candidates", "engine")),
+                "inputs": {k: v.get("sha256") for k, v in (inputs or {}).items() if isinstance(v, dict)}}
     return run_journaled(engine, iter_candidates(pools, config.seed, config.max_candidates), out,
-                         config.engine, total=total, progress=progress, extra_stats=extra)
+                         config.engine, total=total, progress=progress, extra_stats=extra, identity=identity)
 
 
 # ---------------------------------------------------------------------------------------
@@ -155,7 +174,6 @@ def execute(problems, config, out: Path, first_pool=None, inputs=None, input_rej
 # ---------------------------------------------------------------------------------------
 _CHUNK = 2048
 _SYNC_BYTES = 32 << 20  # composed.jsonl bytes written between overlapped fsyncs
-_STATE: tuple[Any, list[list[Problem]], Any] | None = None  # (engine, pools, spill), set before the fork
 
 
 def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progress) -> dict[str, Any]:
@@ -177,54 +195,50 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
         chunks = (range(a, min(a + _CHUNK, upper)) for a in range(0, upper, _CHUNK))
     else:  # a sample: the parent draws it and sends the chains
         chunks = _chunks(iter_index_chains(pools, config.seed, config.max_candidates), _CHUNK)
-    global _STATE
-    pool = spill = None
+    spill = None
     bar = ProgressBar("composing", total, enabled=progress, fields={"accepted": 0})
     # The loaded problems, pools and caches live for the whole run: keep the cyclic GC from
     # re-walking them on every full collection (it cost about a third of the run time), and
     # share them copy-on-write with the forked workers. unfreeze() in the finally undoes it.
     gc.freeze()
     try:
-        if workers > 1:
-            # workers leave their accepted lines in spill files beside the output (compose/spill.py)
-            spill = Spill(tempfile.mkdtemp(prefix=".compose-parts-", dir=out))
-            _STATE = (engine, pools, spill)  # before the fork: the workers inherit it
-            pool = multiprocessing.get_context("fork").Pool(workers, initializer=_worker_init)
-        else:
-            _STATE = (engine, pools, None)
-        results = _awake(pool.imap(_compose_chunk, chunks)) if pool is not None else map(_compose_chunk, chunks)
-        with (
-            atomic_open(out / "composed.jsonl", "wb") as fa,
-            atomic_open(out / "rejected.jsonl", "wb") as fr,
-            contextlib.closing(OrderedOutput(fa.fileno())) as composed,
-        ):
-            unsynced = 0
-            for n_acc, acc, rej_blob, rej_keys, links in results:
-                tally.update(links)
-                # bytes (in-process) or a (spill file, offset, length) range a worker wrote
-                written = composed.write(acc) if isinstance(acc, bytes) else composed.copy_range(*acc)
-                fr.write(rej_blob)
-                unsynced += written
-                if unsynced >= _SYNC_BYTES:
-                    # flush to disk while the workers compose the next chunks, so that the
-                    # closing fsync (atomic_open) finds little left to write
-                    os.fsync(fa.fileno())
-                    unsynced = 0
-                for stage, reason in rej_keys:
-                    counts[reason] += 1
-                    stages[stage] += 1
-                n += n_acc + len(rej_keys)
-                accepted += n_acc
-                bar.update(n, accepted=accepted)
+        with contextlib.ExitStack() as stack:
+            if workers > 1:
+                # workers leave their accepted lines in spill files beside the output
+                # (compose/spill.py); the folder goes when the workers are gone, whatever happened
+                spill = Spill(tempfile.mkdtemp(prefix=".compose-parts-", dir=out))
+                stack.callback(shutil.rmtree, spill.folder, True)
+                procs = stack.enter_context(ForkedWorkers(functools.partial(_compose_chunk, engine, pools, spill),
+                                                          workers))
+                results = procs.imap(chunks)
+            else:
+                results = map(functools.partial(_compose_chunk, engine, pools, None), chunks)
+            with (
+                atomic_open(out / "composed.jsonl", "wb") as fa,
+                atomic_open(out / "rejected.jsonl", "wb") as fr,
+                contextlib.closing(OrderedOutput(fa.fileno())) as composed,
+            ):
+                unsynced = 0
+                for n_acc, acc, rej_blob, rej_keys, links in results:
+                    tally.update(links)
+                    # bytes (in-process) or a (spill file, offset, length) range a worker wrote
+                    written = composed.write(acc) if isinstance(acc, bytes) else composed.copy_range(*acc)
+                    fr.write(rej_blob)
+                    unsynced += written
+                    if unsynced >= _SYNC_BYTES:
+                        # flush to disk while the workers compose the next chunks, so that the
+                        # closing fsync (atomic_open) finds little left to write
+                        os.fsync(fa.fileno())
+                        unsynced = 0
+                    for stage, reason in rej_keys:
+                        counts[reason] += 1
+                        stages[stage] += 1
+                    n += n_acc + len(rej_keys)
+                    accepted += n_acc
+                    bar.update(n, accepted=accepted)
     finally:
         bar.close()
-        _STATE = None
         gc.unfreeze()
-        if pool is not None:
-            pool.terminate()
-            pool.join()
-        if spill is not None:
-            shutil.rmtree(spill.folder, ignore_errors=True)
     permute_lines(out / "composed.jsonl", output_order(accepted, config.seed))
     atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
     elapsed = time.perf_counter() - t0
@@ -251,40 +265,6 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
     return stats
 
 
-def _awake(results, poll_s: float = 0.5):
-    """``pool.imap``'s results, waking the main thread every ``poll_s`` while it waits.
-
-    A signal sent to the process group may be delivered to one of the pool's helper threads;
-    Python then runs its handler in the main thread only once that thread runs again. Blocked
-    in a plain ``next()``, it may never: the same signal kills the workers, the pool replaces
-    them, and the chunks they held never come back. The run then hung, measured 1 in 8 to 16
-    group SIGTERMs (benchmarks/compose_interrupt.py).
-    """
-    while True:
-        try:
-            yield results.next(timeout=poll_s)
-        except multiprocessing.TimeoutError:
-            continue
-        except StopIteration:
-            return
-
-
-def _worker_init() -> None:
-    # Ctrl-C reaches the whole process group: the parent alone reports it and terminates the
-    # pool (a worker that raised KeyboardInterrupt too would print its own traceback), and
-    # the parent's SIGTERM handler must not run in a worker that pool.terminate() stops.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _worker_sigterm)
-
-
-def _worker_sigterm(signum, frame) -> None:
-    # Not SIG_DFL: an idle worker waits for its next task inside the task queue's lock, and a
-    # worker killed there never releases it, so the parent's pool.terminate() (which takes that
-    # lock first) blocked forever when a SIGTERM reached the whole group (`kill -TERM -PGID`).
-    # Raising here unwinds the `with lock:` blocks, releasing the lock, and ends the worker.
-    raise SystemExit(128 + signum)
-
-
 def _worker_count(requested: int, total: int) -> int:
     if total < 4 * _CHUNK:
         return 1  # not worth a fork
@@ -303,15 +283,13 @@ def _chunks(it, size: int):
 
 
 def _compose_chunk(
-    chunk: range | list[tuple[int, ...]],
+    engine: Any, pools: list[list[Problem]], spill: Spill | None, chunk: range | list[tuple[int, ...]],
 ) -> tuple[int, bytes | tuple[str, int, int], bytes, list[tuple[str, str]], dict[str, int]]:
     """Compose one chunk of chains (in a worker or in-process): a range of chain numbers of
     the full product, or the chains themselves. Returns the number accepted, the accepted
     lines (UTF-8 bytes in-process; in a worker, the (file, offset, length) where it spilled
     them), the rejected lines as UTF-8, the (stage, reason) of each rejection and the offset
     kinds of the accepted links (``SymbolicComposer.take_tally``)."""
-    assert _STATE is not None
-    engine, pools, spill = _STATE
     if isinstance(chunk, range):
         chunk = iter_index_range(pools, chunk.start, chunk.stop)
     acc: list[str] = []

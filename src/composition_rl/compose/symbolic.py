@@ -23,7 +23,7 @@ import sympy
 from composition_rl.compose import spc
 from composition_rl.compose.base import COMPOSERS, Rejection
 from composition_rl.compose.checks import run_checks
-from composition_rl.compose.natural import OFFSET_KINDS, Naturalness, offset_kind
+from composition_rl.compose.natural import OFFSET_KINDS, Naturalness, inexact_q1, offset_kind
 from composition_rl.compose.spc import VARIABLE_NAMES
 from composition_rl.io.files import dumps
 from composition_rl.records import Link, Problem
@@ -144,6 +144,7 @@ class SymbolicComposer:
         # per accepted link: its offset kind and magnitude bucket (see take_tally / link_stats)
         self.tally: Counter[str] = Counter()
         self.pool_report: dict[str, object] = {}  # what build_pools swapped out, for stats.json
+        self._not_exact: set[str] = set()  # ids of q1s whose answer is no exact value (q1_inexact)
 
     def lead(self, p: Problem) -> _Lead | None:
         """v1 of ``p`` with everything the links need, or None if its answer is no number."""
@@ -187,11 +188,17 @@ class SymbolicComposer:
         return out
 
     def lead_value(self, p: Problem):
+        if self.q1_inexact(p):
+            return None
         if not self.derive_q1:
             return parse_answer_value(p.answer)
         # issue 27: an answer that is not one number leads with a number derived from it
         nat = self.natural
         return lead_value(p.answer, p.question, nat.max_q1, nat.max_denominator)
+
+    def q1_inexact(self, p: Problem) -> str:
+        """Why ``p``'s answer cannot stand as an exact v1, or "" (:func:`~composition_rl.compose.natural.inexact_q1`)."""
+        return inexact_q1(p.answers, p.question, str(p.metadata.get("solution") or ""))
 
     def constants(self, p: Problem) -> tuple[Constant, ...]:
         return find_constants(p.question, p.answer)
@@ -236,6 +243,11 @@ class SymbolicComposer:
     def eligible(self, p: Problem, position: int, depth: int) -> bool:
         """Whether ``p`` can stand at ``position`` (0-based) of a chain of ``depth``."""
         if position < depth - 1 and self.lead_value(p) is None:
+            why = self.q1_inexact(p)
+            if why and p.id not in self._not_exact:  # counted in stats.json, once per problem
+                self._not_exact.add(p.id)
+                counts = self.pool_report.setdefault("q1_not_exact", {})
+                counts[why] = counts.get(why, 0) + 1
             return False
         if position > 0 and not self.constants(p):
             return False
@@ -280,6 +292,10 @@ class SymbolicComposer:
         for k in range(K - 1):
             lead = self.lead(chain[k])
             if lead is None:
+                why = self.q1_inexact(chain[k])
+                if why:
+                    return Rejection("check1_v1", f"q1_{why}", f"position {k + 1}: answer {list(chain[k].answers)!r} of "
+                                     f"{chain[k].id} cannot be an exact value ({why})")
                 return Rejection("check1_v1", "q1_not_numeric", f"position {k + 1}: answer {chain[k].answer!r} of {chain[k].id} has no exact numeric value")
             leads.append(lead)
         tops = [self.safe_constants(chain[k]) for k in range(1, K)]  # empty: no constant
@@ -324,7 +340,9 @@ class SymbolicComposer:
             kinds.append(_bucket(lead, c.value))
         links.reverse()
         composed = Problem.new(
-            text, chain[-1].answers, source="compose:" + self.name, depth=K, parents=tuple([p.id for p in chain]),
+            # depth counts original problems: a chain of composed records is as deep as their sum
+            text, chain[-1].answers, source="compose:" + self.name, depth=sum(p.depth for p in chain),
+            parents=tuple([p.id for p in chain]),
             links=tuple(links), engine=self.name, metadata=self.metadata(chain, candidate_id),
         )
         failure = run_checks(composed, chain, self.max_chars)

@@ -23,7 +23,7 @@ from composition_rl.io.files import atomic_open
 from composition_rl.records import Problem
 from composition_rl.registry import Registry
 
-__all__ = ["EXPORTERS", "export", "instruction", "user_prompt"]
+__all__ = ["EXPORTERS", "clear_exports", "export", "export_path", "instruction", "user_prompt"]
 
 EXPORTERS: Registry[Callable[[Sequence[Problem], str], list[dict[str, Any]]]] = Registry("exporter")
 
@@ -87,6 +87,27 @@ def to_trl(problems: Sequence[Problem], split: str = "train") -> list[dict[str, 
     ]
 
 
+def export_path(out_dir: str | os.PathLike, name: str) -> Path:
+    """Where exporter ``name`` writes in ``out_dir`` (``<name>.parquet``)."""
+    return Path(out_dir) / f"{name}.parquet"
+
+
+def clear_exports(out_dir: str | os.PathLike) -> list[Path]:
+    """Remove every registered exporter's file from ``out_dir``; returns the removed paths.
+
+    A run that replaces the records an export was made from calls this first, so an export
+    of the previous run never sits beside the new records (issue 25: a rerun without
+    ``--export`` left the previous input's parquet files, and ``crl verl-recipe`` took them).
+    """
+    gone = []
+    for name in EXPORTERS.names():
+        path = export_path(out_dir, name)
+        if path.is_file():
+            path.unlink()
+            gone.append(path)
+    return gone
+
+
 def export(problems: Sequence[Problem], name: str, out_dir: str | os.PathLike, split: str = "train") -> Path:
     """Write ``<name>.parquet`` into ``out_dir`` atomically; returns its path. Refuses (ValueError)
     to write an empty dataset.
@@ -102,7 +123,7 @@ def export(problems: Sequence[Problem], name: str, out_dir: str | os.PathLike, s
         raise ValueError(f"no problems to export: refusing to write an empty {name}.parquet")
     rows = EXPORTERS.get(name)(problems, split)
     table = pa.Table.from_pylist(rows)
-    path = Path(out_dir) / f"{name}.parquet"
+    path = export_path(out_dir, name)
     with atomic_open(path, "wb") as f:
         pq.write_table(table, f)
     return path

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_open", "atomic_write_json", "atomic_write_jsonl", "dumps", "JsonlLog", "permute_lines", "read_jsonl"]
+__all__ = ["atomic_open", "atomic_write_json", "atomic_write_jsonl", "dumps", "JsonlLog", "permute_lines", "read_jsonl",
+           "refuse_overwrite", "writable_dir", "writable_file"]
 
 
 def _umask() -> int:
@@ -27,6 +28,79 @@ def _umask() -> int:
 def dumps(obj: Any) -> str:
     """Canonical one-line JSON: sorted keys, UTF-8 kept, so equal inputs give equal bytes."""
     return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"), check_circular=False)
+
+
+def _cannot_write(folder: Path) -> str:
+    """Why files cannot be written in ``folder`` (created with its parents), or ""."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".crl-write-test.{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except FileExistsError:
+        return f"{folder} is a file, not a folder"
+    except NotADirectoryError:
+        return f"a part of {folder} is a file, not a folder"
+    except OSError as e:
+        return f"cannot write in {folder} ({e.strerror or e})"
+    return ""
+
+
+def writable_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """Create folder ``path`` (and its parents) and prove it writable, before any work.
+
+    Raises:
+        ValueError: one line naming ``flag``, the path and why (a file in the way, no
+            permission, a read-only file system), instead of a traceback later.
+    """
+    out = Path(path)
+    why = _cannot_write(out)
+    if why:
+        raise ValueError(f"{flag} {out}: {why}")
+    return out
+
+
+def writable_file(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """Check, before any work, that file ``path`` can be written: not a folder, and its
+    folder writable (created when missing). Raises ``ValueError`` in one line like
+    :func:`writable_dir`."""
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"{flag} {out} is a folder: give the name of a file to write")
+    why = _cannot_write(out.parent)
+    if why:
+        raise ValueError(f"{flag} {out}: {why}")
+    return out
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): compare where they would be
+        return a.resolve() == b.resolve()
+
+
+def refuse_overwrite(inputs: Mapping[str, str | os.PathLike | None], outputs: Iterable[str | os.PathLike],
+                     fix: str = "choose another --out") -> None:
+    """Raise ``ValueError`` when a file a run writes is one of its inputs.
+
+    ``inputs`` maps each input's flag (``--input``) to its path (None: not given). A run
+    truncates, appends to or renames over its outputs, so an output that is an input would
+    destroy the data it reads (issue 25: ``crl score --input r.jsonl --out r.jsonl --fresh``
+    left r.jsonl empty).
+
+    >>> refuse_overwrite({"--input": "/tmp/r.jsonl"}, ["/tmp/r.jsonl"])
+    Traceback (most recent call last):
+    ...
+    ValueError: --input /tmp/r.jsonl is also an output of this run (/tmp/r.jsonl would be overwritten); choose another --out
+    """
+    outs = [Path(o) for o in outputs]
+    for flag, path in inputs.items():
+        if path is None:
+            continue
+        for o in outs:
+            if _same_file(Path(path), o):
+                raise ValueError(f"{flag} {path} is also an output of this run ({o} would be overwritten); {fix}")
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -80,6 +81,18 @@ class LoadResult:
     @property
     def counts_add_up(self) -> bool:
         return self.rows == len(self.problems) + len(self.rejects)
+
+    def rejected_note(self, where: str) -> str:
+        """One line for a file some of whose rows were rejected: how many of how many, and
+        the top reasons with an example ("" when none was)."""
+        if not self.rejects:
+            return ""
+        top = Counter(r["reason"] for r in self.rejects).most_common(3)
+        first: dict[str, str] = {}
+        for r in self.rejects:
+            first.setdefault(r["reason"], r["detail"])
+        return (f"{where}: {len(self.rejects):,} of {self.rows:,} rows rejected, {len(self.problems):,} problems kept: "
+                + "; ".join(f"{n:,} {why} (e.g. {first[why]})" for why, n in top))
 
     def why_empty(self, where: str) -> str:
         """Why no row became a Problem: the top reasons with counts, the columns seen and the
@@ -177,23 +190,26 @@ def read_rows(path: str | os.PathLike) -> list[Any]:
             import pyarrow.parquet as pq
 
             return pq.read_table(pa.BufferReader(data)).to_pylist()
-        text = data.decode("utf-8-sig")
+        # bytes that are not UTF-8 (a Latin-1 row) become lone surrogates: the rows that hold
+        # them are rejected by line number below, the rest of the file is read
+        text = data.decode("utf-8-sig", errors="surrogateescape")
     except InputError:
         raise
-    except UnicodeDecodeError as e:
-        raise InputError(f"{p}: not UTF-8 text at byte {e.start} (format {fmt}"
-                         f"{', ' + compression if compression else ''}); supported: {SUPPORTED}") from e
     except Exception as e:  # unreadable parquet, corrupt archive, permissions
         raise InputError(f"{p}: cannot read ({type(e).__name__}: {e})") from e
     if fmt in ("csv", "tsv"):
         return _csv_rows(p, text, "\t" if fmt == "tsv" else ",")
     stripped = text.lstrip()
     if fmt == "json" or (fmt == "sniff" and stripped.startswith("[")):
+        bad = _NOT_UTF8.search(text)
+        if bad is not None:  # one document: no row can be set aside
+            raise InputError(f"{p}: {_not_utf8(text, bad.start())}; a JSON array must be UTF-8 throughout")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             if fmt == "json":
-                raise InputError(f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from e
+                raise InputError(f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
+                                 + _tabular_hint(text)) from e
         else:
             if isinstance(data, dict):
                 for key in ("data", "rows", "problems", "train"):
@@ -204,14 +220,46 @@ def read_rows(path: str | os.PathLike) -> list[Any]:
                 raise InputError(f"{p}: expected a JSON array of objects, found {type(data).__name__}")
             return data
     rows: list[Any] = []
+    hint = ""
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
+            continue
+        bad = _NOT_UTF8.search(line)
+        if bad is not None:
+            rows.append(_BadLine(i, _not_utf8(line, bad.start(), i)))
             continue
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as e:
-            rows.append(_BadLine(i, f"line {i} is not valid JSON: {e.msg}"))
+            if i == 1:
+                hint = _tabular_hint(text)
+            rows.append(_BadLine(i, f"line {i} is not valid JSON: {e.msg}{hint}"))
     return rows
+
+
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of a byte that is not UTF-8
+
+
+def _not_utf8(text: str, pos: int, line: int | None = None, column: bool = True) -> str:
+    """Where ``text`` (decoded with surrogateescape) has its first byte that is not UTF-8."""
+    if line is None:
+        line = text.count("\n", 0, pos) + 1
+    byte = ord(text[pos]) - 0xDC00
+    at = f" at column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}" if column else ""
+    return (f"line {line} is not UTF-8 text (byte 0x{byte:02x}{at}; Latin-1 or Windows-1252? "
+            "re-save the file as UTF-8)")
+
+
+def _tabular_hint(text: str) -> str:
+    """A hint when text that failed to parse as JSON looks like a CSV or TSV table."""
+    lines = [x for x in text.splitlines()[:3] if x.strip()]
+    if not lines or lines[0].lstrip().startswith(("{", "[")):
+        return ""
+    for sep, name in (("\t", "TSV (.tsv)"), (",", "CSV (.csv)")):
+        n = lines[0].count(sep)
+        if n and all(x.count(sep) >= n for x in lines[1:]):
+            return f"; it looks like {name}: the format comes from the file name, so rename it"
+    return ""
 
 
 def _csv_rows(p: Path, text: str, delimiter: str) -> list[Any]:
@@ -221,12 +269,24 @@ def _csv_rows(p: Path, text: str, delimiter: str) -> list[Any]:
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     if not reader.fieldnames:
         raise InputError(f"{p}: no header row (a {'TSV' if delimiter == chr(9) else 'CSV'} file needs column names)")
+    other, other_name = ("\t", "tab-separated: rename it .tsv") if delimiter == "," else (",", "comma-separated: rename it .csv")
+    if len(reader.fieldnames) == 1 and other in reader.fieldnames[0]:
+        raise InputError(f"{p}: its header {reader.fieldnames[0][:60]!r} is one column, but {other_name} "
+                         "(the format comes from the file name)")
+    bad = _NOT_UTF8.search("".join(reader.fieldnames))
+    if bad is not None:
+        raise InputError(f"{p}: the header {_not_utf8(''.join(reader.fieldnames), bad.start(), 1)}")
     rows: list[Any] = []
     try:
         for row in reader:
             extra = row.pop(None, None)  # type: ignore[call-overload]
             if extra:
                 rows.append(_BadLine(reader.line_num, f"line {reader.line_num} has {len(extra)} more cells than the header"))
+                continue
+            cell = next((v for v in row.values() if isinstance(v, str) and _NOT_UTF8.search(v)), None)
+            if cell is not None:
+                rows.append(_BadLine(reader.line_num, _not_utf8(cell, _NOT_UTF8.search(cell).start(), reader.line_num,
+                                                                column=False)))
                 continue
             rows.append({k: v for k, v in row.items() if v is not None})
     except csv.Error as e:

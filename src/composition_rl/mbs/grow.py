@@ -4,7 +4,7 @@ Seed 002, Methodology. Per seed (p, a*):
 
 1. **Teacher traces**: each teacher in the pool gets up to N_t tries; the first trace whose
    answer the verifier accepts against a* is kept; a seed with none is dropped
-   (``no_verified_trace``).
+   (``no_verified_trace``; ``not_a_chain`` when no teacher could read it at all).
 2. **Top-down decomposition**: the teacher splits a node into K <= 3 subproblems, each with
    a trace that the verifier ties to its answer. The *effectivity test* rolls every student
    out on the node's question with and without the subproblems as in-context worked
@@ -124,20 +124,25 @@ def grow_seed(seed: Problem, teachers: Sequence[Teacher], students: Students, ve
 # --------------------------------------------------------------------------- stage 1
 
 
-def _trace(seed: Problem, ctx: _Ctx) -> Item | None:
+def _trace(seed: Problem, ctx: _Ctx) -> tuple[Item | None, str]:
+    """The seed's verified trace, or None and why: ``not_a_chain`` when no teacher could even
+    read the seed (every attempt said so), else ``no_verified_trace``."""
+    kinds: set[str] = set()
     for teacher in ctx.teachers:
         for attempt in range(ctx.config.n_traces):
             try:
                 item = teacher.solve(seed.question, attempt)
             except TeacherError as e:
                 ctx.reject("trace", e)
+                kinds.add(e.kind)
                 continue
             if ctx.verified([item], [seed.answers])[0]:
                 ctx.teacher = teacher
-                return Item(seed.question, item.trace, seed.answer, item.spec)
+                return Item(seed.question, item.trace, seed.answer, item.spec), ""
+            kinds.add("trace_unverified")
             ctx.reject("trace", "trace_unverified", f"teacher {teacher.name} answered {item.answer!r}, gold {seed.answer!r}",
                        item)
-    return None
+    return None, ("not_a_chain" if kinds == {"not_a_chain"} else "no_verified_trace")
 
 
 # --------------------------------------------------------------------------- stage 2
@@ -287,9 +292,9 @@ def _problem(item: Item, seed: Problem, kind: str, extra: dict[str, Any]) -> Pro
 
 def _grow_mbs(seed: Problem, ctx: _Ctx) -> tuple[list[str], str, list[Problem]]:
     stages = ["hard"]
-    root_item = _trace(seed, ctx)
+    root_item, why = _trace(seed, ctx)
     if root_item is None:
-        return stages, "no_verified_trace", []
+        return stages, why, []
     stages.append("traced")
     root = _Node(_node_id(seed.id, "root"), root_item, 0, None)
     _decompose(root, ctx)

@@ -234,6 +234,16 @@ class ProgramTeacher:
     def cost(self) -> dict[str, int]:
         return {"calls": self.calls, "prompt_tokens": 0, "completion_tokens": 0}
 
+    @staticmethod
+    def unreadable(question: str) -> str:
+        """Why this teacher cannot grow ``question`` ("" if it can): checked before any
+        profiling, so a set of seeds it cannot read costs no rollout.
+
+        >>> ProgramTeacher.unreadable("X=5+3. Y=X-2. Y-4=?"), ProgramTeacher.unreadable("Find $x$.")
+        ('', 'not_a_chain')
+        """
+        return "" if parse_chain(question) is not None else "not_a_chain"
+
     def _item(self, steps: Sequence[Step]) -> Item:
         q, trace = render_chain(steps)
         return Item(q, trace, str(chain_values(steps)[-1]), {"steps": [list(s) for s in steps]})
@@ -417,6 +427,8 @@ class OpenAITeacher:
         )
         res = run_chat_batch(self.chat, [req])[0]
         if isinstance(res, ChatError):
+            if res.transient:  # no answer at all: the run stops, the seed stays unfinished for a rerun
+                raise res
             raise TeacherError(f"chat_{res.kind}", res.detail[:200])
         text = res.text.strip()
         if text.startswith("```"):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.io.files import atomic_write_json
+from composition_rl.io.runs import RunMismatch, claim_run
 from composition_rl.reproduce.config import ReproduceConfig
 from composition_rl.reproduce.jobs import run_job, seed_dir
 
@@ -69,20 +70,19 @@ def plan(cfg: ReproduceConfig) -> list[Job]:
 
 
 def _check_config(out: Path, cfg: ReproduceConfig) -> None:
+    """Record the settings (:func:`composition_rl.io.runs.claim_run`); refuse other ones. The
+    arms are the exception: arms added to a run reuse its finished jobs."""
     path = out / CONFIG_FILE
     want = json.loads(json.dumps(cfg.to_dict()))
-    if path.exists():
-        have = json.loads(path.read_text())
-        if have != want:
-            diff = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
-            if diff == ["arms"] and set(have["arms"]) <= set(want["arms"]):
-                atomic_write_json(path, want)  # arms added to a finished run: reuse its jobs
-                return
-            raise ValueError(f"{out} holds a reproduction with other settings ({', '.join(diff)} differ); "
-                             "use another --out or the same settings to resume")
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, want)
+    arms = want.pop("arms")
+    had = json.loads(path.read_text()).get("arms") if path.exists() else None
+    fix = "use another --out or the same settings to resume"
+    out.mkdir(parents=True, exist_ok=True)
+    claim_run(path, want, has_work=path.exists(), info={"arms": arms}, what="a reproduction", fix=fix)
+    if had is not None and not set(had) <= set(arms):
+        raise RunMismatch(f"{out} holds a reproduction made with other settings (arms: {had!r} -> {arms!r}); {fix}")
+    if had is not None and had != arms:
+        atomic_write_json(path, {**want, "arms": arms})  # arms added to a finished run: reuse its jobs
 
 
 def _stale(cfg: ReproduceConfig, job: Job, result: dict[str, Any]) -> bool:

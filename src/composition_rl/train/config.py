@@ -368,7 +368,12 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Tr
     import yaml
 
     path = Path(path)
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:  # one line, where it went wrong, instead of the parser's traceback
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
     if overrides:

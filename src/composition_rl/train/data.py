@@ -110,9 +110,14 @@ def compose_from_mastered(stage: StageConfig, previous: Sequence[Problem], previ
 def _read_problems(path: Path) -> list[Problem]:
     # the project's reader maps heterogeneous fields and keeps our own Problem rows
     # (composed.jsonl) whole, links and all
+    import sys
+
     from composition_rl.io.readers import load_problems
 
-    return list(load_problems(path).problems)
+    res = load_problems(path)
+    if res.rejects:  # never dropped without a word
+        print(f"note: {res.rejected_note(str(path))}", file=sys.stderr)
+    return list(res.problems)
 
 
 def stage_depth(stage: StageConfig, problems: Sequence[Problem]) -> int:

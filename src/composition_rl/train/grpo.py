@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.io.files import atomic_write_json, dumps
+from composition_rl.io.runs import RUN_FILE, claim_run, run_identity
 from composition_rl.train.config import TrainConfig, load_config
 from composition_rl.train.curriculum import Curriculum, StageSpec
 from composition_rl.train.data import (
@@ -291,6 +292,11 @@ def run_training(
 
     cfg = config if isinstance(config, TrainConfig) else load_config(config)
     cfg.validate()
+    m = Path(cfg.model).expanduser()
+    if not m.exists() and (cfg.model.startswith((".", "/", "~")) or (len(m.parts) > 1 and Path(m.parts[0]).is_dir())):
+        # a local path that is not there (a hub name has no such first folder here): say so now,
+        # not after the data is built and the hub client has retried for half a minute
+        raise ValueError(f"model {cfg.model!r}: no such model folder; `crl tiny-model --out runs/tiny` builds a small one")
     say = log or (lambda m: None)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -300,6 +306,13 @@ def run_training(
     ckpt = latest_checkpoint(out) if resume else None
     if resume is True and ckpt is None:
         raise ValueError(f"resume=True but no checkpoint with {CRL_STATE} under {out / 'checkpoints'}")
+    # what the checkpoints were trained from: resuming them with another model, other data or
+    # other GRPO settings would report one run's training as another's (issue 25)
+    ident = run_identity(model=cfg.model, inputs={f"stage {st.name}": st.data for st in cfg.stages if st.data},
+                         seed=cfg.seed, grpo=asdict(cfg.grpo),
+                         dynamic_sampling=asdict(cfg.dynamic_sampling), instruction=cfg.instruction)
+    claim_run(out / RUN_FILE, ident, has_work=ckpt is not None, what="a training run",
+              fix="use another output_dir, or start over with crl train --fresh")
     if ckpt is not None:
         state = json.loads((ckpt / CRL_STATE).read_text())
         run.load_state_dict(state)
@@ -328,8 +341,13 @@ def run_training(
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     torch.manual_seed(cfg.seed)
-    tokenizer = AutoTokenizer.from_pretrained(cfg.model)
-    model = AutoModelForCausalLM.from_pretrained(cfg.model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+        model = AutoModelForCausalLM.from_pretrained(cfg.model)
+    except (OSError, ValueError) as e:  # no such folder, no network for a hub name, not a model
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"model {cfg.model!r}: cannot load it ({first}); give a local model folder "
+                         "(`crl tiny-model --out runs/tiny` builds a small one)") from None
     args = _grpo_args(cfg, run.curriculum.max_total_steps)
     reward = VerifierReward(timeout_s=cfg.verify_timeout_s, workers=cfg.verify_workers)
     sampler = DynamicSampler(cfg.dynamic_sampling, cfg.grpo.num_generations,

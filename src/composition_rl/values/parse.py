@@ -490,3 +490,57 @@ def parse_answer_value(answer: str) -> AnswerValue | None:
     if v is None:
         return None
     return AnswerValue(v, unit)
+
+
+# A decimal mantissa times a power of ten is written to significant figures (Minerva:
+# "8.7 \times 10^{8}", "4.5e33"); the true value is some other number that rounds to it.
+_SIG_FIGS = re.compile(r"\d\.\d+\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^|\d\.\d+[eE][+-]?\d")
+_DECIMAL = re.compile(r"(?<![\d.])\d*\.\d+")
+# how a worked solution shows that its decimal result was rounded: an approximation sign,
+# or a function whose values at rational points are irrational (Minerva's 20.39 is
+# -7 + 5 log(3 x 10^5) = 20.386..., its 50.7 is ln(0.06) / (ln 2 / 12.5) = 50.73...)
+_ROUNDING = re.compile(
+    r"\\approx|\\simeq|\\sim(?![a-zA-Z])|\\doteq|≈|\broughly\b|\bapproximately\b"
+    r"|\\log|\\ln|\\lg|\\exp|\\sqrt|\\pi|\\sin|\\cos|\\tan|\\arc|(?<![a-zA-Z])e\^",
+    re.I,
+)
+
+
+def inexact_answer(answers: tuple[str, ...] | list[str], solution: str = "") -> str:
+    """Why a problem's gold answer cannot stand as an exact value v1 of a link, or "".
+
+    Sub-step 1 of seed 000 (Section 3.4) takes q1's answer as the exact value of ``X``; a
+    reader of the composed problem must be able to recompute it. It cannot when:
+
+    * ``answers_disagree``: the accepted forms have different values (Minerva accepts
+      ``0.01`` and ``0.02`` for one answer): which one is ``X``?
+    * ``significant_figures``: the answer is a decimal mantissa times a power of ten;
+    * ``rounded_result``: the answer is a decimal and the worked ``solution`` reaches it by
+      approximation (``\\approx``, ``\\simeq``, "roughly") or through ``\\log``, ``\\ln``,
+      ``\\sqrt``, ``\\pi``, trigonometry or ``e^``, whose values are irrational.
+
+    Answers that are no number at all are not judged here (see :func:`parse_answer_value`).
+
+    >>> inexact_answer(["0.01", "0.02"]), inexact_answer(["7.5 \\\\times 10^7"]), inexact_answer(["8.75"])
+    ('answers_disagree', 'significant_figures', '')
+    >>> inexact_answer(["20.39"], r"m = -7 + 5 \\log(3 \\times 10^5) = \\boxed{20.39}")
+    'rounded_result'
+    >>> inexact_answer(["8.75"], r"$\\frac{35}{4} = \\boxed{8.75}$")
+    ''
+    """
+    forms = [str(a).strip() for a in answers if str(a).strip()]
+    if not forms:
+        return ""
+    values = []
+    for f in forms:
+        av = parse_answer_value(f)
+        if av is not None:
+            values.append(av.value)
+    if len(values) > 1 and any(sympy.simplify(v - values[0]) != 0 for v in values[1:]):
+        return "answers_disagree"
+    first = forms[0]
+    if _SIG_FIGS.search(first):
+        return "significant_figures"
+    if values and _DECIMAL.search(first) and not values[0].is_integer and solution and _ROUNDING.search(solution):
+        return "rounded_result"
+    return ""

@@ -40,6 +40,7 @@ from composition_rl.compose.llm.prompts import (
     load_prompt,
 )
 from composition_rl.compose.llm.proposal import Draft, Usage
+from composition_rl.compose.natural import inexact_q1
 from composition_rl.compose.spc import VARIABLE_NAMES
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
@@ -114,6 +115,11 @@ class LLMComposer:
         # a number in the answer, or one derived from it (an option letter, "x + y": issue 27)
         return self._fact("anum", p, lambda p: any(has_number(a) for a in p.answers) or bool(steps.menu(p)))
 
+    def _inexact(self, p: Problem) -> str:
+        """Why ``p``'s answer cannot be X's exact value, or "" (the rule every engine shares)."""
+        return self._fact("inexact", p, lambda p: inexact_q1(p.answers, p.question,
+                                                              str(p.metadata.get("solution") or "")))
+
     def _has_constant(self, p: Problem) -> bool:
         return self._fact("const", p, lambda p: has_constant(p.question))
 
@@ -130,7 +136,7 @@ class LLMComposer:
     def eligible(self, p: Problem, position: int, depth: int) -> bool:
         """Whether ``p`` can stand at ``position`` (0-based): a number in the answer of every
         non-last problem, a constant in the text of every non-first one."""
-        if position < depth - 1 and not self._answer_has_number(p):
+        if position < depth - 1 and (not self._answer_has_number(p) or self._inexact(p)):
             return False
         if position > 0 and not self._has_constant(p):
             return False
@@ -141,6 +147,10 @@ class LLMComposer:
         for k in range(K - 1):
             if not self._answer_has_number(chain[k]):
                 return Rejection("check1_v1", "q1_no_number", f"position {k + 1}: answer {chain[k].answer!r} has no number")
+            why = self._inexact(chain[k])
+            if why:
+                return Rejection("check1_v1", f"q1_{why}", f"position {k + 1}: answer {list(chain[k].answers)!r} "
+                                 f"cannot be an exact value ({why})")
         for k in range(1, K):
             if not self._has_constant(chain[k]):
                 return Rejection("constant", "no_constant", f"position {k + 1}: problem {chain[k].id} has no number to replace")
@@ -173,6 +183,8 @@ class LLMComposer:
         except RequestRefused:
             raise  # every candidate would fail alike: the executor stops the run
         except ChatError as e:
+            if e.transient:
+                raise  # no answer: the executor leaves the candidate for the next run, never a reject
             usage.requests += 1
             return Rejection("llm_call", f"llm_{e.kind}", e.detail[:300])
         usage.add(resp)
@@ -275,7 +287,8 @@ class LLMComposer:
             return Rejection("check4_names_length", "too_long", f"{len(text)} chars > {self.max_chars}")
         backend = self.backend
         composed = Problem.new(
-            text, chain[-1].answers, source="compose:llm", depth=K, parents=tuple(p.id for p in chain),
+            text, chain[-1].answers, source="compose:llm", depth=sum(p.depth for p in chain),  # originals counted
+            parents=tuple(p.id for p in chain),
             links=tuple(links), engine="llm",
             metadata={
                 "candidate": cid,

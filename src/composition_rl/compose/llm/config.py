@@ -35,6 +35,10 @@ class LLMComposeConfig:
     concurrency: int = field(default=64, metadata=_h("requests in flight"))
     timeout_s: float = field(default=120.0, metadata=_h("per-request timeout in seconds", flag="--timeout"))
     max_retries: int = field(default=6, metadata=_h("retries on timeouts, 5xx, 429, connection errors"))
+    stop_after: int = field(default=16, metadata=_h(
+        "stop the run when this many candidates in a row failed for want of an answer (timeouts, "
+        "connection errors, 5xx, after their retries): the endpoint is down. Such candidates are "
+        "never recorded as rejected; a rerun retries them"))
     temperature: float = field(default=0.1, metadata=_h("sampling temperature (paper, Section 3.4: 0.1)"))
     top_p: float = field(default=0.7, metadata=_h("nucleus mass (paper: 0.7)"))
     max_tokens: int = field(default=2048, metadata=_h(
@@ -63,6 +67,8 @@ class LLMComposeConfig:
             bad.append(f"timeout_s={self.timeout_s} (must be > 0)")
         if self.max_retries < 0:
             bad.append(f"max_retries={self.max_retries} (must be >= 0)")
+        if self.stop_after < 1:
+            bad.append(f"stop_after={self.stop_after} (must be >= 1)")
         if self.temperature < 0 or not 0 < self.top_p <= 1:
             bad.append(f"temperature={self.temperature}, top_p={self.top_p} (need >= 0 and (0, 1])")
         if self.max_tokens < 16:
