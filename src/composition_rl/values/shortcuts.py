@@ -241,11 +241,14 @@ def _listed_counts(q: str, toks, ends: Sequence[int]) -> set[int]:
 _SUPERSCRIPT = re.compile(r"\^\s*(?:\{[^{}]*\}|\\?\w)")
 _ELLIPSIS = re.compile(r"\\[lc]?dots[bc]?|\.\.\.|…")
 _GAP_NOISE = re.compile(
-    r"\s|\$|,|;|\+|-|\\[,;!: ]|\\(?:cdot|times|quad|qquad|left|right)\b|\\\{|\\\}|[()\[\]&]|\\\\|\band\b|\bor\b")
+    r"\s|\$|,|;|\+|-|\\[,;!: ]|\\(?:cdot|times|quad|qquad|left|right|[dt]?frac)(?![A-Za-z])|\\\{|\\\}|[()\[\]{}&]|\\\\"
+    r"|\band\b|\bor\b")
 
 
 def _pattern(q: str, toks) -> set[int]:
-    seq = [j for j, t in enumerate(toks) if t.role not in ("exponent", "radix", "notation")]
+    # the terms a reader could continue: not powers or radices, and not the coordinates of
+    # points, which are data ((9, -5) and (-3, -1) make no sequence)
+    seq = [j for j, t in enumerate(toks) if t.role not in ("exponent", "radix", "notation", "coordinate")]
     if len(seq) < 2:
         return set()
     gaps, norms, ellipsis = [], [], []
@@ -299,10 +302,10 @@ def _pattern(q: str, toks) -> set[int]:
 # (value, what must stand around it); each entry has a real MATH case in tests/test_shortcuts.py
 _UNIT = r"\s*\$?\s*(?:\\text\{\s*)?"
 _DEFAULTS: tuple[tuple[int, re.Pattern[str]], ...] = tuple((v, re.compile(p, re.I)) for v, p in (
-    (52, r"\bcards?\b|\bdeck\b"),
-    (13, r"\b(?:ranks?|cards? (?:of|in) each suit|each suit)\b"),
-    (4, r"\bsuits\b"),
-    (6, r"(?:[- ]sided|faces?)\b.{0,30}\b(?:die|dice|cube)\b|\b(?:die|dice)\b.{0,40}\bfaces?\b|\bstandard\b.{0,20}\b(?:die|dice)\b"),
+    (52, r"^\$?\s*-?\s*cards?\b"),  # a deck of 52 cards, a 52-card deck
+    (13, r"^\s*(?:cards?\s+(?:of|in)\s+each\s+suit|ranks?)\b"),
+    (4, r"^\s*suits\b"),
+    (6, r"^\$?\s*-?\s*(?:sided|faced|sides|faces)\b.{0,40}\b(?:die|dice|cube)\b"),  # a 6-sided die
     (60, r"^" + _UNIT + r"(?:minutes?|seconds?)\s+(?:in|per)\s+(?:an?|one|each)\s+(?:hour|minute)\b"),
     (24, r"^" + _UNIT + r"hours?\s+(?:in|per)\s+(?:an?|one|each)\s+day\b"),
     (7, r"^" + _UNIT + r"days?\s+(?:in|per)\s+(?:an?|one|each)\s+week\b"),
@@ -313,17 +316,16 @@ _DEFAULTS: tuple[tuple[int, re.Pattern[str]], ...] = tuple((v, re.compile(p, re.
     (1000, r"^" + _UNIT + r"(?:meters?|grams?|milliliters?)\s+(?:in|per)\s+(?:an?|one|each)\s+(?:kilometer|kilogram|liter)\b"),
     (16, r"^" + _UNIT + r"ounces?\s+(?:in|per)\s+(?:an?|one|each)\s+pound\b"),
     (5280, r"^" + _UNIT + r"feet\s+(?:in|per)\s+(?:an?|one|each)\s+mile\b"),
-    (26, r"\bletters?\b.{0,40}\balphabet\b|\balphabet\b.{0,40}\bletters?\b"),
-    (360, r"degrees?\s+in\s+a\s+(?:circle|full)|full\s+(?:circle|rotation|turn|revolution)"),
+    (26, r"^\s*letters\b.{0,30}\balphabet\b"),
+    (360, r"^\s*(?:\^\s*\{?\s*\\circ\s*\}?|degrees?)\s+(?:in|of)\s+a\s+(?:circle|full)"),
     # digits above 9 named by letters in a base above ten: "using $A$ for $10$ and $B$ for $11$"
     *((v, r"\b[A-F]\$?\s+(?:for|to represent|to denote)\s*\$?\s*$") for v in range(10, 16)),
 ))
 _DEFAULT_VALUES = {v for v, _ in _DEFAULTS}
 # words one of the contexts above needs (a cheap test before the patterns run)
-_DEFAULT_WORDS = ("card", "deck", "suit", "rank", "die", "dice", "cube", "face", "minute", "second", "hour",
-                  "day", "week", "month", "year", "inch", "feet", "foot", "yard", "cent", "meter", "gram", "liter",
-                  "ounce", "pound", "mile", "letter", "alphabet", "degree", "rotation", "turn", "revolution",
-                  "circle", "base")
+_DEFAULT_WORDS = ("card", "suit", "rank", "sided", "faced", "sides", "faces", "minute", "second", "hour", "day",
+                  "week", "month", "year", "inch", "feet", "foot", "yard", "cent", "meter", "gram", "liter",
+                  "ounce", "pound", "mile", "letter", "degree", "circ", "base")
 
 
 # the size of a matrix the problem displays: "the $3 \times 3$ identity matrix" beside a 3x3 one
@@ -348,8 +350,7 @@ def _default_value(q: str, toks, ends: Sequence[int]) -> set[int]:
         for v, pat in _DEFAULTS:
             if v != t.key:
                 continue
-            p = pat.pattern
-            target = after if p.startswith("^") else q[a : t.s] if p.endswith("$") else q[a:b]
+            target = after if pat.pattern.startswith("^") else q[a : t.s]
             if pat.search(target):
                 flagged.add(j)
                 break
