@@ -228,7 +228,8 @@ _STYLE = re.compile(r"\b(?:linewidth|fontsize|unitsize|size|opacity|gray|grey|rg
 _CUE = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|as an example|an example is|example:)", re.I)
 _SHARE = re.compile(r"\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}|(?<![\w.])(\d+)\s*/\s*(\d+)(?![\d.])"
                     r"|(?<![\d.])(0?\.\d+)(?!\d)|(?<![\d.])(\d+(?:\.\d+)?)\s*(?:\\%|%)")
-_SEPARATOR = re.compile(r"\s|\$|,|;|\+|-|\\[,;!: ]|\\(?:cdot|times|quad|qquad|left|right|[dt]?frac)(?![A-Za-z])"
+_SHARE_WORDS = re.compile(r"probab|chance|likel|percent|%|fraction|pie|spinner|random|portion", re.I)
+_SEPARATOR = re.compile(r"\s|\$|,|;|\+|-|\\[,;!: ]|\\(?:cdot|times|quad|qquad|left|right|[dt]?frac|[dt]?binom)(?![A-Za-z])"
                         r"|\\\{|\\\}|[()\[\]{}&]|\band\b|\bor\b")
 _DOTS = re.compile(r"\\[lc]?dots[bc]?|\.\.\.|…")
 _POWER = re.compile(r"\^\s*(?:\{[^{}]*\}|\\?\w)")
@@ -250,6 +251,28 @@ def _tex_token(q: str, off: int, lit: str) -> str:
             r"\\,(?:\d|[A-Za-z](?![A-Za-z]))", q[end : end + 4]):
         return f"{lit!r} is a digit group of a larger number"
     return ""
+
+
+_GLUED_OPERATOR = re.compile(r"\\(?:cdot|times|div|pm|[lc]?dots)$")
+
+
+def _in_subscript(q: str, off: int) -> bool:
+    """Whether ``off`` is an index: after ``_`` or inside a ``_{...}`` group."""
+    if re.search(r"_\s*$", q[max(0, off - 4) : off]):
+        return True
+    depth, i = 0, off - 1
+    while i >= 0 and off - i < 60:
+        c = q[i]
+        if c == "}":
+            depth += 1
+        elif c == "{":
+            if depth == 0:
+                return bool(re.search(r"_\s*$", q[max(0, i - 4) : i]))
+            depth -= 1
+        elif c == "$":
+            return False
+        i -= 1
+    return False
 
 
 def _in_superscript(q: str, off: int) -> bool:
@@ -354,7 +377,7 @@ def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
         if v is not None and 0 < v < 1:
             shares.append((v, m.start(), m.end()))
     mine = [i for i, (_, a, b) in enumerate(shares) if any(a <= off < b for off in places)]
-    if mine and len(shares) <= 12:
+    if mine and len(shares) <= 12 and _SHARE_WORDS.search(q):
         others = [v for i, (v, _, _) in enumerate(shares) if i not in mine]
         for i in mine:
             need = 1 - shares[i][0]
@@ -367,7 +390,9 @@ def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
     # pattern: a place whose neighbours (joined by separators only) form a sequence with it
     pairs = [(m.start(), m.end()) for m in _PAIR.finditer(q)]  # points are data, not sequences
     nums = [m for m in _NUM.finditer(q) if not _in_superscript(q, m.start()) and not _in_figure(q, m.start())
-            and not any(a < m.start() < b for a, b in pairs)]
+            and not any(a < m.start() < b for a, b in pairs) and not _in_subscript(q, m.start())
+            and not q[m.end() : m.end() + 1].isalpha() and not (m.start() and q[m.start() - 1].isalpha()
+                                                                   and not _GLUED_OPERATOR.search(q, 0, m.start()))]
     starts = [m.start() for m in nums]
     for off in places:
         if off not in starts:
@@ -389,13 +414,19 @@ def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
                 if not (x == y == z) and (y - x == z - y or (x and y and z and y * y == x * z)):
                     yield "pattern", f"{lit!r} is in the progression {nums[lo].group()}, {nums[lo + step].group()}, {nums[hi].group()}"
                     return
-        # next to an ellipsis with a neighbour on its side: the opening (or closing) terms
+        # two joined terms with an ellipsis right after or right before them (only separators
+        # between): the opening or closing terms of a run
         for a, b in ((i, i + 1), (i - 1, i)):
             if 0 <= a and b < len(nums) and joined(a, b):
                 after = q[nums[b].end() : nums[b + 1].start() if b + 1 < len(nums) else len(q)]
                 before = q[nums[a - 1].end() if a >= 1 else 0 : nums[a].start()]
-                if _DOTS.search(_POWER.sub("", after)[:40]) or _DOTS.search(before[-40:]):
-                    yield "pattern", f"{lit!r} is one of the terms {nums[a].group()}, {nums[b].group()} beside an ellipsis"
+                m = _DOTS.search(after)
+                if m is not None and _SEPARATOR.sub("", _POWER.sub("", after[: m.start()])) == "":
+                    yield "pattern", f"{lit!r} is one of the terms {nums[a].group()}, {nums[b].group()} before an ellipsis"
+                    return
+                last = ([None, *_DOTS.finditer(before)])[-1]
+                if last is not None and _SEPARATOR.sub("", before[last.end() :]) == "":
+                    yield "pattern", f"{lit!r} is one of the terms {nums[a].group()}, {nums[b].group()} after an ellipsis"
                     return
     # default_value: the value its context fixes (a deck of 52 cards, 60 minutes in an hour)
     from composition_rl.values.shortcuts import _DEFAULTS

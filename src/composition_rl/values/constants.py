@@ -366,8 +366,13 @@ def _tokens(q: str, end: int, blocks: list[tuple[int, int]], spans: list[tuple[i
             if "," in lit or "\\" in lit:
                 continue
             span = span_of(s)
-            found.extend(_slot_tokens(q, s, lit.split(".")[0], slot.group(1), second, span is not None))
+            toks = _slot_tokens(q, s, lit.split(".")[0], slot.group(1), second, span is not None)
+            if sups and _inside(sups, s):  # (81)^{\frac12}: a power all the same
+                toks = [t._replace(role="exponent", flaw=t.flaw or "exponent") for t in toks]
+            found.extend(toks)
             continue
+        if slot is not None or pre.rstrip().endswith("_"):
+            continue  # an index written with a space, F_ 2
         after = q[e] if e < len(q) else " "
         # glued to letters / commands (14n, 3rd, x2), subscripts, parts of numbers; a number
         # glued to an operator (\cdot3) is one all the same: its value shows, but Y cannot

@@ -241,8 +241,25 @@ def _listed_counts(q: str, toks, ends: Sequence[int]) -> set[int]:
 _SUPERSCRIPT = re.compile(r"\^\s*(?:\{[^{}]*\}|\\?\w)")
 _ELLIPSIS = re.compile(r"\\[lc]?dots[bc]?|\.\.\.|…")
 _GAP_NOISE = re.compile(
-    r"\s|\$|,|;|\+|-|\\[,;!: ]|\\(?:cdot|times|quad|qquad|left|right|[dt]?frac)(?![A-Za-z])|\\\{|\\\}|[()\[\]{}&]|\\\\"
+    r"\s|\$|,|;|\+|-|\\[,;!: ]|\\(?:cdot|times|quad|qquad|left|right|[dt]?frac|[dt]?binom)(?![A-Za-z])|\\\{|\\\}|[()\[\]{}&]|\\\\"
     r"|\band\b|\bor\b")
+
+
+def _ellipsis_after(q: str, toks, seq, r: int) -> bool:
+    """Whether an ellipsis follows term ``r`` of ``seq`` with only separators between."""
+    t = toks[seq[r]]
+    end = toks[seq[r + 1]].s if r + 1 < len(seq) else len(q)
+    text = q[t.s + len(t.lit) : end]
+    m = _ELLIPSIS.search(text)
+    return m is not None and _GAP_NOISE.sub("", _SUPERSCRIPT.sub("", text[: m.start()])) == ""
+
+
+def _ellipsis_before(q: str, toks, seq, r: int) -> bool:
+    """Whether an ellipsis precedes term ``r`` of ``seq`` with only separators between."""
+    start = toks[seq[r - 1]].s + len(toks[seq[r - 1]].lit) if r else 0
+    text = q[start : toks[seq[r]].s]
+    last = ([None, *_ELLIPSIS.finditer(text)])[-1]
+    return last is not None and _GAP_NOISE.sub("", text[last.end() :]) == ""
 
 
 def _pattern(q: str, toks) -> set[int]:
@@ -265,7 +282,8 @@ def _pattern(q: str, toks) -> set[int]:
     for i, raw in enumerate(gaps):
         ok = len(raw) <= 30 and not re.search(r"[.?!]\s|\n\s*\n", raw)
         n = norms[i]
-        same = n == "" or (i and norms[i - 1] == n) or (i + 1 < len(norms) and norms[i + 1] == n)
+        # a separator, or the template of its neighbours (every gap, or every other one)
+        same = n == "" or any(0 <= i + d < len(norms) and norms[i + d] == n for d in (-2, -1, 1, 2))
         linked.append(ok and bool(same))
     flagged: set[int] = set()
     run = [0]
@@ -292,8 +310,8 @@ def _pattern(q: str, toks) -> set[int]:
                 rest = run[k + 1 :]
                 if len(rest) >= 2 and not any(ellipsis[r] for r in rest[:-1]):
                     flagged.update(seq[r] for r in rest)
-        if i < len(gaps) and ellipsis[i] and len(run) >= 2:  # "1 + 2 + \cdots + n": ended by it
-            flagged.update(seq[r] for r in run)
+        if len(run) >= 2 and (_ellipsis_after(q, toks, seq, run[-1]) or _ellipsis_before(q, toks, seq, run[0])):
+            flagged.update(seq[r] for r in run)  # "1 + 2 + \\cdots + n", "\\dots - \\binom{99}{98}"
         run = [i + 1]
     return flagged
 
