@@ -139,7 +139,7 @@ def _restore_all(seg: str, original: str, lk) -> tuple[str, str] | None:
 
 
 def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) -> Rejection | None:
-    """Run checks 1-4 on composed record ``c`` whose chain is ``parents`` (q1..qK), for a
+    """Run checks 1-5 on composed record ``c`` whose chain is ``parents`` (q1..qK), for a
     record of any engine. An LLM record (``engine == "llm"``) has a free-text definition in
     its glue, may take v1 from inside a compound answer, may write its constant in words and
     may have had its later problem rephrased (confirmed by the verification call): its links

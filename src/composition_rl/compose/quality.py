@@ -229,10 +229,22 @@ _CUE = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|as an example|a
 _SHARE = re.compile(r"\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}|(?<![\w.])(\d+)\s*/\s*(\d+)(?![\d.])"
                     r"|(?<![\d.])(0?\.\d+)(?!\d)|(?<![\d.])(\d+(?:\.\d+)?)\s*(?:\\%|%)")
 _SHARE_WORDS = re.compile(r"probab|chance|likel|percent|%|fraction|pie|spinner|random|portion", re.I)
-_SEPARATOR = re.compile(r"\s|\$|,|;|\+|-|\\[,;!: ]|\\(?:cdot|times|quad|qquad|left|right|[dt]?frac|[dt]?binom)(?![A-Za-z])"
+_SEPARATOR = re.compile(r"\s|\$|,|;|\+|-|\\[,;!: ]|\\(?:cdot|times|quad|qquad|left|right|[dt]?frac|[dt]?binom|choose)(?![A-Za-z])"
                         r"|\\\{|\\\}|[()\[\]{}&]|\band\b|\bor\b")
 _DOTS = re.compile(r"\\[lc]?dots[bc]?|\.\.\.|…")
 _POWER = re.compile(r"\^\s*(?:\{[^{}]*\}|\\?\w)")
+_INNER = re.compile(r"\{[^{}]*\}")
+
+
+def _no_powers(text: str) -> str:
+    """``text`` without superscripts: innermost braces first, so ``^{\\frac{1}{2}}`` goes too."""
+    prev = None
+    while prev != text and "^" in text:
+        prev = text
+        text = _POWER.sub("", text)
+        if "^{" in text:  # a nested group: flatten one level and try again
+            text = re.sub(r"\^\s*\{((?:[^{}]|\{[^{}]*\})*)\}", "", text)
+    return text
 
 
 def _tex_token(q: str, off: int, lit: str) -> str:
@@ -253,44 +265,40 @@ def _tex_token(q: str, off: int, lit: str) -> str:
     return ""
 
 
+# the argument of a command that is no arithmetic (\\choose 2, \\sin 30): not a term of a sum
+_ARGUMENT_OF = re.compile(r"\\(?!(?:cdot|times|div|pm|mp|le|ge|leq|geq|neq|approx|left|right|quad|qquad|[lc]?dots[bc]?)\b)"
+                          r"[A-Za-z]+\s*$")
 _GLUED_OPERATOR = re.compile(r"\\(?:cdot|times|div|pm|[lc]?dots)$")
 
 
-def _in_subscript(q: str, off: int) -> bool:
-    """Whether ``off`` is an index: after ``_`` or inside a ``_{...}`` group."""
-    if re.search(r"_\s*$", q[max(0, off - 4) : off]):
+def _in_group(q: str, off: int, mark: str, reach: int = 200) -> bool:
+    """Whether ``off`` is right after ``mark`` (``^`` or ``_``) or inside a braced group that
+    one opens, at any depth (``^{\\frac{1}{2}}``); the scan stops at a ``$``."""
+    if re.search(re.escape(mark) + r"\s*$", q[max(0, off - 4) : off]):
         return True
     depth, i = 0, off - 1
-    while i >= 0 and off - i < 60:
+    while i >= 0 and off - i < reach:
         c = q[i]
         if c == "}":
             depth += 1
         elif c == "{":
             if depth == 0:
-                return bool(re.search(r"_\s*$", q[max(0, i - 4) : i]))
-            depth -= 1
+                if re.search(re.escape(mark) + r"\s*$", q[max(0, i - 4) : i]):
+                    return True
+            else:
+                depth -= 1
         elif c == "$":
             return False
         i -= 1
     return False
+
+
+def _in_subscript(q: str, off: int) -> bool:
+    return _in_group(q, off, "_", 60)
 
 
 def _in_superscript(q: str, off: int) -> bool:
-    if re.search(r"\^\s*$", q[max(0, off - 4) : off]):
-        return True
-    depth, i = 0, off - 1
-    while i >= 0 and off - i < 200:
-        c = q[i]
-        if c == "}":
-            depth += 1
-        elif c == "{":
-            if depth == 0:
-                return bool(re.search(r"\^\s*$", q[max(0, i - 4) : i]))
-            depth -= 1
-        elif c == "$":
-            return False
-        i -= 1
-    return False
+    return _in_group(q, off, "^")
 
 
 def _scan_role(q: str, off: int, lit: str, in_math: bool) -> str:
@@ -391,6 +399,7 @@ def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
     pairs = [(m.start(), m.end()) for m in _PAIR.finditer(q)]  # points are data, not sequences
     nums = [m for m in _NUM.finditer(q) if not _in_superscript(q, m.start()) and not _in_figure(q, m.start())
             and not any(a < m.start() < b for a, b in pairs) and not _in_subscript(q, m.start())
+            and not _ARGUMENT_OF.search(q, max(0, m.start() - 12), m.start())
             and not q[m.end() : m.end() + 1].isalpha() and not (m.start() and q[m.start() - 1].isalpha()
                                                                    and not _GLUED_OPERATOR.search(q, 0, m.start()))]
     starts = [m.start() for m in nums]
@@ -400,7 +409,7 @@ def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
         i = starts.index(off)
 
         def joined(a: int, b: int) -> bool:
-            gap = _POWER.sub("", q[nums[a].end() : nums[b].start()])
+            gap = _no_powers(q[nums[a].end() : nums[b].start()])
             return len(gap) <= 30 and not re.search(r"[.?!]\s|\n\s*\n", _DOTS.sub(",", gap)) and \
                 _SEPARATOR.sub("", _DOTS.sub("", gap)) == ""
 
@@ -421,7 +430,7 @@ def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
                 after = q[nums[b].end() : nums[b + 1].start() if b + 1 < len(nums) else len(q)]
                 before = q[nums[a - 1].end() if a >= 1 else 0 : nums[a].start()]
                 m = _DOTS.search(after)
-                if m is not None and _SEPARATOR.sub("", _POWER.sub("", after[: m.start()])) == "":
+                if m is not None and _SEPARATOR.sub("", _no_powers(after[: m.start()])) == "":
                     yield "pattern", f"{lit!r} is one of the terms {nums[a].group()}, {nums[b].group()} before an ellipsis"
                     return
                 last = ([None, *_DOTS.finditer(before)])[-1]

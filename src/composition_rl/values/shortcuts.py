@@ -239,9 +239,38 @@ def _listed_counts(q: str, toks, ends: Sequence[int]) -> set[int]:
 
 # -- pattern -----------------------------------------------------------------------------
 _SUPERSCRIPT = re.compile(r"\^\s*(?:\{[^{}]*\}|\\?\w)")
+
+
+def _strip_powers(text: str) -> str:
+    """``text`` without its superscripts, nested braces included (``^{\\frac{1}{2}}``)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        j = text.find("^", i)
+        if j < 0:
+            out.append(text[i:])
+            break
+        out.append(text[i:j])
+        k = j + 1
+        while k < n and text[k] == " ":
+            k += 1
+        if k < n and text[k] == "{":
+            depth = 0
+            while k < n:
+                depth += {"{": 1, "}": -1}.get(text[k], 0)
+                k += 1
+                if depth == 0:
+                    break
+        elif k < n and text[k] == "\\":
+            k += 1
+            while k < n and text[k].isalpha():
+                k += 1
+        else:
+            k += 1
+        i = k
+    return "".join(out)
 _ELLIPSIS = re.compile(r"\\[lc]?dots[bc]?|\.\.\.|…")
 _GAP_NOISE = re.compile(
-    r"\s|\$|,|;|\+|-|\\[,;!: ]|\\(?:cdot|times|quad|qquad|left|right|[dt]?frac|[dt]?binom)(?![A-Za-z])|\\\{|\\\}|[()\[\]{}&]|\\\\"
+    r"\s|\$|,|;|\+|-|\\[,;!: ]|\\(?:cdot|times|quad|qquad|left|right|[dt]?frac|[dt]?binom|choose)(?![A-Za-z])|\\\{|\\\}|[()\[\]{}&]|\\\\"
     r"|\band\b|\bor\b")
 
 
@@ -251,7 +280,7 @@ def _ellipsis_after(q: str, toks, seq, r: int) -> bool:
     end = toks[seq[r + 1]].s if r + 1 < len(seq) else len(q)
     text = q[t.s + len(t.lit) : end]
     m = _ELLIPSIS.search(text)
-    return m is not None and _GAP_NOISE.sub("", _SUPERSCRIPT.sub("", text[: m.start()])) == ""
+    return m is not None and _GAP_NOISE.sub("", _strip_powers(text[: m.start()])) == ""
 
 
 def _ellipsis_before(q: str, toks, seq, r: int) -> bool:
@@ -272,7 +301,7 @@ def _pattern(q: str, toks) -> set[int]:
     for x, y in zip(seq, seq[1:]):
         a = toks[x].s + len(toks[x].lit)
         raw = q[a : toks[y].s]
-        raw = _SUPERSCRIPT.sub("", raw)
+        raw = _strip_powers(raw) if "^" in raw else raw
         has_ell = bool(_ELLIPSIS.search(raw))
         raw = _ELLIPSIS.sub(",", raw)
         gaps.append(raw)
