@@ -266,8 +266,8 @@ def _tex_token(q: str, off: int, lit: str) -> str:
 
 
 # the argument of a command that is no arithmetic (\\choose 2, \\sin 30): not a term of a sum
-_ARGUMENT_OF = re.compile(r"\\(?!(?:cdot|times|div|pm|mp|le|ge|leq|geq|neq|approx|left|right|quad|qquad|[lc]?dots[bc]?)\b)"
-                          r"[A-Za-z]+\s*$")
+_ARGUMENT_OF = re.compile(r"\\(?!(?:cdot|times|div|pm|mp|le|ge|leq|geq|neq|approx|left|right|quad|qquad|[lc]?dots[bc]?"
+                          r"|[dt]?frac|sqrt)\b)[A-Za-z]+\s*$")
 _GLUED_OPERATOR = re.compile(r"\\(?:cdot|times|div|pm|[lc]?dots)$")
 
 
