@@ -6,14 +6,16 @@ literal of q_{k+1} (see :func:`composition_rl.values.find_constants`), ``d = v1 
 computed in sympy and written in LaTeX. The result is correct by construction and is then
 checked again by :mod:`composition_rl.compose.checks` on the record itself.
 
-Everything that depends on one problem alone (its constants, their roles and flaws, which of
-them the answer is proved independent of, why none is safe) is computed once per problem
-and kept by id; per chain only the offsets ``v1 - v2`` and the text are new work (issue 26).
+Everything that depends on one problem alone (its constants, their roles and flaws, why none
+is safe, and, for each constant that comes into question, whether the answer is proved
+independent of it) is computed once and kept by id; per chain only the offsets ``v1 - v2``
+and the text are new work (issue 26).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
@@ -47,6 +49,7 @@ from composition_rl.values import (
 __all__ = ["VARIABLE_NAMES", "SymbolicComposer"]
 
 _ARITH_CACHE = 1 << 18  # entries of the (q1, literal) arithmetic memo before it is reset
+_PLAIN_INT = re.compile(r"-?\d{1,9}")
 
 
 @lru_cache(maxsize=4096)
@@ -138,6 +141,7 @@ class SymbolicComposer:
         # per-problem work, done once and keyed by id (sympy objects hash slowly)
         self._best: dict[str, tuple] = {}
         self._why_none: dict[str, tuple[str, str]] = {}  # id -> (stage, reason) when no constant is safe
+        self._dep: dict[tuple[str, int], str] = {}  # (problem id, offset) -> check 5's outcome
         # partners past the pools (issue 26): per position, the eligible problems no pool drew,
         # in seeded order (filled by compose/run.engine_pools); a chain whose link has no
         # natural offset takes the next partner whose answer gives one
@@ -202,51 +206,42 @@ class SymbolicComposer:
     def constants(self, p: Problem) -> tuple[Constant, ...]:
         return find_constants(p.question, p.answer)
 
-    def safe_constants(self, p: Problem) -> tuple[tuple[tuple[int, int], Constant, int | None, str], ...]:
-        """The constants of ``p`` a link may replace, once per problem: without a flaw (see
-        :data:`composition_rl.values.FLAWS`) and not proved irrelevant to the answer
-        (:func:`composition_rl.compose.dependence.decide`). Each comes with its structural
-        rank, its value as an int when it is one, and its dependence (dependent or unknown)."""
+    def safe_constants(self, p: Problem) -> tuple[tuple[tuple[int, int], Constant, int | None], ...]:
+        """The constants of ``p`` without a flaw (see :data:`composition_rl.values.FLAWS`), once
+        per problem, each with its structural rank and, when it is an integer, its value as an
+        int. Which of them the answer depends on is decided when one comes into question
+        (:meth:`dependence`)."""
         top = self._best.get(p.id)
         if top is None:
-            out, independent = [], 0
             cs = self.constants(p)
-            for c in cs:
-                if c.flaw:
-                    continue
-                dep = decide(p.question, tuple(sorted((c.offset, *(o for o, _ in c.also)))), c.literal)
-                if dep == "independent":
-                    independent += 1
-                    continue
-                out.append((c.rank, c, c.value.numerator if c.value.denominator == 1 else None, dep))
-            top = self._best[p.id] = tuple(out)
+            top = self._best[p.id] = tuple(
+                (c.rank, c, c.value.numerator if c.value.denominator == 1 else None) for c in cs if not c.flaw)
             if not top:
-                self._why_none[p.id] = self._no_constant_reason(cs, independent)
+                self._why_none[p.id] = ("constant", "no_constant" if not cs else max((c.flaw for c in cs), key=FLAWS.index))
         return top
 
-    @staticmethod
-    def _no_constant_reason(cs: Sequence[Constant], independent: int) -> tuple[str, str]:
-        """(stage, reason) of a problem with no safe constant: ``no_constant`` when it has no
-        literal at all, ``independent`` (check 5) when the answer depends on none of the rest,
-        else the rule that removed the last candidates (the latest in FLAWS order)."""
-        if independent:
-            return "check5_dependence", "independent"
-        if not cs:
-            return "constant", "no_constant"
-        return "constant", max((c.flaw for c in cs), key=FLAWS.index)
+    def dependence(self, p: Problem, c: Constant) -> str:
+        """Check 5 for replacing ``c`` in ``p`` (:func:`composition_rl.compose.dependence.decide`),
+        once per (problem, constant): a pure function, so deciding it only for the constants
+        that come into question changes no choice."""
+        key = (p.id, c.offset)
+        dep = self._dep.get(key)
+        if dep is None:
+            dep = self._dep[key] = decide(p.question, tuple(sorted((c.offset, *(o for o, _ in c.also)))), c.literal)
+        return dep
 
-    def choose(self, lead: _Lead, safe, h: int) -> tuple[Constant, str] | None:
-        """The constant a link replaces for v1 ``lead``, and its dependence: among the safe
-        constants whose offset the naturalness rules allow, those of the best (offset kind,
-        size of ``|d|``, structural rank); the pick among them is ``h``. None when no offset
-        is allowed."""
+    def choose(self, lead: _Lead, safe, h: int, p: Problem) -> tuple[Constant, str] | None:
+        """The constant of ``p`` a link replaces for v1 ``lead``, and its dependence: among the
+        safe constants whose offset the naturalness rules allow and that the answer is not
+        proved independent of, those of the best (offset kind, size of ``|d|``, structural
+        rank); the pick among them is ``h``. None when no offset is allowed."""
         nat = self.natural
         v1 = lead.parts[0] if not lead.r_str else None
         v1i = v1.numerator if v1 is not None and v1.denominator == 1 else None
         best = None
-        top: list[tuple[Constant, str]] = []
+        top: list[Constant] = []
         small = nat.small_offset
-        for rank, c, ci, dep in safe:
+        for rank, c, ci in safe:
             if v1i is not None and ci is not None:  # the common case, in ints
                 d = v1i - ci
                 if abs(d) > nat.max_offset:
@@ -258,31 +253,42 @@ class SymbolicComposer:
                     continue
                 key = (nat.rank(dq), nat.size_rank(dq), rank)
             if best is None or key < best:
-                best, top = key, [(c, dep)]
+                best, top = key, [c]
             elif key == best:
-                top.append((c, dep))
-        return top[h % len(top)] if top else None
+                top.append(c)
+        if not top:
+            return None
+        live = [(c, dep) for c in top if (dep := self.dependence(p, c)) != "independent"]
+        if live:
+            return live[h % len(live)]
+        # every constant of the best group is irrelevant to the answer: the next group
+        return self.choose(lead, tuple(e for e in safe if e[1] not in top), h, p)
+
+    def _alive(self, p: Problem, safe) -> tuple:
+        """The safe constants of ``p`` the answer is not proved independent of."""
+        return tuple(e for e in safe if self.dependence(p, e[1]) != "independent")
 
     def _partner(self, k: int, chain: Sequence[Problem], safe, h: int) -> Problem | None:
         """The next partner for position ``k`` when v1 of ``chain[k]`` gives no natural offset
         with any constant of ``chain[k + 1]`` (issue 26: the chain goes to another partner,
         not to rejection): among the reserve problems whose v1 lies within ``small_offset`` of
         some safe constant (else within ``max_offset``), the pick is ``h``. Reserve partners
-        are preferred problems with integer answers (a large one is allowed: a large
-        constant needs it), grouped by value once."""
+        are preferred problems whose answer is a plain integer (a large one is allowed: a
+        large constant needs it), grouped by value once."""
         reserve = self.partners.get(k, ())
         index = self._partner_index.get(k)
         if index is None or index[2] is not reserve:  # built for this reserve (pools may be rebuilt)
             by_value: dict[int, list[Problem]] = {}
             for p in reserve:
-                lead = self.lead(p)
-                if lead is None or lead.r_str or lead.parts[0].denominator != 1:
+                # an answer written as a plain integer: read without the exact parser (the
+                # reserve holds thousands of problems, and only whole numbers lead naturally)
+                if not _PLAIN_INT.fullmatch(p.answer):
                     continue
-                v1 = lead.parts[0]
-                why = self.natural.q1_flaw(p.question, v1)
+                v1 = int(p.answer)
+                why = self.natural.q1_flaw(p.question, Fraction(v1))
                 if why and why != "large_q1":
                     continue
-                by_value.setdefault(v1.numerator, []).append(p)
+                by_value.setdefault(v1, []).append(p)
             vals = sorted(by_value)
             index = self._partner_index[k] = (vals, [by_value[v] for v in vals], reserve)
         vals, groups, _ = index
@@ -292,15 +298,31 @@ class SymbolicComposer:
         nat = self.natural
         for reach in (nat.small_offset, nat.max_offset):
             ok: set[int] = set()
-            for _, c, ci, _ in safe:
+            for _, c, ci in safe:
                 if ci is None:  # a decimal constant: the offset is a fraction
                     lo, hi = bisect_left(vals, c.value - reach), bisect_right(vals, c.value + reach)
                     ok.update(i for i in range(lo, hi) if nat.allows(vals[i] - c.value))
                 else:
                     ok.update(range(bisect_left(vals, ci - reach), bisect_right(vals, ci + reach)))
-            found = [p for i in sorted(ok) for p in groups[i] if p.id not in taken] if ok else []
-            if found:
-                return found[h % len(found)]
+            if not ok:
+                continue
+            # the h-th of the problems at the allowed values, chain members left out, without
+            # listing them (a value such as 2 has hundreds of partners)
+            idx = sorted(ok)
+            counts = [len(groups[i]) for i in idx]
+            total = sum(counts)
+            for _ in range(len(taken) + 1):
+                if total == 0:
+                    break
+                pick = h % total
+                for i, n in zip(idx, counts):
+                    if pick < n:
+                        p = groups[i][pick]
+                        break
+                    pick -= n
+                if p.id not in taken:
+                    return p
+                h += 1  # a chain member: the next one
         return None
 
     def eligible(self, p: Problem, position: int, depth: int) -> bool:
@@ -366,8 +388,6 @@ class SymbolicComposer:
         for k, top in enumerate(tops, 2):
             if not top:
                 stage, reason = self._why_none[chain[k - 1].id]
-                if reason == "independent":
-                    self.tally["dep:independent"] += 1
                 return Rejection(stage, reason, f"position {k}: problem {chain[k - 1].id} has no replaceable constant ({reason})")
         masks = self._masks
         mask = 0
@@ -385,9 +405,14 @@ class SymbolicComposer:
         for k in reversed(range(K - 1)):
             h = _choice_hash(self.seed, candidate_id, k)
             lead = leads[k]
-            picked = self.choose(lead, tops[k], h)
+            picked = self.choose(lead, tops[k], h, chain[k + 1])
             if picked is None:
-                partner = self._partner(k, chain, tops[k], h) if k in self.partners and swaps < K - 1 else None
+                alive = self._alive(chain[k + 1], tops[k])
+                if not alive:
+                    self.tally["dep:independent"] += 1
+                    return Rejection("check5_dependence", "independent", f"position {k + 2}: the answer of "
+                                     f"{chain[k + 1].id} depends on none of its constants")
+                partner = self._partner(k, chain, alive, h) if k in self.partners and swaps < K - 1 else None
                 if partner is not None:  # the next partner, not a rejection
                     self._partner_by_id[partner.id] = partner
                     return self._compose(chain[:k] + (partner,) + chain[k + 1 :], candidate_id, drawn, swaps + 1)

@@ -359,7 +359,7 @@ def _tokens(q: str, end: int, blocks: list[tuple[int, int]], spans: list[tuple[i
         elif before in _SLOT_BEFORE:
             if pre.rstrip()[-1:] in _SLOT_ENDS:
                 slot = _SLOT1.search(pre)
-            if slot is None and ("frac" in pre or "binom" in pre):
+            if slot is None and ("frac" in pre[-14:] or "binom" in pre[-14:]):
                 slot = _SLOT2.search(pre)
                 second = slot is not None
         if slot is not None and slot.group(1) != "_" and not (subs and _inside(subs, s)):
@@ -422,8 +422,8 @@ def _tokens(q: str, end: int, blocks: list[tuple[int, int]], spans: list[tuple[i
             continue
         role = _role(q, s, e, lit, in_math, span, bool(sups) and _inside(sups, s), radix)
         # a digit group of a number written with thin spaces (and unknown digits): 5\,41G\,507
-        grouped = "\\," in lit or _DIGIT_GROUP_AFTER.match(q, e) is not None or (
-            _DIGIT_GROUP_BEFORE.search(q, max(0, s - 4), s) is not None)
+        grouped = "\\," in lit or (q[e : e + 2] == "\\," and _DIGIT_GROUP_AFTER.match(q, e) is not None) or (
+            q[s - 2 : s] == "\\," and _DIGIT_GROUP_BEFORE.search(q, max(0, s - 4), s) is not None)
         flaw = "tex_token" if grouped else "exponent" if role == "exponent" else "base_notation" if role == "radix" else ""
         found.append(_Tok(s, lit, _key(plain), in_math, arithmetic, role, flaw))
     words = _word_tokens(q, end, blocks, spans)

@@ -77,14 +77,13 @@ _FIG_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])")
 _FIGURE_BLOCK = ("[asy]", "\\begin{asy}", "\\begin{tikzpicture}", "\\begin{picture}")
 
 
-def _figure_values(q: str, blocks: Sequence[tuple[int, int]]) -> set[Fraction]:
-    vals: set[Fraction] = set()
+def _figure_values(q: str, blocks: Sequence[tuple[int, int]]) -> set[int | Fraction]:
+    found: set[str] = set()
     for a, b in blocks:
-        if not q.startswith(_FIGURE_BLOCK, a):
-            continue
-        code = _STYLE_CALL.sub(" ", q[a:b])
-        vals.update(Fraction(m.group()) for m in _FIG_NUMBER.finditer(code))
-    return vals
+        if q.startswith(_FIGURE_BLOCK, a):
+            found.update(_FIG_NUMBER.findall(_STYLE_CALL.sub(" ", q[a:b])))
+    # ints where they can be (the tokens' keys are ints too: equal values hash alike)
+    return {int(x) if x.isdigit() else Fraction(x) for x in found}
 
 
 # -- sums_to_one --------------------------------------------------------------------------
@@ -165,7 +164,9 @@ def _sums_to_one(q: str, toks, ends: Sequence[int]) -> set[int]:
             if Fraction(toks[j].key) == total:
                 flagged.add(j)
                 flagged.update(after)
-    flagged.update(_remainders(q, toks))
+    low = q.lower()
+    if "remain" in low or "rest" in low or "other" in low:
+        flagged.update(_remainders(q, toks))
     flagged.update(_listed_counts(q, toks, ends))
     return flagged
 
@@ -423,7 +424,7 @@ def shortcut_flaws(q: str, toks, blocks: Sequence[tuple[int, int]], spans: Seque
         vals = _figure_values(q, blocks)
         if vals:
             # a count written in words ("no two tiles", "three strips") is no figure coordinate
-            mark("figure", [j for j, t in enumerate(toks) if Fraction(t.key) in vals and t.lit[0].isdigit()])
+            mark("figure", [j for j, t in enumerate(toks) if t.key in vals and t.lit[0].isdigit()])
     mark("sums_to_one", _sums_to_one(q, toks, ends))
     mark("pattern", _pattern(q, toks))
     mark("default_value", _default_value(q, toks, ends))
