@@ -313,8 +313,6 @@ def test_which_answers_can_stand_as_an_exact_v1(answers, solution, why):
 
 
 def test_every_engine_keeps_an_inexact_q1_out_of_the_lead_with_its_reason():
-    from types import SimpleNamespace
-
     from composition_rl.compose.llm import LLMComposeConfig
     from composition_rl.compose.run import build_engine
     from composition_rl.records import Problem
@@ -326,8 +324,7 @@ def test_every_engine_keeps_an_inexact_q1_out_of_the_lead_with_its_reason():
 
     llm = LLMComposeConfig(model="m", base_urls=("http://unused",))
     sym = build_engine(ComposeConfig(depth=2))
-    engines = [sym] + [build_engine(SimpleNamespace(engine=n, seed=0, max_chars=8000), llm_config=llm)
-                       for n in ("llm", "auto")]
+    engines = [sym] + [build_engine(ComposeConfig(depth=2, engine=n), llm_config=llm) for n in ("llm", "auto")]
     for eng in engines:
         assert not eng.eligible(two, 0, 2), eng
         assert eng.eligible(asked, 0, 2), eng  # the question asks for the rounding: X is defined

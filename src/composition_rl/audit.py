@@ -1,13 +1,16 @@
-"""A blind human audit of a composed set: sample, show, score (issue 16).
+"""A blind human audit of a composed set: scan, sample, show, score (issues 16 and 26).
 
-:func:`sample` draws a seeded sample of accepted records and turns each into a blind item:
+:func:`scan` runs the defect scanners (:mod:`composition_rl.compose.quality`) over every
+record of a run and counts each class; :func:`sample` draws a seeded sample of accepted
+records (of one class, with ``where``) and turns each into a blind item:
 the problems in order, the relation paragraphs, the later problems with the replaced
 places marked, and the answer. Nothing from the engine (ids of parents, offsets, exact
 expressions, the engine's name) is shown, so the reviewer judges the prompt as a policy
 would see it. :func:`write_csv` and :func:`write_html` write the form; :func:`score` reads a
 filled CSV and reports the invalid, shortcut and natural rates with Wilson intervals.
 
-A reviewer answers three questions per item (``y`` or ``n``):
+A reviewer answers three questions per item (``y`` or ``n``; the judging rules are in
+docs/composition.md, "Judging rules"):
 
 * ``valid``: the prompt is well posed and the answer is right (q1 solves to X, the relation
   gives the replaced value, the rewritten problem still has the stated answer);
@@ -28,11 +31,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from composition_rl.compose.quality import glues
+from composition_rl.compose.quality import DEFECTS, NOTES, glues, scan_record
 from composition_rl.records import Problem
 from composition_rl.stats import wilson_interval
 
-__all__ = ["QUESTIONS", "AuditItem", "AuditScore", "sample", "score", "write_csv", "write_html"]
+__all__ = ["CLASSES", "QUESTIONS", "AuditItem", "AuditScore", "sample", "scan", "score", "write_csv", "write_html"]
+
+#: what ``scan`` counts and ``sample(where=...)`` selects: the scanners' defect classes
+#: (compose/quality.py), the reported-only notes, and records the scanners could not read
+CLASSES = (*DEFECTS, *NOTES, "unreadable")
 
 QUESTIONS = ("valid", "shortcut", "natural")
 FIELDS = ("item", "first_problem", "relations", "later_problems", "answer", *QUESTIONS, "note")
@@ -79,15 +86,67 @@ def _mark(seg: str, lk) -> str:
     return "".join(out)
 
 
-def sample(run_dir: str | Path, n: int, seed: int) -> list[AuditItem]:
-    """A seeded sample of ``n`` accepted records of a ``crl compose`` run, in a shuffled order.
+def _records(path: Path):
+    """(line number, record) for each line of a ``composed.jsonl``."""
+    with open(path, "rb") as f:
+        for idx, line in enumerate(f):
+            if not line.strip():
+                continue
+            try:
+                yield idx, Problem.from_dict(json.loads(line))
+            except (ValueError, KeyError) as e:
+                raise ValueError(f"{path}: line {idx + 1} is not a composed record: {e}") from e
+
+
+def _composed(run_dir: str | Path) -> Path:
+    path = Path(run_dir) / "composed.jsonl"
+    if not path.is_file():
+        raise ValueError(f"{run_dir}: no composed.jsonl (is this the output folder of crl compose?)")
+    return path
+
+
+def scan(run_dir: str | Path, examples: int = 5, progress: bool = False) -> dict[str, object]:
+    """Every record of a run through the scanners of :mod:`composition_rl.compose.quality`:
+    the records scanned, the records in each class of :data:`CLASSES`, and up to ``examples``
+    (record id, detail) per class.
 
     Raises:
         ValueError: no ``composed.jsonl`` in ``run_dir``, or a line that is not a record.
     """
-    path = Path(run_dir) / "composed.jsonl"
-    if not path.is_file():
-        raise ValueError(f"{run_dir}: no composed.jsonl (is this the output folder of crl compose?)")
+    from composition_rl.progress import ProgressBar
+
+    path = _composed(run_dir)
+    counts = dict.fromkeys(CLASSES, 0)
+    found: dict[str, list[list[str]]] = {}
+    n = 0
+    with ProgressBar("scanning", None, enabled=progress) as bar:
+        for _, rec in _records(path):
+            n += 1
+            first: dict[str, str] = {}
+            for cls, detail in scan_record(rec):
+                first.setdefault(cls, detail)
+            for cls, detail in first.items():
+                counts[cls] = counts.get(cls, 0) + 1
+                ex = found.setdefault(cls, [])
+                if len(ex) < examples:
+                    ex.append([rec.id, detail])
+            bar.update(n)
+    return {"run": str(run_dir), "records": n, "classes": counts, "examples": found}
+
+
+def sample(run_dir: str | Path, n: int, seed: int, where: str | None = None) -> list[AuditItem]:
+    """A seeded sample of ``n`` accepted records of a ``crl compose`` run, in a shuffled order;
+    with ``where``, only among the records the scanners put in that class (:data:`CLASSES`).
+
+    Raises:
+        ValueError: no ``composed.jsonl`` in ``run_dir``, a line that is not a record, or an
+            unknown class.
+    """
+    path = _composed(run_dir)
+    if n < 1:
+        raise ValueError(f"sample size {n} must be >= 1")
+    if where is not None and where not in CLASSES:
+        raise ValueError(f"--where {where!r}: unknown class; known: {', '.join(CLASSES)}")
     offsets = []
     with open(path, "rb") as f:
         pos = 0
@@ -95,11 +154,18 @@ def sample(run_dir: str | Path, n: int, seed: int) -> list[AuditItem]:
             if line.strip():
                 offsets.append(pos)
             pos += len(line)
-    if n < 1:
-        raise ValueError(f"sample size {n} must be >= 1")
-    if n > len(offsets):  # a form of every record is no sample: say so instead of writing it
+    if where is None and n > len(offsets):  # a form of every record is no sample: say so instead of writing it
         raise ValueError(f"sample size {n:,} is more than the {len(offsets):,} records in {path}; give at most that")
-    rng = random.Random(f"audit:{seed}")
+    if where is not None:  # one class: all its records when it has fewer than n (the form says how many)
+        keep = {idx for idx, rec in _records(path) if any(c == where for c, _ in scan_record(rec))}
+        lines, pos = [], 0
+        with open(path, "rb") as f:
+            for idx, line in enumerate(f):
+                if idx in keep:
+                    lines.append(pos)
+                pos += len(line)
+        offsets = lines
+    rng = random.Random(f"audit:{seed}" if where is None else f"audit:{seed}:{where}")
     picked = rng.sample(range(len(offsets)), min(n, len(offsets)))
     items = []
     with open(path, "rb") as f:
@@ -109,7 +175,7 @@ def sample(run_dir: str | Path, n: int, seed: int) -> list[AuditItem]:
             try:
                 rec = Problem.from_dict(json.loads(line))
             except (ValueError, KeyError) as e:
-                raise ValueError(f"{path}: line {idx + 1} is not a composed record: {e}") from e
+                raise ValueError(f"{path}: record {idx + 1} is not a composed record: {e}") from e
             items.append(_blind(rec, f"A{i:03d}"))
     return items
 
@@ -125,9 +191,10 @@ def write_csv(items: Sequence[AuditItem], path: str | Path) -> None:
     Path(path).write_text(buf.getvalue(), encoding="utf-8")
 
 
-def write_key(items: Sequence[AuditItem], path: str | Path, run_dir: str | Path, seed: int) -> None:
+def write_key(items: Sequence[AuditItem], path: str | Path, run_dir: str | Path, seed: int,
+              where: str | None = None) -> None:
     """Which record each item is (kept apart from the form, so the review stays blind)."""
-    Path(path).write_text(json.dumps({"run": str(run_dir), "seed": seed,
+    Path(path).write_text(json.dumps({"run": str(run_dir), "seed": seed, "where": where,
                                       "items": {it.item: it.record_id for it in items}}, indent=1) + "\n")
 
 

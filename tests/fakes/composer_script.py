@@ -42,10 +42,12 @@ def propose(q1: str, gt1: str, q2: str, menu: list[tuple[str, str]] | None = Non
         if m is None:
             return None
         v1, definition = m.group(), "the first number in the answer to the problem above"
-    consts = find_constants(q2, "")
+    # a good model follows the prompt: a constant without a flaw where there is one, and
+    # never an exponent, a radix, a year or one TeX token of a shorthand
+    consts = [c for c in find_constants(q2, "") if c.flaw not in ("named", "tex_token", "exponent", "base_notation")]
     if not consts:
         return None
-    c = min(consts, key=lambda c: (c.rank, c.offset))
+    c = min(consts, key=lambda c: (bool(c.flaw), c.rank, c.offset))
     rewritten = q2[: c.offset] + "<VAR>" + q2[c.offset + len(c.literal) :]
     return {
         "v1": v1,

@@ -1,7 +1,10 @@
-"""``crl audit``: a blind sample of a composed set for human review, and its score.
+"""``crl audit``: a blind sample of a composed set for human review, its score, and the
+defect scanners.
 
     crl audit runs/math_d2 --sample 40 --seed 0 --out audit.html   # or audit.csv
     crl audit --score audit_filled.csv
+    crl audit runs/math_d2 --scan [--json scan.json]               # records in each defect class
+    crl audit runs/math_d2 --where pattern --sample 20 --out p.html  # a sample of one class
 
 The first form writes the form (HTML with buttons, or CSV to fill in a spreadsheet) and,
 beside it, ``<out>.key.json`` mapping items to record ids (not shown to the reviewer). The
@@ -17,7 +20,7 @@ from pathlib import Path
 
 from composition_rl.cli import UsageError
 
-HELP = "blind-audit a composed set: sample records for review, then score the filled form"
+HELP = "blind-audit a composed set: sample records for review, score the filled form, scan for defects"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,7 +29,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default: 0)")
     p.add_argument("--out", help="the form to write: a .html page or a .csv file")
     p.add_argument("--score", metavar="FILLED", help="score a filled audit CSV instead")
-    p.add_argument("--json", help="with --score: also write the figures to this JSON file")
+    p.add_argument("--scan", action="store_true",
+                   help="count the records of the run in each defect class of the scanners instead")
+    p.add_argument("--where", metavar="CLASS",
+                   help="sample only records the scanners put in CLASS (see --scan for the classes)")
+    p.add_argument("--json", help="with --score or --scan: also write the figures to this JSON file")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,8 +58,24 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps(d, indent=1) + "\n")
         return 0
+    if args.scan:
+        if not args.run or args.out or args.where:
+            raise UsageError("--scan takes a run folder and no --out or --where")
+        try:
+            res = audit.scan(args.run, progress=True)
+        except ValueError as e:
+            raise UsageError(str(e)) from e
+        print(f"{res['records']:,} records in {args.run}")
+        for cls, count in res["classes"].items():
+            print(f"  {cls:24s} {count:>8,}")
+        for cls, ex in res["examples"].items():
+            for rid, detail in ex[:2]:
+                print(f"    e.g. {cls}: {rid} {detail}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+        return 0
     if not args.run or not args.out:
-        raise UsageError("give a run folder and --out audit.html|audit.csv (or --score FILLED)")
+        raise UsageError("give a run folder and --out audit.html|audit.csv (or --score FILLED, or --scan)")
     out = Path(args.out)
     if out.suffix not in (".html", ".csv"):
         raise UsageError(f"--out {out}: the name must end in .html or .csv")
@@ -60,12 +83,12 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         writable_file(out)
-        items = audit.sample(args.run, args.sample, args.seed)
+        items = audit.sample(args.run, args.sample, args.seed, where=args.where)
     except ValueError as e:
         raise UsageError(str(e)) from e
     (audit.write_html if out.suffix == ".html" else audit.write_csv)(items, out)
     key = out.with_name(out.name + ".key.json")
-    audit.write_key(items, key, args.run, args.seed)
+    audit.write_key(items, key, args.run, args.seed, where=args.where)
     size = out.stat().st_size
     print(f"{len(items)} items in {out} ({size / 1e6:.1f} MB; record ids in {key}: keep it from the reviewer)")
     return 0

@@ -34,18 +34,21 @@ class Stage(str, Enum):
     CHECK2_SUBSTITUTION = "check2_substitution"
     CHECK3_RELATION = "check3_relation"
     CHECK4_NAMES_LENGTH = "check4_names_length"
+    CHECK5_DEPENDENCE = "check5_dependence"  # the answer does not depend on the variable
     INTERNAL = "internal"  # a bug, counted instead of sinking the run
 
     def __str__(self) -> str:
         return self.value
 
 
-#: the four checks every composed record must pass (compose/checks.py)
+#: the five checks every composed record must pass (compose/checks.py)
 CHECK_STAGES: tuple[str, ...] = tuple(s.value for s in (
-    Stage.CHECK1_V1, Stage.CHECK2_SUBSTITUTION, Stage.CHECK3_RELATION, Stage.CHECK4_NAMES_LENGTH))
+    Stage.CHECK1_V1, Stage.CHECK2_SUBSTITUTION, Stage.CHECK3_RELATION, Stage.CHECK4_NAMES_LENGTH,
+    Stage.CHECK5_DEPENDENCE))
 #: the funnel of an engine that makes no model call (symbolic)
 FUNNEL_STAGES: tuple[str, ...] = tuple(s.value for s in (
-    Stage.CHECK1_V1, Stage.CONSTANT, Stage.CHECK2_SUBSTITUTION, Stage.CHECK3_RELATION, Stage.CHECK4_NAMES_LENGTH))
+    Stage.CHECK1_V1, Stage.CONSTANT, Stage.CHECK2_SUBSTITUTION, Stage.CHECK3_RELATION, Stage.CHECK4_NAMES_LENGTH,
+    Stage.CHECK5_DEPENDENCE))
 #: the funnel of an engine that calls a model (llm, auto)
 LLM_STAGES: tuple[str, ...] = tuple(s.value for s in Stage)
 

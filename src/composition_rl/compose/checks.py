@@ -11,6 +11,9 @@ verification steps"; here exact instead of LLM self-checks):
    ``v1 - d == v2`` exactly.
 4. ``check4_names_length``: variable names are distinct, clash with no symbol of any chained
    problem, and the prompt respects the length limit.
+5. ``check5_dependence``: the later problem's answer is not proved independent of the
+   variable (:func:`composition_rl.compose.dependence.decide` on the original text and the
+   replaced places), and the record does not say so itself (``metadata["dependence"]``).
 
 :func:`run_checks` returns ``None`` for a good record or the first failure.
 """
@@ -25,10 +28,12 @@ from functools import lru_cache
 import sympy
 
 from composition_rl.compose.base import CHECK_STAGES, Rejection
+from composition_rl.compose.dependence import decide
 from composition_rl.compose.spc import derived_phrase, find_glue
 from composition_rl.records import Problem
 from composition_rl.values import (
     Exact,
+    constant_value,
     exact_equal,
     exact_positive,
     exact_sub,
@@ -74,7 +79,7 @@ def _v1_failure(answer: str, v1_latex: str, v1_expr: str) -> tuple[str, str] | N
 @lru_cache(maxsize=65536)
 def _v2_failure(literal: str, v2_expr: str) -> str | None:
     """Check 2's value part: the literal put back is the recorded v2 (pure, so cached)."""
-    lit_value = exact_value(literal)
+    lit_value = exact_value(literal) if literal[:1].isdigit() else constant_value(literal)
     if not isinstance(lit_value, Fraction) or lit_value != exact(v2_expr):
         return f"literal {literal!r} is not {v2_expr}"
     return None
@@ -134,7 +139,7 @@ def _restore_all(seg: str, original: str, lk) -> tuple[str, str] | None:
 
 
 def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) -> Rejection | None:
-    """Run checks 1-4 on composed record ``c`` whose chain is ``parents`` (q1..qK), for a
+    """Run checks 1-5 on composed record ``c`` whose chain is ``parents`` (q1..qK), for a
     record of any engine. An LLM record (``engine == "llm"``) has a free-text definition in
     its glue, may take v1 from inside a compound answer, may write its constant in words and
     may have had its later problem rephrased (confirmed by the verification call): its links
@@ -169,7 +174,7 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
             why = _llm_link_failure(c, k, lk, glues[k], seg, parents)
             if why is not None:
                 return why
-        return _names_length_failure(text, links, parents, max_chars)
+        return _names_length_failure(text, links, parents, max_chars) or _dependence_failure(c, parents)
     for k, lk in enumerate(links):
         why = (_derived_v1_failure(parents[k], lk, glues[k]) if lk.v1_derivation or glues[k].derived
                else _v1_failure(parents[k].answer, lk.v1_latex, lk.v1_expr))
@@ -206,7 +211,22 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
         if why is not None:
             return Failure("check3_relation", why[0], f"link {k + 1}: {why[1]}")
 
-    return _names_length_failure(text, links, parents, max_chars)
+    return _names_length_failure(text, links, parents, max_chars) or _dependence_failure(c, parents)
+
+
+def _dependence_failure(c: Problem, parents: Sequence[Problem]) -> Rejection | None:
+    """Check 5: no link's later problem is proved independent of its variable, and the record
+    does not say that it is (the LLM engine records what its model decided)."""
+    if c.metadata.get("dependence") == "independent":
+        return Failure("check5_dependence", "independent", "the record says its answer does not depend on the variable")
+    for k, lk in enumerate(c.links):
+        if lk.v2_offset < 0:
+            continue  # a rephrased problem (LLM): there is no original place to read
+        places = tuple(sorted((lk.v2_offset, *lk.v2_also))) if lk.v2_also else (lk.v2_offset,)
+        if decide(parents[k + 1].question, places, lk.v2_literal) == "independent":
+            return Failure("check5_dependence", "independent",
+                           f"link {k + 1}: the answer is the same for every value of {lk.y}")
+    return None
 
 
 def _names_length_failure(text: str, links, parents: Sequence[Problem], max_chars: int) -> Rejection | None:

@@ -230,6 +230,7 @@ def _finalize(
     reasons: Counter[str] = Counter()
     stages: Counter[str] = Counter()
     by_engine: Counter[str] = Counter()
+    dependence: Counter[str] = Counter()  # check 5 on the accepted records (dependent / unknown)
     requests = ptoks = ctoks = accepted = missing = 0
     with (
         open(journal_path, "rb") as j,
@@ -249,6 +250,7 @@ def _finalize(
             if e["ok"]:
                 accepted += 1
                 by_engine[e["engine"]] += 1
+                dependence[e["row"].get("metadata", {}).get("dependence", "unknown")] += 1
                 fa.write(dumps(e["row"]) + "\n")
             else:
                 reasons[e["row"]["reason"]] += 1
@@ -274,6 +276,10 @@ def _finalize(
         "rejected_by_reason": dict(sorted(reasons.items())),
         "rejected_by_stage": {st: stages.get(st, 0) for st in LLM_STAGES},
         "funnel": funnel,
+        # check 5's three outcomes: accepted records shown to depend on their variables or
+        # left undecided, and chains rejected because an answer did not depend on one
+        "dependence": {"dependent": dependence.get("dependent", 0), "unknown": dependence.get("unknown", 0),
+                       "independent": reasons.get("independent", 0) + reasons.get("independent_model", 0)},
         "llm": {
             "requests": requests,
             "prompt_tokens": ptoks,

@@ -99,7 +99,10 @@ class ComposeConfig:
         "help": "a problem whose answer is not one number (an interval, a tuple, a set of solutions, an option "
                 "letter, a polynomial, a matrix, a complex number) leads a link with a number derived from it "
                 "('the largest of the values that answer the problem above'); --no-derive-q1 keeps such problems "
-                "out of the positions before the last (symbolic engine; the llm engine's prompt still lists them)"})
+                "out of the positions before the last (symbolic engine; the llm engine's prompt still lists them)",
+        "help_no": "keep problems whose answer is not one number out of the positions before the last, as before "
+                   "issue 27 (symbolic engine and the symbolic half of auto; the llm engine's prompt still lists "
+                   "the derived numbers)"})
     natural: Naturalness = field(default_factory=Naturalness)
 
     def __post_init__(self) -> None:

@@ -32,6 +32,7 @@ def build_pools(
     eligible: Callable[[Problem, int], bool] | None = None,
     flaw: Callable[[Problem, int], str] | None = None,
     report: dict[str, Any] | None = None,
+    reserve: dict[int, list[Problem]] | None = None,
 ) -> list[list[Problem]]:
     """One pool per position: a seeded random sample of ``sizes[k]`` problems from ``sets[k]``
     (the whole set when the size is None or not smaller). Small pools sample only problems
@@ -43,6 +44,10 @@ def build_pools(
     problem is exactly the pool drawn without ``flaw`` (outputs stay byte-identical where the
     rule changes nothing). ``report``, if given, receives per position the flaws met among
     the eligible problems and among the first draw, and how many were swapped.
+
+    ``reserve``, if given, receives per sampled position the eligible problems the pool did
+    not draw, in a seeded order of their own: the partners an engine may take next when a
+    drawn one cannot be composed naturally (issue 26). A full pool has no reserve.
     """
     if len(sets) != len(sizes):
         raise ValueError(f"{len(sets)} sets but {len(sizes)} pool sizes")
@@ -59,6 +64,11 @@ def build_pools(
         if flaw is not None:
             idx = _prefer(cands, idx, k, seed, flaw, report)
         pools.append([cands[i] for i in idx])
+        if reserve is not None:
+            drawn = set(idx)
+            rest = [i for i in range(len(cands)) if i not in drawn]
+            random.Random(f"pool-reserve:{seed}:{k}").shuffle(rest)
+            reserve[k] = [cands[i] for i in rest]
     return pools
 
 

@@ -1,7 +1,9 @@
-"""Scanners for the defect classes a reader finds in composed prompts (issue 16).
+"""Scanners for the defect classes a reader finds in composed prompts (issues 16 and 26).
 
 The checks (:mod:`composition_rl.compose.checks`) prove a record *correct*; these scanners
-look for records that are correct but poor training data, reading only the composed record:
+look for records that are correct but poor training data, reading only the composed record
+and its parents' texts (``crl audit RUN --scan`` runs them over a set, ``--where CLASS``
+samples one class):
 
 * ``latex_dollars_in_math`` (class 1): ``$Y$`` written where the text is already in math mode
   (``align*``, ``eqnarray*``, ``cases``, ``\\[ \\]``, ``$$ $$`` ...): the dollars break LaTeX.
@@ -9,9 +11,24 @@ look for records that are correct but poor training data, reading only the compo
 * ``notation`` (class 3): the replaced literal was notation, not a quantity: ``f^{-1}``,
   ``\\sqrt[3]{}``, ``f^{(4)}``, ``\\mathbb{R}^3``, an index ``a_1``, an environment argument.
 * ``repeated_value`` (class 2, the part a program can see): the later problem still shows
-  v2 (another literal that reads as a quantity, or a figure label, with the same value), so
-  the chain can be skipped. ``same_value_other_role`` is reported apart: v2's value written
-  as a coordinate, a table cell or a list label, which may or may not be the same quantity.
+  v2 (another literal that reads as a quantity with the same value), so the chain can be
+  skipped. ``same_value_other_role`` is reported apart: v2's value written as a table cell
+  or a list label, which may or may not be the same quantity.
+* ``tex_token`` (issue 26): the variable stands where TeX reads a different number: a
+  multi-digit literal in a one-token argument (``\\frac W`` for the 49 of ``\\frac 49``), a
+  digit glued to a control word (``\\sqrt2``), a digit run it only began (``x^23``).
+* ``exponent``, ``radix``: the variable is a power (``x^Y``) or a base of notation.
+* ``role_mix``: one variable replaced literals in different roles (a term and a divisor, a
+  count in prose and a term in a formula).
+* ``figure``: the figure code still writes v2 (a label, a coordinate, a radius).
+* ``sums_to_one``: the variable is a share of shares that sum to 1 (or 100%), or a count
+  the other counts of its sentence add up to.
+* ``pattern``: the variable is a term its neighbours determine (``1, 2, Y, 4``;
+  ``1 + Y + \\cdots + 100``).
+* ``worked_example``: the variable sits in a worked example ("For example, ...").
+* ``default_value``: v2 is the value its context fixes by default (a deck of 52 cards).
+* ``independent``: the answer is proved not to depend on the variable (check 5's reading).
+* ``unnatural_offset``: the relation states ``|d| > 100`` or a denominator above 12.
 
 Math mode here is found by its own scan (a stack of open delimiters and environments), not by
 the code that chose the constant, so the scanner can catch that code's mistakes.
@@ -21,16 +38,23 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
+from composition_rl.compose.dependence import decide
+from composition_rl.compose.natural import Naturalness
 from composition_rl.compose.spc import Glue, find_glue
 from composition_rl.records import Link, Problem
 from composition_rl.values import find_constants
+from composition_rl.values.constants import NOTATION_ROLES
 
 __all__ = ["DEFECTS", "glues", "scan_record", "scan_records", "segments"]
 
-DEFECTS = ("latex_dollars_in_math", "latex_bare_in_prose", "notation", "repeated_value")
+DEFECTS = (
+    "latex_dollars_in_math", "latex_bare_in_prose", "notation", "repeated_value",  # issue 16
+    "tex_token", "exponent", "radix", "role_mix", "figure", "sums_to_one", "pattern", "worked_example",
+    "default_value", "independent", "unnatural_offset",  # issue 26
+)
 # reported, not a defect by the finder's reading: v2's value also written in another role
 NOTES = ("same_value_other_role",)
 
@@ -137,6 +161,10 @@ def _restore(seg: str, lk: Link) -> tuple[str, list[tuple[int, str]]] | None:
             return []
         at = offs[i] + shift
         for tok in shapes:
+            # "Y \cdot " is written only before a bracket (spc.variable_token): elsewhere the
+            # \cdot after Y is the text's own
+            if tok.endswith("cdot ") and not seg[at + len(tok) :].lstrip().startswith(_BRACKETS):
+                continue
             if seg.startswith(tok, at):
                 rest = walk(i + 1, shift + len(tok) - len(lit))
                 if rest is not None:
@@ -183,8 +211,253 @@ def _visible_numbers(text: str):
         yield m
 
 
-def scan_record(rec: Problem) -> list[tuple[str, str]]:
-    """The defects of one composed record: (class, detail) pairs, empty for a clean one."""
+# -- issue 26's classes: each read from the original later problem and the replaced places,
+# by code of its own (the finder's rules live in values/constants.py and values/shortcuts.py)
+_NATURAL = Naturalness()
+_MAX_OFFSET, _MAX_DENOMINATOR = _NATURAL.max_offset, _NATURAL.max_denominator
+_ONE_TOKEN_SLOT = re.compile(r"(?:\\[dt]?frac|\\[dt]?binom|\\sqrt|\^|_)\s*$|\\[dt]?(?:frac|binom)\s*(?:\{[^{}]*\}|\w)\s*$")
+_CONTROL_WORD = re.compile(r"\\[A-Za-z]+$")
+_SECOND_DIGIT = re.compile(r"\\[dt]?(?:frac|binom)\s*\d$")  # the 9 of \frac49 follows its first argument
+_BASE_BEFORE = re.compile(r"\bbase[\s~-]*\$?\{?\s*$", re.I)
+_DEGREES_AFTER = re.compile(r"\s*(?:\^\s*\{?\s*\\circ|°|\\degree|\$?\s*degrees?\b)")
+_PERCENT = re.compile(r"\s*(?:\\%|%|\$?\s*percent\b)")
+_PAIR = re.compile(r"(?<![A-Za-z\\])\(\s*-?\s*[\d.]+\s*,\s*-?\s*[\d.]+\s*(?:,\s*-?\s*[\d.]+\s*)?\)")
+_STYLE = re.compile(r"\b(?:linewidth|fontsize|unitsize|size|opacity|gray|grey|rgb|rgba|cmyk|arrowsize|dotsize|"
+                    r"Arrows?|ArcArrows?|EndArrow|BeginArrow|MidArrow|scale|xscale|yscale|defaultpen|pen|fill|filldraw|"
+                    r"markscalefactor|pathticks|dashpattern|currentpen)\s*\([^()]*\)")
+_CUE = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|as an example|an example is|example:)", re.I)
+_SHARE = re.compile(r"\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}|(?<![\w.])(\d+)\s*/\s*(\d+)(?![\d.])"
+                    r"|(?<![\d.])(0?\.\d+)(?!\d)|(?<![\d.])(\d+(?:\.\d+)?)\s*(?:\\%|%)")
+_SHARE_WORDS = re.compile(r"probab|chance|likel|percent|%|fraction|pie|spinner|random|portion", re.I)
+_SEPARATOR = re.compile(r"\s|\$|,|;|\+|-|\\[,;!: ]|\\(?:cdot|times|quad|qquad|left|right|[dt]?frac|[dt]?binom|choose)(?![A-Za-z])"
+                        r"|\\\{|\\\}|[()\[\]{}&]|\band\b|\bor\b")
+_DOTS = re.compile(r"\\[lc]?dots[bc]?|\.\.\.|…")
+_POWER = re.compile(r"\^\s*(?:\{[^{}]*\}|\\?\w)")
+_INNER = re.compile(r"\{[^{}]*\}")
+
+
+def _no_powers(text: str) -> str:
+    """``text`` without superscripts: innermost braces first, so ``^{\\frac{1}{2}}`` goes too."""
+    prev = None
+    while prev != text and "^" in text:
+        prev = text
+        text = _POWER.sub("", text)
+        if "^{" in text:  # a nested group: flatten one level and try again
+            text = re.sub(r"\^\s*\{((?:[^{}]|\{[^{}]*\})*)\}", "", text)
+    return text
+
+
+def _tex_token(q: str, off: int, lit: str) -> str:
+    """Why the literal at ``off`` is not one TeX token (so Y there reads as another number)."""
+    pre = q[max(0, off - 16) : off]
+    end = off + len(lit)
+    if lit[:1].isdigit() and len(lit) > 1 and _ONE_TOKEN_SLOT.search(pre):
+        return f"{lit!r} fills a one-token TeX argument (TeX reads only {lit[0]!r} there)"
+    if lit[:1].isdigit() and _CONTROL_WORD.search(pre):
+        return f"{lit!r} is glued to {_CONTROL_WORD.search(pre).group()!r}"
+    if len(lit) == 1 and lit.isdigit() and (_ONE_TOKEN_SLOT.search(pre) or _SECOND_DIGIT.search(pre)):
+        return ""  # one digit is one TeX argument: \frac 4Y is 4/Y
+    if q[end : end + 1].isdigit() or (off and q[off - 1].isdigit()):
+        return f"{lit!r} is part of a longer digit run"
+    if re.search(r"(?:\d|(?<![\\A-Za-z])[A-Za-z])\\,$", q[max(0, off - 4) : off]) or re.match(
+            r"\\,(?:\d|[A-Za-z](?![A-Za-z]))", q[end : end + 4]):
+        return f"{lit!r} is a digit group of a larger number"
+    return ""
+
+
+# the argument of a command that is no arithmetic (\\choose 2, \\sin 30): not a term of a sum
+_ARGUMENT_OF = re.compile(r"\\(?!(?:cdot|times|div|pm|mp|le|ge|leq|geq|neq|approx|left|right|quad|qquad|[lc]?dots[bc]?"
+                          r"|[dt]?frac|sqrt)\b)[A-Za-z]+\s*$")
+_GLUED_OPERATOR = re.compile(r"\\(?:cdot|times|div|pm|[lc]?dots)$")
+
+
+def _in_group(q: str, off: int, mark: str, reach: int = 200) -> bool:
+    """Whether ``off`` is right after ``mark`` (``^`` or ``_``) or inside a braced group that
+    one opens, at any depth (``^{\\frac{1}{2}}``); the scan stops at a ``$``."""
+    if re.search(re.escape(mark) + r"\s*$", q[max(0, off - 4) : off]):
+        return True
+    depth, i = 0, off - 1
+    while i >= 0 and off - i < reach:
+        c = q[i]
+        if c == "}":
+            depth += 1
+        elif c == "{":
+            if depth == 0:
+                if re.search(re.escape(mark) + r"\s*$", q[max(0, i - 4) : i]):
+                    return True
+            else:
+                depth -= 1
+        elif c == "$":
+            return False
+        i -= 1
+    return False
+
+
+def _in_subscript(q: str, off: int) -> bool:
+    return _in_group(q, off, "_", 60)
+
+
+def _in_superscript(q: str, off: int) -> bool:
+    return _in_group(q, off, "^")
+
+
+def _scan_role(q: str, off: int, lit: str, in_math: bool) -> str:
+    """The role a replaced place plays, by the scanner's own reading: exponent, radix,
+    prose, denominator, angle, percent, coordinate or term."""
+    if in_math and _in_superscript(q, off):
+        return "exponent"
+    pre = q[max(0, off - 16) : off]
+    if _BASE_BEFORE.search(pre):
+        return "radix"
+    end = off + len(lit)
+    if _DEGREES_AFTER.match(q, end):
+        return "angle"
+    if _PERCENT.match(q, end):
+        return "percent"
+    if not in_math or (q[off - 1 : off] == "$" and q[end : end + 1] == "$"):
+        return "prose"
+    tail = pre.rstrip()
+    if tail.endswith(("/", "\\div")) or (re.search(r"\\[dt]?frac\s*\{[^{}]*\}\s*\{\s*$", pre) and q[end:].lstrip()[:1] == "}"):
+        return "denominator"
+    if any(m.start() < off < m.end() for m in _PAIR.finditer(q, max(0, off - 24), min(len(q), end + 24))):
+        return "coordinate"
+    return "term"
+
+
+def _figure_numbers(q: str) -> set[Fraction]:
+    out: set[Fraction] = set()
+    for m in _FIGURE.finditer(q):
+        code = _STYLE.sub(" ", m.group())
+        out.update(Fraction(x.group()) for x in re.finditer(r"(?<![\w.])\d+(?:\.\d+)?(?!\w)", code))
+    return out
+
+
+def _offset(expr: str) -> Fraction | None:
+    try:
+        return Fraction(expr)
+    except (ValueError, ZeroDivisionError):
+        return None  # irrational
+
+
+_SENTENCE = re.compile(r"[.?!](?=[\s$)]|\Z)|\n")
+_ASKING = re.compile(r"\s*(?:What|How|Find|Compute|Determine|Express|Enter|Give|Calculate|Evaluate|Simplify|Which|"
+                     r"Show|Prove|Suppose|Given|Now|Assume|Let|In how many|If)\b")
+
+
+def _in_example(q: str, off: int) -> bool:
+    """Whether ``off`` is inside a worked example: a cue earlier in its sentence, or in one
+    of the three sentences before it in its paragraph, with no sentence from the cue's on
+    asking the question."""
+    para = q.rfind("\n", 0, off) + 1
+    ends = [m.end() for m in _SENTENCE.finditer(q, para)]
+    starts = [para, *ends]
+    i = max(j for j, st in enumerate(starts) if st <= off)
+    own_end = ends[i] if i < len(ends) else len(q)
+    if _CUE.search(q, starts[i], off):
+        return True
+    if "?" in q[starts[i] : own_end] or _ASKING.match(q, starts[i]):
+        return False
+    for j in range(i - 1, max(-1, i - 4), -1):
+        if _CUE.search(q, starts[j], ends[j]):
+            return True
+        if "?" in q[starts[j] : ends[j]] or _ASKING.match(q, starts[j]):
+            return False
+    return False
+
+
+def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
+    """(class, why) for each shortcut class the replaced places fall in."""
+    # worked_example: an example cue before the place in its sentence, or in an earlier
+    # sentence of its paragraph when no sentence from there on asks the question
+    for off in places:
+        if _in_example(q, off):
+            yield "worked_example", f"{lit!r} at {off} is inside a worked example"
+            break
+    # sums_to_one: a share holding a place, in shares of which some sum to exactly 1
+    shares = []
+    for m in _SHARE.finditer(q):
+        g = m.groups()
+        if g[0] or g[2]:
+            num, den = (g[0], g[1]) if g[0] else (g[2], g[3])
+            v = Fraction(int(num), int(den)) if int(den) else None
+        else:
+            v = Fraction(g[4]) if g[4] else Fraction(g[5]) / 100
+        if v is not None and 0 < v < 1:
+            shares.append((v, m.start(), m.end()))
+    mine = [i for i, (_, a, b) in enumerate(shares) if any(a <= off < b for off in places)]
+    if mine and len(shares) <= 12 and _SHARE_WORDS.search(q):
+        others = [v for i, (v, _, _) in enumerate(shares) if i not in mine]
+        for i in mine:
+            need = 1 - shares[i][0]
+            reach = {Fraction(0)}
+            for v in others:
+                reach |= {r + v for r in reach if r + v <= need}
+            if need > 0 and need in reach:
+                yield "sums_to_one", f"{lit!r} is a share of shares summing to 1"
+                break
+    # pattern: a place whose neighbours (joined by separators only) form a sequence with it
+    pairs = [(m.start(), m.end()) for m in _PAIR.finditer(q)]  # points are data, not sequences
+    nums = [m for m in _NUM.finditer(q) if not _in_superscript(q, m.start()) and not _in_figure(q, m.start())
+            and not any(a < m.start() < b for a, b in pairs) and not _in_subscript(q, m.start())
+            and not _ARGUMENT_OF.search(q, max(0, m.start() - 12), m.start())
+            and not q[m.end() : m.end() + 1].isalpha() and not (m.start() and q[m.start() - 1].isalpha()
+                                                                   and not _GLUED_OPERATOR.search(q, 0, m.start()))]
+    starts = [m.start() for m in nums]
+    for off in places:
+        if off not in starts:
+            continue
+        i = starts.index(off)
+
+        def joined(a: int, b: int) -> bool:
+            gap = _no_powers(q[nums[a].end() : nums[b].start()])
+            return len(gap) <= 30 and not re.search(r"[.?!]\s|\n\s*\n", _DOTS.sub(",", gap)) and \
+                _SEPARATOR.sub("", _DOTS.sub("", gap)) == ""
+
+        vals = [Fraction(_value(m.group())) for m in nums]
+        for step in (1, 2):  # neighbours, or every other number (2 \cdot 2^2 + 3 \cdot 2^3 + ...)
+            for lo in (i - 2 * step, i - step, i):
+                hi = lo + 2 * step
+                if lo < 0 or hi >= len(nums) or not all(joined(x, x + 1) for x in range(lo, hi)):
+                    continue
+                x, y, z = vals[lo], vals[lo + step], vals[hi]
+                if not (x == y == z) and (y - x == z - y or (x and y and z and y * y == x * z)):
+                    yield "pattern", f"{lit!r} is in the progression {nums[lo].group()}, {nums[lo + step].group()}, {nums[hi].group()}"
+                    return
+        # two joined terms with an ellipsis right after or right before them (only separators
+        # between): the opening or closing terms of a run
+        for a, b in ((i, i + 1), (i - 1, i)):
+            if 0 <= a and b < len(nums) and joined(a, b):
+                after = q[nums[b].end() : nums[b + 1].start() if b + 1 < len(nums) else len(q)]
+                before = q[nums[a - 1].end() if a >= 1 else 0 : nums[a].start()]
+                m = _DOTS.search(after)
+                if m is not None and _SEPARATOR.sub("", _no_powers(after[: m.start()])) == "":
+                    yield "pattern", f"{lit!r} is one of the terms {nums[a].group()}, {nums[b].group()} before an ellipsis"
+                    return
+                last = ([None, *_DOTS.finditer(before)])[-1]
+                if last is not None and _SEPARATOR.sub("", before[last.end() :]) == "":
+                    yield "pattern", f"{lit!r} is one of the terms {nums[a].group()}, {nums[b].group()} after an ellipsis"
+                    return
+    # default_value: the value its context fixes (a deck of 52 cards, 60 minutes in an hour)
+    from composition_rl.values.shortcuts import _DEFAULTS
+
+    for off in places:
+        end = off + len(lit)
+        stop = min([x for x in (q.find(". ", end), q.find("?", end), q.find("\n", end)) if x >= 0], default=len(q))
+        start = max(q.rfind(". ", 0, off), q.rfind("\n", 0, off), 0)
+        for v, pat in _DEFAULTS:
+            if v != v2:
+                continue
+            p = pat.pattern
+            target = q[end:stop] if p.startswith("^") else q[start:off] if p.endswith("$") else q[start:stop]
+            if pat.search(target):
+                yield "default_value", f"{v2} is a default of its context"
+                return
+
+
+def scan_record(rec: Problem, parents: Sequence[Problem] | None = None) -> list[tuple[str, str]]:
+    """The defects of one composed record: (class, detail) pairs, empty for a clean one.
+    ``parents`` (the chain, in order) lets ``independent`` read each later problem's own
+    text; without them the original is restored from the record."""
     spans = segments(rec)
     if spans is None:
         return [("unreadable", "no glue paragraph")]
@@ -196,6 +469,7 @@ def scan_record(rec: Problem) -> list[tuple[str, str]]:
             found.append(("unreadable", f"link {k}: {lk.y} not at its offset"))
             continue
         original, places = r
+        roles = set()
         for off, tok in places:
             in_math = _math_at(original, off)
             if tok.startswith("$") and in_math:
@@ -207,24 +481,45 @@ def scan_record(rec: Problem) -> list[tuple[str, str]]:
                 if pat.search(before) and (what != "inverse superscript" or lk.v2_literal == "1"):
                     found.append(("notation", f"link {k}: {lk.v2_literal!r} is a {what}"))
                     break
-        # v2 still visible: another literal the constant finder reads as a quantity (any
-        # flaw), or a figure label, with v2's value, left in the rewritten problem
+            why = _tex_token(original, off, lk.v2_literal)
+            if why:
+                found.append(("tex_token", f"link {k}: {why}"))
+            role = _scan_role(original, off, lk.v2_literal, in_math)
+            if role == "exponent":
+                found.append(("exponent", f"link {k}: {lk.y} is a power at {off}"))
+            elif role == "radix":
+                found.append(("radix", f"link {k}: {lk.y} is a base of notation at {off}"))
+            roles.add(role)
+        if len(roles - {"exponent", "radix"}) > 1:
+            found.append(("role_mix", f"link {k}: {lk.y} replaced a {' and a '.join(sorted(roles))}"))
         v2 = Fraction(lk.v2_expr)
         replaced = {off for off, _ in places}
-        # the finder's reading of the problem: the last one with its answer (a multiple-choice
-        # problem answered by a letter has its options left unread), earlier ones without
+        # v2 still visible: another literal the constant finder reads as a quantity (not a
+        # power or a radix, which are notation), left in the rewritten problem; the finder's
+        # reading of the last problem takes its answer (a multiple-choice problem answered by
+        # a letter has its options left unread)
         answer = rec.answer if k == len(rec.links) else ""
-        same = [c.offset for c in find_constants(original, answer) if c.value == v2 and c.offset not in replaced]
-        labels = [m.group() for m in _visible_numbers(original) if _in_figure(original, m.start()) and _value(m.group()) == v2]
-        if same or labels:
-            found.append(("repeated_value", f"link {k}: {v2} still written at {(same or ['a figure label'])[0]}"))
+        same = [c.offset for c in find_constants(original, answer)
+                if c.value == v2 and c.offset not in replaced and c.role not in NOTATION_ROLES]
+        if same:
+            found.append(("repeated_value", f"link {k}: {v2} still written at {same[0]}"))
         else:
-            # the same value in another role (a coordinate, a table cell, a list label): not
-            # the replaced quantity by the finder's reading, reported apart
+            # the same value in another role (a table cell, a list label): not the replaced
+            # quantity by the finder's reading, reported apart
             for m in _visible_numbers(seg):
-                if _value(m.group()) == v2:
+                if _value(m.group()) == v2 and not _in_figure(seg, m.start()):
                     found.append(("same_value_other_role", f"link {k}: {m.group()!r} at {m.start()}"))
                     break
+        if lk.v2_literal[:1].isdigit() and v2 in _figure_numbers(original):  # a count in words is no coordinate
+            found.append(("figure", f"link {k}: the figure code writes {v2}"))
+        for cls, why in _revealed(original, sorted(replaced), lk.v2_literal, v2):
+            found.append((cls, f"link {k}: {why}"))
+        later = parents[k].question if parents is not None else original
+        if decide(later, tuple(sorted(replaced)), lk.v2_literal) == "independent":
+            found.append(("independent", f"link {k}: the answer is the same for every value of {lk.y}"))
+        d = _offset(lk.d_expr)
+        if d is None or abs(d) > _MAX_OFFSET or d.denominator > _MAX_DENOMINATOR:
+            found.append(("unnatural_offset", f"link {k}: d = {lk.d_latex}"))
     return found
 
 

@@ -79,14 +79,15 @@ def engine_pools(engine: Any, problems: Sequence[Problem], first_pool: Sequence[
     """The candidate pools for ``engine`` (Section 3.4): positions 1..K-1 sampled among the
     problems the engine can place there, the last position the full set; q1 from
     ``first_pool`` when given (cross-domain, Section 4.4). An engine that ranks pool partners
-    (``pool_flaw``) and reports on them (``pool_report``) gets both."""
+    (``pool_flaw``) and reports on them (``pool_report``) gets both, and one that takes
+    further partners (``partners``) gets the problems the pools did not draw."""
     first = first_pool if first_pool is not None else problems
     sets = [first] + [problems] * (config.depth - 1)
     depth = config.depth
     flaw = getattr(engine, "pool_flaw", None)
     return build_pools(sets, config.sizes, config.seed, lambda p, k: engine.eligible(p, k, depth),
                        flaw=(lambda p, k: flaw(p, k, depth)) if flaw is not None else None,
-                       report=getattr(engine, "pool_report", None))
+                       report=getattr(engine, "pool_report", None), reserve=getattr(engine, "partners", None))
 
 
 def output_paths(out: str | os.PathLike) -> list[Path]:

@@ -5,11 +5,18 @@ For every chain whose non-last answers are single exact numbers, sub-steps 1-3 o
 literal of q_{k+1} (see :func:`composition_rl.values.find_constants`), ``d = v1 - v2`` is
 computed in sympy and written in LaTeX. The result is correct by construction and is then
 checked again by :mod:`composition_rl.compose.checks` on the record itself.
+
+Everything that depends on one problem alone (its constants, their roles and flaws, why none
+is safe, and, for each constant that comes into question, whether the answer is proved
+independent of it) is computed once and kept by id; per chain only the offsets ``v1 - v2``
+and the text are new work (issue 26).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,11 +30,13 @@ import sympy
 from composition_rl.compose import spc
 from composition_rl.compose.base import COMPOSERS, Rejection
 from composition_rl.compose.checks import run_checks
+from composition_rl.compose.dependence import OUTCOMES, decide
 from composition_rl.compose.natural import OFFSET_KINDS, Naturalness, inexact_q1, offset_kind
 from composition_rl.compose.spc import VARIABLE_NAMES
 from composition_rl.io.files import dumps
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
+    FLAWS,
     Constant,
     find_constants,
     irrational_parts,
@@ -41,6 +50,7 @@ from composition_rl.values.derive import Derivation, lead_value
 __all__ = ["VARIABLE_NAMES", "SymbolicComposer"]
 
 _ARITH_CACHE = 1 << 18  # entries of the (q1, literal) arithmetic memo before it is reset
+_PLAIN_INT = re.compile(r"-?\d{1,9}")
 
 
 @lru_cache(maxsize=4096)
@@ -133,13 +143,21 @@ class SymbolicComposer:
 
     def __post_init__(self) -> None:
         # per-problem work, done once and keyed by id (sympy objects hash slowly)
-        self._best: dict[str, tuple[Constant, ...]] = {}
+        self._best: dict[str, tuple] = {}
+        self._why_none: dict[str, tuple[str, str]] = {}  # id -> (stage, reason) when no constant is safe
+        self._dep: dict[tuple[str, int], str] = {}  # (problem id, offset) -> check 5's outcome
+        # partners past the pools (issue 26): per position, the eligible problems no pool drew,
+        # in seeded order (filled by compose/run.engine_pools); a chain whose link has no
+        # natural offset takes the next partner whose answer gives one
+        self.partners: dict[int, list[Problem]] = {}
+        self._partner_index: dict[int, tuple[list[int], list[list[Problem]], list[Problem]]] = {}
+        self._partner_by_id: dict[str, Problem] = {}  # partners that took a place, for record_json
         self._lead: dict[str, _Lead | None] = {}
         self._masks: dict[str, int] = {}  # VARIABLE_NAMES a problem uses, as a bit mask
         self._free: dict[int, tuple[str, ...]] = {}  # used-name mask -> the free names
         # sub-step 3 depends only on (v1, v2): (q1 id, literal) -> the link's arithmetic.
         # Pools repeat v1 (|D_1| = 20) and small literals recur, so most links are a lookup.
-        self._arith: dict[tuple[str, str], tuple[str, str, str, str, str]] = {}
+        self._arith: dict[tuple[str, str], tuple[str, str, str, str, str, tuple[str, str]]] = {}
         self._pjson: dict[str, tuple[str, str, str, dict]] = {}  # id -> source, metadata as JSON, and raw
         # per accepted link: its offset kind and magnitude bucket (see take_tally / link_stats)
         self.tally: Counter[str] = Counter()
@@ -175,13 +193,14 @@ class SymbolicComposer:
             free = self._free[mask] = tuple(n for i, n in enumerate(VARIABLE_NAMES) if not mask >> i & 1)
         return free
 
-    def _link_arith(self, q1: Problem, lead: _Lead, c: Constant) -> tuple[str, str, str, str, str]:
-        """(direction, |d| LaTeX, d LaTeX, v2 expr, d expr) for v1 of ``q1`` and literal ``c``."""
+    def _link_arith(self, q1: Problem, lead: _Lead, c: Constant) -> tuple[str, str, str, str, str, tuple[str, str]]:
+        """(direction, |d| LaTeX, d LaTeX, v2 expr, d expr, stats bucket) for v1 of ``q1`` and
+        literal ``c``."""
         key = (q1.id, c.literal)
         out = self._arith.get(key)
         if out is None:
             direction, d_abs_latex, d_latex = render_offset(lead.value, c.value, lead.parts)
-            out = (direction, d_abs_latex, d_latex, _frac_str(c.value), _offset_str(lead, c.value))
+            out = (direction, d_abs_latex, d_latex, _frac_str(c.value), _offset_str(lead, c.value), _bucket(lead, c.value))
             if len(self._arith) >= _ARITH_CACHE:
                 self._arith.clear()
             self._arith[key] = out
@@ -204,41 +223,123 @@ class SymbolicComposer:
         return find_constants(p.question, p.answer)
 
     def safe_constants(self, p: Problem) -> tuple[tuple[tuple[int, int], Constant, int | None], ...]:
-        """The constants of ``p`` without a flaw (see :data:`composition_rl.values.FLAWS`), each
-        with its structural rank and, when it is an integer, its value as an int."""
+        """The constants of ``p`` without a flaw (see :data:`composition_rl.values.FLAWS`), once
+        per problem, each with its structural rank and, when it is an integer, its value as an
+        int. Which of them the answer depends on is decided when one comes into question
+        (:meth:`dependence`)."""
         top = self._best.get(p.id)
         if top is None:
+            cs = self.constants(p)
             top = self._best[p.id] = tuple(
-                (c.rank, c, c.value.numerator if c.value.denominator == 1 else None)
-                for c in self.constants(p) if not c.flaw
-            )
+                (c.rank, c, c.value.numerator if c.value.denominator == 1 else None) for c in cs if not c.flaw)
+            if not top:
+                self._why_none[p.id] = ("constant", "no_constant" if not cs else max((c.flaw for c in cs), key=FLAWS.index))
         return top
 
-    def choose(self, lead: _Lead, safe, h: int) -> Constant | None:
-        """The constant a link replaces, for v1 ``lead``: among the safe constants whose offset
-        the naturalness rules allow, those of the best (offset kind, structural rank); the
-        pick among them is ``h``. None when no offset is allowed."""
+    def dependence(self, p: Problem, c: Constant) -> str:
+        """Check 5 for replacing ``c`` in ``p`` (:func:`composition_rl.compose.dependence.decide`),
+        once per (problem, constant): a pure function, so deciding it only for the constants
+        that come into question changes no choice."""
+        key = (p.id, c.offset)
+        dep = self._dep.get(key)
+        if dep is None:
+            dep = self._dep[key] = decide(p.question, tuple(sorted((c.offset, *(o for o, _ in c.also)))), c.literal)
+        return dep
+
+    def choose(self, lead: _Lead, safe, h: int, p: Problem) -> tuple[Constant, str] | None:
+        """The constant of ``p`` a link replaces for v1 ``lead``, and its dependence: among the
+        safe constants whose offset the naturalness rules allow and that the answer is not
+        proved independent of, those of the best (offset kind, size of ``|d|``, structural
+        rank); the pick among them is ``h``. None when no offset is allowed."""
         nat = self.natural
         v1 = lead.parts[0] if not lead.r_str else None
         v1i = v1.numerator if v1 is not None and v1.denominator == 1 else None
         best = None
         top: list[Constant] = []
+        small = nat.small_offset
         for rank, c, ci in safe:
             if v1i is not None and ci is not None:  # the common case, in ints
                 d = v1i - ci
                 if abs(d) > nat.max_offset:
                     continue
-                key = (0, rank)  # zero and integer offsets share the best kind rank
+                key = (0, 0 if -small <= d <= small else 1, rank)  # zero and integer offsets share a kind
             else:
                 dq = None if v1 is None else v1 - c.value
                 if not nat.allows(dq):
                     continue
-                key = (nat.rank(dq), rank)
+                key = (nat.rank(dq), nat.size_rank(dq), rank)
             if best is None or key < best:
                 best, top = key, [c]
             elif key == best:
                 top.append(c)
-        return top[h % len(top)] if top else None
+        if not top:
+            return None
+        live = [(c, dep) for c in top if (dep := self.dependence(p, c)) != "independent"]
+        if live:
+            return live[h % len(live)]
+        # every constant of the best group is irrelevant to the answer: the next group
+        return self.choose(lead, tuple(e for e in safe if e[1] not in top), h, p)
+
+    def _alive(self, p: Problem, safe) -> tuple:
+        """The safe constants of ``p`` the answer is not proved independent of."""
+        return tuple(e for e in safe if self.dependence(p, e[1]) != "independent")
+
+    def _partner(self, k: int, chain: Sequence[Problem], safe, h: int) -> Problem | None:
+        """The next partner for position ``k`` when v1 of ``chain[k]`` gives no natural offset
+        with any constant of ``chain[k + 1]`` (issue 26: the chain goes to another partner,
+        not to rejection): among the reserve problems whose v1 lies within ``small_offset`` of
+        some safe constant (else within ``max_offset``), the pick is ``h``. Reserve partners
+        are preferred problems whose answer is a plain integer (a large one is allowed: a
+        large constant needs it), grouped by value once."""
+        reserve = self.partners.get(k, ())
+        index = self._partner_index.get(k)
+        if index is None or index[2] is not reserve:  # built for this reserve (pools may be rebuilt)
+            by_value: dict[int, list[Problem]] = {}
+            for p in reserve:
+                # an answer written as a plain integer: read without the exact parser (the
+                # reserve holds thousands of problems, and only whole numbers lead naturally)
+                if not _PLAIN_INT.fullmatch(p.answer):
+                    continue
+                v1 = int(p.answer)
+                why = self.natural.q1_flaw(p.question, Fraction(v1))
+                if why and why != "large_q1":
+                    continue
+                by_value.setdefault(v1, []).append(p)
+            vals = sorted(by_value)
+            index = self._partner_index[k] = (vals, [by_value[v] for v in vals], reserve)
+        vals, groups, _ = index
+        if not vals:
+            return None
+        taken = {p.id for p in chain}
+        nat = self.natural
+        for reach in (nat.small_offset, nat.max_offset):
+            ok: set[int] = set()
+            for _, c, ci in safe:
+                if ci is None:  # a decimal constant: the offset is a fraction
+                    lo, hi = bisect_left(vals, c.value - reach), bisect_right(vals, c.value + reach)
+                    ok.update(i for i in range(lo, hi) if nat.allows(vals[i] - c.value))
+                else:
+                    ok.update(range(bisect_left(vals, ci - reach), bisect_right(vals, ci + reach)))
+            if not ok:
+                continue
+            # the h-th of the problems at the allowed values, chain members left out, without
+            # listing them (a value such as 2 has hundreds of partners)
+            idx = sorted(ok)
+            counts = [len(groups[i]) for i in idx]
+            total = sum(counts)
+            for _ in range(len(taken) + 1):
+                if total == 0:
+                    break
+                pick = h % total
+                for i, n in zip(idx, counts):
+                    if pick < n:
+                        p = groups[i][pick]
+                        break
+                    pick -= n
+                if p.id not in taken:
+                    return p
+                h += 1  # a chain member: the next one
+        return None
 
     def eligible(self, p: Problem, position: int, depth: int) -> bool:
         """Whether ``p`` can stand at ``position`` (0-based) of a chain of ``depth``."""
@@ -276,17 +377,27 @@ class SymbolicComposer:
     @staticmethod
     def link_stats(tally: dict[str, int]) -> dict[str, dict[str, object]]:
         """``stats.json``'s summary of the accepted links: count and share of each offset kind
-        and of each magnitude bucket of ``|d|``."""
+        and of each magnitude bucket of ``|d|``, check 5's outcomes, and the chains that took
+        another partner."""
         n = sum(v for k, v in tally.items() if k.startswith("kind:")) or 1
         kinds = {k: tally.get("kind:" + k, 0) for k in OFFSET_KINDS}
         mags = {b: tally.get("abs:" + b, 0) for b in _MAG_BUCKETS}
+        deps = {k: tally.get("dep:" + k, 0) for k in OUTCOMES}
         return {
             "offset_kinds": {k: {"count": v, "share": round(v / n, 6)} for k, v in kinds.items()},
             "offset_abs": {k: {"count": v, "share": round(v / n, 6)} for k, v in mags.items()},
+            # check 5's three outcomes: accepted links proved dependent or undecided, and
+            # candidates rejected because the answer depends on none of the constants
+            "dependence": deps,
+            "partners": {"swapped": tally.get("partner:swapped", 0)},
         }
 
     def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
         """``SPC(q1..qK) = Compose(q1, SPC(q2..qK))`` for one candidate chain."""
+        return self._compose(tuple(chain), candidate_id, tuple(chain))
+
+    def _compose(self, chain: tuple[Problem, ...], candidate_id: str, drawn: tuple[Problem, ...],
+                 swaps: int = 0) -> Problem | Rejection:
         K = len(chain)
         leads: list[_Lead] = []
         for k in range(K - 1):
@@ -301,7 +412,8 @@ class SymbolicComposer:
         tops = [self.safe_constants(chain[k]) for k in range(1, K)]  # empty: no constant
         for k, top in enumerate(tops, 2):
             if not top:
-                return Rejection("constant", "no_constant", f"position {k}: problem {chain[k - 1].id} has no replaceable constant")
+                stage, reason = self._why_none[chain[k - 1].id]
+                return Rejection(stage, reason, f"position {k}: problem {chain[k - 1].id} has no replaceable constant ({reason})")
         masks = self._masks
         mask = 0
         for p in chain:
@@ -314,15 +426,26 @@ class SymbolicComposer:
         text = chain[-1].question
         links: list[Link] = []
         kinds = []
+        deps = []
         for k in reversed(range(K - 1)):
             h = _choice_hash(self.seed, candidate_id, k)
             lead = leads[k]
-            c = self.choose(lead, tops[k], h)
-            if c is None:
+            picked = self.choose(lead, tops[k], h, chain[k + 1])
+            if picked is None:
+                alive = self._alive(chain[k + 1], tops[k])
+                if not alive:
+                    self.tally["dep:independent"] += 1
+                    return Rejection("check5_dependence", "independent", f"position {k + 2}: the answer of "
+                                     f"{chain[k + 1].id} depends on none of its constants")
+                partner = self._partner(k, chain, alive, h) if k in self.partners and swaps < K - 1 else None
+                if partner is not None:  # the next partner, not a rejection
+                    self._partner_by_id[partner.id] = partner
+                    return self._compose(chain[:k] + (partner,) + chain[k + 1 :], candidate_id, drawn, swaps + 1)
                 return Rejection("constant", "unnatural_offset", f"position {k + 2}: no constant of {chain[k + 1].id} "
                                  f"gives an offset from v1 = {lead.latex} within the naturalness limits")
+            c, dep = picked
             x, y = free[2 * k], free[2 * k + 1]
-            direction, d_abs_latex, d_latex, v2_expr, d_expr = self._link_arith(chain[k], lead, c)
+            direction, d_abs_latex, d_latex, v2_expr, d_expr, bucket = self._link_arith(chain[k], lead, c)
             dv = lead.derivation
             if dv is None:
                 glue = spc.glue_text(x, y, d_abs_latex, direction, (h >> 32) % len(spc.DEFINITIONS), lead.unit)
@@ -337,13 +460,15 @@ class SymbolicComposer:
             links.append(Link(x, y, lead.latex, lead.expr, c.literal, v2_expr, d_latex, d_expr, c.offset,
                               tuple(sorted(o for o, _ in c.also)),
                               () if dv is None else tuple(sorted(dv.to_dict().items()))))
-            kinds.append(_bucket(lead, c.value))
+            kinds.append(bucket)
+            deps.append(dep)
         links.reverse()
+        dependence = "unknown" if "unknown" in deps else "dependent"
         composed = Problem.new(
             # depth counts original problems: a chain of composed records is as deep as their sum
             text, chain[-1].answers, source="compose:" + self.name, depth=sum(p.depth for p in chain),
-            parents=tuple([p.id for p in chain]),
-            links=tuple(links), engine=self.name, metadata=self.metadata(chain, candidate_id),
+            parents=tuple([p.id for p in chain]), links=tuple(links), engine=self.name,
+            metadata=self.metadata(chain, candidate_id, dependence, drawn if drawn != chain else None),
         )
         failure = run_checks(composed, chain, self.max_chars)
         if failure is not None:
@@ -351,16 +476,26 @@ class SymbolicComposer:
         for kind, mag in kinds:
             self.tally[kind] += 1
             self.tally[mag] += 1
+        for dep in deps:
+            self.tally["dep:" + dep] += 1
+        if swaps:
+            self.tally["partner:swapped"] += 1
         return composed
 
     @staticmethod
-    def metadata(chain: Sequence[Problem], candidate_id: str) -> dict[str, object]:
-        """A composed record's metadata: the candidate id and each parent's source and metadata."""
-        return {
-            "candidate": candidate_id,
-            "parent_sources": [p.source for p in chain],
-            "parent_metadata": [dict(p.metadata) for p in chain],
-        }
+    def metadata(chain: Sequence[Problem], candidate_id: str, dependence: str = "unknown",
+                 drawn: Sequence[Problem] | None = None) -> dict[str, object]:
+        """A composed record's metadata: the candidate id, whether the answer is proved to
+        depend on the variable (``dependence``: "dependent" or "unknown", :mod:`.dependence`),
+        the chain the pools drew when a partner took a place (``candidate_parents``), and each
+        parent's source and metadata."""
+        out: dict[str, object] = {"candidate": candidate_id}
+        if drawn is not None:
+            out["candidate_parents"] = [p.id for p in drawn]
+        out["dependence"] = dependence
+        out["parent_sources"] = [p.source for p in chain]
+        out["parent_metadata"] = [dict(p.metadata) for p in chain]
+        return out
 
     def _parent_json(self, p: Problem) -> tuple[str, str]:
         # keyed by id, but the id hashes only question and answers: the same problem from two
@@ -379,6 +514,10 @@ class SymbolicComposer:
         replaces ``to_dict`` + ``dumps``, about a quarter of the job, with a few
         string encodes. ``tests/test_compose.py`` holds it equal to ``dumps(to_dict())``.
         """
+        if "candidate_parents" in rec.metadata:
+            # a partner took a place: the record's own parents, not the drawn chain
+            drawn = {p.id: p for p in chain}
+            chain = [drawn.get(i) or self._partner_by_id[i] for i in rec.parents]
         parts = [self._parent_json(p) for p in chain]
         links = ",".join([
             f'{{"d":{_js(lk.d_latex)},"d_expr":{_js(lk.d_expr)},"v1":{_js(lk.v1_latex)},'
@@ -389,8 +528,12 @@ class SymbolicComposer:
             f'"v2_offset":{int.__repr__(lk.v2_offset)},"x":{_js(lk.x)},"y":{_js(lk.y)}}}'
             for lk in rec.links
         ])
+        md = rec.metadata
+        drawn = md.get("candidate_parents")
         meta = (
-            f'{{"candidate":{_js(rec.metadata["candidate"])},'
+            f'{{"candidate":{_js(md["candidate"])},'
+            + (f'"candidate_parents":[{",".join(map(_js, drawn))}],' if drawn is not None else "")
+            + f'"dependence":{_js(md["dependence"])},'
             f'"parent_metadata":[{",".join([m for _, m in parts])}],'
             f'"parent_sources":[{",".join([s for s, _ in parts])}]}}'
         )

@@ -7,7 +7,8 @@ Three modules, one job each, all exact (sympy / ``Fraction``, never floats):
 * :mod:`.exact`: arithmetic, the one equality (:func:`exact_equal`) and LaTeX rendering of
   values and offsets (sub-step 3);
 * :mod:`.constants`: :func:`find_constants`, the literals of a question that may be replaced
-  by a variable (sub-step 2), math mode and the symbols a text uses.
+  by a variable (sub-step 2), with their roles and flaws, math mode and the symbols a text
+  uses; :mod:`.shortcuts`, the rules that flag literals the rest of the text reveals.
 
 Everything is importable from ``composition_rl.values`` as before.
 """
@@ -15,7 +16,9 @@ Everything is importable from ``composition_rl.values`` as before.
 from composition_rl.values.constants import (
     FLAWS,
     MATH_ENVIRONMENTS,
+    ROLES,
     Constant,
+    constant_value,
     find_constants,
     in_math,
     symbols_used,
@@ -50,7 +53,9 @@ __all__ = [
     "FLAWS",
     "Lin",
     "MATH_ENVIRONMENTS",
+    "ROLES",
     "NotLinear",
+    "constant_value",
     "exact_equal",
     "exact_positive",
     "exact_sub",

@@ -13,6 +13,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from typing import NamedTuple
 
 _BLOCKS = re.compile(
     r"\[asy\].*?(?:\[/asy\]|\Z)"
@@ -23,7 +24,8 @@ _BLOCKS = re.compile(
     r"|\\(?:overline|underline)\s*\{(?:[^{}]|\{[^{}]*\})*\}",
     re.S,
 )
-_NUMBER = re.compile(r"\d{1,3}(?:(?:,|\{,\}|,\\!)\d{3})+(?!\d)|\d+(?:\.\d+)?")
+_NUMBER = re.compile(r"\d{1,3}(?:(?:,|\{,\}|,\\!|\\,)\d{3})+(?!\d)|\d+(?:\.\d+)?")
+_LABEL_PRE = re.compile(r"Fig|Problem|Exercise|Question|Chapter|Section|Table|Example|Lemma|Theorem|Step|Part|Round|Day|Game", re.I)
 _LABEL_WORDS = re.compile(
     r"(?:Figure|Fig\.|Problem|Exercise|Question|Chapter|Section|Table|Example|Lemma|Theorem|Step|Part|Round|Day|Game)\s*$",
     re.I,
@@ -41,7 +43,8 @@ class Constant:
     ``offset`` and ``literal`` locate it exactly in the original text; ``value`` is exact.
     ``rank`` is lower for better candidates (math mode taking part in arithmetic first).
     ``flaw`` names why the literal must not be replaced even though it is a quantity (one of
-    :data:`FLAWS`), or is "" for a safe one.
+    :data:`FLAWS`), or is "" for a safe one. ``role`` is what the literal is in its
+    expression (:data:`ROLES`): only occurrences of one value in one role are one quantity.
     """
 
     offset: int
@@ -54,6 +57,7 @@ class Constant:
     # the other occurrences of the same literal, (offset, math_mode), that must be replaced
     # with it (the text repeats the quantity); () when the value occurs once
     also: tuple[tuple[int, bool], ...] = ()
+    role: str = "term"
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -61,12 +65,76 @@ class Constant:
         return (tier, 0 if self.unique else 1)
 
 
+# What a literal is in its expression (issue 26). Occurrences of one value are one quantity
+# only in one role: the 2 of ``2x`` and the 2 of ``x^2`` are different things, so replacing
+# both (``Yx + x^Y``) changes the problem in two ways at once.
+ROLES = (
+    "term",  # a number in a math expression (coefficient, addend, bound, ...)
+    "prose",  # a quantity in prose (``5 apples``, ``$5$ apples``, ``five apples``)
+    "numerator", "denominator",  # of a fraction, or a divisor after ``/`` and ``\div``
+    "argument",  # of a function, ``f(3)``
+    "factorial",  # ``5!``
+    "root",  # under a radical written as one TeX token, ``\sqrt2``
+    "angle", "percent",  # ``40^\circ``, ``40 degrees``, ``20\%``, ``20 percent``
+    "coordinate",  # in a point, ``(5, 4)``
+    "exponent",  # a superscript, ``x^2``, ``10^{12}``: notation of a power, never replaced
+    "radix",  # a base of notation, ``in base $12$``: never replaced
+    "notation",  # ``f^{-1}``, ``\sqrt[3]{}``, ``f^{(4)}``, an environment argument
+)
+# roles that are notation: never replaced, and an occurrence there shows no other quantity
+NOTATION_ROLES = frozenset(("exponent", "radix", "notation"))
+# which roles are one kind of quantity when a value repeats: the numbers of one expression
+# (terms, a numerator, an argument) are replaced together; a divisor, an angle, a percent
+# and a count in prose are each their own kind
+_ROLE_KIND = {"numerator": "term", "argument": "term", "factorial": "term", "root": "term"}
+
 _CHOICE_ANSWER = re.compile(r"\s*(?:\\text\{\s*)?\(?[A-E]\)?\s*\}?\s*")
-_SUBSCRIPT_TAIL = re.compile(r"_\s*\{[^{}]*$")
-_SHORTHAND_TAIL = re.compile(r"\\(?:frac|dfrac|tfrac|sqrt)$")
 _CMD_TAIL = re.compile(r"\\[a-zA-Z]+\s*$")
-_KNOWN_CMD_TAIL = re.compile(r"\\(?:pi|circ|cdot|times|div|left|right|quad|qquad|le|ge|leq|geq|pm|neq|approx)\s*$")
-_SEPARATORS = re.compile(r"\{,\}|,\\!|,")
+_KNOWN_CMD_TAIL = re.compile(
+    r"\\(?:pi|circ|cdot|times|div|left|right|quad|qquad|le|ge|leq|geq|pm|neq|approx|sin|cos|tan|cot|sec|csc|ln|log|exp"
+    r"|[lc]?dots[bc]?)\s*$")
+_GLUED_OP = re.compile(r"\\(?:cdot|times|div|pm|cdots|ldots|dots)$")
+_SEPARATORS = re.compile(r"\{,\}|,\\!|\\,|,")
+_DIGIT_GROUP_AFTER = re.compile(r"\\,(?:\d|[A-Za-z](?![A-Za-z]))")
+_DIGIT_GROUP_BEFORE = re.compile(r"(?:\d|(?<![\\A-Za-z])[A-Za-z])\\,$")
+# A TeX macro argument is one token unless braced: in ``\frac 49`` the arguments are 4 and 9,
+# in ``\sqrt2x`` the radicand is 2, in ``x^23`` the exponent is 2 and a 3 follows. A number
+# starting in such a slot is read digit by digit, as TeX reads it (issue 26).
+_SLOT1 = re.compile(r"(\\[dt]?frac|\\[dt]?binom|\\sqrt|\^|_)\s*$")
+_SLOT_ENDS = frozenset("^_ctlm")  # the last letter of ^, _, \\frac, \\sqrt, \\binom
+_GLUED_SLOTS = ("frac", "sqrt", "binom")  # \\frac12, \\sqrt2: a digit glued to the control word
+_SLOT_BEFORE = frozenset(" \t\n^_}")  # what may stand before a digit in an unbraced argument
+_SLOT2 = re.compile(r"(\\[dt]?frac|\\[dt]?binom)\s*(?:\{[^{}]*\}|[0-9A-Za-z]|\\[A-Za-z]+)\s*$")
+_RADIX_TAIL = re.compile(r"\bbase[\s~-]*(?:\$\s*)?(?:\{\s*)?$", re.I)
+_FRAC_NUM_TAIL = re.compile(r"\\[dt]?frac\s*\{\s*$")
+_FRAC_DEN_TAIL = re.compile(r"\\[dt]?frac\s*(?:\{[^{}]*\}|\d)\s*\{\s*$")
+_DIV_TAIL = re.compile(r"(?:/|\\div)\s*$")
+_ARG_TAIL = re.compile(r"(?<![A-Za-z])[A-Za-z]\s*\(\s*-?\s*$")
+# a number inside a pair or triple of numbers, (5, 4) or (1, -2, 3): a point, not a term
+_COORD = re.compile(r"(?<![A-Za-z\\])\(\s*-?\s*[\d.]+\s*,\s*-?\s*[\d.]+\s*(?:,\s*-?\s*[\d.]+\s*)?\)")
+_ANGLE_AFTER = re.compile(r"\s*(?:\^\s*\{?\s*\\circ|°|\\degree|\$?\s*degrees?\b)")
+_PERCENT_AFTER = re.compile(r"\s*(?:\\%|%|\$?\s*percent\b)")
+# English cardinals a problem writes in prose ("a bakery sells three kinds of rolls"); "one"
+# is left out (a pronoun as often as a number), and so are compounds and fractions
+# ("twenty-five", "two-thirds", "two hundred"), which are no single literal.
+WORD_NUMBERS: dict[str, int] = {
+    w: i + 2 for i, w in enumerate(
+        "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split())
+} | {w: 10 * (i + 3) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split())}
+_WORD = re.compile(r"(?<!\w)(?=[tTfFsSeEnN])(" + "|".join(
+    f"[{w[0]}{w[0].upper()}]{w[1:]}" for w in sorted(WORD_NUMBERS, key=len, reverse=True)) + r")(?!\w)")
+_ONES = {w: i + 1 for i, w in enumerate("one two three four five six seven eight nine".split())}
+_ONES_TAIL = re.compile(r"-(" + "|".join(_ONES) + r")\b", re.I)
+_FRACTION_TAIL = re.compile(r"-(?:halve|half|halves|thirds?|fourths?|quarters?|fifths?|sixths?|sevenths?|eighths?|"
+                            r"ninths?|tenths?)\b", re.I)
+_WORD_NOT_AFTER = re.compile(
+    r"\s+(?:hundred|thousand|million|billion|halve|half|halves|thirds?|fourths?|quarters?|fifths?|sixths?|"
+    r"sevenths?|eighths?|ninths?|tenths?|and a half|point)\b|'s\b", re.I)
+_WORD_NOT_BEFORE = re.compile(
+    r"(?:hundred|thousand|million|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|point|minus|negative)\s+$", re.I)
+
+
 # Environments that are math mode wherever they stand: LaTeX needs them in math or sets
 # them as display math, and MathJax (which renders MATH) treats a bare \begin{align*} in
 # prose as display math. Inside them a variable is written ``Y``, never ``$Y$``.
@@ -146,9 +214,257 @@ def _masked_blocks(text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in _BLOCKS.finditer(text)]
 
 
+def constant_value(literal: str) -> Fraction | None:
+    """The exact value of a literal :func:`find_constants` returns (digits with thousands
+    separators, a decimal, or an English cardinal), or None.
+
+    >>> constant_value("64,\\\\!328"), constant_value("2.5"), constant_value("Three"), constant_value("x")
+    (Fraction(64328, 1), Fraction(5, 2), Fraction(3, 1), None)
+    """
+    if literal.isdigit():
+        return Fraction(int(literal))
+    w = WORD_NUMBERS.get(literal.lower())
+    if w is not None:
+        return Fraction(w)
+    plain = _SEPARATORS.sub("", literal) if ("," in literal or "\\" in literal) else literal
+    try:
+        return Fraction(plain)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _group_spans(text: str, opener: str) -> list[tuple[int, int]]:
+    """Content spans of the braced groups ``^{...}`` (``opener`` "^") or ``_{...}`` ("_"),
+    nested groups included."""
+    out = []
+    for m in re.finditer(re.escape(opener) + r"\s*\{", text):
+        depth, i, n = 1, m.end(), len(text)
+        while i < n and depth:
+            c = text[i]
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+            elif c == "\\":
+                i += 1
+            i += 1
+        out.append((m.end(), i - 1))
+    return out
+
+
+def _inside(spans: list[tuple[int, int]], s: int) -> bool:
+    for a, b in spans:
+        if a <= s < b:
+            return True
+    return False
+
+
+class _Tok(NamedTuple):
+    """One literal as the finder reads it, before flaws and repeats are decided."""
+
+    s: int
+    lit: str
+    key: int | Fraction
+    math: bool
+    arith: bool
+    role: str
+    flaw: str  # what the token itself forbids: tex_token, exponent, base_notation, notation
+
+
+def _key(plain: str) -> int | Fraction:
+    # an int counts as the equal Fraction (same hash, equal), and hashes far faster
+    return int(plain) if plain.isdigit() else Fraction(plain)
+
+
+def _slot_tokens(q: str, s: int, lit: str, kind: str, second: bool, in_math: bool) -> list[_Tok]:
+    """The tokens of a number that starts in an unbraced macro argument (``\\frac 49``,
+    ``\\sqrt2``, ``x^23``): one digit per argument, then ordinary digits. A digit glued to
+    the control word (``\\sqrt2``) cannot become a letter (``\\sqrtY`` is another command),
+    nor can digits that follow the arguments (``x^23``: ``x^2Y``); both stay as values only."""
+    first_role = {"^": "exponent", "\\sqrt": "root"}.get(kind, "denominator" if second else "numerator")
+    if kind.endswith("binom"):
+        first_role = "term"
+    glued = q[s - 1].isalpha()
+    flaw = "tex_token" if glued else "exponent" if kind == "^" else ""
+    out = [_Tok(s, lit[0], int(lit[0]), in_math, True, first_role, flaw)]
+    rest, at = lit[1:], s + 1
+    if rest[:1].isdigit() and not second and kind not in ("^", "\\sqrt"):
+        out.append(_Tok(at, rest[0], int(rest[0]), in_math, True, "term" if kind.endswith("binom") else "denominator", ""))
+        rest, at = rest[1:], at + 1
+    if rest[:1].isdigit():
+        digits = re.match(r"\d+", rest).group()
+        out.append(_Tok(at, digits, int(digits), in_math, True, "term", "tex_token"))
+    return out
+
+
+def _role(q: str, s: int, e: int, lit: str, in_math: bool, span: tuple[int, int] | None, sup: bool,
+          radix: bool = True) -> str:
+    if sup:
+        return "exponent"
+    if radix and _RADIX_TAIL.search(q, max(0, s - 16), s):
+        return "radix"
+    after = q[e : e + 16]
+    if _ANGLE_AFTER.match(after):
+        return "angle"
+    if _PERCENT_AFTER.match(after):
+        return "percent"
+    if not in_math or (span is not None and q[span[0] : span[1]].strip() == lit):
+        return "prose"
+    nxt = after.lstrip()[:1]
+    if nxt == "}":
+        pre = q[max(0, s - 24) : s]
+        if _FRAC_NUM_TAIL.search(pre):
+            return "numerator"
+        if _FRAC_DEN_TAIL.search(pre):
+            return "denominator"
+    last = q[max(0, s - 6) : s].rstrip()
+    if last.endswith(("/", "\\div")):
+        return "denominator"
+    if nxt == "!":
+        return "factorial"
+    if nxt == ")" and last.endswith(("(", "-")) and _ARG_TAIL.search(q, max(0, s - 24), s):
+        return "argument"
+    if nxt in (",", ")") and any(m.start() < s < m.end() for m in _COORD.finditer(q, max(0, s - 24), min(len(q), e + 24))):
+        return "coordinate"
+    return "term"
+
+
+def _tokens(q: str, end: int, blocks: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[_Tok]:
+    """Every literal of ``q[:end]`` that is a quantity or shows one, in text order."""
+    span_starts = [a for a, _ in spans]
+    labels = _LABEL_PRE.search(q) is not None
+    radix = "base" in q or "Base" in q
+    subs = _group_spans(q, "_") if "_" in q else []
+    sups = _group_spans(q, "^") if "^" in q else []
+
+    def span_of(s: int) -> tuple[int, int] | None:
+        i = bisect_right(span_starts, s) - 1
+        return spans[i] if i >= 0 and s < spans[i][1] else None
+
+    found: list[_Tok] = []
+    bi = 0
+    for m in _NUMBER.finditer(q, 0, end):
+        s, e, lit = m.start(), m.end(), m.group()
+        while bi < len(blocks) and blocks[bi][1] <= s:
+            bi += 1
+        if bi < len(blocks) and blocks[bi][0] <= s < blocks[bi][1]:
+            continue
+        pre = q[max(0, s - 24) : s]
+        before = q[s - 1] if s else " "
+        slot = None
+        second = False
+        if before.isalpha():
+            if pre.endswith(_GLUED_SLOTS):
+                slot = _SLOT1.search(pre)
+        elif before in _SLOT_BEFORE:
+            if pre.rstrip()[-1:] in _SLOT_ENDS:
+                slot = _SLOT1.search(pre)
+            if slot is None and ("frac" in pre[-14:] or "binom" in pre[-14:]):
+                slot = _SLOT2.search(pre)
+                second = slot is not None
+        if slot is not None and slot.group(1) != "_" and not (subs and _inside(subs, s)):
+            if "," in lit or "\\" in lit:
+                continue
+            span = span_of(s)
+            toks = _slot_tokens(q, s, lit.split(".")[0], slot.group(1), second, span is not None)
+            if sups and _inside(sups, s):  # (81)^{\frac12}: a power all the same
+                toks = [t._replace(role="exponent", flaw=t.flaw or "exponent") for t in toks]
+            found.extend(toks)
+            continue
+        if slot is not None or pre.rstrip().endswith("_"):
+            continue  # an index written with a space, F_ 2
+        after = q[e] if e < len(q) else " "
+        # glued to letters / commands (14n, 3rd, x2), subscripts, parts of numbers; a number
+        # glued to an operator (\cdot3) is one all the same: its value shows, but Y cannot
+        # stand there (\cdotY is another command)
+        glued_op = before.isalpha() and _GLUED_OP.search(pre) is not None and not (after.isalpha() or after in "_'")
+        if (before.isalpha() and not glued_op) or before in "_.'" or before.isdigit():
+            continue
+        if after.isalpha() or after in "_'" or after.isdigit():
+            continue
+        if after == "." and e + 1 < len(q) and (q[e + 1].isdigit() or q.startswith(("\\overline", "\\dot"), e + 1)):
+            continue  # the integer part of a decimal, or of 0.\overline{6}
+        if after == "," and q[e + 1 : e + 4].isdigit():
+            continue  # part of a number written with a malformed thousands separator
+        if before == "," and s >= 4 and q[s - 4 : s - 1].isdigit() and not q[s - 5 : s - 4].isdigit():
+            continue
+        if subs and _inside(subs, s):
+            continue  # an index, or deeper in a subscript: the bound of \sum_{1 \le i < j \le 95}
+        if "\\" in pre[-12:] and _CMD_TAIL.search(pre[-12:]) and not _ARITH_CMDS.search(pre[-12:]):
+            if _KNOWN_CMD_TAIL.search(pre[-12:]) is None:
+                continue  # argument of an unknown command
+        if len(lit) > 1 and lit[0] == "0" and lit[1] != ".":
+            continue  # leading zeros: a digit string, not a quantity
+        seps = "," in lit or "\\" in lit
+        plain = _SEPARATORS.sub("", lit) if seps else lit
+        if labels and _LABEL_WORDS.search(q, max(0, s - 14), s):
+            continue
+        span = span_of(s)
+        in_math = span is not None
+        if not in_math and before == "(" and after == ")":
+            continue  # an enumeration label such as (1) in text
+        left = pre[-8:].rstrip()
+        right = q[e : e + 8].lstrip()
+        arithmetic = in_math and (
+            (left[-1:] in _ARITH)
+            or (right[:1] in _ARITH)
+            or ("\\" in left and bool(_ARITH_CMDS.search(left)))
+            or bool(_ARITH_CMDS_AFTER.match(q[e : e + 10]))
+        )
+        if glued_op:
+            found.append(_Tok(s, lit, _key(plain), in_math, True, "term", "tex_token"))
+            continue
+        if len(plain) == 4 and plain.isdigit() and 1900 <= int(plain) <= 2099 and (
+                not in_math or q[span[0] : span[1]].strip() == lit):
+            # a year ("In 2004, ..."; 1300 in x^2+1300 is a quantity): never replaced, but it
+            # shows its value, so another 2004 cannot become the variable
+            found.append(_Tok(s, lit, int(plain), in_math, False, "prose", "named"))
+            continue
+        role = _role(q, s, e, lit, in_math, span, bool(sups) and _inside(sups, s), radix)
+        # a digit group of a number written with thin spaces (and unknown digits): 5\,41G\,507
+        grouped = "\\," in lit or (q[e : e + 2] == "\\," and _DIGIT_GROUP_AFTER.match(q, e) is not None) or (
+            q[s - 2 : s] == "\\," and _DIGIT_GROUP_BEFORE.search(q, max(0, s - 4), s) is not None)
+        flaw = "tex_token" if grouped else "exponent" if role == "exponent" else "base_notation" if role == "radix" else ""
+        found.append(_Tok(s, lit, _key(plain), in_math, arithmetic, role, flaw))
+    words = _word_tokens(q, end, blocks, spans)
+    if words:
+        found.extend(words)
+        found.sort()
+    return found
+
+
+def _word_tokens(q: str, end: int, blocks: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[_Tok]:
+    out = []
+    for m in _WORD.finditer(q, 0, end):
+        s, e = m.start(), m.end()
+        if _inside(blocks, s) or _inside(spans, s):
+            continue
+        if _WORD_NOT_AFTER.match(q, e) or _WORD_NOT_BEFORE.search(q, max(0, s - 12), s):
+            continue
+        if _LABEL_WORDS.search(q, max(0, s - 14), s):
+            continue
+        lit, value = m.group(), WORD_NUMBERS[m.group().lower()]
+        if q[e : e + 1] == "-" or q[s - 1 : s] == "-":
+            # part of a compound ("two-digit", "four-letter", "twenty-five"): it shows a value
+            # but is no literal of its own
+            if q[s - 1 : s] == "-" and s >= 2 and q[s - 2].isalpha():
+                continue  # the tail of "twenty-five": read with its head
+            tail = _ONES_TAIL.match(q, e) if value >= 20 else None
+            if tail is not None:
+                lit, value = q[s : tail.end()], value + _ONES[tail.group(1).lower()]
+            elif _FRACTION_TAIL.match(q, e):
+                continue  # "two-thirds" is 2/3
+            out.append(_Tok(s, lit, value, False, False, "prose", "named"))
+            continue
+        role = "radix" if ("base" in q and _RADIX_TAIL.search(q, max(0, s - 16), s)) else "prose"
+        out.append(_Tok(s, lit, value, False, False, role, "base_notation" if role == "radix" else ""))
+    return out
+
+
 @lru_cache(maxsize=32768)
 def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
-    """The replaceable literals of ``question``, in text order.
+    """The literals of ``question`` that are quantities, in text order, each with its flaw
+    (:data:`FLAWS`, "" when it may be replaced) and role (:data:`ROLES`).
 
     Args:
         question: the problem text.
@@ -157,98 +473,70 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
     """
     blocks = _masked_blocks(question)
     spans = _math_spans(question)
-    span_starts = [a for a, _ in spans]
     end = len(question)
     if _CHOICE_ANSWER.fullmatch(answer or ""):
         m = _CHOICE.search(question)
         if m:
             end = m.start()
-    found: list[tuple[int, str, Fraction, bool, bool]] = []
-    bi = 0
-    for m in _NUMBER.finditer(question, 0, end):
-        s, e, lit = m.start(), m.end(), m.group()
-        while bi < len(blocks) and blocks[bi][1] <= s:
-            bi += 1
-        if bi < len(blocks) and blocks[bi][0] <= s < blocks[bi][1]:
-            continue
-        before = question[s - 1] if s else " "
-        after = question[e] if e < len(question) else " "
-        # glued to letters / commands (14n, 3rd, x2, \frac12), subscripts, parts of numbers
-        if before.isalpha() or before in "_.'" or before.isdigit():
-            continue
-        if after.isalpha() or after in "_'" or after.isdigit():
-            continue
-        if after == "." and e + 1 < len(question) and (question[e + 1].isdigit() or question[e + 1] == "\\"):
-            continue  # the integer part of a decimal, or of 0.\overline{6}
-        if after == "," and e + 1 < len(question) and question[e + 1].isdigit():
-            continue
-        if before == "," and s >= 2 and question[s - 2].isdigit():
-            continue
-        pre = question[max(0, s - 12) : s]
-        if _SUBSCRIPT_TAIL.search(pre) or _SHORTHAND_TAIL.search(pre):
-            continue  # subscript index or \frac12-style shorthand
-        if _SUBSCRIPT_TAIL.search(question[max(0, s - 40) : s]):
-            continue  # deeper in a subscript: the bound of \sum_{1 \le i < j \le 95}, an index
-        if _CMD_TAIL.search(pre) and not _ARITH_CMDS.search(pre):
-            if _KNOWN_CMD_TAIL.search(pre) is None:
-                continue  # argument of an unknown command
-        if len(lit) > 1 and lit[0] == "0" and lit[1] != ".":
-            continue  # leading zeros: a digit string, not a quantity
-        plain = _SEPARATORS.sub("", lit) if "," in lit else lit
-        if plain.isdigit() and len(plain) == 4 and 1000 <= int(plain) <= 2099 and "," not in lit:
-            continue  # a year
-        if _LABEL_WORDS.search(question[max(0, s - 14) : s]):
-            continue
-        i = bisect_right(span_starts, s) - 1
-        in_math = i >= 0 and s < spans[i][1]  # inside $...$ and the like
-        if not in_math and before == "(" and after == ")":
-            continue  # an enumeration label such as (1) in text
-        left = question[max(0, s - 8) : s].rstrip()
-        right = question[e : e + 8].lstrip()
-        arithmetic = in_math and (
-            (left[-1:] in _ARITH)
-            or (right[:1] in _ARITH)
-            or bool(_ARITH_CMDS.search(left))
-            or bool(_ARITH_CMDS_AFTER.match(question[e : e + 10]))
-        )
-        # an int counts as the equal Fraction (same hash, equal), and hashes far faster
-        key = int(plain) if plain.isdigit() else Fraction(plain)
-        found.append((s, lit, key, in_math, arithmetic))
-    counts: dict[int | Fraction, int] = {}
-    for f in found:
-        counts[f[2]] = counts.get(f[2], 0) + 1
-    if not found:
+    toks = _tokens(question, end, blocks, spans)
+    if not toks:
         return ()
-    flaws = _Flaws(question, spans, blocks)
-    own = [flaws.of(s, k) for s, _, k, _, _ in found]
+    flaws = _Flaws(question, spans)
+    own = []
+    for t in toks:
+        f = flaws.of(t.s, t.key)
+        own.append(f if f in ("choice", "notation") else t.flaw or f)
+    roles = [("notation" if own[i] == "notation" else t.role) for i, t in enumerate(toks)]
+    from composition_rl.values.shortcuts import shortcut_flaws  # the rules use this module's tokens
+
+    for i, rule in enumerate(shortcut_flaws(question, toks, blocks, spans, flaws.ends)):
+        if rule and not own[i]:
+            own[i] = rule
     groups: dict[int | Fraction, list[int]] = {}
-    for i, f in enumerate(found):
-        groups.setdefault(f[2], []).append(i)
+    for i, t in enumerate(toks):
+        if roles[i] not in NOTATION_ROLES:
+            groups.setdefault(t.key, []).append(i)
     out = []
-    for i, (s, lit, k, mm, ar) in enumerate(found):
-        g = groups[k]
+    for i, t in enumerate(toks):
         flaw, also = own[i], ()
-        if not flaw and (k in flaws.labels or len(g) > 1):
-            # a repeated value: replace every occurrence (all the same literal, none flawed,
-            # none in a figure label), or none
-            if k in flaws.labels or any(own[j] or found[j][1] != lit for j in g):
+        g = groups.get(t.key, ()) if roles[i] not in NOTATION_ROLES else ()
+        if not flaw and len(g) > 1:
+            # a repeated value: every occurrence is replaced (the same literal, none flawed,
+            # all in one role) or none; an occurrence in a notation role shows nothing
+            kind = _ROLE_KIND.get(roles[i], roles[i])
+            if any(_ROLE_KIND.get(roles[j], roles[j]) != kind for j in g):
+                flaw = "role_mix"
+            elif any(own[j] or toks[j].lit != t.lit for j in g):
                 flaw = "repeated"
             else:
-                also = tuple((found[j][0], found[j][3]) for j in g if j != i)
-        out.append(Constant(s, lit, Fraction(k), mm, ar, len(g) == 1, flaw, also))
+                also = tuple((toks[j].s, toks[j].math) for j in g if j != i)
+        out.append(Constant(t.s, t.lit, Fraction(t.key), t.math, t.arith, len(g) <= 1, flaw, also, roles[i]))
     return tuple(out)
 
 
-# Why a literal that is a quantity still must not become the variable (issue 16: a prompt
-# whose chain can be skipped, or that reads badly, is correct but teaches no composition).
+# Why a literal that is a quantity still must not become the variable (issues 16 and 26: a
+# prompt whose chain can be skipped, or that reads badly, is correct but teaches no
+# composition). The order matters once: a chain whose later problem has constants but no
+# safe one is rejected with the reason that comes last here among its constants' flaws
+# (the rule that removed the last candidates).
 FLAWS = (
-    "repeated",  # the value is written again elsewhere (text, figure, label): Y is visible anyway
+    "repeated",  # the value is written again where it cannot be replaced: Y is visible anyway
     "choice",  # inside the answer options: replacing it changes what is asked
     "fact",  # in a stated fact with no unknowns (5!=...=120, 7^{400}\equiv 1): it fixes nothing
     "answer_form",  # in an answer-format instruction ("in the form Ax+By+C=0")
     "hint",  # in a hint or reminder ("Note that ...", "Recall that ...")
     "notation",  # part of notation, not a quantity: f^{-1}, \sqrt[3], f^{(4)}, \mathbb{R}^3
     "text_in_math",  # inside \text{} in math mode: neither Y nor $Y$ is safe there
+    "named",  # a number used as a name or inside a word (a year, "two-digit"): it shows its value
+    "tex_token",  # one TeX token of \frac 49, \sqrt2, x^23, or a digit group 47\,389: no literal
+    "exponent",  # a superscript: the power of x^2 is notation, replacing it reads badly
+    "base_notation",  # a radix, "in base $12$" (base 10 is the default a reader assumes)
+    "role_mix",  # the value also stands in another role (a term and a divisor): not one quantity
+    "worked_example",  # inside a worked example ("For example, ..."), which solves it for Y
+    "figure",  # the figure code shows the value (a label, a coordinate, a radius)
+    "sums_to_one",  # shares that must sum to 1 (or 100%), or parts that sum to the stated whole
+    "pattern",  # a term of a sequence its neighbours determine (1, 2, Y, 4; 6075, 2025, Y)
+    "default_value",  # a value the context fixes by default (a 52-card deck, 60 minutes in an hour)
 )
 _INVERSE_TAIL = re.compile(r"\^\s*\{?\s*-\s*$")
 _NOTATION_TAIL = re.compile(
@@ -265,7 +553,6 @@ _FORM_WORDS = re.compile(r"in the form|of the form", re.I)
 _HINT_WORDS = re.compile(
     r"\bhint\b|\bnote that\b|\bnote:|\brecall that\b|\byou may use\b|\buse the fact|\bfor example\b|\be\.g\.", re.I
 )
-_FIGURE_STRING = re.compile(r'"[^"\n]*"')
 # Greek letters name unknowns (\theta = \frac{\pi}{3} is no fact); \pi is a number
 _GREEK = re.compile(
     r"\\(?:alpha|beta|gamma|delta|epsilon|varepsilon|zeta|eta|theta|vartheta|iota|kappa|lambda|mu|nu|xi"
@@ -276,24 +563,14 @@ _GREEK = re.compile(
 class _Flaws:
     """The context of one question that decides :data:`FLAWS` for its literals."""
 
-    def __init__(self, q: str, spans: list[tuple[int, int]], blocks: list[tuple[int, int]]) -> None:
+    def __init__(self, q: str, spans: list[tuple[int, int]]) -> None:
         self.q = q
         self.spans = spans
         self.text_spans = _text_in_math(q, spans)
-        # values a figure label shows (a string in figure code: label("$4''$", ...)); those
-        # cannot be replaced, so a literal with such a value would leave Y visible. Indices,
-        # exponents and coordinates are other quantities that happen to be equal.
-        self.labels: dict[int | Fraction, int] = {}
-        for a, b in blocks:
-            for lab in _FIGURE_STRING.finditer(q, a, b):
-                for m in _NUMBER.finditer(lab.group()):
-                    lit = m.group()
-                    plain = _SEPARATORS.sub("", lit) if "," in lit else lit
-                    k = int(plain) if plain.isdigit() else Fraction(plain)
-                    self.labels[k] = self.labels.get(k, 0) + 1
         ch = _CHOICE.search(q)
         self.choice_start = ch.start() if ch else len(q)
         self.ends = [m.start() for m in _SENTENCE_END.finditer(q)]
+        self._words: dict[int, tuple[int, bool]] = {}  # sentence -> (answer-form keyword at, hint)
 
     def _span(self, s: int) -> tuple[int, int] | None:
         for a, b in self.spans:
@@ -313,20 +590,26 @@ class _Flaws:
         if s >= self.choice_start:
             return "choice"
         pre = q[max(0, s - 24) : s]
-        if (key == 1 and _INVERSE_TAIL.search(pre)) or _NOTATION_TAIL.search(pre):
+        tail = pre.rstrip()[-1:]
+        if tail in ("-", "[", "(", "^", "{") and (
+                (key == 1 and _INVERSE_TAIL.search(pre)) or _NOTATION_TAIL.search(pre)):
             return "notation"
-        if any(a <= s < b for a, b in self.text_spans):
+        if self.text_spans and any(a <= s < b for a, b in self.text_spans):
             return "text_in_math"
         span = self._span(s)
         if span is not None:
             body = q[span[0] : span[1]]
             if _RELATION.search(body) and not re.search(r"[A-Za-z]", _CMD.sub(" ", _GREEK.sub("x", _TEXTCMD.sub(" ", body)))):
                 return "fact"
-        a, sentence = self._sentence(s)
-        form = _FORM_WORDS.search(sentence)
-        if form is not None and a + form.start() < s:  # a template follows its keyword
+        i = bisect_right(self.ends, s)
+        words = self._words.get(i)
+        if words is None:
+            a, sentence = self._sentence(s)
+            form = _FORM_WORDS.search(sentence)
+            words = self._words[i] = (a + form.start() if form is not None else -1, bool(_HINT_WORDS.search(sentence)))
+        if 0 <= words[0] < s:  # a template follows its keyword
             return "answer_form"
-        if _HINT_WORDS.search(sentence):
+        if words[1]:
             return "hint"
         return ""
 

@@ -29,12 +29,14 @@ from composition_rl.backends.base import (
 from composition_rl.compose import spc
 from composition_rl.compose.base import COMPOSERS, Rejection
 from composition_rl.compose.checks import run_checks
+from composition_rl.compose.dependence import decide
 from composition_rl.compose.llm import proposal as steps
 from composition_rl.compose.llm.config import LLMComposeConfig, build_backend
 from composition_rl.compose.llm.numbers import expr_str, has_constant, has_number, rat_str, relation
 from composition_rl.compose.llm.prompts import (
     MARKER,
     PROPOSE_SCHEMA,
+    SOLVE_SCHEMA,
     VERIFY_SCHEMA,
     fill,
     load_prompt,
@@ -44,15 +46,21 @@ from composition_rl.compose.natural import inexact_q1
 from composition_rl.compose.spc import VARIABLE_NAMES
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
+    constant_value,
     exact_equal,
     find_constants,
     in_math,
+    parse_answer_value,
     parse_number,
     render_latex,
     symbols_used,
 )
 
 __all__ = ["AutoComposer", "LLMComposer"]
+
+# literals the finder reads as values but no engine may replace (issue 26): a year or a word
+# inside a compound, one TeX token of \frac 49 or \sqrt2, an exponent, a radix
+_NEVER = frozenset(("named", "tex_token", "exponent", "base_notation"))
 
 
 @dataclass
@@ -74,7 +82,7 @@ class LLMComposer:
     name: str = "llm"
     resumable = True  # the executor journals every finished candidate
     _inflight: dict[tuple[str, ...], asyncio.Future] = field(default_factory=dict, repr=False)
-    _memo: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
+    _memo: dict[tuple, Any] = field(default_factory=dict, repr=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
 
     @classmethod
@@ -127,7 +135,8 @@ class LLMComposer:
         def build(p: Problem) -> dict[str, frozenset[int]]:
             by: dict[str, set[int]] = {}
             for c in find_constants(p.question, p.answer):
-                by.setdefault(c.literal, set()).add(c.offset)
+                if c.flaw not in _NEVER:
+                    by.setdefault(c.literal, set()).add(c.offset)
             return {k: frozenset(v) for k, v in by.items()}
 
         return self._fact("allowed", p, build)
@@ -167,27 +176,33 @@ class LLMComposer:
         return ChatRequest.user(user, system=system, temperature=c.temperature, top_p=c.top_p,
                                 max_tokens=c.max_tokens, seed=self.seed, json_schema=schema)
 
-    async def _ask(self, req: ChatRequest) -> ChatResponse:
-        # identical requests in flight at once share one call
+    async def _ask(self, req: ChatRequest) -> tuple[ChatResponse | ChatError, bool]:
+        """The reply (or the error that ended the call), and whether this caller made the
+        call: identical requests in flight at once share one call, which the candidate that
+        started it pays for."""
         key = tuple(m["content"] for m in req.messages)  # all other fields are fixed per composer
         fut = self._inflight.get(key)
-        if fut is None:
+        mine = fut is None
+        if mine:
             fut = asyncio.ensure_future(self.backend.chat(req))
             self._inflight[key] = fut
             fut.add_done_callback(lambda _f, k=key: self._inflight.pop(k, None))
-        return await asyncio.shield(fut)
-
-    async def _call(self, req: ChatRequest, usage: Usage) -> ChatResponse | Rejection:
         try:
-            resp = await self._ask(req)
+            return await asyncio.shield(fut), mine
         except RequestRefused:
             raise  # every candidate would fail alike: the executor stops the run
         except ChatError as e:
-            if e.transient:
-                raise  # no answer: the executor leaves the candidate for the next run, never a reject
-            usage.requests += 1
-            return Rejection("llm_call", f"llm_{e.kind}", e.detail[:300])
-        usage.add(resp)
+            return e, mine
+
+    async def _call(self, req: ChatRequest, usage: Usage) -> ChatResponse | Rejection:
+        resp, mine = await self._ask(req)
+        if isinstance(resp, ChatError):
+            if resp.transient:
+                raise resp  # no answer: the executor leaves the candidate for the next run, never a reject
+            usage.requests += mine
+            return Rejection("llm_call", f"llm_{resp.kind}", resp.detail[:300])
+        if mine:
+            usage.add(resp)
         return resp
 
     async def _ask_json(self, name: str, schema: dict[str, Any], what: str, usage: Usage,
@@ -228,6 +243,84 @@ class LLMComposer:
             return vobj
         return steps.apply_verification(d, vobj, self.config.verify) or d
 
+    # -- check 5 by the model (issue 26) ---------------------------------------------------
+    async def _solve(self, problem: str, usage: Usage) -> str | None | Rejection:
+        """The model's final answer to ``problem`` (None when its reply holds none; a
+        Rejection when the call itself failed, so the chain is retried next run). One call
+        per text and event loop: a later problem at v2 is asked once however many chains end
+        in it, and the chain that asks first pays for it."""
+        key = ("solve", id(asyncio.get_running_loop()), problem)
+        fut = self._memo.get(key)
+        if fut is None:
+            fut = self._memo[key] = asyncio.ensure_future(self._solve_once(problem, usage))
+            # its error reaches every chain that awaits it; when an early stop (a refused request)
+            # has cancelled them all, it is read here, so asyncio reports no lost exception
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+        try:
+            res = await asyncio.shield(fut)
+        except ChatError:  # transient (no answer): the next chain asks again, not this failure
+            if self._memo.get(key) is fut:
+                self._memo.pop(key, None)
+            raise
+        if isinstance(res, Rejection):
+            self._memo.pop(key, None)  # the call failed: the next chain (or run) asks again
+        return res
+
+    async def _solve_once(self, problem: str, usage: Usage) -> str | None | Rejection:
+        obj = await self._ask_json("llm_solve", SOLVE_SCHEMA, "solution", usage, PROBLEM=problem)
+        if isinstance(obj, Rejection):
+            return obj if obj.stage == "llm_call" else None
+        ans = obj.get("answer")
+        return None if isinstance(ans, bool) or not isinstance(ans, (str, int, float)) else str(ans).strip()
+
+    async def dependence(self, later: Problem, literal: str, offsets: Sequence[int],
+                         usage: Usage) -> tuple[str, str] | Rejection:
+        """Check 5 for one link: (outcome, who decided it). Exact first
+        (:func:`composition_rl.compose.dependence.decide`); where that says "unknown" and
+        ``dependence == "model"``, the model solves the later problem at v2 and at v2 + 1. It
+        must get q2's own answer at v2 (else it decides nothing); the same answer at v2 + 1
+        means the answer does not depend on the variable."""
+        if not offsets:
+            return "unknown", "none"  # a rephrased problem: no places to vary
+        places = tuple(sorted(offsets))
+        exact = decide(later.question, places, literal)
+        if exact != "unknown":
+            return exact, "exact"
+        v2 = constant_value(literal)
+        if self.config.dependence != "model" or v2 is None:
+            return "unknown", "none"
+        other = v2 + 1
+        text = later.question
+        for off in reversed(places):
+            text = text[:off] + (str(other) if other.denominator == 1 else str(float(other))) + text[off + len(literal):]
+        at_v2 = await self._solve(later.question, usage)
+        if isinstance(at_v2, Rejection):
+            return at_v2
+        if at_v2 is None or not _same_answer(at_v2, later.answers):
+            return "unknown", "none"  # the model does not solve q2 itself: its word decides nothing
+        at_other = await self._solve(text, usage)
+        if isinstance(at_other, Rejection):
+            return at_other
+        if at_other is None:
+            return "unknown", "none"
+        return ("independent" if _same_answer(at_other, (at_v2,)) else "dependent"), "model"
+
+    async def link_dependences(self, links: Sequence[tuple[Problem, str, Sequence[int]]],
+                               usage: Usage) -> list[tuple[str, str]] | Rejection:
+        """:meth:`dependence` for each (later problem, literal, offsets) of a chain; the
+        Rejection of the first link that is independent (or whose call failed)."""
+        out = []
+        for k, (later, literal, offsets) in enumerate(links):
+            res = await self.dependence(later, literal, offsets, usage)
+            if isinstance(res, Rejection):
+                return Rejection(res.stage, res.reason, f"link {k + 1} (dependence): {res.detail}")
+            if res[0] == "independent":
+                reason = "independent" if res[1] == "exact" else "independent_model"
+                return Rejection("check5_dependence", reason,
+                                 f"link {k + 1}: the answer is the same at {literal} and at the next value ({res[1]})")
+            out.append(res)
+        return out
+
     # -- one chain ----------------------------------------------------------------------
     async def acompose(self, chain: Sequence[Problem], candidate_id: str, usage: Usage | None = None) -> Problem | Rejection:
         """``SPC(q1..qK) = Compose(q1, SPC(q2..qK))`` for one candidate chain; ``usage``
@@ -248,7 +341,11 @@ class LLMComposer:
             if k + 1 <= K - 2 and re.search(r"(?<![\w.])" + re.escape(res.literal) + r"(?![\w.])", props[k + 1].definition):
                 return Rejection("check1_v1", "definition_reveals_constant",
                                  f"link {k + 2}: the definition restates {res.literal!r}, which link {k + 1} replaced")
-        return self._assemble(chain, candidate_id, props)
+        deps = await self.link_dependences(
+            [(p.later, p.literal, () if p.rephrased else p.offsets) for p in props], usage)
+        if isinstance(deps, Rejection):
+            return deps
+        return self._assemble(chain, candidate_id, props, deps)
 
     def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
         """The engine contract, synchronously: one chain on the composer's own event loop."""
@@ -256,7 +353,8 @@ class LLMComposer:
             self._loop = asyncio.new_event_loop()
         return self._loop.run_until_complete(self.acompose(chain, candidate_id))
 
-    def _assemble(self, chain: Sequence[Problem], cid: str, props: Sequence[Draft]) -> Problem | Rejection:
+    def _assemble(self, chain: Sequence[Problem], cid: str, props: Sequence[Draft],
+                  deps: Sequence[tuple[str, str]] = ()) -> Problem | Rejection:
         K = len(chain)
         used = frozenset().union(*(self._symbols(p) for p in chain), *(symbols_used(p.definition) for p in props))
         free = [n for n in VARIABLE_NAMES if n not in used]
@@ -298,10 +396,32 @@ class LLMComposer:
                 "v1_from": ["answer" if p.v1_whole else "derived" if p.derivation else "part_of_answer" for p in props],
                 "rephrased": [p.rephrased for p in props],
                 "verified_by": [p.verified_by for p in props],
+                # check 5: "dependent" when every link is shown to matter, else "unknown"; who
+                # decided each link (exact reading, the model, or none)
+                "dependence": "dependent" if deps and all(d == "dependent" for d, _ in deps) else "unknown",
+                "dependence_by": [by for _, by in deps] if deps else ["none"] * len(props),
                 "llm_model": backend.model if backend.name != "local_hf" else Path(backend.model).name,
             },
         )
         return run_checks(composed, chain, self.max_chars) or composed
+
+
+def _same_answer(answer: str, golds: Sequence[str]) -> bool:
+    """Whether a model's final answer is one of ``golds``: equal exact values where both parse,
+    else equal text once spaces, dollars and ``\\left``/``\\right`` are dropped."""
+    av = parse_answer_value(answer)
+
+    def norm(t: str) -> str:
+        return re.sub(r"\s+|\$|\\left|\\right|\\!|\\,", "", t)
+
+    for g in golds:
+        gv = parse_answer_value(g)
+        if av is not None and gv is not None:
+            if exact_equal(av.value, gv.value):
+                return True
+        elif norm(answer) == norm(g):
+            return True
+    return False
 
 
 def _substitute(p: Draft, y: str) -> str:
@@ -364,7 +484,20 @@ class AutoComposer:
         if all(self.symbolic.eligible(p, k, len(chain)) for k, p in enumerate(chain)):
             res = self.symbolic.compose(chain, candidate_id)
             if isinstance(res, Problem):
-                return res
+                if res.metadata.get("dependence") != "unknown" or self.llm.config.dependence != "model":
+                    return res
+                # check 5 by the model for the links exact reading left undecided
+                usage = usage if usage is not None else Usage()
+                parents = {p.id: p for p in chain}
+                deps = await self.llm.link_dependences(
+                    [(parents[res.parents[k + 1]], lk.v2_literal, (lk.v2_offset, *lk.v2_also))
+                     for k, lk in enumerate(res.links)], usage)
+                if isinstance(deps, Rejection):
+                    return deps
+                meta = {**res.metadata, "dependence": "unknown" if any(d != "dependent" for d, _ in deps) else "dependent",
+                        "dependence_by": [by for _, by in deps]}
+                return Problem(res.id, res.question, res.answers, res.source, res.depth, res.parents, res.links,
+                               res.engine, meta)
         return await self.llm.acompose(chain, candidate_id, usage)
 
     def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:

@@ -9,9 +9,10 @@ from typing import Any
 
 from composition_rl.backends.base import CHAT_BACKENDS, ChatBackend
 
-__all__ = ["STRUCTURED", "VERIFY_MODES", "LLMComposeConfig", "build_backend"]
+__all__ = ["DEPENDENCE_MODES", "STRUCTURED", "VERIFY_MODES", "LLMComposeConfig", "build_backend"]
 
 VERIFY_MODES = ("auto", "always", "never")
+DEPENDENCE_MODES = ("model", "exact")
 STRUCTURED = ("auto", "json_schema", "json_object", "none")
 
 
@@ -49,6 +50,10 @@ class LLMComposeConfig:
     verify: str = field(default="auto", metadata=_h(
         "verification calls: auto (only where exact checks cannot decide), always (one per link, "
         "the paper's stricter self-check), never", choices=VERIFY_MODES))
+    dependence: str = field(default="model", metadata=_h(
+        "check 5 where exact reading cannot decide whether the answer depends on the variable: model "
+        "(solve the later problem at v2 and at v2 + 1; the same answer rejects the chain), or exact "
+        "(leave such links \"unknown\" in the record)", choices=DEPENDENCE_MODES))
     cache: str | None = field(default=None, metadata=_h(
         "response cache file (default OUT/llm_cache.jsonl)", type=str))
     no_cache: bool = field(default=False, metadata=_h("do not cache responses"))
@@ -77,6 +82,8 @@ class LLMComposeConfig:
             bad.append(f"structured={self.structured!r} (one of {', '.join(STRUCTURED)})")
         if self.verify not in VERIFY_MODES:
             bad.append(f"verify={self.verify!r} (one of {', '.join(VERIFY_MODES)})")
+        if self.dependence not in DEPENDENCE_MODES:
+            bad.append(f"dependence={self.dependence!r} (one of {', '.join(DEPENDENCE_MODES)})")
         if bad:
             raise ValueError("invalid LLM engine settings: " + "; ".join(bad))
 

@@ -10,11 +10,13 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["MARKER", "PROPOSE_SCHEMA", "PROMPT_NAMES", "VERIFY_SCHEMA", "fill", "load_prompt", "parse_json_object"]
+__all__ = ["MARKER", "PROPOSE_SCHEMA", "PROMPT_NAMES", "SOLVE_SCHEMA", "VERIFY_SCHEMA", "fill", "load_prompt",
+           "parse_json_object"]
 
 MARKER = "<VAR>"
 #: the packaged prompt files of the engine, in the order their hash is taken (llm_run.json)
-PROMPT_NAMES = ("llm_propose_system", "llm_propose", "llm_verify_system", "llm_verify")
+PROMPT_NAMES = ("llm_propose_system", "llm_propose", "llm_verify_system", "llm_verify", "llm_solve_system",
+                "llm_solve")
 
 PROPOSE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -36,6 +38,15 @@ VERIFY_SCHEMA: dict[str, Any] = {
         "constant_value": {"type": "string"},
     },
     "required": ["definition_value", "same_problem", "constant_value"],
+    "additionalProperties": False,
+}
+
+
+#: check 5 by the model (issue 26): the later problem solved at v2 and at another value
+SOLVE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
     "additionalProperties": False,
 }
 

@@ -1,0 +1,520 @@
+"""Check 5: does the composed answer depend on the variable? (issue 26)
+
+A composition teaches nothing when the later problem's answer is the same for every value of
+the variable: the policy can skip q1 and still be rewarded. :func:`decide` reads the original
+later problem and the places the variable replaced, and says one of :data:`OUTCOMES`:
+
+* ``independent``: proved. Every statement (an expression, or both sides of a relation) the
+  variable stands in is constant in it: it cancels (``3t+Y-6t+7t-Y``), sits in
+  ``\\binom{Y}{Y}`` or ``\\binom{Y}{0}``, or is multiplied by zero; or the statement is an
+  equation whose two sides differ by the variable's part times a part free of it
+  (``\\frac{Y}{j} + \\frac{Y}{k} = \\frac{Y}{3}`` has the same solutions for every Y).
+  Exact evaluation at v2 and two other values finds the candidates; sympy proves them (a
+  derivative that is identically zero, a ratio free of the other letters).
+* ``dependent``: proved. The problem asks for the value of one expression of numbers
+  ("Compute $\\frac{Y}{4}+2$.", "Simplify $(2x+Y)-(x+3)$."), and that expression takes
+  other values at other values of the variable, so the answer changes with it.
+* ``unknown``: everything else (the variable in prose, or in a statement the answer depends
+  on through reasoning this module does not do). The LLM engine asks the model about those
+  when one is configured (:mod:`composition_rl.compose.llm.composer`).
+
+Only exact arithmetic (``Fraction``) and sympy are used; nothing is executed. The verdict is
+a pure function of the problem text and the replaced places, so it is computed once per
+(problem, constant) and shared by the engine and the checks (one implementation).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from functools import lru_cache
+from typing import Literal
+
+import sympy
+
+from composition_rl.values import constant_value
+from composition_rl.values.constants import _math_spans
+
+__all__ = ["OUTCOMES", "Dependence", "decide"]
+
+Dependence = Literal["dependent", "independent", "unknown"]
+OUTCOMES: tuple[str, ...] = ("dependent", "independent", "unknown")
+
+_VAR = "\uE000"  # stands for the variable inside a parsed span (no TeX source holds it)
+
+
+class _Unknown(Exception):
+    """The span holds something this reader does not evaluate exactly."""
+
+
+# -- a small exact reader of LaTeX arithmetic -------------------------------------------------
+_TOKEN = re.compile(
+    r"\s+|(?P<num>\d+(?:\.\d+)?)|(?P<var>" + _VAR + r")|(?P<cmd>\\[A-Za-z]+|\\.)|(?P<let>[A-Za-z])|(?P<op>[-+*/^()\[\]{}!=<>,;|])"
+)
+_SKIP = {"\\,", "\\;", "\\!", "\\ ", "\\:", "\\left", "\\right", "\\quad", "\\qquad", "\\displaystyle", "\\big",
+         "\\Big", "\\bigl", "\\bigr", "\\Bigl", "\\Bigr"}
+_TIMES = {"\\cdot", "\\times", "\\ast"}
+_REL = {"=", "<", ">", "\\le", "\\leq", "\\ge", "\\geq", "\\ne", "\\neq", "\\lt", "\\gt", "\\approx", "\\equiv"}
+_GREEK = {"\\pi", "\\alpha", "\\beta", "\\gamma", "\\theta", "\\lambda", "\\mu", "\\omega", "\\phi", "\\varphi", "\\rho",
+          "\\sigma", "\\tau", "\\epsilon", "\\delta"}
+
+
+def _lex(text: str) -> list[tuple[str, str]]:
+    out = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise _Unknown(text[pos : pos + 10])
+        pos = m.end()
+        kind = m.lastgroup
+        if kind is None:
+            continue
+        tok = m.group()
+        if kind == "cmd":
+            if tok in _SKIP:
+                continue
+            if tok in _TIMES:
+                kind, tok = "op", "*"
+            elif tok == "\\div":
+                kind, tok = "op", "/"
+            elif tok in _REL:
+                kind = "rel"
+            elif tok in ("\\{", "\\}"):
+                kind, tok = "op", "(" if tok == "\\{" else ")"
+        elif kind == "op" and tok in "=<>":
+            kind = "rel"
+        out.append((kind, tok))
+    return out
+
+
+class _Reader:
+    """Recursive descent over the tokens of one side of a statement; builds a tree of tuples."""
+
+    def __init__(self, toks: list[tuple[str, str]]) -> None:
+        self.t = toks
+        self.i = 0
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.t[self.i] if self.i < len(self.t) else None
+
+    def take(self) -> tuple[str, str]:
+        tok = self.peek()
+        if tok is None:
+            raise _Unknown("end")
+        self.i += 1
+        return tok
+
+    def expect(self, op: str) -> None:
+        if self.take() != ("op", op):
+            raise _Unknown(f"expected {op}")
+
+    def read(self):
+        node = self.expr()
+        if self.peek() is not None:
+            raise _Unknown(f"left over {self.peek()}")
+        return node
+
+    def expr(self):
+        node = self.term()
+        while (tok := self.peek()) is not None and tok[0] == "op" and tok[1] in "+-":
+            self.i += 1
+            node = (tok[1], node, self.term())
+        return node
+
+    def term(self):
+        node = self.factor()
+        while (tok := self.peek()) is not None:
+            if tok[0] == "op" and tok[1] in "*/":
+                self.i += 1
+                node = (tok[1], node, self.factor())
+            elif tok == ("op", "(") and _ends_in_letter(node):
+                raise _Unknown("f(x): a function applied, or a product; not decided")
+            elif node[0] == "n" and tok[0] == "cmd" and tok[1] in ("\\frac", "\\dfrac", "\\tfrac"):
+                node = ("+", node, self.factor())  # a mixed number, 3\frac{1}{5}
+            elif self._starts_factor(tok):
+                node = ("*", node, self.factor())
+            else:
+                break
+        return node
+
+    @staticmethod
+    def _starts_factor(tok) -> bool:
+        kind, v = tok
+        return kind in ("num", "var", "let") or (kind == "op" and v in "([{") or (
+            kind == "cmd" and v in ("\\frac", "\\dfrac", "\\tfrac", "\\sqrt", "\\binom", "\\dbinom", "\\tbinom", *_GREEK))
+
+    def factor(self):
+        tok = self.peek()
+        if tok is not None and tok[0] == "op" and tok[1] in "+-":
+            self.i += 1
+            f = self.factor()
+            return ("neg", f) if tok[1] == "-" else f
+        return self.power()
+
+    def power(self):
+        base = self.postfix()
+        tok = self.peek()
+        if tok == ("op", "^"):
+            self.i += 1
+            return ("^", base, self.group_or_token())
+        return base
+
+    def postfix(self):
+        node = self.atom()
+        while self.peek() == ("op", "!"):
+            self.i += 1
+            node = ("!", node)
+        return node
+
+    def group_or_token(self):
+        """A macro argument: a braced group, or one token (one digit of a number)."""
+        tok = self.take()
+        if tok == ("op", "{"):
+            node = self.expr()
+            self.expect("}")
+            return node
+        if tok[0] == "num":
+            if len(tok[1]) > 1:  # \frac 49: the first digit is the argument, the rest follows
+                self.t[self.i : self.i] = [("num", tok[1][1:])]
+                return ("n", Fraction(tok[1][0]))
+            return ("n", Fraction(tok[1]))
+        if tok[0] in ("var", "let"):
+            return ("v", tok[1])
+        raise _Unknown(f"argument {tok}")
+
+    def atom(self):
+        kind, v = self.take()
+        if kind == "num":
+            return ("n", Fraction(v))
+        if kind in ("var", "let"):
+            return ("v", v)
+        if kind == "op" and v in "([{":
+            close = {"(": ")", "[": "]", "{": "}"}[v]
+            node = self.expr()
+            self.expect(close)
+            return node
+        if kind == "cmd":
+            if v in ("\\frac", "\\dfrac", "\\tfrac"):
+                return ("/", self.group_or_token(), self.group_or_token())
+            if v in ("\\binom", "\\dbinom", "\\tbinom"):
+                return ("C", self.group_or_token(), self.group_or_token())
+            if v == "\\sqrt":
+                if self.peek() == ("op", "["):
+                    raise _Unknown("root index")
+                return ("sqrt", self.group_or_token())
+            if v in _GREEK:
+                return ("v", v)
+        raise _Unknown(f"atom {v}")
+
+
+def _ends_in_letter(node) -> bool:
+    """Whether ``node`` ends in a letter (``f``, ``f^{-1}``, ``2g``): a bracket after it may
+    be a function's argument."""
+    while node[0] in ("*", "^"):
+        node = node[2] if node[0] == "*" else node[1]
+    return node[0] == "v"
+
+
+def _eval(node, env: dict[str, Fraction]) -> Fraction:
+    op = node[0]
+    if op == "n":
+        return node[1]
+    if op == "v":
+        return env[node[1]]
+    if op == "neg":
+        return -_eval(node[1], env)
+    if op in "+-*/":
+        a, b = _eval(node[1], env), _eval(node[2], env)
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if b == 0:
+            raise _Unknown("division by zero")
+        return a / b
+    if op == "^":
+        a, b = _eval(node[1], env), _eval(node[2], env)
+        if b.denominator != 1 or abs(b) > 64 or (a == 0 and b < 0) or abs(a.numerator) > 10**12:
+            raise _Unknown("power")
+        return a ** int(b)
+    if op == "!":
+        a = _eval(node[1], env)
+        if a.denominator != 1 or not 0 <= a <= 60:
+            raise _Unknown("factorial")
+        return Fraction(math.factorial(int(a)))
+    if op == "C":
+        n, k = _eval(node[1], env), _eval(node[2], env)
+        if n.denominator != 1 or k.denominator != 1 or n < 0 or not 0 <= k or n > 10**4:
+            raise _Unknown("binomial")
+        return Fraction(math.comb(int(n), int(k)))
+    if op == "sqrt":
+        a = _eval(node[1], env)
+        if a < 0:
+            raise _Unknown("sqrt")
+        r = Fraction(math.isqrt(a.numerator), math.isqrt(a.denominator))
+        if r * r != a:
+            raise _Unknown("irrational sqrt")
+        return r
+    raise _Unknown(op)
+
+
+def _sym(node, names: dict[str, sympy.Symbol]) -> sympy.Expr:
+    op = node[0]
+    if op == "n":
+        return sympy.Rational(node[1].numerator, node[1].denominator)
+    if op == "v":
+        return names[node[1]]
+    if op == "neg":
+        return -_sym(node[1], names)
+    if op in "+-*/^":
+        a, b = _sym(node[1], names), _sym(node[2], names)
+        return {"+": a + b, "-": a - b, "*": a * b, "/": a / b, "^": a**b}[op]
+    if op == "!":
+        return sympy.factorial(_sym(node[1], names))
+    if op == "C":
+        return sympy.binomial(_sym(node[1], names), _sym(node[2], names))
+    if op == "sqrt":
+        return sympy.sqrt(_sym(node[1], names))
+    raise _Unknown(op)
+
+
+_MAX_PROOF = 40  # tree nodes sympy is given to prove (a long sum of fractions takes it seconds)
+
+
+def _size(node) -> int:
+    return 1 if node[0] in ("n", "v") else 1 + sum(_size(c) for c in node[1:])
+
+
+def _simplest(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` simplified: ``cancel`` for a rational function (fast), ``simplify`` when a
+    binomial, factorial or root is in it."""
+    if expr.has(sympy.binomial, sympy.factorial, sympy.Pow) and not expr.is_rational_function():
+        return sympy.simplify(expr)
+    return sympy.cancel(expr)
+
+
+def _letters(node, out: set[str]) -> set[str]:
+    if node[0] == "v":
+        out.add(node[1])
+    elif node[0] != "n":
+        for child in node[1:]:
+            _letters(child, out)
+    return out
+
+
+# test points: the variable at v2 and two other values; other letters at two assignments
+_OTHER = (Fraction(7, 3), Fraction(-5, 11))
+
+
+def _constant_in_var(node, v2: Fraction) -> bool | None:
+    """True when ``node`` is proved constant in the variable, False when it is not, None when
+    it cannot be evaluated exactly."""
+    letters = sorted(_letters(node, set()) - {_VAR})
+    points = [v2, v2 + 1, v2 + 2]
+    try:
+        for base in _OTHER:
+            env = {name: base + i for i, name in enumerate(letters)}
+            vals = []
+            for p in points:
+                env[_VAR] = p
+                vals.append(_eval(node, env))
+            if len(set(vals)) > 1:
+                return False
+            if not letters:
+                break
+    except (_Unknown, ZeroDivisionError, OverflowError, ValueError):
+        return None
+    # equal at every test point: prove it (a polynomial may meet one value three times)
+    if _size(node) > _MAX_PROOF:
+        return None
+    integer = v2.denominator == 1 and v2 >= 0
+    y = sympy.Symbol("Y", integer=True, nonnegative=True) if integer else sympy.Symbol("Y")
+    names = {name: sympy.Symbol(f"s{i}") for i, name in enumerate(letters)} | {_VAR: y}
+    try:
+        expr = _sym(node, names)
+        return _simplest(sympy.diff(expr, y)) == 0
+    except (_Unknown, TypeError, ValueError):
+        return None
+
+
+def _same_zero_set(node, v2: Fraction) -> bool:
+    """Whether the equation ``node = 0`` has the same solutions for every value of the
+    variable: ``node`` is the variable's part times a part free of it (``\\frac{Y}{j} +
+    \\frac{Y}{k} - \\frac{Y}{3}``), tested at exact points and proved with sympy."""
+    letters = sorted(_letters(node, set()) - {_VAR})
+    if not letters:
+        return False
+    try:
+        ratios = set()
+        for base in (*_OTHER, Fraction(13, 7)):
+            env = {name: base + i for i, name in enumerate(letters)}
+            env[_VAR] = v2
+            f0 = _eval(node, env)
+            if f0 == 0:
+                return False
+            for t in (1, 2):
+                env[_VAR] = v2 + t
+                ratios.add((t, _eval(node, env) / f0))
+        if len(ratios) != 2 or any(r == 0 for _, r in ratios):
+            return False
+    except (_Unknown, ZeroDivisionError, OverflowError, ValueError):
+        return False
+    if _size(node) > _MAX_PROOF:
+        return False
+    y = sympy.Symbol("Y")
+    names = {name: sympy.Symbol(f"s{i}") for i, name in enumerate(letters)} | {_VAR: y}
+    try:
+        expr = _sym(node, names)
+        ratio = _simplest(expr / expr.subs(y, sympy.Rational(v2.numerator, v2.denominator)))
+    except (_Unknown, TypeError, ValueError, ZeroDivisionError):
+        return False
+    return not (ratio.free_symbols - {y})
+
+
+def _statements(span: str) -> list[list[tuple[str, str]]]:
+    """A span's top-level statements (split at commas, semicolons and ``\\text{and}``), as tokens."""
+    span = re.sub(r"\\(?:text|mbox|mathrm)\s*\{\s*(?:and|or|if|for|where)\s*\}", ";", span)
+    toks = _lex(span)
+    out, cur, depth = [], [], 0
+    for tok in toks:
+        if tok[0] == "op" and tok[1] in "([{":
+            depth += 1
+        elif tok[0] == "op" and tok[1] in ")]}":
+            depth -= 1
+        if depth == 0 and tok[0] == "op" and tok[1] in ",;":
+            out.append(cur)
+            cur = []
+            continue
+        cur.append(tok)
+    out.append(cur)
+    return [s for s in out if s]
+
+
+def _sides(stmt: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    sides, cur = [], []
+    for tok in stmt:
+        if tok[0] == "rel":
+            sides.append(cur)
+            cur = []
+        else:
+            cur.append(tok)
+    sides.append(cur)
+    return sides
+
+
+# "Compute $E$." and the like: the answer is E's value (or E itself, for Simplify/Expand)
+_ASKS_VALUE = re.compile(
+    r"\s*(?P<verb>Compute|Evaluate|Calculate|Simplify|Expand|Find|What is|Determine)\s*(?:the value of\s*)?:?\s*"
+    r"(?P<open>\$\$|\$|\\\[)", re.I)
+_TAIL_OK = re.compile(
+    r"\s*[.?]?\s*(?:Express your answer (?:as a (?:common|mixed|improper) (?:fraction|number)|in simplest (?:radical )?form"
+    r"|as a fraction in simplest form|as a polynomial[^.]*)\.?\s*)?", re.I)
+
+
+def _asked_span(q: str, spans: list[tuple[int, int]]) -> tuple[tuple[int, int], bool] | None:
+    """The span a "Compute $E$." problem asks for, and whether letters may stay (Simplify)."""
+    m = _ASKS_VALUE.match(q)
+    if m is None or not spans or spans[0][0] != m.end():
+        return None
+    a, b = spans[0]
+    close = {"$$": "$$", "$": "$", "\\[": "\\]"}[m.group("open")]
+    rest = q[b + len(close) :]
+    t = _TAIL_OK.match(rest)
+    if t is None or t.end() != len(rest) or "nearest" in rest or "round" in rest.lower():
+        return None
+    return (a, b), m.group("verb").lower() in ("simplify", "expand")
+
+
+def _marked(q: str, a: int, b: int, places: tuple[int, ...], literal: str) -> str:
+    out, pos = [], a
+    for p in places:
+        if a <= p < b:
+            out += [q[pos:p], _VAR]
+            pos = p + len(literal)
+    out.append(q[pos:b])
+    return "".join(out)
+
+
+_DEGENERATE = re.compile(r"binom|(?<![\d.])0(?![\d.])|(?<![\d.])1\s*\^")
+
+
+@lru_cache(maxsize=4096)
+def _spans(question: str) -> list[tuple[int, int]]:
+    return _math_spans(question)
+
+
+def _independent(question: str, held: dict[tuple[int, int], list[int]], literal: str, v2: Fraction) -> bool:
+    """Whether every statement the variable stands in is proved constant in it."""
+    try:
+        for (a, b), ps in held.items():
+            for stmt in _statements(_marked(question, a, b, tuple(ps), literal)):
+                if not any(t[0] == "var" for t in stmt):
+                    continue
+                trees = [_Reader(side).read() for side in _sides(stmt)]
+                if len(trees) == 1:
+                    checks = trees
+                else:  # a relation holds or fails alike for every value when L - R is constant
+                    checks = [("-", x, y) for x, y in zip(trees, trees[1:])
+                              if _VAR in _letters(x, set()) or _VAR in _letters(y, set())]
+                equation = len(trees) == 2 and [t for t in stmt if t[0] == "rel"] == [("rel", "=")]
+                for node in checks:
+                    if _constant_in_var(node, v2) is True:
+                        continue
+                    if equation and _same_zero_set(node, v2):
+                        continue  # L - R = (part in Y) * (part free of Y): the same equation
+                    return False
+    except (_Unknown, RecursionError):
+        return False
+    return True
+
+
+@lru_cache(maxsize=1 << 16)
+def decide(question: str, places: tuple[int, ...], literal: str) -> Dependence:
+    """Whether the answer of ``question`` depends on the literal at ``places`` (the offsets
+    one variable replaced; ``literal`` the text it replaced).
+
+    >>> decide("Simplify $3t+5-6t+7t-5$.", (13, 21), "5")
+    'independent'
+    >>> decide("Compute $\\\\dbinom{8}{8}$.", (17, 20), "8")
+    'independent'
+    >>> decide("Compute $\\\\frac{9}{4} + 2$.", (15,), "9")
+    'dependent'
+    >>> decide("A box holds $12$ eggs. How many boxes hold 60 eggs?", (13,), "12")
+    'unknown'
+    """
+    if not places:
+        return "unknown"
+    spans = _spans(question)
+    held: dict[tuple[int, int], list[int]] = {}
+    for p in places:
+        span = next(((a, b) for a, b in spans if a <= p < b), None)
+        if span is None:
+            return "unknown"  # in prose: its meaning is not arithmetic this module reads
+        held.setdefault(span, []).append(p)
+    # one occurrence can only vanish in a degenerate form (0 \cdot Y, \binom{Y}{0}, 1^Y)
+    independent = all(len(ps) > 1 or _DEGENERATE.search(question, a, b) for (a, b), ps in held.items())
+    asked = _asked_span(question, spans) if set(held) == {spans[0]} else None
+    if not independent and asked is None:
+        return "unknown"
+    v2 = constant_value(literal)
+    if v2 is None:
+        return "unknown"
+    if independent and _independent(question, held, literal, v2):
+        return "independent"
+    if asked is None or set(held) != {asked[0]}:
+        return "unknown"
+    (a, b), letters_ok = asked
+    try:
+        stmts = _statements(_marked(question, a, b, tuple(held[(a, b)]), literal))
+        if len(stmts) != 1 or any(t[0] == "rel" for t in stmts[0]):
+            return "unknown"
+        node = _Reader(stmts[0]).read()
+    except (_Unknown, RecursionError):
+        return "unknown"
+    if not letters_ok and _letters(node, set()) - {_VAR, "\\pi"}:
+        return "unknown"
+    return "dependent" if _constant_in_var(node, v2) is False else "unknown"

@@ -1,0 +1,361 @@
+"""Compositions that really need q1 (issue 26): constants read as TeX reads them, one role per
+replaced value, the named shortcut rules, check 5 (does the answer depend on the variable?),
+natural offsets with the next partner, and the scanners that look for all of it.
+
+Each table row is real MATH train text: (what it shows, the record's index in
+../shared/data/train/math_train.json, a snippet quoted from it, ...). ``test_snippets_quote_math_train``
+holds every snippet to its record. A row with index -1 is no MATH text and says why."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+from fakes.composer_script import good_composer
+from fakes.openai_server import FakeOpenAIServer
+
+from composition_rl.audit import CLASSES, sample, scan
+from composition_rl.cli import main
+from composition_rl.compose import ComposeConfig, compose_problems, run_compose, spc
+from composition_rl.compose.base import FUNNEL_STAGES, Stage
+from composition_rl.compose.checks import run_checks
+from composition_rl.compose.dependence import decide
+from composition_rl.compose.natural import Naturalness
+from composition_rl.compose.quality import DEFECTS, scan_record
+from composition_rl.compose.symbolic import SymbolicComposer
+from composition_rl.records import Problem
+from composition_rl.values import FLAWS, constant_value, find_constants
+from composition_rl.values.shortcuts import SHORTCUT_RULES
+
+
+def _at(question: str, literal: str, nth: int = 0):
+    """The ``nth`` constant of ``question`` whose literal is ``literal``."""
+    found = [c for c in find_constants(question, "") if c.literal == literal]
+    assert len(found) > nth, (literal, [c.literal for c in find_constants(question, "")])
+    return found[nth]
+
+
+# -- 2. the named shortcut rules ------------------------------------------------------------
+# (what, MATH index, snippet, literal, which occurrence, the flaw it must get)
+SHORTCUTS = [
+    ("worked_example: 'For example, Feb. 7 ...' (the 7 of the example)", 6196,
+     "For example, Feb. 7 or 2/7 is a prime date. How many prime dates occurred in 2007?", "7", 0, "worked_example"),
+    ("worked_example: 'such as 3663'", 2223,
+     "A palindrome is an integer that reads the same forward and backward, such as 3663. What percent of the "
+     "palindromes between 100 and 500 contain at least one 5?", "3663", 0, "worked_example"),
+    ("figure: the radius 10 is drawn as Circle((0,0),10)", 2596,
+     "Two circles of radius 10 cm overlap such that each circle passes through the center of the other, as shown. "
+     "How long, in cm, is the common chord (dotted segment) of the two circles? Express your answer in simplest "
+     "radical form.\n\n[asy]\ndraw(Circle((0,0),10),linewidth(1));\ndraw(Circle((10,0),10),linewidth(1));\n"
+     "dot((0,0));\ndot((10,0));\ndraw((5,8.66)--(5,-8.66),linetype(\"0 4\")+linewidth(1));\n\n[/asy]",
+     "10", 0, "figure"),
+    ("sums_to_one: 40% + 25% + 35% chances", 1933,
+     "A weather forecast predicts that for each day from Monday to Friday this week, there is a $40\\%$ chance of "
+     "sun, a $25\\%$ chance of getting 4 inches of rain, and a $35\\%$ chance of getting 10 inches of rain.",
+     "25", 0, "sums_to_one"),
+    ("sums_to_one: 20 members = 10 boys + 10 girls", 1928,
+     "The Grammar club has 20 members: 10 boys and 10 girls.  A 4-person committee is chosen at random.",
+     "20", 0, "sums_to_one"),
+    ("sums_to_one: nine people = four + three + the two remaining", 2254,
+     "Nine people sit down at random seats around a round table. Four of them are math majors, three others are "
+     "physics majors, and the two remaining people are biology majors.", "two", 0, "sums_to_one"),
+    ("sums_to_one: a count followed by the list it counts", 279,
+     "What is the largest possible value of the sum of the four products $ab$, $bc$, $cd$ and $da$?",
+     "four", 0, "sums_to_one"),
+    ("pattern: 1, 10 and 19 (an arithmetic sequence)", 77,
+     "The first three terms of an arithmetic sequence are 1, 10 and 19, respectively.", "10", 0, "pattern"),
+    ("pattern: the bases 1, 2, 3 before an ellipsis (the issue's 1^Y + 2^Y + Y^Y)", 4983,
+     "Find the remainder when $1^3 + 2^3 + 3^3 + \\dots + 100^3$ is divided by 6.", "2", 0, "pattern"),
+    ("pattern: 1 + 3 + 5 + ... + 15 + 17", 673,
+     "Calculate the sum $1 + 3 + 5 + \\cdots + 15 + 17$.", "15", 0, "pattern"),
+    ("pattern: divisible by 10, 11, and 12", 6703,
+     "Find the smallest positive integer divisible by $10$, $11$, and $12$.", "11", 0, "pattern"),
+    ("pattern: every other term, 1/3, 1/9, 1/27", 659,
+     "Find the sum of the first five terms in the geometric sequence $\\frac13,\\frac19,\\frac1{27},\\dots$.",
+     "9", 0, "pattern"),
+    ("default_value: a standard deck of 52 cards", 1751,
+     "Three cards are dealt at random from a standard deck of 52 cards.", "52", 0, "default_value"),
+    ("default_value: a standard 6-sided die", 1861,
+     "Alli rolls a standard $6$-sided die twice.", "6", 0, "default_value"),
+]
+
+
+@pytest.mark.parametrize("what,idx,snippet,literal,nth,flaw", SHORTCUTS, ids=[c[0] for c in SHORTCUTS])
+def test_each_shortcut_rule_flags_its_real_case(what, idx, snippet, literal, nth, flaw):
+    assert _at(snippet, literal, nth).flaw == flaw
+
+
+def test_every_rule_has_a_case_and_is_a_flaw():
+    assert set(SHORTCUT_RULES) <= set(FLAWS)
+    assert {c[5] for c in SHORTCUTS} == set(SHORTCUT_RULES)
+
+
+@pytest.mark.parametrize("what,idx,snippet,literal,nth", [
+    ("a palindrome that is no example: the 5 asked about", 2223,
+     "A palindrome is an integer that reads the same forward and backward, such as 3663. What percent of the "
+     "palindromes between 100 and 500 contain at least one 5?", "100", 0),
+    ("two points of one diameter make no sequence", 10,
+     "The points $(9, -5)$ and $(-3, -1)$ are the endpoints of a diameter of a circle.", "9", 0),
+])
+def test_rules_leave_the_rest_alone(what, idx, snippet, literal, nth):
+    assert _at(snippet, literal, nth).flaw == ""
+
+
+# -- 3. TeX-token-correct constants ------------------------------------------------------------
+# (what, MATH index, snippet, [(literal, value, role, flaw) of the constants read there])
+TEX = [
+    ("\\frac 13 is 1 over 3, not 13", 1010,
+     "Find the discriminant of $3x^2 + \\left(3 + \\frac 13\\right)x + \\frac 13$.",
+     [("1", 1, "numerator", ""), ("3", 3, "denominator", "role_mix")]),
+    ("\\sqrt3: the 3 is glued to \\sqrt (\\sqrtY would be another command)", 55,
+     "Evaluate $\\log_3\\frac{1}{\\sqrt3}$.", [("3", 3, "root", "tex_token")]),
+    ("\\frac12: 1 glued to \\frac, 2 its own token", 3,
+     "Evaluate $\\left\\lceil3\\left(6-\\frac12\\right)\\right\\rceil$.",
+     [("1", 1, "numerator", "tex_token"), ("2", 2, "denominator", "")]),
+    ("\\frac1{27}: the braced 27 is one argument", 659,
+     "Find the sum of the first five terms in the geometric sequence $\\frac13,\\frac19,\\frac1{27},\\dots$.",
+     [("27", 27, "denominator", "pattern")]),
+    ("19\\,836 is one number written with a thin space", 4817,
+     "For example, the number $19\\,836$ is divisible by $9$ but", [("19\\,836", 19836, "prose", "tex_token")]),
+    ("\\cdot2: glued to \\cdot, a value but no place for Y", 300,
+     "Find $p$ if $12^3=\\frac{9^2}3\\cdot2^{12p}$.", [("3", 3, "denominator", ""), ("2", 2, "term", "tex_token")]),
+    ("x^23 is x squared, then a 3 (no MATH train problem writes one; the issue's case)", -1,
+     "Simplify $x^23$.", [("2", 2, "exponent", "exponent"), ("3", 3, "term", "tex_token")]),
+]
+
+
+@pytest.mark.parametrize("what,idx,snippet,expect", TEX, ids=[c[0] for c in TEX])
+def test_constants_are_read_as_tex_reads_them(what, idx, snippet, expect):
+    got = [(c.literal, c.value, c.role, c.flaw) for c in find_constants(snippet, "")]
+    for lit, value, role, flaw in expect:
+        assert (lit, Fraction(value), role, flaw) in got, got
+    # no literal spans two TeX arguments: the 13 of \frac 13 is never read as thirteen
+    assert not any(c.literal == "13" for c in find_constants(snippet, "") if "\\frac 13" in snippet)
+
+
+def test_english_cardinals_are_constants_and_compounds_show_their_value():
+    q = "How many positive two-digit integers are there in which each of the two digits is prime?"  # MATH 2489
+    two_digit, two = find_constants(q, "")
+    assert (two_digit.flaw, two.flaw) == ("named", "repeated")  # "two-digit" shows the 2
+    assert constant_value("Three") == 3 and constant_value("twenty") == 20 and constant_value("lots") is None
+
+
+# -- 4. role-aware replacement ---------------------------------------------------------------
+def test_a_value_is_replaced_only_in_one_role():
+    # MATH 5910: the bases 2 are replaced together; the exponents 3, 2, 1 are powers and stay
+    q = "Find $(-2)^{3}+(-2)^{2}+(-2)^{1}+2^{1}+2^{2}+2^{3}$."
+    bases = [c for c in find_constants(q, "") if c.literal == "2" and c.role == "term"]
+    assert len(bases) == 6 and all(c.flaw == "" and len(c.also) == 5 for c in bases)
+    assert all(c.flaw == "exponent" for c in find_constants(q, "") if c.role == "exponent")
+    # MATH 5957: the diameter 20 (cm) and the error 20% are two quantities: neither is replaced
+    q = ("The actual diameter is 20 cm, but Juan's measurement has an error of up to $20\\%$. What is the largest "
+         "possible percent error, in percent, in Juan's computed area of the circle?")
+    assert {c.flaw for c in find_constants(q, "") if c.literal == "20"} == {"role_mix"}
+    # MATH 4431 has p(1) = 1: an argument and a value are one kind of term (replaced together)
+    q = "Let $p(x)$ be a monic polynomial of degree 6 such that $p(1) = 1,$ $p(2) = 2,$ and $p(3) = 3.$"
+    assert all(c.role in ("argument", "term") for c in find_constants(q, "") if c.literal == "1")
+
+
+def test_exponents_radices_and_years_are_never_replaced_but_count_as_values():
+    q = "Convert $2014_{10}$ to base 9."  # MATH 5040
+    assert _at(q, "9").flaw == "base_notation"
+    q = "In the year 2001, the United States will host the International Mathematical Olympiad. Let $I$, $M$, and " \
+        "$O$ be distinct positive integers such that the product $I\\cdot M\\cdot O=2001$."  # MATH 4242
+    assert [c.flaw for c in find_constants(q, "") if c.literal == "2001"] == ["named", "role_mix"]
+
+
+# -- 1. check 5: does the answer depend on the variable? ------------------------------------
+def _places(q: str, literal: str) -> tuple[int, ...]:
+    c = next(c for c in find_constants(q, "") if c.literal == literal and not c.flaw)
+    return tuple(sorted((c.offset, *(o for o, _ in c.also))))
+
+
+@pytest.mark.parametrize("what,idx,question,literal,outcome", [
+    ("the numerators of 1/j + 1/k = 1/3 scale out (homogeneous)", 493,
+     "In the equation $\\frac{1}{j} + \\frac{1}{k} = \\frac{1}{3}$, both $j$ and $k$ are positive integers. What "
+     "is the sum of all possible values for $k$?", "1", "independent"),
+    ("\\dbinom{505}{505} is 1 for every value", 1881, "Compute $\\dbinom{505}{505}$.", "505", "independent"),
+    ("(7/8)^3 (7/8)^{-3} is 1 for every 8", 5558,
+     "What is $\\left(\\frac{7}{8}\\right)^3 \\cdot \\left(\\frac{7}{8}\\right)^{-3}$?", "8", "independent"),
+    ("the constants of (6a^3+92a^2-7)-(-7a^3+a^2-7) cancel", 1698,
+     "Completely factor the following expression: \\[(6a^3+92a^2-7)-(-7a^3+a^2-7)\\]", "7", "independent"),
+    ("'Compute $E$': E changes with the value", 2112, "Compute $\\dbinom{8}{4}$.", "4", "dependent"),
+    ("f(2) = 0: a function applied is not decided", 1295,
+     "Let $f(x)=2x^4+x^3+x^2-3x+r$. For what value of $r$ is $f(2)=0$?", "2", "unknown"),
+    ("a count in prose is not decided", 1751,
+     "Three cards are dealt at random from a standard deck of 52 cards.  What is the probability that the first card "
+     "is a Jack, the second card is a Queen, and the third card is a King?", "Three", "unknown"),
+])
+def test_dependence_is_exact_where_decidable(what, idx, question, literal, outcome):
+    assert decide(question, _places(question, literal), literal) == outcome
+
+
+def test_check5_rejects_an_independent_record_and_the_engine_avoids_one():
+    q1 = Problem.new("What is $3 + 4$?", "7")
+    q2 = Problem.new("Compute $\\dbinom{8}{8}$.", "1")  # MATH 2386's shape: every constant is irrelevant
+    rej = SymbolicComposer().compose((q1, q2), "c")
+    assert (rej.stage, rej.reason) == ("check5_dependence", "independent")
+    good = Problem.new("Compute $\\dbinom{8}{3}$.", "56")
+    rec = SymbolicComposer().compose((q1, good), "c")
+    assert run_checks(rec, (q1, good)) is None and rec.metadata["dependence"] == "dependent"
+    # a record forged to replace both 8s anyway passes checks 1-4 and is rejected by check 5
+    glue = spc.glue_text("X", "Y", "1", "more", 0)
+    forged = Problem.from_dict({
+        "id": "f", "question": spc.join(q1.question, glue, "Compute $\\dbinom{Y}{Y}$."), "answer": "1",
+        "answers": ["1"], "depth": 2, "parents": [q1.id, q2.id], "engine": "symbolic",
+        "links": [{"x": "X", "y": "Y", "v1": "7", "v1_expr": "7", "v2": "8", "v2_expr": "8", "d": "-1",
+                   "d_expr": "-1", "v2_offset": 17, "v2_also": [20]}]})
+    assert run_checks(forged, (q1, q2)).stage == "check5_dependence"
+    assert "check5_dependence" in FUNNEL_STAGES and Stage.CHECK5_DEPENDENCE.value == "check5_dependence"
+
+
+def _solver(answers: dict[str, str]):
+    """A fake model: the composition prompts as ``good_composer``, and the solve prompt answered
+    from ``answers`` (the problem's first 30 characters -> its answer; "?" otherwise)."""
+    def respond(body):
+        text = body["messages"][-1]["content"]
+        if text.startswith("Solve this problem."):
+            problem = text.split("Problem:\n", 1)[1]
+            for head, ans in answers.items():
+                if problem.startswith(head):
+                    return json.dumps({"answer": ans(problem) if callable(ans) else ans})
+            return json.dumps({"answer": "?"})
+        return good_composer(body)
+    return respond
+
+
+def test_the_llm_engine_asks_the_model_where_exact_reading_cannot_decide(tmp_path):
+    from composition_rl.backends.openai_chat import OpenAIChat
+    from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+
+    q1 = Problem.new("What is $3 + 4$?", "7")
+    # prose quantities: exact reading says "unknown" for both
+    same = Problem.new("A box holds 12 eggs and weighs nothing. How many boxes are there in one box?", "1")
+    varies = Problem.new("Each of 3 friends has 4 apples. How many apples do they have in all?", "12")
+    model = _solver({
+        "A box holds": "1",  # the same answer whatever the box holds: independent
+        "Each of": lambda p: str(int(p.split("Each of ")[1].split(" ")[0]) * 4),  # solves it right
+    })
+    cfg = LLMComposeConfig(model="fake-model")
+    with FakeOpenAIServer(model) as srv:
+        stats = compose_candidates([(q1, same), (q1, varies)], tmp_path, cfg,
+                                   backend=OpenAIChat([srv.url], "fake-model"), progress=False)
+    composed = [json.loads(x) for x in (tmp_path / "composed.jsonl").read_text().splitlines()]
+    rejected = [json.loads(x) for x in (tmp_path / "rejected.jsonl").read_text().splitlines()]
+    assert [r["reason"] for r in rejected] == ["independent_model"]
+    assert rejected[0]["stage"] == "check5_dependence"
+    (rec,) = composed
+    assert rec["metadata"]["dependence"] == "dependent" and rec["metadata"]["dependence_by"] == ["model"]
+    assert stats["dependence"] == {"dependent": 1, "unknown": 0, "independent": 1}
+    # a model that misses q2's own answer decides nothing: the link stays unknown
+    with FakeOpenAIServer(_solver({"Each of": "13"})) as srv:
+        compose_candidates([(q1, varies)], tmp_path / "wrong", cfg, backend=OpenAIChat([srv.url], "fake-model"),
+                           progress=False)
+    (rec,) = [json.loads(x) for x in (tmp_path / "wrong" / "composed.jsonl").read_text().splitlines()]
+    assert rec["metadata"]["dependence"] == "unknown" and rec["metadata"]["dependence_by"] == ["none"]
+
+
+# -- 5. natural offsets and the next partner -----------------------------------------------
+def test_constants_are_ranked_by_offset_size_and_a_far_q1_takes_the_next_partner(tmp_path):
+    q2 = Problem.new("A farm has $40$ cows and $7$ horses. How many animals are there?", "47")
+    near = Problem.new("What is $5 + 4$?", "9")
+    rec = SymbolicComposer().compose((near, q2), "c")
+    assert rec.links[0].v2_literal == "7"  # |9 - 7| = 2 beats |9 - 40| = 31
+    # a pool whose only q1 is 900 away from every constant: the chain takes a reserve partner
+    far = Problem.new("What is $30 \\cdot 30$?", "900")
+    reserve = [Problem.new(f"What is ${n} + 1$?", str(n + 1)) for n in (2, 5, 60)]
+    eng = SymbolicComposer(natural=Naturalness())
+    eng.partners[0] = reserve
+    rec = eng.compose((far, q2), "cand")
+    assert rec.parents[0] in {p.id for p in reserve} and rec.metadata["candidate_parents"] == [far.id, q2.id]
+    assert abs(Fraction(rec.links[0].d_expr)) <= eng.natural.small_offset
+    assert run_checks(rec, (next(p for p in reserve if p.id == rec.parents[0]), q2)) is None
+    json_line = eng.record_json(rec, (far, q2))  # the executor passes the drawn chain
+    assert Problem.from_dict(json.loads(json_line)) == rec
+    # without partners the chain is dropped, as before
+    assert SymbolicComposer().compose((far, q2), "cand").reason == "unnatural_offset"
+
+
+def test_pools_hand_the_undrawn_problems_to_the_engine_and_runs_stay_deterministic(tmp_path):
+    probs = [Problem.new(f"What is ${n} \\cdot 100$?", str(n * 100)) for n in range(1, 30)]
+    probs += [Problem.new(f"A shop sells ${n}$ pens. How many pens are sold in $2$ days?", str(2 * n))
+              for n in range(3, 40, 3)]
+    cfg = ComposeConfig(pool_size=5, seed=2, natural=Naturalness(max_q1=10_000))
+    a = run_compose(probs, cfg, tmp_path / "a", progress=False)
+    b = run_compose(probs, cfg, tmp_path / "b", progress=False)
+    assert (tmp_path / "a/composed.jsonl").read_bytes() == (tmp_path / "b/composed.jsonl").read_bytes()
+    assert a["links"]["partners"]["swapped"] > 0 and a["links"]["partners"] == b["links"]["partners"]
+    assert set(a["links"]["dependence"]) == {"dependent", "unknown", "independent"}
+    assert compose_problems(probs, cfg).accepted  # the in-memory path takes partners too
+
+
+# -- 6. the scanners -----------------------------------------------------------------------
+def test_every_defect_class_is_found_in_a_record_forged_to_have_it():
+    q1 = Problem.new("What is $3 + 4$?", "7")
+
+    def forged(q2_text: str, literal: str, nth: int = 0, d: str = "0", y: str = "Y", token=None):
+        """A record replacing the ``nth`` ``literal`` of q2 with Y, whatever the rules say."""
+        off = [i for i in range(len(q2_text)) if q2_text.startswith(literal, i)][nth]
+        tok = token or (y if _in_math(q2_text, off) else f"${y}$")
+        text = f"What is $3 + 4$?\n\nLet $X$ be the answer to the problem above. ${y}$ is $" + d + "$ less than $X$.\n\n"
+        text += q2_text[:off] + tok + q2_text[off + len(literal):]
+        return Problem.from_dict({
+            "id": "f", "question": text, "answer": "1", "answers": ["1"], "depth": 2, "parents": [q1.id, "q2"],
+            "engine": "symbolic", "links": [{"x": "X", "y": y, "v1": "7", "v1_expr": "7", "v2": literal,
+                                             "v2_expr": str(constant_value(literal) or literal), "d": d,
+                                             "d_expr": d, "v2_offset": off}]})
+
+    cases = {
+        "tex_token": forged("Compute $\\frac 49 + 1$.", "49", d="-42"),
+        "exponent": forged("Expand $(x+1)^2$.", "2", d="5"),
+        "radix": forged("Convert $2014_{10}$ to base 9.", "9", d="-2"),
+        "figure": forged(SHORTCUTS[2][2], "10", d="-3"),
+        "sums_to_one": forged(SHORTCUTS[3][2], "25", d="-18"),
+        "pattern": forged(SHORTCUTS[7][2], "10", d="-3"),
+        "worked_example": forged(SHORTCUTS[0][2], "7", d="0"),
+        "default_value": forged(SHORTCUTS[12][2], "52", d="-45"),
+        "independent": forged("Compute $\\dbinom{8}{0}$.", "8", d="-1"),
+        "unnatural_offset": forged("Compute $2 + 500$.", "500", d="-493"),
+        "repeated_value": forged("A box of $6$ eggs costs $6$ dollars more than $x$.", "6", d="1"),
+    }
+    for cls, rec in cases.items():
+        assert cls in {c for c, _ in scan_record(rec)}, (cls, scan_record(rec))
+    assert set(cases) | {"latex_dollars_in_math", "latex_bare_in_prose", "notation", "role_mix"} == set(DEFECTS)
+    clean = SymbolicComposer().compose((q1, Problem.new("A farm has $40$ cows and $7$ horses. How many animals?",
+                                                         "47")), "c")
+    assert scan_record(clean) == []
+
+
+def _in_math(text: str, off: int) -> bool:
+    from composition_rl.values import in_math
+
+    return in_math(text, off)
+
+
+def test_crl_audit_scans_every_class_and_samples_one(tmp_path, capsys):
+    probs = [Problem.new(q, a) for q, a in (
+        ("What is $3 + 4$?", "7"), ("Compute $2 \\cdot 6$.", "12"), ("If $x + 5 = 9$, what is $x$?", "4"),
+        ("A box holds 8 red and 3 blue balls. How many balls are there?", "11"),
+        ("Each of three friends has $4$ apples. How many apples in all?", "12"))]
+    run_compose(probs, ComposeConfig(pool_size=5, seed=0), tmp_path / "run", progress=False)
+    res = scan(tmp_path / "run")
+    assert res["records"] > 0 and set(res["classes"]) == set(CLASSES)
+    assert all(res["classes"][c] == 0 for c in DEFECTS)
+    assert main(["audit", str(tmp_path / "run"), "--scan", "--json", str(tmp_path / "scan.json")]) == 0
+    assert json.loads((tmp_path / "scan.json").read_text())["classes"] == res["classes"]
+    assert "pattern" in capsys.readouterr().out
+    # --where: only records of that class (none here), and an unknown class is refused with the list
+    assert sample(tmp_path / "run", 5, 0, where="pattern") == []
+    with pytest.raises(ValueError, match="known: latex_dollars_in_math"):
+        sample(tmp_path / "run", 5, 0, where="typo")
+    assert main(["audit", str(tmp_path / "run"), "--where", "same_value_other_role", "--sample", "3",
+                 "--out", str(tmp_path / "w.csv")]) == 0
+
+
+@pytest.mark.shared_data
+def test_snippets_quote_math_train(shared_data):
+    rows = json.loads((shared_data / "train/math_train.json").read_text())
+    for what, idx, snippet, *_ in [*SHORTCUTS, *TEX]:
+        if idx >= 0:
+            assert snippet in rows[idx]["problem"], what
