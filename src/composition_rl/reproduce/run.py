@@ -51,8 +51,8 @@ def plan(cfg: ReproduceConfig) -> list[Job]:
     chains of all seeds begin first (each seed's SFT is its longest job; listing seed by seed
     left the last seed's SFT waiting until the others were nearly done).
 
-    >>> [j.name for j in plan(ReproduceConfig(seeds=(0, 1), arms=("continue", "depth2")))][:6]
-    ['s0/sft', 's1/sft', 's0/d1', 's1/d1', 's0/arm-depth2', 's1/arm-depth2']
+    >>> [j.name for j in plan(ReproduceConfig(seeds=(0, 1), arms=("continue", "depth2")))][:7]
+    ['s0/sft', 's1/sft', 's0/d1', 's1/d1', 's0/arm-depth2', 's1/arm-depth2', 's0/tests']
     """
     composed = [a for a in cfg.arms if a != "continue"]
     rounds: list[list[Job]] = [[] for _ in range(6)]
@@ -61,10 +61,11 @@ def plan(cfg: ReproduceConfig) -> list[Job]:
         rounds[0].append(Job(s, "sft"))
         rounds[1].append(Job(s, "d1", deps=(p + "sft",)))
         rounds[2] += [Job(s, "arm", a, deps=(p + "d1",)) for a in composed]
-        rounds[3] += [Job(s, "profile", deps=(p + "d1",)), Job(s, "eval", "start", deps=(p + "d1",))]
+        rounds[3] += [Job(s, "tests", deps=(p + "d1",)), Job(s, "profile", deps=(p + "d1",)),
+                      Job(s, "eval", "start", deps=(p + "tests",))]
         # the continue arm runs until it has generated as many tokens as the composed arms
         rounds[4].append(Job(s, "arm", "continue", deps=tuple(p + f"arm-{a}" for a in composed)))
-        rounds[5] += [Job(s, "eval", a, deps=(p + f"arm-{a}",)) for a in (*composed, "continue")]
+        rounds[5] += [Job(s, "eval", a, deps=(p + f"arm-{a}", p + "tests")) for a in (*composed, "continue")]
     return [j for r in rounds for j in r]
 
 
