@@ -111,6 +111,10 @@ def _climb(rows: list[dict[str, Any]], k: int = 5) -> dict[str, float]:
     return {"solve_all_first": sum(first) / len(first), "solve_all_last": sum(last) / len(last)}
 
 
+#: fewest solved problems the new-pairs tests are built from (else: every probed problem, flagged)
+MIN_SOLVED = 8
+
+
 def job_tests(cfg: ReproduceConfig, out: Path, seed: int, arg: str | None) -> dict[str, Any]:
     """Kind (i) tests: compose, in new pairs, the probed train-side problems the start solves greedily."""
     from composition_rl.backends.rollout import SamplingConfig
@@ -128,12 +132,16 @@ def job_tests(cfg: ReproduceConfig, out: Path, seed: int, arg: str | None) -> di
     with Verifier(VerifyConfig(workers=1)) as verifier:
         scores = verifier.score_batch([(t, list(p.answers)) for t, p in zip(texts, probe)])
     solved = [p for p, s in zip(probe, scores) if s.correct]
-    tests = recipe_for(cfg).new_pair_tests(seed, solved, cfg.test_composed)
+    # a start that solves almost nothing (a smoke run's barely trained model) cannot define the
+    # test; it is then made of every probed problem, and the result says so
+    fallback = len(solved) < MIN_SOLVED
+    tests = recipe_for(cfg).new_pair_tests(seed, probe if fallback else solved, cfg.test_composed)
     for depth, probs in tests.items():
         if not probs:
             raise RuntimeError(f"seed {seed}: no depth-{depth} new-pair composition of {len(solved)} solved problems")
         atomic_write_jsonl(d / "data" / f"new{depth}.jsonl", (p.to_dict() for p in probs))
-    return {"probed": len(probe), "solved_greedy": len(solved), **{f"new{k}": len(v) for k, v in tests.items()}}
+    return {"probed": len(probe), "solved_greedy": len(solved), "fallback_to_probed": fallback,
+            **{f"new{k}": len(v) for k, v in tests.items()}}
 
 
 # ----------------------------------------------------------------------------- profile

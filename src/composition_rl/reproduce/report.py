@@ -107,7 +107,10 @@ def aggregate(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], wall_s: 
                   "size": min(_get(results, s, "tests").get(file, cfg.test_composed) if file.startswith("new")
                               else cfg.test_composed for s in seeds),
                   "start_accuracy": _mean([evals[s]["start"][key] for s in seeds]),
-                  "start_accuracy_per_seed": [evals[s]["start"][key] for s in seeds]}
+                  "start_accuracy_per_seed": [evals[s]["start"][key] for s in seeds],
+                  # seeds whose start solved too few probed problems: their (i) sets use all probed ones
+                  **({"fallback_seeds": [s for s in seeds if _get(results, s, "tests").get("fallback_to_probed")]}
+                     if file.startswith("new") else {})}
             for key, (kind, file) in TESTS.items()
         },
         "curves": curves(cfg, evals),
@@ -410,7 +413,7 @@ def render(cfg: ReproduceConfig, res: dict[str, Any], figures: list[Path]) -> st
     lines += ["", f"## Table 1 / Figure 3: arms trained {cfg.arm_steps} steps from that checkpoint", "",
               f"avg@{n}, mean over seeds. Test problems appear nowhere in SFT or RL (kind i: their pairs do not).", "",
               f"| arm | {cols} | train d1 | v1 recovery (ii d2) | informative share | tokens/step |",
-              "|---|" + "---|" * (len(DEPTHS) + 5)]
+              "|---|" + "---|" * (len(DEPTHS) + 4)]
     for a in ["start", *cfg.arms]:
         m = res["arms"][a]
         sig = res["training_signal"].get(a, {})
