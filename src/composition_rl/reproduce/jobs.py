@@ -419,9 +419,11 @@ def run_job(cfg_dict: dict[str, Any], out: str, seed: int, kind: str, arg: str |
 
     hf_logging.disable_progress_bar()
     cfg = ReproduceConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg_dict.items()})
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = JOBS[kind](cfg, Path(out), seed, arg)
     result["seconds"] = round(time.perf_counter() - t0, 1)
+    # CPU time of this process: what the job costs on an idle core, whatever else shares the machine
+    result["cpu_seconds"] = round(time.process_time() - c0, 1)
     name = kind if arg is None else f"{kind}-{arg}"
     atomic_write_json(seed_dir(Path(out), seed) / "jobs" / f"{name}.json", result)
     return result
