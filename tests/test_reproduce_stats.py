@@ -97,3 +97,23 @@ def test_online_arm_is_off_by_default_and_arms_can_be_added_to_a_finished_run(tm
     assert _stale(more, Job(0, "eval", "continue"), done)
     assert not _stale(base, Job(0, "eval", "continue"), done)
     assert not _stale(more, Job(0, "eval", "depth2"), {})
+
+
+def test_an_interrupted_reproduction_leaves_no_worker_running():
+    """A job runs for minutes; on Ctrl-C / SIGTERM / a failed job the executor must end its workers,
+    not leave them training in the background after the command has exited."""
+    import multiprocessing
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    from composition_rl.reproduce.run import _stop_workers
+
+    pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"))
+    futures = [pool.submit(time.sleep, 120) for _ in range(3)]
+    while not any(f.running() for f in futures):
+        time.sleep(0.05)
+    procs = list(pool._processes.values())
+    t0 = time.monotonic()
+    _stop_workers(pool, grace_s=2.0)
+    assert time.monotonic() - t0 < 10
+    assert procs and not any(p.is_alive() for p in procs)

@@ -114,7 +114,8 @@ def execute(cfg: ReproduceConfig, out: Path, jobs: list[Job], on_done: Callable[
     pending = [j for j in jobs if j.name not in results]
     cfg_dict = cfg.to_dict()
     ctx = multiprocessing.get_context("spawn")  # no torch state or threads inherited by workers
-    with ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx)
+    try:
         running: dict[Any, Job] = {}
         while pending or running:
             for j in [j for j in pending if all(d in results for d in j.deps)]:
@@ -136,7 +137,28 @@ def execute(cfg: ReproduceConfig, out: Path, jobs: list[Job], on_done: Callable[
                         other.cancel()
                     raise RuntimeError(f"job {j.name} failed: {type(e).__name__}: {e}") from e
                 on_done(j, results[j.name])
+    except BaseException:
+        # Ctrl-C, SIGTERM or a failed job: a job still running would train on for many minutes
+        # in an orphaned worker; stop the workers instead (finished jobs are kept, a rerun resumes)
+        _stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
     return results
+
+
+def _stop_workers(pool: ProcessPoolExecutor, grace_s: float = 5.0) -> None:
+    """Cancel what has not started and end the worker processes: SIGTERM, then SIGKILL after ``grace_s``."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
 
 
 def run_reproduce(cfg: ReproduceConfig, out: str | Path, progress: bool = True,
