@@ -43,7 +43,7 @@ def test_verdicts_follow_the_interval_not_the_mean():
 
 
 def test_continue_arm_runs_long_enough_for_the_largest_composed_budget():
-    cfg = ReproduceConfig(arm_steps=30, snapshot_every=5, max_continue_factor=4)
+    cfg = ReproduceConfig(arm_steps=30, snapshot_every=5, curve_every=10, max_continue_factor=4)
     d1 = [{"generated_tokens": 900}] * 5 + [{"generated_tokens": 1000}] * 10
     # 1.1 * 61,000 / 1,000 = 67.1 -> 70 (next snapshot)
     assert continue_steps(cfg, d1, [30_000, 61_000]) == 70
@@ -52,7 +52,8 @@ def test_continue_arm_runs_long_enough_for_the_largest_composed_budget():
 
 
 def test_eval_targets_pick_the_snapshot_closest_in_generated_tokens(tmp_path):
-    cfg = ReproduceConfig(seeds=(0,), arms=("continue", "depth2", "mix"), arm_steps=2, snapshot_every=1)
+    cfg = ReproduceConfig(seeds=(0,), arms=("continue", "depth2", "mix"), arm_steps=2, snapshot_every=1,
+                          curve_every=1)
     d = tmp_path / "seed_0" / "arms"
     (d / "continue" / "checkpoints").mkdir(parents=True)
     for s in (1, 2, 3, 4, 5):
