@@ -58,6 +58,8 @@ class ToyRecipe:
         partners: where the later problems of a composition come from: ``pool`` (the RL
             prompts themselves, so every arm trains on the same original problems) or
             ``train`` (the SFT side).
+        depth2_limit: keep only this many of the curriculum's depth-2 compositions (None: all),
+            so that a short stage visits each several times.
     """
 
     n_base: int = 4000
@@ -75,6 +77,19 @@ class ToyRecipe:
     window: int = 5
     min_depth1_steps: int = 10
     partners: str = "pool"
+    depth2_limit: int | None = None
+
+    @classmethod
+    def demo(cls) -> ToyRecipe:
+        """``crl demo``'s settings: the mechanism within minutes, not a held-out comparison.
+
+        Two one-digit terms and a pool of 16 whose facts SFT never showed, so depth-1 solve_all
+        climbs from low as GRPO learns them (design 1 of docs/science.md); depth 2 composed from
+        the pool prompts just mastered with SFT-side partners, 48 of them, so that the stage's
+        steps see each a few times and the reward can move within the demo.
+        """
+        return cls(n_base=600, terms=2, pool_size=16, depth_mix={2: 0.5, 3: 0.05}, partners="train",
+                   depth2_limit=48, learning_rate=2e-4)
 
     def task(self, seed: int):
         """The seed's problem family, with its held-out side."""
@@ -159,7 +174,7 @@ class ToyRecipe:
              "min_steps": min(self.min_depth1_steps, budgets[1])},
             {"name": "depth2", "max_steps": budgets[2], "depth": 2,
              "compose": {"from": str(paths[self.partners]), "depth": 2, "first": "mastered", "seed": seed,
-                         "max_candidates": self.composed_per_depth}},
+                         "max_candidates": self.composed_per_depth}, "limit": self.depth2_limit},
             {"name": "depth3", "data": str(paths["depth3"]), "max_steps": budgets[3], "depth": 3},
         ]
 
