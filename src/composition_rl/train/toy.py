@@ -89,7 +89,7 @@ class ToyRecipe:
         steps see each a few times and the reward can move within the demo.
         """
         return cls(n_base=600, terms=2, pool_size=16, depth_mix={2: 0.5, 3: 0.05}, partners="train",
-                   depth2_limit=48, learning_rate=2e-4)
+                   depth2_limit=48, learning_rate=2e-4, min_depth1_steps=15)
 
     def task(self, seed: int):
         """The seed's problem family, with its held-out side."""
