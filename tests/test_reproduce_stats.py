@@ -43,7 +43,7 @@ def test_verdicts_follow_the_interval_not_the_mean():
 
 
 def test_continue_arm_runs_long_enough_for_the_largest_composed_budget():
-    cfg = ReproduceConfig(arm_steps=30, snapshot_every=5, max_continue_factor=4)
+    cfg = ReproduceConfig(arm_steps=30, snapshot_every=5, curve_every=10, max_continue_factor=4)
     d1 = [{"generated_tokens": 900}] * 5 + [{"generated_tokens": 1000}] * 10
     # 1.1 * 61,000 / 1,000 = 67.1 -> 70 (next snapshot)
     assert continue_steps(cfg, d1, [30_000, 61_000]) == 70
@@ -52,7 +52,8 @@ def test_continue_arm_runs_long_enough_for_the_largest_composed_budget():
 
 
 def test_eval_targets_pick_the_snapshot_closest_in_generated_tokens(tmp_path):
-    cfg = ReproduceConfig(seeds=(0,), arms=("continue", "depth2", "mix"), arm_steps=2, snapshot_every=1)
+    cfg = ReproduceConfig(seeds=(0,), arms=("continue", "depth2", "mix"), arm_steps=2, snapshot_every=1,
+                          curve_every=1)
     d = tmp_path / "seed_0" / "arms"
     (d / "continue" / "checkpoints").mkdir(parents=True)
     for s in (1, 2, 3, 4, 5):
@@ -97,3 +98,23 @@ def test_online_arm_is_off_by_default_and_arms_can_be_added_to_a_finished_run(tm
     assert _stale(more, Job(0, "eval", "continue"), done)
     assert not _stale(base, Job(0, "eval", "continue"), done)
     assert not _stale(more, Job(0, "eval", "depth2"), {})
+
+
+def test_an_interrupted_reproduction_leaves_no_worker_running():
+    """A job runs for minutes; on Ctrl-C / SIGTERM / a failed job the executor must end its workers,
+    not leave them training in the background after the command has exited."""
+    import multiprocessing
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    from composition_rl.reproduce.run import _stop_workers
+
+    pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"))
+    futures = [pool.submit(time.sleep, 120) for _ in range(3)]
+    while not any(f.running() for f in futures):
+        time.sleep(0.05)
+    procs = list(pool._processes.values())
+    t0 = time.monotonic()
+    _stop_workers(pool, grace_s=2.0)
+    assert time.monotonic() - t0 < 10
+    assert procs and not any(p.is_alive() for p in procs)

@@ -12,6 +12,8 @@ from pathlib import Path
 from composition_rl.cli import UsageError
 
 HELP = "reproduce Fig. 2 and Table 1 at toy scale on CPU: seeds, 95%% intervals, figures"
+# finished jobs leave seed_S/jobs/*.json; the same command continues from them
+RESUMABLE = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         flag = "--" + name.replace("_", "-")
         if name == "seeds":
             p.add_argument(flag, default=None, metavar="N|LIST",
-                           help=f"{help_}: a count (3 = seeds 0,1,2) or a list (0,5,7); default 3 (--quick: 1)")
+                           help=f"{help_}: a count (5 = seeds 0-4) or a list (0,5,7; one seed: 7,); default 5 (--quick: 1)")
         elif isinstance(default, tuple):
             p.add_argument(flag, default=None, metavar="A,B", help=f"{help_} (default {','.join(default)})")
         else:
@@ -47,7 +49,8 @@ def _config(args: argparse.Namespace):
                 nums = [int(x) for x in parts]
             except ValueError:
                 raise UsageError(f"--seeds {value!r}: give a count (3) or a comma list of integers (0,5,7)") from None
-            value = tuple(range(nums[0])) if len(nums) == 1 else tuple(nums)
+            # a bare number is a count; anything with a comma is a list ("7," is the one seed 7)
+            value = tuple(range(nums[0])) if "," not in str(value) else tuple(nums)
         elif isinstance(default, tuple):
             value = tuple(x.strip() for x in str(value).split(",") if x.strip())
         over[name] = value

@@ -4,11 +4,15 @@ Per seed ``s`` under ``OUT/seed_s/``:
 
 - ``sft``: stage data (``data/*.jsonl``) and the tiny model (``model/``);
 - ``d1``: depth-1 GRPO on the pool (``d1/``: metrics for Figure 2 left, ``d1/final``);
+- ``tests``: the new-pairs tests (kind *i*): depth-2/3 compositions, in pairs never shown in
+  SFT or RL, of train-side problems the depth-1 checkpoint solves alone (``data/new{2,3}.jsonl``);
 - ``profile``: the depth-1 checkpoint's pass rates on the pool and on depth-2/3 compositions
   of it (``profile/{pool,depth2,depth3}/``: Figure 2 right);
-- ``arm:NAME``: an arm trained from ``d1/final`` (``arms/NAME/``); ``continue`` runs longer,
-  with snapshots, so that it can also be compared at matched generated tokens;
-- ``eval:NAME``: held-out avg@N at depth 1, 2, 3 and v1 recovery (``eval/NAME/``).
+- ``arm:NAME``: an arm trained from ``d1/final`` (``arms/NAME/``) with a snapshot every
+  ``curve_every`` steps; ``continue`` runs longer, with a snapshot every ``snapshot_every``
+  steps, so that it can also be compared at matched generated tokens;
+- ``eval:NAME``: avg@N on every test set (:data:`TESTS`), v1 recovery, and the new-pairs
+  depth-2 accuracy along the arm's snapshots (``eval/NAME/``).
 
 A job that finished wrote ``jobs/NAME.json``; the executor skips it on a rerun.
 """
@@ -37,6 +41,20 @@ def seed_dir(out: Path, seed: int) -> Path:
     return Path(out) / f"seed_{seed}"
 
 
+#: The test sets: name -> (kind, file under ``data/``). Held-out problems appear nowhere in SFT
+#: or RL; the new-pairs sets are made of train-side problems the start checkpoint solves
+#: alone, composed in pairs that neither SFT nor RL shows (kind i: the composition skill);
+#: the held-out compositions compose held-out problems (kind ii: facts and composition).
+TESTS: dict[str, tuple[str, str]] = {
+    "depth1": ("held-out depth 1", "test1"),
+    "train_depth1": ("train side depth 1 (SFT problems outside the pool)", "train1"),
+    "new_depth2": ("(i) new pairs of solved problems, depth 2", "new2"),
+    "new_depth3": ("(i) new pairs of solved problems, depth 3", "new3"),
+    "depth2": ("(ii) compositions of held-out problems, depth 2", "test2"),
+    "depth3": ("(ii) compositions of held-out problems, depth 3", "test3"),
+}
+
+
 def recipe_for(cfg: ReproduceConfig) -> ToyRecipe:
     """The shared toy recipe with this run's SFT steps and pool size.
 
@@ -61,7 +79,7 @@ def job_sft(cfg: ReproduceConfig, out: Path, seed: int, arg: str | None) -> dict
     _threads()
     r = recipe_for(cfg)
     d = seed_dir(out, seed)
-    paths = r.write_stage_data(seed, d / "data", test_composed=cfg.test_composed)
+    paths = r.write_stage_data(seed, d / "data", test_composed=cfg.test_composed, train_probe=cfg.train_probe)
     model = build_tiny_model(d / "model", r.tiny_model_config(seed), progress=False, task=r.task(seed))
     info = json.loads((model / "build_info.json").read_text())
     sizes = {name: sum(1 for _ in read_jsonl(p)) for name, p in paths.items()}
@@ -91,6 +109,39 @@ def _climb(rows: list[dict[str, Any]], k: int = 5) -> dict[str, float]:
     first = [r["solve_all"] for r in rows[:k]]
     last = [r["solve_all"] for r in rows[-k:]]
     return {"solve_all_first": sum(first) / len(first), "solve_all_last": sum(last) / len(last)}
+
+
+#: fewest solved problems the new-pairs tests are built from (else: every probed problem, flagged)
+MIN_SOLVED = 8
+
+
+def job_tests(cfg: ReproduceConfig, out: Path, seed: int, arg: str | None) -> dict[str, Any]:
+    """Kind (i) tests: compose, in new pairs, the probed train-side problems the start solves greedily."""
+    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.backends.rollout_hf import HFRollout
+    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.io.readers import load_problems
+    from composition_rl.verify import Verifier, VerifyConfig
+
+    _threads()
+    d = seed_dir(out, seed)
+    probe = list(load_problems(d / "data" / "train1.jsonl").problems)
+    backend = HFRollout(d / "d1" / "final", device="cpu")
+    greedy = SamplingConfig(temperature=0.0, top_p=1.0, top_k=0, max_tokens=cfg.eval_max_tokens, seed=seed)
+    texts = [c[0].text for c in backend.generate([p.question for p in probe], n=1, sampling=greedy)]
+    with Verifier(VerifyConfig(workers=1)) as verifier:
+        scores = verifier.score_batch([(t, list(p.answers)) for t, p in zip(texts, probe)])
+    solved = [p for p, s in zip(probe, scores) if s.correct]
+    # a start that solves almost nothing (a smoke run's barely trained model) cannot define the
+    # test; it is then made of every probed problem, and the result says so
+    fallback = len(solved) < MIN_SOLVED
+    tests = recipe_for(cfg).new_pair_tests(seed, probe if fallback else solved, cfg.test_composed)
+    for depth, probs in tests.items():
+        if not probs:
+            raise RuntimeError(f"seed {seed}: no depth-{depth} new-pair composition of {len(solved)} solved problems")
+        atomic_write_jsonl(d / "data" / f"new{depth}.jsonl", (p.to_dict() for p in probs))
+    return {"probed": len(probe), "solved_greedy": len(solved), "fallback_to_probed": fallback,
+            **{f"new{k}": len(v) for k, v in tests.items()}}
 
 
 # ----------------------------------------------------------------------------- profile
@@ -135,6 +186,8 @@ ARM_STAGES: dict[str, list[dict[str, Any]]] = {
     # per prompt during the run (curriculum.mode online): the pool is the starting set, partners
     # come from the train side, as the curriculum's composed stages take their later problems
     "online": [{"name": "online", "data": "{d}/pool.jsonl", "depth": 1}],
+    # (f) GRESO-style pre-rollout skipping of stale pool prompts, no composition (train/skip.py)
+    "skip": [{"name": "depth1", "data": "{d}/pool.jsonl", "depth": 1}],
 }
 
 #: The online arm's rule (composition_rl.online.OnlineConfig defaults: retire after 3 solve_all
@@ -180,18 +233,21 @@ def job_arm(cfg: ReproduceConfig, out: Path, seed: int, arm: str) -> dict[str, A
     d = seed_dir(out, seed)
     data = str(d / "data")
     stages = [{**s, "data": s["data"].format(d=data)} for s in ARM_STAGES[arm]]
-    extra: dict[str, Any] = {}
+    # every arm leaves snapshots along the way: the Fig. 3 curve (and, for continue, matched tokens)
+    extra: dict[str, Any] = {"save_steps": cfg.curve_every, "save_total_limit": None}
     online: dict[str, Any] = {}
+    recipe = recipe_for(cfg)
     if arm == "curriculum":
         # any stage may use the whole budget; saturation decides the moves
         paths = {name: d / "data" / f"{name}.jsonl" for name in ("pool", "train", "depth3")}
-        stages = recipe_for(cfg).curriculum_stages(paths, seed, dict.fromkeys((1, 2, 3), cfg.arm_steps))
+        stages = recipe.curriculum_stages(paths, seed, dict.fromkeys((1, 2, 3), cfg.arm_steps))
         rows = _train(cfg, seed, d / "d1" / "final", d / "arms" / arm, stages, mode="auto",
-                      total_steps=cfg.arm_steps)
+                      total_steps=cfg.arm_steps, **extra)
     elif arm == "online":
         stages[0]["max_steps"] = cfg.arm_steps
-        curriculum = {"mode": "online", "online": dict(ONLINE_RULE), "partners": str(d / "data" / "train.jsonl")}
-        rows = _train(cfg, seed, d / "d1" / "final", d / "arms" / arm, stages, curriculum=curriculum)
+        curriculum = {"mode": "online", "online": dict(ONLINE_RULE),
+                      "partners": str(d / "data" / f"{recipe.partners}.jsonl")}
+        rows = _train(cfg, seed, d / "d1" / "final", d / "arms" / arm, stages, curriculum=curriculum, **extra)
         pool = rows[-1]["online"]
         online = {"retired": pool["retired_total"], "injected": pool["injected_total"],
                   "live_by_depth": pool["live_by_depth"]}
@@ -201,7 +257,9 @@ def job_arm(cfg: ReproduceConfig, out: Path, seed: int, arm: str) -> dict[str, A
             d1_rows = list(read_jsonl(d / "d1" / "metrics.jsonl"))
             budgets = [_arm_tokens(out, seed, a) for a in cfg.arms if a != "continue"]
             steps = continue_steps(cfg, d1_rows, budgets)
-            extra = {"save_steps": cfg.snapshot_every, "save_total_limit": None}
+            extra["save_steps"] = cfg.snapshot_every
+        if arm == "skip":
+            extra["skip"] = {"enabled": True}
         stages[0]["max_steps"] = steps
         rows = _train(cfg, seed, d / "d1" / "final", d / "arms" / arm, stages, **extra)
     transitions_path = d / "arms" / arm / "transitions.jsonl"
@@ -217,31 +275,47 @@ def job_arm(cfg: ReproduceConfig, out: Path, seed: int, arm: str) -> dict[str, A
         "informative_groups_share": informative_share(rows[: cfg.arm_steps]),
         "transitions": transitions,
         **({"online": online} if arm == "online" else {}),
+        **({"skip": _skip_totals(rows[: cfg.arm_steps])} if arm == "skip" else {}),
     }
+
+
+def _skip_totals(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Prompt draws the skip arm looked at, skipped and had to refill, over its steps."""
+    return {k: sum(int(r["skip"][k]) for r in rows) for k in ("drawn", "skipped", "refilled")}
 
 
 # ----------------------------------------------------------------------------- eval
 
 
-def eval_targets(cfg: ReproduceConfig, out: Path, seed: int, name: str) -> dict[str, tuple[Path, dict[str, Any]]]:
-    """Label -> (model folder, info) to evaluate for one eval job.
+def _cumulative_tokens(metrics: Path) -> dict[int, int]:
+    """Step -> generated tokens up to and including that step (every completion sampled)."""
+    cum, total = {}, 0
+    for r in read_jsonl(metrics):
+        total += int(r["generated_tokens"])
+        cum[int(r["step"])] = total
+    return cum
 
-    ``start`` is the depth-1 checkpoint; an arm is its final model; ``continue`` also gives
-    ``continue@tokens:ARM`` for every composed arm: the snapshot whose cumulative generated
+
+def _snapshots(folder: Path) -> list[int]:
+    return sorted(int(p.name.split("-")[1]) for p in (folder / "checkpoints").glob("checkpoint-*"))
+
+
+def eval_targets(cfg: ReproduceConfig, out: Path, seed: int, name: str) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """Label -> (model folder, info) to evaluate on every test set for one eval job.
+
+    ``start`` is the depth-1 checkpoint; an arm is its model at ``arm_steps``; ``continue`` also
+    gives ``continue@tokens:ARM`` for every other arm: the snapshot whose cumulative generated
     tokens come closest to that arm's (matched compute).
     """
     d = seed_dir(out, seed)
     if name == "start":
-        return {"start": (d / "d1" / "final", {"steps": 0})}
+        return {"start": (d / "d1" / "final", {"steps": 0, "tokens": 0})}
+    folder = d / "arms" / name
+    cum = _cumulative_tokens(folder / "metrics.jsonl")
     if name != "continue":
-        return {name: (d / "arms" / name / "final", {})}
-    rows = list(read_jsonl(d / "arms" / "continue" / "metrics.jsonl"))
-    cum, total = {}, 0
-    for r in rows:
-        total += int(r["generated_tokens"])
-        cum[int(r["step"])] = total
-    snaps = sorted(int(p.name.split("-")[1]) for p in (d / "arms" / "continue" / "checkpoints").glob("checkpoint-*"))
-    ck = d / "arms" / "continue" / "checkpoints"
+        return {name: (folder / "final", {"steps": cfg.arm_steps, "tokens": cum.get(cfg.arm_steps)})}
+    snaps = _snapshots(folder)
+    ck = folder / "checkpoints"
     targets = {"continue": (ck / f"checkpoint-{cfg.arm_steps}", {"steps": cfg.arm_steps,
                                                                    "tokens": cum.get(cfg.arm_steps)})}
     for arm in cfg.arms:
@@ -254,16 +328,38 @@ def eval_targets(cfg: ReproduceConfig, out: Path, seed: int, name: str) -> dict[
     return targets
 
 
+def curve_targets(cfg: ReproduceConfig, out: Path, seed: int, name: str) -> list[tuple[int, int, Path]]:
+    """(step, cumulative tokens, snapshot) every ``curve_every`` steps of an arm, after step 0 and
+    before ``arm_steps`` (whose model the full evaluation covers); the continue arm's curve runs
+    on to its last snapshot, to show what more depth-1 tokens buy."""
+    if name == "start":
+        return []
+    folder = seed_dir(out, seed) / "arms" / name
+    cum = _cumulative_tokens(folder / "metrics.jsonl")
+    return [(s, cum[s], folder / "checkpoints" / f"checkpoint-{s}") for s in _snapshots(folder)
+            if s % cfg.curve_every == 0 and s != cfg.arm_steps and s in cum]
+
+
+def _test_sets(cfg: ReproduceConfig, d: Path) -> dict[str, list]:
+    from composition_rl.io.readers import load_problems
+
+    return {key: list(load_problems(d / "data" / f"{file}.jsonl").problems)[: cfg.test_composed]
+            for key, (_, file) in TESTS.items()}
+
+
 def job_eval(cfg: ReproduceConfig, out: Path, seed: int, name: str) -> dict[str, Any]:
     from composition_rl.backends.rollout import SamplingConfig
     from composition_rl.backends.rollout_hf import HFRollout
     from composition_rl.evaluate import EvalConfig, evaluate_benchmarks
-    from composition_rl.io.readers import load_problems
     from composition_rl.verify import Verifier, VerifyConfig
 
     _threads()
     d = seed_dir(out, seed)
-    tests = {k: list(load_problems(d / "data" / f"test{k}.jsonl").problems) for k in (1, 2, 3)}
+    t = _test_sets(cfg, d)
+    # depth 1 of each kind is a benchmark; its compositions are the compositional sets of the
+    # same name, so crl eval's v1 recovery reads q1 from the right side
+    benchmarks = {"heldout": t["depth1"], "train": t["train_depth1"]}
+    compositional = {"heldout": {2: t["depth2"], 3: t["depth3"]}, "train": {2: t["new_depth2"], 3: t["new_depth3"]}}
     sampling = SamplingConfig(**EVAL_SAMPLING, max_tokens=cfg.eval_max_tokens, seed=1000 + seed)
     econf = EvalConfig(n=cfg.eval_n, sampling=sampling, template="plain", chunk=64)
     results: dict[str, Any] = {}
@@ -273,29 +369,41 @@ def job_eval(cfg: ReproduceConfig, out: Path, seed: int, name: str) -> dict[str,
             if model not in done:
                 target = d / "eval" / label.replace(":", "_").replace("@", "_at_")
                 shutil.rmtree(target, ignore_errors=True)
-                res = evaluate_benchmarks({"test": tests[1]}, HFRollout(model, device="cpu"), verifier, target,
-                                          econf, compositional={"test": {2: tests[2], 3: tests[3]}},
-                                          progress=False)
+                res = evaluate_benchmarks(benchmarks, HFRollout(model, device="cpu"), verifier, target, econf,
+                                          compositional=compositional, progress=False)
                 done[model] = _scores(res, cfg.eval_n)
             results[label] = {**done[model], **info, "model": str(model.relative_to(d))}
+        curve = []
+        for step, tokens, model in curve_targets(cfg, out, seed, name):
+            target = d / "eval" / f"{name}_curve" / f"step-{step}"
+            shutil.rmtree(target, ignore_errors=True)
+            res = evaluate_benchmarks({"new2": t["new_depth2"]}, HFRollout(model, device="cpu"), verifier, target,
+                                      econf, progress=False)
+            curve.append({"step": step, "tokens": tokens, "new_depth2": res["benchmarks"]["new2"][f"avg@{cfg.eval_n}"]})
+    if name != "start":
+        results["curve"] = curve
     return results
 
 
 def _scores(res: dict[str, Any], n: int) -> dict[str, Any]:
     key = f"avg@{n}"
-    comp = res["compositional"]["test"]
+    held, train = res["compositional"]["heldout"], res["compositional"]["train"]
     return {
-        "depth1": res["benchmarks"]["test"][key],
-        "depth2": comp["2"][key],
-        "depth3": comp["3"][key],
-        "v1_recovery_depth2": comp["2"]["v1_recovery"],
-        "v1_recovery_depth3": comp["3"]["v1_recovery"],
+        "depth1": res["benchmarks"]["heldout"][key],
+        "depth2": held["2"][key],
+        "depth3": held["3"][key],
+        "v1_recovery_depth2": held["2"]["v1_recovery"],
+        "v1_recovery_depth3": held["3"]["v1_recovery"],
+        "train_depth1": res["benchmarks"]["train"][key],
+        "new_depth2": train["2"][key],
+        "new_depth3": train["3"][key],
+        "new_v1_recovery_depth2": train["2"]["v1_recovery"],
     }
 
 
 # ----------------------------------------------------------------------------- dispatch
 
-JOBS = {"sft": job_sft, "d1": job_d1, "profile": job_profile, "arm": job_arm, "eval": job_eval}
+JOBS = {"sft": job_sft, "d1": job_d1, "tests": job_tests, "profile": job_profile, "arm": job_arm, "eval": job_eval}
 
 
 def run_job(cfg_dict: dict[str, Any], out: str, seed: int, kind: str, arg: str | None) -> dict[str, Any]:
@@ -311,9 +419,11 @@ def run_job(cfg_dict: dict[str, Any], out: str, seed: int, kind: str, arg: str |
 
     hf_logging.disable_progress_bar()
     cfg = ReproduceConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg_dict.items()})
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = JOBS[kind](cfg, Path(out), seed, arg)
     result["seconds"] = round(time.perf_counter() - t0, 1)
+    # CPU time of this process: what the job costs on an idle core, whatever else shares the machine
+    result["cpu_seconds"] = round(time.process_time() - c0, 1)
     name = kind if arg is None else f"{kind}-{arg}"
     atomic_write_json(seed_dir(Path(out), seed) / "jobs" / f"{name}.json", result)
     return result

@@ -12,18 +12,23 @@ from typing import Any
 
 from composition_rl.io.files import atomic_write_json, read_jsonl
 from composition_rl.reproduce.config import ReproduceConfig
-from composition_rl.reproduce.jobs import informative_share, seed_dir
+from composition_rl.reproduce.jobs import TESTS, informative_share, seed_dir
 from composition_rl.stats import mean_interval
 
 __all__ = ["aggregate", "verdict", "write_report"]
 
-DEPTHS = ("depth1", "depth2", "depth3")
+#: The held-out measures compared between arms: depth 1, the new-pairs tests (kind i) and the
+#: compositions of held-out problems (kind ii). ``train_depth1`` is reported, not compared.
+DEPTHS = ("depth1", "new_depth2", "new_depth3", "depth2", "depth3")
+SHORT = {"depth1": "d1", "new_depth2": "(i) d2", "new_depth3": "(i) d3", "depth2": "(ii) d2", "depth3": "(ii) d3",
+         "train_depth1": "train d1"}
 ARM_LABELS = {
     "continue": "(a) continue on depth 1",
     "depth2": "(b) composed depth 2",
     "curriculum": "(c) automatic depth curriculum",
     "mix": "(d) mix of original and composed",
     "online": "(e) online composition (per prompt)",
+    "skip": "(f) skip stale prompts (GRESO), no composition",
 }
 
 
@@ -67,7 +72,7 @@ def aggregate(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], wall_s: 
         for a in ("start", *cfg.arms):
             evals[s].update(_get(results, s, f"eval-{a}"))
     arms = ["start", *cfg.arms]
-    keys = (*DEPTHS, "v1_recovery_depth2", "v1_recovery_depth3")
+    keys = (*DEPTHS, "train_depth1", "v1_recovery_depth2", "v1_recovery_depth3", "new_v1_recovery_depth2")
     out: dict[str, Any] = {
         "seeds": seeds,
         "config": cfg.to_dict(),
@@ -97,10 +102,24 @@ def aggregate(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], wall_s: 
             }
             for a in cfg.arms
         },
+        "tests": {
+            key: {"kind": kind,
+                  "size": min(_get(results, s, "tests").get(file, cfg.test_composed) if file.startswith("new")
+                              else cfg.test_composed for s in seeds),
+                  "start_accuracy": _mean([evals[s]["start"][key] for s in seeds]),
+                  "start_accuracy_per_seed": [evals[s]["start"][key] for s in seeds],
+                  # seeds whose start solved too few probed problems: their (i) sets use all probed ones
+                  **({"fallback_seeds": [s for s in seeds if _get(results, s, "tests").get("fallback_to_probed")]}
+                     if file.startswith("new") else {})}
+            for key, (kind, file) in TESTS.items()
+        },
+        "curves": curves(cfg, evals),
         "wall_s": wall_s,
         "resumed_jobs": resumed_jobs,
         "job_seconds": {name: r.get("seconds") for name, r in sorted(results.items())},
     }
+    if "skip" in cfg.arms:
+        out["training_signal"]["skip"]["skipped"] = [_get(results, s, "arm-skip")["skip"] for s in seeds]
     for a in cfg.arms:
         if a == "continue":
             continue
@@ -123,6 +142,32 @@ def aggregate(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], wall_s: 
     out["matched_compute"] = matched
     if "online" in cfg.arms and "curriculum" in cfg.arms:
         out["online_vs_curriculum"] = online_vs_curriculum(cfg, results, evals, out_dir)
+    return out
+
+
+def curves(cfg: ReproduceConfig, evals: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Fig. 3: new-pairs depth-2 accuracy against generated tokens, per arm (mean over seeds).
+
+    Each arm's points are step 0 (the start), its snapshots every ``curve_every`` steps and its
+    model at ``arm_steps``; the continue arm runs on to its last snapshot. Tokens are the arm's
+    cumulative generated tokens at that step.
+    """
+    seeds = list(cfg.seeds)
+    out: dict[str, Any] = {}
+    for a in cfg.arms:
+        per_seed = []
+        for s in seeds:
+            pts = {0: (0, evals[s]["start"]["new_depth2"])}
+            for p in evals[s][a].get("curve", []):
+                pts[p["step"]] = (p["tokens"], p["new_depth2"])
+            pts[cfg.arm_steps] = (evals[s][a]["tokens"], evals[s][a]["new_depth2"])
+            per_seed.append(pts)
+        common = sorted(set.intersection(*(set(p) for p in per_seed)))
+        out[a] = {"steps": common,
+                  "tokens": [_mean([p[k][0] for p in per_seed]) for k in common],
+                  "new_depth2": [_mean([p[k][1] for p in per_seed]) for k in common],
+                  "per_seed": [[{"step": k, "tokens": p[k][0], "new_depth2": p[k][1]} for k in sorted(p)]
+                               for p in per_seed]}
     return out
 
 
@@ -242,11 +287,10 @@ def fig_arms(cfg: ReproduceConfig, res: dict[str, Any], out: Path) -> Path:
     """Table 1 / Figure 3: held-out avg@N per depth for each arm, with per-seed points."""
     plt = _plt()
     arms = ["start", *cfg.arms]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.8), sharey=False)
+    fig, axes = plt.subplots(1, len(DEPTHS), figsize=(3.4 * len(DEPTHS), 3.8), sharey=False)
     for ax, depth in zip(axes, DEPTHS):
         means = [res["arms"][a][depth] for a in arms]
-        ax.bar(range(len(arms)), means, color=["gray"] + ["tab:blue", "tab:orange", "tab:green", "tab:purple",
-                                                          "tab:red"][: len(cfg.arms)])
+        ax.bar(range(len(arms)), means, color=["gray"] + [COLORS.get(a, "black") for a in cfg.arms])
         for i, a in enumerate(arms):
             if a == "start":
                 continue
@@ -257,7 +301,7 @@ def fig_arms(cfg: ReproduceConfig, res: dict[str, Any], out: Path) -> Path:
                     ax.plot([i, i], [ref + ci[0], ref + ci[1]], color="black", linewidth=1.5)
         ax.set_xticks(range(len(arms)))
         ax.set_xticklabels(["start", *[a for a in cfg.arms]], rotation=30, fontsize=8)
-        ax.set_title(f"held-out {depth}")
+        ax.set_title(TESTS[depth][0], fontsize=8)
         ax.set_ylim(0, 1)
     axes[0].set_ylabel(f"avg@{cfg.eval_n}")
     fig.suptitle(f"Arms after {cfg.arm_steps} steps from the depth-1 checkpoint "
@@ -269,12 +313,37 @@ def fig_arms(cfg: ReproduceConfig, res: dict[str, Any], out: Path) -> Path:
     return path
 
 
+COLORS = {"continue": "tab:blue", "depth2": "tab:orange", "curriculum": "tab:green", "mix": "tab:purple",
+          "online": "tab:red", "skip": "tab:brown"}
+
+
+def fig_curve(cfg: ReproduceConfig, res: dict[str, Any], out: Path) -> Path:
+    """Fig. 3 of seed 000 at toy scale: new-pairs depth-2 accuracy against generated tokens."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for a, c in res["curves"].items():
+        for seed_pts in c["per_seed"]:
+            ax.plot([p["tokens"] for p in seed_pts], [p["new_depth2"] for p in seed_pts], color=COLORS.get(a),
+                    alpha=0.15, linewidth=0.8)
+        ax.plot(c["tokens"], c["new_depth2"], color=COLORS.get(a), marker="o", markersize=3,
+                label=ARM_LABELS.get(a, a))
+    ax.set_xlabel("generated tokens since the depth-1 checkpoint (every completion sampled)")
+    ax.set_ylabel(f"avg@{cfg.eval_n}, (i) new pairs, depth 2")
+    ax.set_title(f"Held-out composition accuracy vs compute ({len(cfg.seeds)} seed(s): mean, and each seed faint)",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    path = out / "fig3_curve.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def fig_signal(cfg: ReproduceConfig, out: Path) -> Path:
     """The mechanism during the arms: share of informative groups per step, per arm."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4))
-    colors = {"continue": "tab:blue", "depth2": "tab:orange", "curriculum": "tab:green", "mix": "tab:purple",
-              "online": "tab:red"}
+    colors = COLORS
     for a in cfg.arms:
         per_step: dict[int, list[float]] = {}
         for s in cfg.seeds:
@@ -335,36 +404,40 @@ def render(cfg: ReproduceConfig, res: dict[str, Any], figures: list[Path]) -> st
     for name in ("pool", "depth2", "depth3"):
         b = d["by_set"][name]
         lines.append(f"| {name} | {_f(b['solve_all'])} | {_f(b['goldilocks'])} | {_f(b['solve_none'])} |")
-    lines += ["", "![](fig2_right_composition.png)", "",
-              f"## Table 1 / Figure 3: arms trained {cfg.arm_steps} steps from that checkpoint", "",
-              f"Held-out avg@{n} (test problems share no problem with SFT or RL), mean over seeds.", "",
-              "| arm | depth 1 | depth 2 | depth 3 | v1 recovery (d2) | informative share | tokens/step |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "![](fig2_right_composition.png)", "", "## Test sets", "",
+              "| test | kind | size | start accuracy (mean; per seed) |", "|---|---|---|---|"]
+    for key, t in res["tests"].items():
+        lines.append(f"| {SHORT[key]} | {t['kind']} | {t['size']} | {t['start_accuracy']:.3f}; "
+                     + ", ".join(f"{x:.3f}" for x in t["start_accuracy_per_seed"]) + " |")
+    cols = " | ".join(SHORT[k] for k in DEPTHS)
+    lines += ["", f"## Table 1 / Figure 3: arms trained {cfg.arm_steps} steps from that checkpoint", "",
+              f"avg@{n}, mean over seeds. Test problems appear nowhere in SFT or RL (kind i: their pairs do not).", "",
+              f"| arm | {cols} | train d1 | v1 recovery (ii d2) | informative share | tokens/step |",
+              "|---|" + "---|" * (len(DEPTHS) + 4)]
     for a in ["start", *cfg.arms]:
         m = res["arms"][a]
         sig = res["training_signal"].get(a, {})
-        lines.append(f"| {ARM_LABELS.get(a, 'depth-1 checkpoint (start)')} | {_f(m['depth1'])} | {_f(m['depth2'])} | "
-                     f"{_f(m['depth3'])} | {_f(m['v1_recovery_depth2'])} | {_f(sig.get('informative_mean'))} | "
-                     f"{sig.get('tokens_per_step', 0):.0f} |" if sig else
-                     f"| depth-1 checkpoint (start) | {_f(m['depth1'])} | {_f(m['depth2'])} | {_f(m['depth3'])} | "
-                     f"{_f(m['v1_recovery_depth2'])} | - | - |")
+        vals = " | ".join(_f(m[k]) for k in DEPTHS)
+        lines.append(f"| {ARM_LABELS.get(a, 'depth-1 checkpoint (start)')} | {vals} | {_f(m['train_depth1'])} | "
+                     f"{_f(m['v1_recovery_depth2'])} | {_f(sig.get('informative_mean'))} | "
+                     + (f"{sig['tokens_per_step']:.0f} |" if sig else "- |"))
     lines += ["", "### Difference to (a) at matched steps", "",
-              "| arm | depth 1 | depth 2 | depth 3 | verdict (depth 1 / 2 / 3) |", "|---|---|---|---|---|"]
+              f"| arm | {cols} | verdict ({' / '.join(SHORT[k] for k in DEPTHS)}) |", "|---|" + "---|" * (len(DEPTHS) + 1)]
     for a, e in res["diff_vs_continue"].items():
-        lines.append(f"| {ARM_LABELS[a]} | {_ci(e['depth1'])} | {_ci(e['depth2'])} | {_ci(e['depth3'])} | "
+        lines.append(f"| {ARM_LABELS[a]} | " + " | ".join(_ci(e[k]) for k in DEPTHS) + " | "
                      + " / ".join(verdict(e[k]) for k in DEPTHS) + " |")
     mc = res["matched_compute"]
-    lines += ["", f"### Difference to (a) at matched compute ({mc['basis']})", "",
-              "Arm (a) runs on until it has generated as many tokens as each composed arm; its snapshot "
+    lines += ["", f"### Difference to (a) at matched compute ({mc['basis']}): the headline", "",
+              "Arm (a) runs on until it has generated as many tokens as each other arm; its snapshot "
               "closest to that budget is evaluated.", "",
-              "| arm | arm tokens | (a) tokens | (a) steps | depth 1 | depth 2 | depth 3 | verdict |",
-              "|---|---|---|---|---|---|---|---|"]
+              f"| arm | arm tokens | (a) tokens | (a) steps | {cols} | verdict |",
+              "|---|---|---|---|" + "---|" * (len(DEPTHS) + 1)]
     for a, e in mc["arms"].items():
         dv = e["diff_vs_continue"]
         lines.append(f"| {ARM_LABELS[a]} | {e['arm_tokens']:.0f} | {e['continue_tokens']:.0f} | "
-                     f"{e['continue_steps']} | {_ci(dv['depth1'])} | {_ci(dv['depth2'])} | {_ci(dv['depth3'])} | "
+                     f"{e['continue_steps']} | " + " | ".join(_ci(dv[k]) for k in DEPTHS) + " | "
                      + " / ".join(verdict(dv[k]) for k in DEPTHS) + " |")
-    lines += ["", "![](fig3_arms.png)", "", "![](fig_signal.png)", ""]
+    lines += ["", "![](fig3_curve.png)", "", "![](fig3_arms.png)", "", "![](fig_signal.png)", ""]
     if "online_vs_curriculum" in res:
         lines += render_online(cfg, res["online_vs_curriculum"])
     lines += ["## What holds", ""]
@@ -429,7 +502,8 @@ def write_report(cfg: ReproduceConfig, out: Path, results: dict[str, dict[str, A
                  resumed_jobs: int = 0) -> dict:
     """Write results.json, the figures and report.md; return the results dict."""
     res = aggregate(cfg, results, wall_s, resumed_jobs, out_dir=out)
-    figures = [fig_solve_all(cfg, out), fig_composition(res, out), fig_arms(cfg, res, out), fig_signal(cfg, out)]
+    figures = [fig_solve_all(cfg, out), fig_composition(res, out), fig_arms(cfg, res, out), fig_curve(cfg, res, out),
+               fig_signal(cfg, out)]
     res["figures"] = [p.name for p in figures]
     atomic_write_json(out / "results.json", res)
     (out / "report.md").write_text(render(cfg, res, figures), encoding="utf-8")

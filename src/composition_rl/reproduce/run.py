@@ -52,8 +52,8 @@ def plan(cfg: ReproduceConfig) -> list[Job]:
     chains of all seeds begin first (each seed's SFT is its longest job; listing seed by seed
     left the last seed's SFT waiting until the others were nearly done).
 
-    >>> [j.name for j in plan(ReproduceConfig(seeds=(0, 1), arms=("continue", "depth2")))][:6]
-    ['s0/sft', 's1/sft', 's0/d1', 's1/d1', 's0/arm-depth2', 's1/arm-depth2']
+    >>> [j.name for j in plan(ReproduceConfig(seeds=(0, 1), arms=("continue", "depth2")))][:7]
+    ['s0/sft', 's1/sft', 's0/d1', 's1/d1', 's0/arm-depth2', 's1/arm-depth2', 's0/tests']
     """
     composed = [a for a in cfg.arms if a != "continue"]
     rounds: list[list[Job]] = [[] for _ in range(6)]
@@ -62,10 +62,11 @@ def plan(cfg: ReproduceConfig) -> list[Job]:
         rounds[0].append(Job(s, "sft"))
         rounds[1].append(Job(s, "d1", deps=(p + "sft",)))
         rounds[2] += [Job(s, "arm", a, deps=(p + "d1",)) for a in composed]
-        rounds[3] += [Job(s, "profile", deps=(p + "d1",)), Job(s, "eval", "start", deps=(p + "d1",))]
+        rounds[3] += [Job(s, "tests", deps=(p + "d1",)), Job(s, "profile", deps=(p + "d1",)),
+                      Job(s, "eval", "start", deps=(p + "tests",))]
         # the continue arm runs until it has generated as many tokens as the composed arms
         rounds[4].append(Job(s, "arm", "continue", deps=tuple(p + f"arm-{a}" for a in composed)))
-        rounds[5] += [Job(s, "eval", a, deps=(p + f"arm-{a}",)) for a in (*composed, "continue")]
+        rounds[5] += [Job(s, "eval", a, deps=(p + f"arm-{a}", p + "tests")) for a in (*composed, "continue")]
     return [j for r in rounds for j in r]
 
 
@@ -113,7 +114,8 @@ def execute(cfg: ReproduceConfig, out: Path, jobs: list[Job], on_done: Callable[
     pending = [j for j in jobs if j.name not in results]
     cfg_dict = cfg.to_dict()
     ctx = multiprocessing.get_context("spawn")  # no torch state or threads inherited by workers
-    with ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx)
+    try:
         running: dict[Any, Job] = {}
         while pending or running:
             for j in [j for j in pending if all(d in results for d in j.deps)]:
@@ -135,7 +137,28 @@ def execute(cfg: ReproduceConfig, out: Path, jobs: list[Job], on_done: Callable[
                         other.cancel()
                     raise RuntimeError(f"job {j.name} failed: {type(e).__name__}: {e}") from e
                 on_done(j, results[j.name])
+    except BaseException:
+        # Ctrl-C, SIGTERM or a failed job: a job still running would train on for many minutes
+        # in an orphaned worker; stop the workers instead (finished jobs are kept, a rerun resumes)
+        _stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
     return results
+
+
+def _stop_workers(pool: ProcessPoolExecutor, grace_s: float = 5.0) -> None:
+    """Cancel what has not started and end the worker processes: SIGTERM, then SIGKILL after ``grace_s``."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
 
 
 def run_reproduce(cfg: ReproduceConfig, out: str | Path, progress: bool = True,

@@ -30,11 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.train.curriculum import check_budget
+from composition_rl.train.skip import SkipConfig
 
 __all__ = [
     "CurriculumConfig",
     "DynamicSamplingConfig",
     "GRPOSettings",
+    "SkipConfig",
     "StageConfig",
     "TrainConfig",
     "load_config",
@@ -249,6 +251,8 @@ class TrainConfig:
         instruction: append the project's "put the final answer in \\boxed{}" instruction to
             every prompt (as the verl/TRL exporters do); off for the tiny model, which was
             never shown it.
+        skip: GRESO-style pre-rollout skipping of prompts whose recent groups were all
+            correct or all wrong (:class:`composition_rl.train.skip.SkipConfig`; off by default).
     """
 
     model: str
@@ -258,6 +262,7 @@ class TrainConfig:
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    skip: SkipConfig = field(default_factory=SkipConfig)
     save_steps: int = 0
     save_total_limit: int = 2
     verify_timeout_s: float = 5.0
@@ -279,6 +284,10 @@ class TrainConfig:
         self.grpo.validate()
         self.dynamic_sampling.validate()
         self.curriculum.validate()
+        self.skip.validate()
+        if self.skip.enabled and self.curriculum.mode == "online":
+            raise ValueError("skip.enabled and curriculum.mode 'online' do not combine: the online pool has its "
+                             "own rule for stale prompts (retire or down-weight them)")
         if self.curriculum.mode == "online":
             from composition_rl.train.data import composes_mastered
 
@@ -313,7 +322,7 @@ class TrainConfig:
             stages.append(st)
         sections = {}
         for name, typ in (("grpo", GRPOSettings), ("dynamic_sampling", DynamicSamplingConfig),
-                          ("curriculum", CurriculumConfig)):
+                          ("curriculum", CurriculumConfig), ("skip", SkipConfig)):
             sec = merged.pop(name, None) or {}
             _reject_unknown(typ, sec, name)
             if name == "dynamic_sampling" and sec.get("band") is not None:

@@ -117,6 +117,11 @@ class _Run:
             raise ValueError(f"stage {cfg.stages[0].name!r}: compose.first: mastered needs a stage before it")
         c = cfg.curriculum
         self.online = self._online_pool() if c.mode == "online" else None
+        self.skipper = None
+        if cfg.skip.enabled:
+            from composition_rl.train.skip import PromptSkipper
+
+            self.skipper = PromptSkipper(cfg.skip, seed=cfg.seed)
         self.step = 0  # the step being generated (the trainer's global_step + 1)
         # online mode has one stage, run for its budget; the pool, not the stage, changes
         self.curriculum = Curriculum(specs, mode="manual" if c.mode == "online" else c.mode,
@@ -156,9 +161,18 @@ class _Run:
                  + (" (too few: all of them used)" if info["fallback_to_all"] else ""))
         return stream
 
+    @property
+    def watches_rounds(self) -> bool:
+        """Whether each dynamic-sampling round's groups must be seen before the next draw."""
+        return self.online is not None or self.skipper is not None
+
     def observe_round(self, groups) -> None:
-        """Online mode: feed one dynamic-sampling round's groups to the pool (before the next draw)."""
-        self.online.observe(self.step, [(g.id, sum(s >= 1.0 for s in g.scores), len(g.scores)) for g in groups])
+        """Feed one dynamic-sampling round's groups to the online pool or the skipper (before the next draw)."""
+        if self.online is not None:
+            self.online.observe(self.step, [(g.id, sum(s >= 1.0 for s in g.scores), len(g.scores)) for g in groups])
+        if self.skipper is not None:
+            for g in groups:
+                self.skipper.observe(g.id, g.kind)
 
     def end_if_exhausted(self, step: int):
         """Online mode: end the run after ``step`` when no live prompt is left; the Transition or None."""
@@ -175,6 +189,8 @@ class _Run:
                     for p in self.online.draw(n, retired_if_exhausted=True)]
         i = self.curriculum.index
         stream = self.streams[i] or self._build(i)
+        if self.skipper is not None:
+            return self.skipper.select(lambda: stream.draw(1)[0], n)
         return stream.draw(n)
 
     def state_dict(self, step: int) -> dict[str, Any]:
@@ -183,6 +199,8 @@ class _Run:
                                                                                         **streams}}
         if self.online is not None:
             state["online"] = self.online.state_dict()
+        if self.skipper is not None:
+            state["skip"] = self.skipper.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -192,6 +210,11 @@ class _Run:
                 raise ValueError("the checkpoint has no online pool state: it was not written in curriculum.mode "
                                  "'online' (crl train --fresh starts over)")
             self.online.load_state_dict(state["online"])
+        if self.skipper is not None:
+            if "skip" not in state:
+                raise ValueError("the checkpoint has no skip state: it was not written with skip.enabled "
+                                 "(crl train --fresh starts over)")
+            self.skipper.load_state_dict(state["skip"])
         for st, s in zip(self.cfg.stages, self.streams):
             if s is not None:
                 s.load_state_dict(state["streams"][st.name])
@@ -225,6 +248,8 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
             row = step_row(step, stage.name, stage.depth, sample, seconds)
             if run.online is not None:
                 _observe_online(run, step, sample, row)
+            if run.skipper is not None:
+                row["skip"] = run.skipper.end_step()
             with open(run.out / "metrics.jsonl", "a", encoding="utf-8") as f:
                 f.write(dumps(row) + "\n")
             with open(run.out / "pass_rates.jsonl", "a", encoding="utf-8") as f:
@@ -351,7 +376,7 @@ def run_training(
     args = _grpo_args(cfg, run.curriculum.max_total_steps)
     reward = VerifierReward(timeout_s=cfg.verify_timeout_s, workers=cfg.verify_workers)
     sampler = DynamicSampler(cfg.dynamic_sampling, cfg.grpo.num_generations,
-                             on_round=run.observe_round if run.online is not None else None)
+                             on_round=run.observe_round if run.watches_rounds else None)
     trainer_ref: list = []
     callback = _callback(run, trainer_ref, say)
     trainer = DynamicSamplingGRPOTrainer(
@@ -384,5 +409,8 @@ def run_training(
                              "live_by_depth": run.online.live_by_depth()}
         say(f"online pool: {run.online.retired_total} prompt(s) retired, {len(run.online.injected)} injected; "
             f"live by depth {run.online.live_by_depth()}")
+    if run.skipper is not None:
+        t = run.skipper.totals
+        summary["skip"] = {"drawn": t.drawn, "skipped": t.skipped, "refilled": t.refilled}
     atomic_write_json(out / "summary.json", summary)
     return metrics

@@ -26,17 +26,31 @@ from composition_rl.records import Problem
 
 __all__ = ["RGTask", "scratchpad"]
 
-_EXPR = re.compile(r"Calculate\s+(-?\d+)\s*([+\-*])\s*(-?\d+)\s*\.")
+_EXPR = re.compile(r"Calculate\s+(-?\d+)((?:\s*[+\-*]\s*-?\d+)+)\s*\.")
+_TERM = re.compile(r"([+\-*])\s*(-?\d+)")
 
 
 def _solve(question: str) -> tuple[str, int]:
-    """``("5+3=8.", 8)`` for ``Calculate 5 + 3.``; ValueError for any other shape."""
+    """The left-to-right work and value of a ``basic_arithmetic`` question.
+
+    One step per operator, each a one-digit fact on the running value, so a new problem of
+    the family is new only as a combination of steps the model has seen:
+
+    >>> _solve("Calculate 5 + 3.")
+    ('5+3=8.', 8)
+    >>> _solve("Calculate 5 + 9 - 7.")
+    ('5+9=14. 14-7=7.', 7)
+    """
     m = _EXPR.search(question)
     if m is None:
-        raise ValueError(f"not a two-term basic_arithmetic question: {question[:60]!r}")
-    a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
-    v = a + b if op == "+" else a - b if op == "-" else a * b
-    return f"{a}{op}{b}={v}.", v
+        raise ValueError(f"not a basic_arithmetic question: {question[:60]!r}")
+    v, steps = int(m.group(1)), []
+    for op, num in _TERM.findall(m.group(2)):
+        b = int(num)
+        w = v + b if op == "+" else v - b if op == "-" else v * b
+        steps.append(f"{v}{op}{b}={w}.")
+        v = w
+    return " ".join(steps), v
 
 
 def scratchpad(problem: Problem, parents: dict[str, Problem]) -> str:
@@ -82,6 +96,9 @@ class RGTask:
     Args:
         seed: reasoning-gym seed, split seed and composition seed.
         n_base: depth-1 problems generated (duplicates are set aside by the reader).
+        terms: operands per depth-1 problem (one-digit, ``+``/``-``). With 2 every problem is
+            one arithmetic fact, so a held-out problem is a fact the model never saw; with 3
+            a held-out problem is a new combination of facts that training covers.
         n_composed: composed candidates per depth (a seeded sample; pools of 20 for q1).
         test_share: share of the distinct depth-1 problems held out for testing.
         pool_size: train-side problems reserved for RL (0: none; SFT may use every one).
@@ -97,14 +114,17 @@ class RGTask:
     n_composed: int = 3000
     test_share: float = 0.0
     pool_size: int = 0
+    terms: int = 2
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.test_share < 1.0:
             raise ValueError(f"test_share must be in [0, 1), got {self.test_share}")
+        if not 2 <= self.terms <= 4:
+            raise ValueError(f"terms must be 2, 3 or 4, got {self.terms}")
 
     def base(self, split: str = "train") -> list[Problem]:
         """The depth-1 problems of one side (``train`` or ``test``)."""
-        return list(_split(self.seed, self.n_base, self.test_share)[_side(split)])
+        return list(_split(self.seed, self.n_base, self.test_share, self.terms)[_side(split)])
 
     def problems(self, depth: int, split: str = "train") -> list[Problem]:
         """Depth 1: :meth:`base`; depth K: the engine's depth-K compositions of that side only."""
@@ -142,13 +162,13 @@ class RGTask:
         """(problem, scratchpad) number ``index`` of a depth (cycling through :meth:`sft_problems`)."""
         probs = self.sft_problems(depth)
         p = probs[index % len(probs)]
-        return p, scratchpad(p, _base_index(self.seed, self.n_base))
+        return p, scratchpad(p, _base_index(self.seed, self.n_base, self.terms))
 
     def test_example(self, depth: int, index: int) -> tuple[Problem, str]:
         """Like :meth:`example`, from the held-out side (the train side when nothing is held out)."""
         probs = self.problems(depth, "test" if self.test_share else "train")
         p = probs[index % len(probs)]
-        return p, scratchpad(p, _base_index(self.seed, self.n_base))
+        return p, scratchpad(p, _base_index(self.seed, self.n_base, self.terms))
 
 
 def _side(split: str) -> int:
@@ -158,26 +178,26 @@ def _side(split: str) -> int:
 
 
 @lru_cache(maxsize=8)
-def _base(seed: int, n: int) -> tuple[Problem, ...]:
+def _base(seed: int, n: int, terms: int = 2) -> tuple[Problem, ...]:
     from composition_rl.io.readers import RGSpec, load_reasoning_gym
 
     spec = RGSpec(
         "basic_arithmetic",
         n,
-        (("min_terms", 2), ("max_terms", 2), ("min_digits", 1), ("max_digits", 1), ("operators", ("+", "-")),
+        (("min_terms", terms), ("max_terms", terms), ("min_digits", 1), ("max_digits", 1), ("operators", ("+", "-")),
          ("allow_parentheses", False), ("allow_negation", False)),
     )
     return tuple(load_reasoning_gym([spec], seed=seed).problems)
 
 
 @lru_cache(maxsize=8)
-def _base_index(seed: int, n: int) -> dict[str, Problem]:
-    return {p.id: p for p in _base(seed, n)}
+def _base_index(seed: int, n: int, terms: int = 2) -> dict[str, Problem]:
+    return {p.id: p for p in _base(seed, n, terms)}
 
 
 @lru_cache(maxsize=16)
-def _split(seed: int, n: int, test_share: float) -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
-    base = _base(seed, n)
+def _split(seed: int, n: int, test_share: float, terms: int = 2) -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
+    base = _base(seed, n, terms)
     if not test_share:
         return base, ()
     order = sorted(range(len(base)), key=lambda i: base[i].id)
