@@ -70,7 +70,10 @@ def aggregate(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], wall_s: 
     for s in seeds:
         evals[s] = {}
         for a in ("start", *cfg.arms):
-            evals[s].update(_get(results, s, f"eval-{a}"))
+            got = dict(_get(results, s, f"eval-{a}"))
+            curve = got.pop("curve", [])  # one per eval job: it belongs to that job's arm
+            evals[s].update(got)
+            evals[s][a] = {**evals[s][a], "curve": curve}
     arms = ["start", *cfg.arms]
     keys = (*DEPTHS, "train_depth1", "v1_recovery_depth2", "v1_recovery_depth3", "new_v1_recovery_depth2")
     out: dict[str, Any] = {
