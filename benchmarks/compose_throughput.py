@@ -5,6 +5,8 @@
 Prints, from one run on one machine:
   * candidates per second of ``crl compose --depth 2 --pool-size 20 --seed 0`` (load included);
   * peak RSS of the parent and of the largest worker;
+  * the CPU seconds of the parent and of the workers during compose: on a shared machine
+    the wall time swings with the other jobs, the CPU time much less;
   * the ratio of the compose time to the I/O floor: load the same file and write the same
     number of records unchanged (each chain's last problem, serialized the same way),
     measured in the same process just before.
@@ -43,6 +45,12 @@ def io_floor(path: Path, n_records: int, out: Path) -> float:
     return time.perf_counter() - t0
 
 
+def _cpu() -> tuple[float, float]:
+    """User + system seconds of this process and of its reaped children (the workers)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--input", type=Path, default=DEFAULT)
@@ -66,16 +74,21 @@ def main() -> int:
         del probe, pools
 
         pairs = []
+        cpus = []
         for r in range(max(1, args.repeat)):
             floor = io_floor(args.input, n_upper, tmp)
             floor_mb = (tmp / "floor.jsonl").stat().st_size / 1e6
+            cpu0 = _cpu()
             t0 = time.perf_counter()
             problems = load_problems(args.input).problems
             stats = run_compose(problems, cfg, tmp / "out", progress=False)
             compose_s = time.perf_counter() - t0
+            cpu = [b - a for a, b in zip(cpu0, _cpu())]
             size_mb = (tmp / "out" / "composed.jsonl").stat().st_size / 1e6
             pairs.append((compose_s, floor))
-            print(f"pair {r + 1}           compose {compose_s:.2f} s, floor {floor:.2f} s -> {compose_s / floor:.2f}x")
+            cpus.append(cpu)
+            print(f"pair {r + 1}           compose {compose_s:.2f} s, floor {floor:.2f} s -> {compose_s / floor:.2f}x; "
+                  f"CPU parent {cpu[0]:.2f} s, workers {cpu[1]:.2f} s")
 
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -89,6 +102,7 @@ def main() -> int:
     print(f"compose          {compose_s:.2f} s  -> {n / compose_s:,.0f} candidates/s (median; load + compose + check + write, {workers} worker(s), {os.cpu_count()} cores)")
     print(f"I/O floor        {floor:.2f} s  (median; load + write {n_upper:,} records unchanged, {floor_mb:.0f} MB)")
     print(f"ratio            {ratio:.2f}x the I/O floor (median of {len(pairs)} pairs; range {min(c / f for c, f in pairs):.2f}-{max(c / f for c, f in pairs):.2f})")
+    print(f"CPU              parent {statistics.median(c[0] for c in cpus):.2f} s, workers {statistics.median(c[1] for c in cpus):.2f} s (median; the workers' sum)")
     print(f"peak RSS         parent {self_rss:.0f} MB, largest worker " + (f"{child_rss:.0f} MB" if child_rss else "- (none forked)"))
     return 0
 

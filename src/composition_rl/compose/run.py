@@ -43,7 +43,7 @@ from composition_rl.compose.pools import (
     iter_index_chains,
     iter_index_range,
 )
-from composition_rl.compose.spill import OrderedOutput, Spill
+from composition_rl.compose.spill import Spill, SpilledChunk, SpillIndex
 from composition_rl.compose.workers import ForkedWorkers
 from composition_rl.io.export import EXPORTERS, clear_exports, export_path
 from composition_rl.io.files import (
@@ -51,7 +51,6 @@ from composition_rl.io.files import (
     atomic_write_json,
     atomic_write_jsonl,
     dumps,
-    permute_lines,
 )
 from composition_rl.progress import ProgressBar
 from composition_rl.records import Problem
@@ -174,7 +173,6 @@ def execute(problems, config, out: Path, first_pool=None, inputs=None, input_rej
 # the batch path: a sync engine, in-process or in forked workers
 # ---------------------------------------------------------------------------------------
 _CHUNK = 2048
-_SYNC_BYTES = 32 << 20  # composed.jsonl bytes written between overlapped fsyncs
 
 
 def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progress) -> dict[str, Any]:
@@ -196,7 +194,7 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
         chunks = (range(a, min(a + _CHUNK, upper)) for a in range(0, upper, _CHUNK))
     else:  # a sample: the parent draws it and sends the chains
         chunks = _chunks(iter_index_chains(pools, config.seed, config.max_candidates), _CHUNK)
-    spill = None
+    index = SpillIndex()  # where each accepted line waits, in candidate order
     bar = ProgressBar("composing", total, enabled=progress, fields={"accepted": 0})
     # The loaded problems, pools and caches live for the whole run: keep the cyclic GC from
     # re-walking them on every full collection (it cost about a third of the run time), and
@@ -204,43 +202,32 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
     gc.freeze()
     try:
         with contextlib.ExitStack() as stack:
+            # accepted lines wait in spill files beside the output until their order is known
+            # (compose/spill.py); the folder goes when the workers are gone, whatever happened
+            spill = Spill(tempfile.mkdtemp(prefix=".compose-parts-", dir=out))
+            stack.callback(shutil.rmtree, spill.folder, True)
+            stack.callback(spill.close)
+            task = functools.partial(_compose_chunk, engine, pools, spill)
             if workers > 1:
-                # workers leave their accepted lines in spill files beside the output
-                # (compose/spill.py); the folder goes when the workers are gone, whatever happened
-                spill = Spill(tempfile.mkdtemp(prefix=".compose-parts-", dir=out))
-                stack.callback(shutil.rmtree, spill.folder, True)
-                procs = stack.enter_context(ForkedWorkers(functools.partial(_compose_chunk, engine, pools, spill),
-                                                          workers))
-                results = procs.imap(chunks)
+                results = stack.enter_context(ForkedWorkers(task, workers)).imap(chunks)
             else:
-                results = map(functools.partial(_compose_chunk, engine, pools, None), chunks)
-            with (
-                atomic_open(out / "composed.jsonl", "wb") as fa,
-                atomic_open(out / "rejected.jsonl", "wb") as fr,
-                contextlib.closing(OrderedOutput(fa.fileno())) as composed,
-            ):
-                unsynced = 0
+                results = map(task, chunks)
+            with atomic_open(out / "composed.jsonl", "wb") as fa, atomic_open(out / "rejected.jsonl", "wb") as fr:
                 for n_acc, acc, rej_blob, rej_keys, links in results:
                     tally.update(links)
-                    # bytes (in-process) or a (spill file, offset, length) range a worker wrote
-                    written = composed.write(acc) if isinstance(acc, bytes) else composed.copy_range(*acc)
+                    index.add(acc)
                     fr.write(rej_blob)
-                    unsynced += written
-                    if unsynced >= _SYNC_BYTES:
-                        # flush to disk while the workers compose the next chunks, so that the
-                        # closing fsync (atomic_open) finds little left to write
-                        os.fsync(fa.fileno())
-                        unsynced = 0
                     for stage, reason in rej_keys:
                         counts[reason] += 1
                         stages[stage] += 1
                     n += n_acc + len(rej_keys)
                     accepted += n_acc
                     bar.update(n, accepted=accepted)
+                # one pass: each line from its spill file straight to its shuffled place
+                index.write_in_order(fa, output_order(accepted, config.seed))
     finally:
         bar.close()
         gc.unfreeze()
-    permute_lines(out / "composed.jsonl", output_order(accepted, config.seed))
     atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
     elapsed = time.perf_counter() - t0
     stats = {
@@ -284,13 +271,13 @@ def _chunks(it, size: int):
 
 
 def _compose_chunk(
-    engine: Any, pools: list[list[Problem]], spill: Spill | None, chunk: range | list[tuple[int, ...]],
-) -> tuple[int, bytes | tuple[str, int, int], bytes, list[tuple[str, str]], dict[str, int]]:
+    engine: Any, pools: list[list[Problem]], spill: Spill, chunk: range | list[tuple[int, ...]],
+) -> tuple[int, SpilledChunk, bytes, list[tuple[str, str]], dict[str, int]]:
     """Compose one chunk of chains (in a worker or in-process): a range of chain numbers of
-    the full product, or the chains themselves. Returns the number accepted, the accepted
-    lines (UTF-8 bytes in-process; in a worker, the (file, offset, length) where it spilled
-    them), the rejected lines as UTF-8, the (stage, reason) of each rejection and the offset
-    kinds of the accepted links (``SymbolicComposer.take_tally``)."""
+    the full product, or the chains themselves. Returns the number accepted, where
+    ``spill`` put the accepted lines (file, offset, line lengths), the rejected lines as
+    UTF-8, the (stage, reason) of each rejection and the offset kinds of the accepted links
+    (``SymbolicComposer.take_tally``)."""
     if isinstance(chunk, range):
         chunk = iter_index_range(pools, chunk.start, chunk.stop)
     acc: list[str] = []
@@ -309,9 +296,7 @@ def _compose_chunk(
             rej.append(res.row_json(cid, chain))
         else:
             acc.append(record_json(res, chain))
-    acc_bytes = _jsonl_bytes(acc)
-    return (len(acc), spill.put(acc_bytes) if spill is not None and acc_bytes else acc_bytes, _jsonl_bytes(rej), keys,
-            engine.take_tally())
+    return len(acc), spill.put(acc), _jsonl_bytes(rej), keys, engine.take_tally()
 
 
 def _plain_json(rec: Problem, chain: Sequence[Problem]) -> str:

@@ -1,27 +1,37 @@
-"""Parallel spill plumbing: how forked workers hand their accepted lines to the parent.
+"""Spill plumbing: where the batch executor keeps accepted lines until it knows their order.
 
 A named seam of the symbolic executor (:mod:`composition_rl.compose.run`), kept out of the
-job logic. The readable default is ``workers=1`` (or any run under four chunks): the worker
-returns its lines as bytes and the parent writes them. With several workers each writes
-its lines to its own spill file and returns only (file, offset, length); the parent copies
-the ranges into ``composed.jsonl`` in candidate order. Figure that justifies it
-(docs/benchmarks.md): parent CPU 0.6-0.7 s -> 0.3-0.5 s on the MATH depth-2 job, no 134 MB
-through pickle and pipe.
+job logic. ``composed.jsonl`` is written in a seeded shuffle of candidate order
+(:func:`~composition_rl.compose.pipeline.output_order`), and that order depends on how many
+records were accepted, which is known only at the end. So every accepted line waits in a
+spill file: the process that composed it (a forked worker, or the parent itself with one
+worker) appends its chunk's lines to its own file and hands the parent only
+``(file, offset, line lengths)``. At the end the parent writes ``composed.jsonl`` once,
+line by line in output order, straight from the spill files (:meth:`SpillIndex.write_in_order`).
+
+Why (docs/benchmarks.md, issue 28): before, the parent copied the ranges into
+``composed.jsonl`` in candidate order and then rewrote the whole file in output order out of
+a memory map: a second write and fsync of ~125 MB, and the map's pages counted in the
+parent's RSS (peak 214-220 MB, of which ~136 MB file pages). Now the lines are read with
+``pread`` and written in 1 MB batches, so the parent holds one batch and a ~14-byte index entry per line.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+from array import array
+from collections.abc import Sequence
 
-__all__ = ["OrderedOutput", "Spill"]
+__all__ = ["Spill", "SpillIndex", "SpilledChunk"]
+
+# (spill file, offset of the chunk's first line, byte length of each line, newline included)
+SpilledChunk = tuple[str, int, array]
 
 
 class Spill:
-    """Where a worker leaves its accepted lines: one append-only file per worker process in a
-    private temporary folder of the output directory. The worker hands the parent only the
-    (file, offset, length) of each chunk; the parent copies that range into composed.jsonl in
-    candidate order. Sending the bytes instead (pickle, pipe, unpickle, write: ~134 MB for the
-    MATH depth-2 run) cost the parent ~0.4 s of CPU that the two workers needed."""
+    """Where a process leaves its accepted lines: one append-only file per process in a
+    private temporary folder of the output directory (the executor removes the folder)."""
 
     def __init__(self, folder: str) -> None:
         self.folder = folder
@@ -30,63 +40,85 @@ class Spill:
         self._path = ""
         self._size = 0
 
-    def put(self, data: bytes) -> tuple[str, int, int]:
+    def put(self, lines: Sequence[str]) -> SpilledChunk:
+        """Append ``lines`` (without newlines) as UTF-8; return where they went."""
         if self._fd is None or self._pid != os.getpid():  # opened in the worker, never inherited
             self._pid = os.getpid()
             self._path = os.path.join(self.folder, f"{self._pid}.part")
             self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
             self._size = 0
+        encoded = [s.encode() for s in lines]
+        lengths = array("I", [len(b) + 1 for b in encoded])
+        data = b"\n".join(encoded) + b"\n" if encoded else b""
         offset = self._size
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view) :]
         self._size += len(data)
-        return self._path, offset, len(data)
-
-
-class OrderedOutput:
-    """Appends to an open file by explicit offsets: bytes, or byte ranges of spill files
-    (``os.copy_file_range`` where the OS has it, so the data never enters this process)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.size = 0
-        self._src: dict[str, int] = {}
-
-    def write(self, data: bytes) -> int:
-        view = memoryview(data)
-        while view:  # pwrite does not move the file position: we keep our own offset
-            n = os.pwrite(self.fd, view, self.size)
-            view = view[n:]
-            self.size += n
-        return len(data)
-
-    def copy_range(self, path: str, offset: int, length: int) -> int:
-        src = self._src.get(path)
-        if src is None:
-            src = self._src[path] = os.open(path, os.O_RDONLY)
-        done = 0
-        while done < length:
-            n = _copy(src, self.fd, length - done, offset + done, self.size + done)
-            if n <= 0:
-                raise OSError(f"spill file {path} ended at {offset + done}, expected {offset + length}")
-            done += n
-        self.size += length
-        return length
+        return self._path, offset, lengths
 
     def close(self) -> None:
-        for fd in self._src.values():
-            os.close(fd)
-        self._src.clear()
+        if self._fd is not None and self._pid == os.getpid():
+            os.close(self._fd)
+        self._fd = None
 
 
-def _copy(src: int, dst: int, n: int, src_off: int, dst_off: int) -> int:
-    if hasattr(os, "copy_file_range"):
+class SpillIndex:
+    """The parent's index of spilled lines, in candidate order: for line i, its spill file,
+    offset and length (about 14 bytes a line)."""
+
+    def __init__(self) -> None:
+        self._paths: list[str] = []
+        self._file_no: dict[str, int] = {}
+        self._files = array("H")
+        self._offsets = array("q")
+        self._lengths = array("I")
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def add(self, chunk: SpilledChunk) -> int:
+        """Append one chunk's lines; returns their bytes."""
+        path, offset, lengths = chunk
+        if not lengths:
+            return 0
+        f = self._file_no.get(path)
+        if f is None:
+            f = self._file_no[path] = len(self._paths)
+            self._paths.append(path)
+        starts = itertools.accumulate(lengths, initial=offset)
+        self._offsets.extend(itertools.islice(starts, len(lengths)))
+        self._files.extend(itertools.repeat(f, len(lengths)))
+        self._lengths.extend(lengths)
+        return sum(lengths)
+
+    def write_in_order(self, out, order: Sequence[int], batch: int = 1 << 20) -> None:
+        """Write line ``order[j]`` as line j of the binary file ``out``.
+
+        ``order`` must be a permutation of ``range(len(self))``."""
+        if len(order) != len(self):
+            raise ValueError(f"an order of {len(order)} lines for {len(self)} spilled lines")
+        fds = [os.open(p, os.O_RDONLY) for p in self._paths]
         try:
-            copied = os.copy_file_range(src, dst, n, src_off, dst_off)
-            if copied > 0:
-                return copied
-        except OSError:  # e.g. not supported by this filesystem: copy through memory
-            pass
-    data = os.pread(src, min(n, 1 << 24), src_off)
-    return os.pwrite(dst, data, dst_off) if data else 0
+            files, offsets, lengths, pread = self._files, self._offsets, self._lengths, os.pread
+            buf: list[bytes] = []
+            held = 0
+            for i in order:
+                n = lengths[i]
+                line = pread(fds[files[i]], n, offsets[i])
+                while len(line) < n:  # a short read: rare on a regular file, so kept off the fast path
+                    more = pread(fds[files[i]], n - len(line), offsets[i] + len(line))
+                    if not more:
+                        raise OSError(f"spill file {self._paths[files[i]]} ended at {offsets[i] + len(line)}, "
+                                      f"expected {offsets[i] + n}")
+                    line += more
+                buf.append(line)
+                held += n
+                if held >= batch:
+                    out.write(b"".join(buf))
+                    buf.clear()
+                    held = 0
+            out.write(b"".join(buf))
+        finally:
+            for fd in fds:
+                os.close(fd)

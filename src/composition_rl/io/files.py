@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_open", "atomic_write_json", "atomic_write_jsonl", "dumps", "JsonlLog", "permute_lines", "read_jsonl",
+__all__ = ["atomic_open", "atomic_write_json", "atomic_write_jsonl", "dumps", "JsonlLog", "read_jsonl",
            "refuse_overwrite", "writable_dir", "writable_file"]
 
 
@@ -137,46 +137,6 @@ def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
             f.write(dumps(row) + "\n")
             n += 1
     return n
-
-
-def permute_lines(path: str | os.PathLike, order: list[int]) -> None:
-    """Rewrite ``path`` atomically with its lines in ``order`` (line ``order[j]`` becomes line j).
-
-    Lines are sliced out of a memory map and written in large batches, so a 134 MB file costs
-    one read and one write of it. ``order`` must be a permutation of the line numbers.
-    """
-    import mmap
-    from array import array
-
-    path = Path(path)
-    size = path.stat().st_size
-    if size == 0:
-        if order:
-            raise ValueError(f"{path}: empty, but an order of {len(order)} lines was given")
-        return
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        starts = array("q", [0])
-        pos = mm.find(b"\n")
-        while pos != -1:
-            starts.append(pos + 1)
-            pos = mm.find(b"\n", pos + 1)
-        if starts[-1] != size:
-            raise ValueError(f"{path}: the last line has no newline")
-        n = len(starts) - 1
-        if n != len(order):
-            raise ValueError(f"{path}: {n} lines but an order of {len(order)} was given")
-        with atomic_open(path, "wb") as out:
-            buf: list[bytes] = []
-            held = 0
-            for i in order:
-                line = mm[starts[i] : starts[i + 1]]
-                buf.append(line)
-                held += len(line)
-                if held >= 1 << 22:
-                    out.write(b"".join(buf))
-                    buf.clear()
-                    held = 0
-            out.write(b"".join(buf))
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
