@@ -20,7 +20,7 @@ from typing import Protocol
 from composition_rl.records import Problem
 from composition_rl.registry import Registry
 
-__all__ = ["CHECK_STAGES", "COMPOSERS", "Composer", "FUNNEL_STAGES", "LLM_STAGES", "Rejection", "Stage"]
+__all__ = ["CHECK_STAGES", "COMPOSERS", "Composer", "FUNNEL_STAGES", "LLM_STAGES", "Rejection", "Stage", "funnel"]
 
 
 class Stage(str, Enum):
@@ -89,3 +89,13 @@ COMPOSERS: Registry[type] = Registry("composition engine")
 # engines are imported on first use, so that `import composition_rl.compose` stays light
 COMPOSERS.register("llm")("composition_rl.compose.llm.composer:LLMComposer")
 COMPOSERS.register("auto")("composition_rl.compose.llm.composer:AutoComposer")
+
+
+def funnel(candidates: int, rejected_by_stage: dict[str, int], stages: Sequence[str] = FUNNEL_STAGES) -> list[dict]:
+    """What survives each stage, in order (seed 000, Appendix D: 240K -> 231K -> 200K -> 199K)."""
+    rows = [{"stage": "candidates", "kept": candidates}]
+    kept = candidates
+    for s in stages:
+        kept -= rejected_by_stage.get(s, 0)
+        rows.append({"stage": s, "kept": kept})
+    return rows

@@ -22,6 +22,7 @@ from typing import Any
 
 from composition_rl.backends.base import ChatError, RequestRefused
 from composition_rl.compose.base import LLM_STAGES, Rejection
+from composition_rl.compose.base import funnel as _funnel
 from composition_rl.compose.pools import candidate_id
 from composition_rl.io.files import JsonlLog, atomic_open, atomic_write_json, dumps
 from composition_rl.io.runs import claim_run
@@ -257,8 +258,6 @@ def _finalize(
                 stages[e["row"]["stage"]] += 1
                 fr.write(dumps(e["row"]) + "\n")
     n = len(order) - missing
-    from composition_rl.compose.run import funnel as _funnel
-
     funnel = _funnel(n, stages, LLM_STAGES)
     s = backend.stats
     llm_acc = by_engine.get("llm", 0)

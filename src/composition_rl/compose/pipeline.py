@@ -9,7 +9,6 @@ that write files go through the one executor, :mod:`composition_rl.compose.run`
 
 from __future__ import annotations
 
-import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from composition_rl.compose.pools import (
     count_candidates,
     iter_candidates,
     iter_index_chains,
+    output_order,
 )
 from composition_rl.compose.run import (  # noqa: F401  (re-exported: the executor moved to compose/run.py)
     _CHUNK,
@@ -186,19 +186,6 @@ def compose_problems(
             on_candidate(res.candidates, ok)
     res.accepted = [res.accepted[i] for i in output_order(len(res.accepted), config.seed)]
     return res
-
-
-def output_order(n: int, seed: int) -> list[int]:
-    """The order in which ``n`` accepted records are written: a seeded shuffle of candidate
-    order, so that any prefix of composed.jsonl is a fair sample (candidate order groups 20
-    prompts on the same last problem). Depends on ``n`` and ``seed`` only.
-
-    >>> output_order(5, 0) == output_order(5, 0) and sorted(output_order(5, 0)) == [0, 1, 2, 3, 4]
-    True
-    """
-    order = list(range(n))
-    random.Random(f"order:{seed}").shuffle(order)
-    return order
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from typing import Any
 
 from composition_rl.records import Problem, content_id
 
-__all__ = ["build_pools", "candidate_id", "count_candidates", "iter_candidates", "iter_index_chains", "iter_index_range"]
+__all__ = ["build_pools", "candidate_id", "count_candidates", "iter_candidates", "iter_index_chains", "iter_index_range",
+           "output_order"]
 
 
 def candidate_id(chain: Sequence[Problem]) -> str:
@@ -190,3 +191,16 @@ def iter_candidates(
     """Chains of Problems (one from each pool, none twice); see :func:`iter_index_chains`."""
     for ix in iter_index_chains(pools, seed, max_candidates):
         yield tuple(pools[k][i] for k, i in enumerate(ix))
+
+
+def output_order(n: int, seed: int) -> list[int]:
+    """The order in which ``n`` accepted records are written: a seeded shuffle of candidate
+    order, so that any prefix of composed.jsonl is a fair sample (candidate order groups 20
+    prompts on the same last problem). Depends on ``n`` and ``seed`` only.
+
+    >>> output_order(5, 0) == output_order(5, 0) and sorted(output_order(5, 0)) == [0, 1, 2, 3, 4]
+    True
+    """
+    order = list(range(n))
+    random.Random(f"order:{seed}").shuffle(order)
+    return order

@@ -34,7 +34,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from composition_rl.compose.base import CHECK_STAGES, COMPOSERS, FUNNEL_STAGES, Rejection, Stage
+from composition_rl.compose.base import (
+    CHECK_STAGES,
+    COMPOSERS,
+    FUNNEL_STAGES,
+    Rejection,
+    Stage,
+    funnel,
+)
 from composition_rl.compose.pools import (
     build_pools,
     candidate_id,
@@ -42,6 +49,7 @@ from composition_rl.compose.pools import (
     iter_candidates,
     iter_index_chains,
     iter_index_range,
+    output_order,
 )
 from composition_rl.compose.spill import Spill, SpilledChunk, SpillIndex
 from composition_rl.compose.workers import ForkedWorkers
@@ -96,16 +104,6 @@ def output_paths(out: str | os.PathLike) -> list[Path]:
 
     names = ["composed.jsonl", "rejected.jsonl", "input_rejects.jsonl", "stats.json", JOURNAL, RUN_FILE]
     return [Path(out) / n for n in names] + [export_path(out, e) for e in EXPORTERS.names()]
-
-
-def funnel(candidates: int, rejected_by_stage: dict[str, int], stages: Sequence[str] = FUNNEL_STAGES) -> list[dict[str, Any]]:
-    """What survives each stage, in order (seed 000, Appendix D: 240K -> 231K -> 200K -> 199K)."""
-    rows = [{"stage": "candidates", "kept": candidates}]
-    kept = candidates
-    for s in stages:
-        kept -= rejected_by_stage.get(s, 0)
-        rows.append({"stage": s, "kept": kept})
-    return rows
 
 
 def config_stats(config: Any, drop: Sequence[str] = ()) -> dict[str, Any]:
@@ -176,8 +174,6 @@ _CHUNK = 2048
 
 
 def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progress) -> dict[str, Any]:
-    from composition_rl.compose.pipeline import output_order
-
     t0 = time.perf_counter()
     engine = build_engine(config)
     pools = engine_pools(engine, problems, first_pool, config)

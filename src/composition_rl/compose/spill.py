@@ -2,7 +2,7 @@
 
 A named seam of the symbolic executor (:mod:`composition_rl.compose.run`), kept out of the
 job logic. ``composed.jsonl`` is written in a seeded shuffle of candidate order
-(:func:`~composition_rl.compose.pipeline.output_order`), and that order depends on how many
+(:func:`~composition_rl.compose.pools.output_order`), and that order depends on how many
 records were accepted, which is known only at the end. So every accepted line waits in a
 spill file: the process that composed it (a forked worker, or the parent itself with one
 worker) appends its chunk's lines to its own file and hands the parent only

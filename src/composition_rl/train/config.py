@@ -79,6 +79,11 @@ class StageConfig:
     limit: int | None = None
     min_steps: int = 0
 
+    @property
+    def composes_mastered(self) -> bool:
+        """True for a stage composed when reached, from the previous stage's mastered prompts."""
+        return self.compose is not None and self.compose.get("first") == "mastered"
+
     def validate(self) -> None:
         if sum(x is not None for x in (self.data, self.arithmetic, self.compose)) != 1:
             raise ValueError(f"stage {self.name!r}: give exactly one of data=, arithmetic= or compose=")
@@ -289,9 +294,7 @@ class TrainConfig:
             raise ValueError("skip.enabled and curriculum.mode 'online' do not combine: the online pool has its "
                              "own rule for stale prompts (retire or down-weight them)")
         if self.curriculum.mode == "online":
-            from composition_rl.train.data import composes_mastered
-
-            if len(self.stages) != 1 or composes_mastered(self.stages[0]):
+            if len(self.stages) != 1 or self.stages[0].composes_mastered:
                 raise ValueError(f"curriculum.mode 'online' takes one stage (the starting pool; it composes the "
                                  f"later depths itself), got {[s.name for s in self.stages]}")
         if self.save_steps < 0:

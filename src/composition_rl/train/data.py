@@ -68,11 +68,6 @@ def _compose_stage(stage: StageConfig, first: Sequence[Problem] | None = None) -
     return out
 
 
-def composes_mastered(stage: StageConfig) -> bool:
-    """True for a stage composed when reached, from the previous stage's mastered prompts."""
-    return stage.compose is not None and stage.compose.get("first") == "mastered"
-
-
 def mastered_ids(pass_rates: Sequence[dict[str, Any]], stage: str) -> list[str]:
     """Ids of ``stage``'s prompts whose latest sampled group was solve_all, in first-seen order.
 

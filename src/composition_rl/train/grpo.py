@@ -35,7 +35,6 @@ from composition_rl.train.config import TrainConfig, load_config
 from composition_rl.train.curriculum import Curriculum, StageSpec
 from composition_rl.train.data import (
     PromptStream,
-    composes_mastered,
     load_stage_problems,
     problem_row,
     stage_depth,
@@ -104,7 +103,7 @@ class _Run:
         self.say: Callable[[str], None] = lambda m: None
         specs = []
         for st in cfg.stages:
-            if composes_mastered(st):
+            if st.composes_mastered:
                 self.problems.append(None)
                 self.streams.append(None)
                 specs.append(StageSpec(st.name, st.depth or int(st.compose["depth"]), st.max_steps, st.min_steps))
@@ -113,7 +112,7 @@ class _Run:
             self.problems.append(probs)
             self.streams.append(PromptStream(probs, st.name, seed=cfg.seed, instruction=cfg.instruction))
             specs.append(StageSpec(st.name, stage_depth(st, probs), st.max_steps, st.min_steps))
-        if composes_mastered(cfg.stages[0]):
+        if cfg.stages[0].composes_mastered:
             raise ValueError(f"stage {cfg.stages[0].name!r}: compose.first: mastered needs a stage before it")
         c = cfg.curriculum
         self.online = self._online_pool() if c.mode == "online" else None
