@@ -158,7 +158,12 @@ def _stop_workers(pool: ProcessPoolExecutor, grace_s: float = 5.0) -> None:
         p.join(max(0.0, deadline - time.monotonic()))
         if p.is_alive():
             p.kill()
-            p.join(1.0)
+    # the executor's own thread may reap a worker first (our waitpid then fails with ECHILD and
+    # is_alive() reads True until that thread records the exit code): wait until each is seen gone
+    settle = time.monotonic() + 5.0
+    for p in procs:
+        while p.is_alive() and time.monotonic() < settle:
+            p.join(0.1)
 
 
 def run_reproduce(cfg: ReproduceConfig, out: str | Path, progress: bool = True,
