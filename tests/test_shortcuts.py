@@ -191,6 +191,23 @@ def test_dependence_is_exact_where_decidable(what, idx, question, literal, outco
     assert decide(question, _places(question, literal), literal) == outcome
 
 
+@pytest.mark.parametrize("question,literal,outcome", [
+    ("Calculate 6 - 6.", "6", "independent"),  # both 6s replaced: Y - Y is 0 for every Y
+    ("Calculate -4 + 4 - 2.", "4", "independent"),
+    ("Calculate 0 * 7 + 2.", "7", "independent"),
+    ("Calculate 6 + 6.", "6", "unknown"),  # 2Y: not asked as "Compute $E$", so not proved dependent
+    ("Calculate 5 + 9 - 7.", "9", "unknown"),  # one place: never independent
+    ("State the final answer to the following arithmetic problem: 68 - 32 =", "68", "unknown"),
+    ("A shop sells 6 pens and 6 pencils.", "6", "unknown"),  # counts in prose are not arithmetic
+])
+def test_dependence_reads_plain_text_arithmetic_of_a_question_without_math_mode(question, literal, outcome):
+    """reasoning-gym's numeric generators (the default data source) write no $...$: check 5
+    reads their arithmetic runs, so a composition whose answer is Y - Y is rejected."""
+    places = tuple(i for i in range(len(question)) if question.startswith(literal, i)
+                   and not question[i - 1:i].isdigit() and not question[i + len(literal):i + len(literal) + 1].isdigit())
+    assert decide(question, places, literal) == outcome
+
+
 def test_check5_rejects_an_independent_record_and_the_engine_avoids_one():
     q1 = Problem.new("What is $3 + 4$?", "7")
     q2 = Problem.new("Compute $\\dbinom{8}{8}$.", "1")  # MATH 2386's shape: every constant is irrelevant

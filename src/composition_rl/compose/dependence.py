@@ -442,9 +442,24 @@ def _marked(q: str, a: int, b: int, places: tuple[int, ...], literal: str) -> st
 _DEGENERATE = re.compile(r"binom|(?<![\d.])0(?![\d.])|(?<![\d.])1\s*\^")
 
 
+# a run of plain-text arithmetic ("Calculate 6 - 6.", "68 - 32 ="): numbers, operators and
+# brackets from a number (or a sign before one) to a number or a closing bracket
+_PLAIN_RUN = re.compile(r"(?<![\w.])-?[\d(][\d\s.+\-*/()]*[\d)]")
+_PLAIN_EXPR = re.compile(r"\d\s*\)*\s*[-+*/]\s*\(*\s*-?\d")
+
+
 @lru_cache(maxsize=4096)
 def _spans(question: str) -> list[tuple[int, int]]:
-    return _math_spans(question)
+    """The spans whose arithmetic this module reads: math mode; in a question with no math
+    mode at all (reasoning-gym's "Calculate 6 - 6."), its runs of plain-text arithmetic.
+
+    >>> _spans("Calculate 6 - 6."), _spans("Find $x$ if 6 - 6 apples.")
+    ([(10, 15)], [(6, 7)])
+    """
+    spans = _math_spans(question)
+    if spans:
+        return spans
+    return [m.span() for m in _PLAIN_RUN.finditer(question) if _PLAIN_EXPR.search(m.group())]
 
 
 def _independent(question: str, held: dict[tuple[int, int], list[int]], literal: str, v2: Fraction) -> bool:
