@@ -211,6 +211,14 @@ _LIST_ITEM = re.compile(r"\s*(,\s*(?:(?:and|or)\s+)?|(?:and|or)\s+)?(?:``[^`']{1
 _BACK_REFERENCE = re.compile(r"\b(?:these|those)\s*\$?\s*$", re.I)
 
 
+# after a colon, items may be plain words: one to three lowercase words each, the last after
+# "and" or "or"
+_WORD_ITEM = r"[a-z][a-z-]*(?:\s+[a-z][a-z-]*){0,2}"
+_WORD_LIST = re.compile(r"\s*" + _WORD_ITEM + r"(?:\s*,\s*" + _WORD_ITEM + r")*\s*,?\s+(?:and|or)\s+" + _WORD_ITEM
+                        + r"(?=\s*[.,;?)]|\s*$)")
+_WORD_LIST_SEP = re.compile(r"\s*,\s*(?:(?:and|or)\s+)?|\s+(?:and|or)\s+")
+
+
 def _listed_counts(q: str, toks, ends: Sequence[int]) -> set[int]:
     """A count followed by the list it counts: "consists of 3 words, ``splargh,'' ``glumph,''
     and ``amr''", "using the six letters $A, B, C, D, E$ and $F$", "Two of the members,
@@ -238,8 +246,9 @@ def _listed_counts(q: str, toks, ends: Sequence[int]) -> set[int]:
         # the items inside one math span ($A, B, C, D, E$) or one by one
         span = re.match(r"\s*\$([^$]*)\$", rest)
         items = 0
-        if span is not None and "," in span.group(1):
-            items = len([x for x in span.group(1).split(",") if x.strip()])
+        top = re.sub(r"\([^()]*\)", "()", span.group(1)) if span is not None else ""  # a point is one item
+        if span is not None and "," in top:
+            items = len([x for x in top.split(",") if x.strip()])
             tail = rest[span.end() :]
             more = re.match(r"\s*,?\s*(?:and|or)\s+\$[^$]{1,12}\$", tail)
             items += more is not None
@@ -252,6 +261,9 @@ def _listed_counts(q: str, toks, ends: Sequence[int]) -> set[int]:
                 items += 1
                 at = it.end()
                 sep = rest[at - 3 : at] in (",''", ',"')  # ``splargh,'' carries its comma inside
+        if items != t.key and q[pos - 1] == ":":  # "3 officers: chairman, vice-chairman, and sergeant-at-arms"
+            words = _WORD_LIST.match(rest)
+            items = len(_WORD_LIST_SEP.split(words.group())) if words is not None else 0
         if items == t.key:
             flagged.add(j)
     return flagged
@@ -432,8 +444,6 @@ _STANDARD: tuple[tuple[str, re.Pattern[str]], ...] = tuple((gate, re.compile(p))
     ("F", r"(?<![A-Za-z\\])([VEF])\s*[-+]\s*(?!\1)([VEF])\s*[-+]\s*(?!\1|\2)[VEF]\s*=\s*(?P<c>2)(?![\d.])"),
     # the 2 of 2\pi r (circumference, 2\pi r^2 + 2\pi rh of a cylinder), the 4 of a sphere's 4\pi r^2
     ("\\pi", r"(?<![\d.{])(?P<c>[24])\s*\\pi\s*r(?![a-gi-z])"),
-    # the place values of a number written by its digits: 10a + b, 100a + 10b + c
-    ("0", r"(?<![\d.])(?P<c>10|100|1000)\s*[a-z]\s*\+\s*(?:(?P<d>10|100)\s*[a-z]\s*\+\s*)?[a-z](?![a-zA-Z])"),
     # Fahrenheit to Celsius and back: C = \frac{5}{9}(F - 32), F = \frac{9}{5}C + 32
     ("Celsius", r"\\[dt]?frac\s*\{\s*(?P<c>[59])\s*\}\s*\{\s*(?P<d>[59])\s*\}\s*"
                 r"(?:\(\s*[FC]\s*-\s*(?P<e>32)\b|[FC]\s*\+\s*(?P<f>32)\b)"),
@@ -442,7 +452,9 @@ _STANDARD: tuple[tuple[str, re.Pattern[str]], ...] = tuple((gate, re.compile(p))
 _POLYHEDRON_COUNT = re.compile(r"(\d+)\$?\s+(vertices|edges|faces)\b")
 
 
-def _standard_constant(q: str, toks) -> set[int]:
+def standard_constant_offsets(q: str) -> set[int]:
+    """Offsets in ``q`` of the literals that are constants of a well-known formula it states
+    (read by the rule and by the scanner of ``crl audit``)."""
     at: set[int] = set()
     for gate, pat in _STANDARD:
         if gate in q:
@@ -456,6 +468,11 @@ def _standard_constant(q: str, toks) -> set[int]:
             (v,), (e,), (f,) = counts["vertices"], counts["edges"], counts["faces"]
             if int(v.group(1)) - int(e.group(1)) + int(f.group(1)) == 2:
                 at.update(m.start(1) for m in (v, e, f))
+    return at
+
+
+def _standard_constant(q: str, toks) -> set[int]:
+    at = standard_constant_offsets(q)
     return {j for j, t in enumerate(toks) if t.s in at} if at else set()
 
 
