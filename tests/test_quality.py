@@ -56,7 +56,9 @@ CASES = [
      "861_{12}", {"12": (True, "base_notation"), "10": (True, "default_value")}),
     ("answer template (math 64)", 64,
      "Suppose $d\\not=0$.  We can write $\\left(12d+13+14d^2\\right)+\\left(2d+1\\right)$, in the form $ad+b+cd^2$, "
-     "where $a$, $b$, and $c$ are integers.  Find $a+b+c$.", "42", {"13": (True, ""), "2": (True, "exponent")}),
+     "where $a$, $b$, and $c$ are integers.  Find $a+b+c$.", "42",
+     # no answer_form before the template; 13 sits between the coefficients 12 and 14 (a run)
+     {"13": (True, "pattern"), "2": (True, "exponent")}),
     ("answer options with a value answer (math 2164)", 2164,
      "How many triangles with positive area have all their vertices at points $(i,j)$ in the coordinate plane, "
      "where $i$ and $j$ are integers between $1$ and $5$, inclusive?\n$\\textbf{(A)}\\ 2128 \\qquad\\textbf{(B)}\\ "
@@ -119,8 +121,9 @@ def test_align_gets_a_bare_variable_and_the_scanner_sees_dollars():
     _, rec = _compose_pair(Q1, q2)
     y = rec.links[0].y
     body = rec.question[rec.question.index("\\begin{align*}"):]
-    assert f"{y}|" in body and f"${y}$" not in body  # bare inside align*, no dollars
-    broken = Problem.from_dict({**rec.to_dict(), "question": rec.question.replace(f"{y}|", f"${y}$|")})
+    assert y in body and f"${y}$" not in body  # bare inside align*, no dollars
+    broken = Problem.from_dict({**rec.to_dict(), "question": rec.question.replace(f"|{y}", f"|${y}$").replace(
+        f"{y}|", f"${y}$|")})
     assert ("latex_dollars_in_math" in {c for c, _ in scan_record(broken)})
 
 

@@ -78,6 +78,34 @@ SHORTCUTS = [
      "Three cards are dealt at random from a standard deck of 52 cards.", "52", 0, "default_value"),
     ("default_value: a standard 6-sided die", 1861,
      "Alli rolls a standard $6$-sided die twice.", "6", 0, "default_value"),
+    # the residual classes of the 60-record blind audit (docs/composition.md, items A0xx)
+    ("sums_to_one: 'Two of the members, Penelope and Quentin' (audit A010)", 2452,
+     "Two of the members, Penelope and Quentin, will only be officers if the other one is also an officer.",
+     "Two", 0, "sums_to_one"),
+    ("sums_to_one: '3 officers: chairman, vice-chairman, and sergeant-at-arms' (plain words after a colon)", 2452,
+     "It needs to select 3 officers: chairman, vice-chairman, and sergeant-at-arms.", "3", 0, "sums_to_one"),
+    ("sums_to_one: 'these two pieces' after one piece and another (audit A021)", 6089,
+     "One piece of string is 1.5 inches long and another piece of string is 4.5 inches long. What is the average "
+     "length, in inches, of these two pieces of string?", "two", 0, "sums_to_one"),
+    ("sums_to_one: 'two vertices at $(0,5)$ and $(8,5)$' (a point is one item)", 3365,
+     "An equilateral triangle has two vertices at $(0,5)$ and $(8,5)$.", "two", 0, "sums_to_one"),
+    ("standard_constant: the 2 of Euler's V-E+F=2 (audit A055)", 2932,
+     "Euler's formula states that for a convex polyhedron with $V$ vertices, $E$ edges, and $F$ faces, $V-E+F=2$.",
+     "2", 0, "standard_constant"),
+    ("standard_constant: the 4 of a sphere's 4\\pi r^2", 2777,
+     "The surface area of a sphere with radius $r$ is $4\\pi r^2$.", "4", 0, "standard_constant"),
+    ("standard_constant: the 5 of C = 5/9 (F - 32)", 5283,
+     "The formula for converting a Fahrenheit temperature $F$ to the corresponding Celsius temperature $C$ is "
+     "$C = \\frac{5}{9}(F-32).$", "5", 0, "standard_constant"),
+    ("standard_constant: 26 vertices, 60 edges, 36 faces (V - E + F = 2 forces each)", 2990,
+     "A convex polyhedron $P$ has $26$ vertices, $60$ edges, and $36$ faces", "60", 0, "standard_constant"),
+    ("zero: the right-hand side of 2x^2+3x-5=0 (audit A023)", 1594,
+     "Let $d$ and $e$ denote the solutions of $2x^{2}+3x-5=0$.", "0", 0, "zero"),
+    ("zero: the bound x, y, z \\ge 0 (audit A028)", 7391,
+     "Find the volume of the region in space defined by\n\\[|x + y + z| + |x + y - z| \\le 8\\]and $x,$ $y,$ "
+     "$z \\ge 0.$", "0", 0, "zero"),
+    ("zero: x^2 - 5x + 6 < 0 (audit A014)", 3562,
+     "The real number $x$ satisfies $x^2 - 5x + 6 < 0.$", "0", 0, "zero"),
 ]
 
 
@@ -97,6 +125,25 @@ def test_every_rule_has_a_case_and_is_a_flaw():
      "palindromes between 100 and 500 contain at least one 5?", "100", 0),
     ("two points of one diameter make no sequence", 10,
      "The points $(9, -5)$ and $(-3, -1)$ are the endpoints of a diameter of a circle.", "9", 0),
+    # beside each residual class of the blind audit, a literal that stays replaceable
+    ("the club's 22 members count no list", 2452,
+     "My school's Physics Club has 22 members.  It needs to select 3 officers: chairman, vice-chairman, and "
+     "sergeant-at-arms.", "22", 0),
+    ("a length of one piece of string", 6089,
+     "One piece of string is 1.5 inches long and another piece of string is 4.5 inches long. What is the average "
+     "length, in inches, of these two pieces of string?", "1.5", 0),
+    ("Euler's polyhedron has 32 faces: data, not the formula", 2932,
+     "Euler's formula states that for a convex polyhedron with $V$ vertices, $E$ edges, and $F$ faces, $V-E+F=2$. "
+     "A particular convex polyhedron has 32 faces, each of which is either a triangle or a pentagon.", "32", 0),
+    ("the hemisphere's radius 6 beside the sphere's 4\\pi r^2", 2777,
+     "The surface area of a sphere with radius $r$ is $4\\pi r^2$. Including the area of its circular base, what is "
+     "the total surface area of a hemisphere with radius 6 cm?", "6", 0),
+    ("the 5 of 2x^2+3x-5=0 beside its 0", 1594,
+     "Let $d$ and $e$ denote the solutions of $2x^{2}+3x-5=0$.", "5", 0),
+    ("a coefficient glued to its variable: the 20 of kx^2+20x+k=0", 408,
+     "For which positive integer values of $k$ does $kx^2+20x+k=0$ have rational solutions?", "20", 0),
+    ("the 3 of 3x beside its 0 (one quantity with the other 3: both are replaced)", 1594,
+     "Let $d$ and $e$ denote the solutions of $2x^{2}+3x-5=0$.", "3", 0),
 ])
 def test_rules_leave_the_rest_alone(what, idx, snippet, literal, nth):
     assert _at(snippet, literal, nth).flaw == ""
@@ -132,6 +179,26 @@ def test_constants_are_read_as_tex_reads_them(what, idx, snippet, expect):
         assert (lit, Fraction(value), role, flaw) in got, got
     # no literal spans two TeX arguments: the 13 of \frac 13 is never read as thirteen
     assert not any(c.literal == "13" for c in find_constants(snippet, "") if "\\frac 13" in snippet)
+
+
+@pytest.mark.parametrize("what,idx,snippet,literal", [
+    ("a coefficient of a subscripted name (x_2) stays out", 3826,
+     "Let $x_1,$ $x_2,$ $x_3$ be positive real numbers such that $x_1 + 2x_2 + 3x_3 = 60.$", "2"),
+    ("a coefficient of a product of letters (45xy) stays out", 164,
+     "Find the value of $\\frac{5x+9y}{45xy}$", "45"),
+    ("a number glued to letters in prose is no constant", 2452, "My school's Physics Club has 22 members.", "22x"),
+])
+def test_glued_numbers_that_are_no_coefficient_of_one_letter(what, idx, snippet, literal):
+    assert literal not in [c.literal for c in find_constants(snippet, "")]
+
+
+def test_a_coefficient_glued_to_one_letter_is_a_term_in_arithmetic():
+    q = "For which positive integer values of $k$ does $kx^2+20x+k=0$ have rational solutions?"  # MATH 408
+    c = _at(q, "20")
+    assert (c.role, c.arithmetic, c.math_mode, c.flaw) == ("term", True, True, "")
+    # MATH 3562: the 5 of 5x is written twice and both are terms: one quantity, replaced together
+    q = "The real number $x$ satisfies $x^2 - 5x + 6 < 0.$  Find all possible values of $x^2 + 5x + 6.$"
+    assert len(_at(q, "5").also) == 1 and _at(q, "5").flaw == ""
 
 
 def test_english_cardinals_are_constants_and_compounds_show_their_value():
@@ -178,8 +245,8 @@ def _places(q: str, literal: str) -> tuple[int, ...]:
     ("\\dbinom{505}{505} is 1 for every value", 1881, "Compute $\\dbinom{505}{505}$.", "505", "independent"),
     ("(7/8)^3 (7/8)^{-3} is 1 for every 8", 5558,
      "What is $\\left(\\frac{7}{8}\\right)^3 \\cdot \\left(\\frac{7}{8}\\right)^{-3}$?", "8", "independent"),
-    ("the constants of (6a^3+92a^2-7)-(-7a^3+a^2-7) cancel", 1698,
-     "Completely factor the following expression: \\[(6a^3+92a^2-7)-(-7a^3+a^2-7)\\]", "7", "independent"),
+    ("the 7s of (6a^3+92a^2-7)-(-7a^3+a^2-7), the coefficient of -7a^3 with them, do not cancel", 1698,
+     "Completely factor the following expression: \\[(6a^3+92a^2-7)-(-7a^3+a^2-7)\\]", "7", "unknown"),
     ("'Compute $E$': E changes with the value", 2112, "Compute $\\dbinom{8}{4}$.", "4", "dependent"),
     ("f(2) = 0: a function applied is not decided", 1295,
      "Let $f(x)=2x^4+x^3+x^2-3x+r$. For what value of $r$ is $f(2)=0$?", "2", "unknown"),
@@ -206,6 +273,13 @@ def test_dependence_reads_plain_text_arithmetic_of_a_question_without_math_mode(
     places = tuple(i for i in range(len(question)) if question.startswith(literal, i)
                    and not question[i - 1:i].isdigit() and not question[i + len(literal):i + len(literal) + 1].isdigit())
     assert decide(question, places, literal) == outcome
+
+
+def test_constants_that_cancel_are_independent():
+    # MATH 1698: the two constant terms -7 cancel (the 7 of -7a^3 is a coefficient, left out here)
+    q = "Completely factor the following expression: \\[(6a^3+92a^2-7)-(-7a^3+a^2-7)\\]"
+    places = tuple(i for i in range(len(q)) if q.startswith("7)", i))
+    assert len(places) == 2 and decide(q, places, "7") == "independent"
 
 
 def test_check5_rejects_an_independent_record_and_the_engine_avoids_one():
@@ -335,7 +409,13 @@ def test_every_defect_class_is_found_in_a_record_forged_to_have_it():
         "independent": forged("Compute $\\dbinom{8}{0}$.", "8", d="-1"),
         "unnatural_offset": forged("Compute $2 + 500$.", "500", d="-493"),
         "repeated_value": forged("A box of $6$ eggs costs $6$ dollars more than $x$.", "6", d="1"),
+        "zero": forged("Solve $x^2 - 5x + 6 = 0$.", "0", d="7"),
+        "standard_constant": forged(SHORTCUTS[18][2], "2", d="5"),
     }
+    # the listed counts of sums_to_one: the count of the list that follows, and "these N"
+    listed = [forged(SHORTCUTS[14][2], "Two", d="5"), forged(SHORTCUTS[16][2], "two", d="5")]
+    for rec in listed:
+        assert "sums_to_one" in {c for c, _ in scan_record(rec)}, scan_record(rec)
     for cls, rec in cases.items():
         assert cls in {c for c, _ in scan_record(rec)}, (cls, scan_record(rec))
     assert set(cases) | {"latex_dollars_in_math", "latex_bare_in_prose", "notation", "role_mix"} == set(DEFECTS)

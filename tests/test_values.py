@@ -93,12 +93,14 @@ def _lits(question: str, answer: str = "") -> list[str]:
 
 # (what it guards, question fragment from MATH train, literals that may be replaced)
 CONSTANTS = [
-    ("asy block", "What is $10a+b$?\n\n[asy]\nsize(150);\nreal ticklen=3;\ndraw((0,0)--(5,5));\n[/asy]", []),
+    ("asy block (the coefficient 10 of 10a is a constant)",
+     "What is $10a+b$?\n\n[asy]\nsize(150);\nreal ticklen=3;\ndraw((0,0)--(5,5));\n[/asy]", ["10"]),
     ("subscripts", r"Let $a_1, a_2, a_3,\dots$ be an increasing arithmetic sequence of integers. If $a_4a_5 = 13$, what is $a_3a_6$?", ["13"]),
     ("subscript in braces", r"If $x_{10}=2$, find $x_{11}$.", ["2"]),
     ("ordinals", "If the first term is 2 and the second term is 5, what is the 12th term?", ["2", "5"]),
     ("a year-like number in arithmetic is a quantity; two exponents", r"What is the value of $x$ for which $(2008+x)^2=x^2$?", ["2008"]),
-    ("glued to letters (and an exponent)", r"what is $10a+b$ and $3x^2$?", []),
+    ("glued to letters in prose (3rd, 14n), an exponent; a coefficient of one letter in math is a constant",
+     r"what is $10a+b$ and $3x^2$, the 3rd of 14n?", ["10", "3"]),
     ("base subscript (digit concatenation)", r"Find the largest prime divisor of $100111011_6$.", []),
     ("repeating decimal", r"Express $\frac{0.\overline{666}}{1.\overline{333}}$ as a common fraction.", []),
     ("overline digits", r"The number $\overline{2A}$ is divisible by $7$.", ["7"]),

@@ -21,12 +21,17 @@ samples one class):
 * ``role_mix``: one variable replaced literals in different roles (a term and a divisor, a
   count in prose and a term in a formula).
 * ``figure``: the figure code still writes v2 (a label, a coordinate, a radius).
-* ``sums_to_one``: the variable is a share of shares that sum to 1 (or 100%), or a count
-  the other counts of its sentence add up to.
+* ``sums_to_one``: the variable is a share of shares that sum to 1 (or 100%), a count
+  the other counts of its sentence add up to, the count of a list that follows it ("$Y$ of
+  the members, Penelope and Quentin"), or a count after "these" or "those", which counts
+  what the text has introduced ("these $Y$ pieces of string").
 * ``pattern``: the variable is a term its neighbours determine (``1, 2, Y, 4``;
   ``1 + Y + \\cdots + 100``).
 * ``worked_example``: the variable sits in a worked example ("For example, ...").
 * ``default_value``: v2 is the value its context fixes by default (a deck of 52 cards).
+* ``standard_constant``: v2 is the constant of a well-known formula the problem states (the
+  2 of Euler's $V-E+F=2$, the 4 of $4\\pi r^2$, the 32 of Fahrenheit).
+* ``zero``: v2 is 0, the value any reader guesses first (``=0``, ``\\ge 0``).
 * ``independent``: the answer is proved not to depend on the variable (check 5's reading).
 * ``unnatural_offset``: the relation states ``|d| > 100`` or a denominator above 12.
 
@@ -47,6 +52,7 @@ from composition_rl.compose.spc import Glue, find_glue
 from composition_rl.records import Link, Problem
 from composition_rl.values import find_constants
 from composition_rl.values.constants import NOTATION_ROLES
+from composition_rl.values.shortcuts import standard_constant_offsets
 
 __all__ = ["DEFECTS", "glues", "scan_record", "scan_records", "segments"]
 
@@ -54,6 +60,7 @@ DEFECTS = (
     "latex_dollars_in_math", "latex_bare_in_prose", "notation", "repeated_value",  # issue 16
     "tex_token", "exponent", "radix", "role_mix", "figure", "sums_to_one", "pattern", "worked_example",
     "default_value", "independent", "unnatural_offset",  # issue 26
+    "standard_constant", "zero",  # issue 26's audit
 )
 # reported, not a defect by the finder's reading: v2's value also written in another role
 NOTES = ("same_value_other_role",)
@@ -365,6 +372,33 @@ def _in_example(q: str, off: int) -> bool:
     return False
 
 
+_THESE = re.compile(r"\b(?:these|those)\s*\$?\s*$", re.I)
+# up to three words between a count and its list ("of the members,"), then the items: names,
+# quoted strings or math spans, each after the first behind a comma, "and" or "or"
+_COUNTED = re.compile(r"\$?(?:\s+[a-z]+){1,3}\s*[,:(]?")
+_ITEM = re.compile(r"\s*(?:``[^`']{1,20}''|\"[^\"]{1,20}\"|\$[^$]{1,12}\$|[A-Z][a-z]{0,12}\b)")
+_ITEM_SEP = re.compile(r"\s*(?:,\s*(?:and|or)\b|,|and\b|or\b)")
+
+
+def _count_items(q: str, pos: int) -> int:
+    """How many items a list starting at ``pos`` holds (0 when none starts there)."""
+    n = 0
+    while True:
+        it = _ITEM.match(q, pos)
+        if it is None:
+            return n
+        n += 1
+        pos = it.end()
+        if it.group().rstrip().endswith((",''", ',"')):  # ``splargh,'' holds its comma
+            sep = re.match(r"\s*(?:and|or)?", q[pos:])
+            pos += sep.end()
+            continue
+        sep = _ITEM_SEP.match(q, pos)
+        if sep is None:
+            return n
+        pos = sep.end()
+
+
 def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
     """(class, why) for each shortcut class the replaced places fall in."""
     # worked_example: an example cue before the place in its sentence, or in an earlier
@@ -394,6 +428,20 @@ def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
                 reach |= {r + v for r in reach if r + v <= need}
             if need > 0 and need in reach:
                 yield "sums_to_one", f"{lit!r} is a share of shares summing to 1"
+                break
+    # sums_to_one, a listed count: a count after "these"/"those", or one a few words before
+    # the list of exactly that many items it counts
+    if v2.denominator == 1 and v2 >= 2:
+        for off in places:
+            end = off + len(lit)
+            if _math_at(q, off) and not (q[off - 1 : off] == "$" and q[end : end + 1] == "$"):
+                continue  # a term of a formula, not a count in prose
+            if _THESE.search(q, max(0, off - 8), off):
+                yield "sums_to_one", f"{lit!r} at {off} counts what 'these'/'those' points back to"
+                break
+            m = _COUNTED.match(q, off + len(lit))
+            if m is not None and v2 <= 12 and _count_items(q, m.end()) == v2:
+                yield "sums_to_one", f"{lit!r} at {off} counts the list that follows it"
                 break
     # pattern: a place whose neighbours (joined by separators only) form a sequence with it
     pairs = [(m.start(), m.end()) for m in _PAIR.finditer(q)]  # points are data, not sequences
@@ -437,6 +485,11 @@ def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
                 if last is not None and _SEPARATOR.sub("", before[last.end() :]) == "":
                     yield "pattern", f"{lit!r} is one of the terms {nums[a].group()}, {nums[b].group()} after an ellipsis"
                     return
+    # zero and standard_constant
+    if v2 == 0:
+        yield "zero", f"{lit!r} is 0"
+    if set(places) & standard_constant_offsets(q):
+        yield "standard_constant", f"{lit!r} is the constant of a formula the problem states"
     # default_value: the value its context fixes (a deck of 52 cards, 60 minutes in an hour)
     from composition_rl.values.shortcuts import _DEFAULTS
 

@@ -380,7 +380,12 @@ def _tokens(q: str, end: int, blocks: list[tuple[int, int]], spans: list[tuple[i
         glued_op = before.isalpha() and _GLUED_OP.search(pre) is not None and not (after.isalpha() or after in "_'")
         if (before.isalpha() and not glued_op) or before in "_.'" or before.isdigit():
             continue
-        if after.isalpha() or after in "_'" or after.isdigit():
+        # a coefficient glued to a one-letter variable in math mode (20x, 8a) is a constant
+        # like any other: Y written there reads Yx; a unit or a word (2nd, 5cm), a hex digit
+        # (3A_{12}) or a subscripted name stays out
+        coef = after.islower() and not (q[e + 1 : e + 2].isalpha() or q[e + 1 : e + 2] in "_'") and \
+            not glued_op and span_of(s) is not None
+        if (after.isalpha() and not coef) or after in "_'" or after.isdigit():
             continue
         if after == "." and e + 1 < len(q) and (q[e + 1].isdigit() or q.startswith(("\\overline", "\\dot"), e + 1)):
             continue  # the integer part of a decimal, or of 0.\overline{6}
@@ -406,7 +411,8 @@ def _tokens(q: str, end: int, blocks: list[tuple[int, int]], spans: list[tuple[i
         left = pre[-8:].rstrip()
         right = q[e : e + 8].lstrip()
         arithmetic = in_math and (
-            (left[-1:] in _ARITH)
+            coef
+            or (left[-1:] in _ARITH)
             or (right[:1] in _ARITH)
             or ("\\" in left and bool(_ARITH_CMDS.search(left)))
             or bool(_ARITH_CMDS_AFTER.match(q[e : e + 10]))
@@ -537,6 +543,8 @@ FLAWS = (
     "sums_to_one",  # shares that must sum to 1 (or 100%), or parts that sum to the stated whole
     "pattern",  # a term of a sequence its neighbours determine (1, 2, Y, 4; 6075, 2025, Y)
     "default_value",  # a value the context fixes by default (a 52-card deck, 60 minutes in an hour)
+    "standard_constant",  # the constant of a well-known formula the problem states (V-E+F=2)
+    "zero",  # the value 0 (=0, \ge 0): the value any reader guesses first
 )
 _INVERSE_TAIL = re.compile(r"\^\s*\{?\s*-\s*$")
 _NOTATION_TAIL = re.compile(

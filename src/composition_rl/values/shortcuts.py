@@ -12,14 +12,21 @@ and is never replaced. The table of real MATH cases is ``tests/test_shortcuts.py
   radius. Style arguments (``linewidth(1)``, ``size(150)``) show nothing.
 * ``sums_to_one``: shares that must sum to 1 (probabilities, fractions, percents to 100%),
   parts summing to the whole the sentence states ("20 members: 10 boys and 10 girls"), the
-  count of what remains ("Nine people ... four ... three others ... the two remaining"), or a
-  count followed by the list it counts ("the six letters $A, B, C, D, E$ and $F$").
+  count of what remains ("Nine people ... four ... three others ... the two remaining"), a
+  count followed by the list it counts ("the six letters $A, B, C, D, E$ and $F$", "Two of
+  the members, Penelope and Quentin,"), or a count that points back to what the text has
+  introduced ("these two pieces of string").
 * ``pattern``: a term its neighbours determine: an arithmetic or geometric run of three
   (``1, 2, Y, 4``; ``6075, 2025, Y``), or the opening terms before an ellipsis
   (``1 + 2 + \\cdots + 100``).
 * ``default_value``: a value the context fixes by default (a deck of 52 cards, a 6-sided
   die, 60 minutes in an hour, 26 letters, $A$ for 10 in base 12, the size of a matrix the
   problem displays).
+* ``standard_constant``: the constant of a well-known formula the problem states (the 2 of
+  Euler's $V-E+F=2$, the 4 of a sphere's $4\\pi r^2$, the $\\frac{5}{9}$ and 32 of
+  Fahrenheit to Celsius): a reader knows it without the earlier problem.
+* ``zero``: a literal whose value is 0 (the right-hand side of ``=0``, a bound ``\\ge 0``):
+  the value any reader guesses first.
 
 :func:`shortcut_flaws` runs them in that order over the tokens of
 :func:`composition_rl.values.find_constants` and returns each token's first rule ("" if none).
@@ -36,7 +43,7 @@ from math import gcd
 
 __all__ = ["SHORTCUT_RULES", "shortcut_flaws"]
 
-SHORTCUT_RULES = ("worked_example", "figure", "sums_to_one", "pattern", "default_value")
+SHORTCUT_RULES = ("worked_example", "figure", "sums_to_one", "pattern", "default_value", "standard_constant", "zero")
 
 # -- worked_example --------------------------------------------------------------------
 _EXAMPLE_WORDS = ("example", "instance", "such as", "e.g.")
@@ -200,16 +207,36 @@ def _remainders(q: str, toks) -> set[int]:
 _LIST_ITEM = re.compile(r"\s*(,\s*(?:(?:and|or)\s+)?|(?:and|or)\s+)?(?:``[^`']{1,20}''|\$[^$]{1,12}\$|\"[^\"]{1,20}\"|[A-Z][a-z]{0,12})")
 
 
+# a count that points back to things the text has introduced: "these two pieces of string"
+_BACK_REFERENCE = re.compile(r"\b(?:these|those)\s*\$?\s*$", re.I)
+
+
+# after a colon, items may be plain words: one to three lowercase words each, the last after
+# "and" or "or"
+_WORD_ITEM = r"[a-z][a-z-]*(?:\s+[a-z][a-z-]*){0,2}"
+_WORD_LIST = re.compile(r"\s*" + _WORD_ITEM + r"(?:\s*,\s*" + _WORD_ITEM + r")*\s*,?\s+(?:and|or)\s+" + _WORD_ITEM
+                        + r"(?=\s*[.,;?)]|\s*$)")
+_WORD_LIST_SEP = re.compile(r"\s*,\s*(?:(?:and|or)\s+)?|\s+(?:and|or)\s+")
+
+
 def _listed_counts(q: str, toks, ends: Sequence[int]) -> set[int]:
     """A count followed by the list it counts: "consists of 3 words, ``splargh,'' ``glumph,''
-    and ``amr''", "using the six letters $A, B, C, D, E$ and $F$"."""
+    and ``amr''", "using the six letters $A, B, C, D, E$ and $F$", "Two of the members,
+    Penelope and Quentin, ..." (up to three words between the count and its list); and a
+    count after "these" or "those", which counts what the text has already introduced ("One
+    piece of string ... another piece ... these two pieces")."""
     flagged: set[int] = set()
     for j, t in enumerate(toks):
-        if t.role != "prose" or not isinstance(t.key, int) or not 2 <= t.key <= 12:
+        if t.role != "prose" or not isinstance(t.key, int) or t.key < 2:
+            continue
+        if _BACK_REFERENCE.search(q, max(0, t.s - 8), t.s):
+            flagged.add(j)
+            continue
+        if t.key > 12:
             continue
         i = bisect_right(ends, t.s)
         b = ends[i] if i < len(ends) else len(q)
-        m = re.match(r"\s+[a-z]+(?:\s+[a-z]+)?\s*(?:,|:|\(|\$)?", q[t.s + len(t.lit) : b])
+        m = re.match(r"(?:\s+[a-z]+){1,3}\s*(?:,|:|\(|\$)?", q[t.s + len(t.lit) : b])
         if m is None:
             continue
         pos = t.s + len(t.lit) + m.end()
@@ -219,8 +246,9 @@ def _listed_counts(q: str, toks, ends: Sequence[int]) -> set[int]:
         # the items inside one math span ($A, B, C, D, E$) or one by one
         span = re.match(r"\s*\$([^$]*)\$", rest)
         items = 0
-        if span is not None and "," in span.group(1):
-            items = len([x for x in span.group(1).split(",") if x.strip()])
+        top = re.sub(r"\([^()]*\)", "()", span.group(1)) if span is not None else ""  # a point is one item
+        if span is not None and "," in top:
+            items = len([x for x in top.split(",") if x.strip()])
             tail = rest[span.end() :]
             more = re.match(r"\s*,?\s*(?:and|or)\s+\$[^$]{1,12}\$", tail)
             items += more is not None
@@ -233,6 +261,9 @@ def _listed_counts(q: str, toks, ends: Sequence[int]) -> set[int]:
                 items += 1
                 at = it.end()
                 sep = rest[at - 3 : at] in (",''", ',"')  # ``splargh,'' carries its comma inside
+        if items != t.key and q[pos - 1] == ":":  # "3 officers: chairman, vice-chairman, and sergeant-at-arms"
+            words = _WORD_LIST.match(rest)
+            items = len(_WORD_LIST_SEP.split(words.group())) if words is not None else 0
         if items == t.key:
             flagged.add(j)
     return flagged
@@ -405,6 +436,46 @@ def _default_value(q: str, toks, ends: Sequence[int]) -> set[int]:
     return flagged
 
 
+# -- standard_constant -----------------------------------------------------------------
+# The constants of well-known formulas, where the problem states the formula (each has a real
+# MATH case in tests/test_shortcuts.py); a group of the pattern holds each such constant.
+_STANDARD: tuple[tuple[str, re.Pattern[str]], ...] = tuple((gate, re.compile(p)) for gate, p in (
+    # Euler's formula for polyhedra, V - E + F = 2 (each letter once, in any order)
+    ("F", r"(?<![A-Za-z\\])([VEF])\s*[-+]\s*(?!\1)([VEF])\s*[-+]\s*(?!\1|\2)[VEF]\s*=\s*(?P<c>2)(?![\d.])"),
+    # the 2 of 2\pi r (circumference, 2\pi r^2 + 2\pi rh of a cylinder), the 4 of a sphere's 4\pi r^2
+    ("\\pi", r"(?<![\d.{])(?P<c>[24])\s*\\pi\s*r(?![a-gi-z])"),
+    # Fahrenheit to Celsius and back: C = \frac{5}{9}(F - 32), F = \frac{9}{5}C + 32
+    ("Celsius", r"\\[dt]?frac\s*\{\s*(?P<c>[59])\s*\}\s*\{\s*(?P<d>[59])\s*\}\s*"
+                r"(?:\(\s*[FC]\s*-\s*(?P<e>32)\b|[FC]\s*\+\s*(?P<f>32)\b)"),
+))
+# vertices, edges and faces of one polyhedron that satisfy V - E + F = 2: each one is forced
+_POLYHEDRON_COUNT = re.compile(r"(\d+)\$?\s+(vertices|edges|faces)\b")
+
+
+def standard_constant_offsets(q: str) -> set[int]:
+    """Offsets in ``q`` of the literals that are constants of a well-known formula it states
+    (read by the rule and by the scanner of ``crl audit``)."""
+    at: set[int] = set()
+    for gate, pat in _STANDARD:
+        if gate in q:
+            for m in pat.finditer(q):
+                at.update(m.start(g) for g in "cdef" if g in pat.groupindex and m.group(g) is not None)
+    if "polyhedr" in q:
+        counts: dict[str, list[re.Match[str]]] = {}
+        for m in _POLYHEDRON_COUNT.finditer(q):
+            counts.setdefault(m.group(2), []).append(m)
+        if all(len(counts.get(w, ())) == 1 for w in ("vertices", "edges", "faces")):
+            (v,), (e,), (f,) = counts["vertices"], counts["edges"], counts["faces"]
+            if int(v.group(1)) - int(e.group(1)) + int(f.group(1)) == 2:
+                at.update(m.start(1) for m in (v, e, f))
+    return at
+
+
+def _standard_constant(q: str, toks) -> set[int]:
+    at = standard_constant_offsets(q)
+    return {j for j, t in enumerate(toks) if t.s in at} if at else set()
+
+
 def shortcut_flaws(q: str, toks, blocks: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]],
                    ends: Sequence[int]) -> list[str]:
     """Per token of ``q`` (``find_constants``' tokens: ``s``, ``lit``, ``key``, ``role``), the
@@ -428,4 +499,7 @@ def shortcut_flaws(q: str, toks, blocks: Sequence[tuple[int, int]], spans: Seque
     mark("sums_to_one", _sums_to_one(q, toks, ends))
     mark("pattern", _pattern(q, toks))
     mark("default_value", _default_value(q, toks, ends))
+    mark("standard_constant", _standard_constant(q, toks))
+    # zero: the value any reader guesses first (x^2 - 5x + 6 = 0, x, y, z \ge 0)
+    mark("zero", [j for j, t in enumerate(toks) if t.key == 0])
     return out
