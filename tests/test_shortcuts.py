@@ -224,6 +224,14 @@ def test_a_value_is_replaced_only_in_one_role():
     assert all(c.role in ("argument", "term") for c in find_constants(q, "") if c.literal == "1")
 
 
+def test_a_fraction_written_as_an_unbraced_exponent_is_an_exponent():
+    # MATH 1360: the blind audit found (576)^\frac{[[Z]]}{4}: both arguments are the power's
+    q = "Simplify $(576)^\\frac{1}{4}(216)^\\frac{1}{2}$."
+    found = {(c.literal, c.role) for c in find_constants(q, "")}
+    assert {("1", "exponent"), ("4", "exponent"), ("2", "exponent")} <= found
+    assert {c.literal for c in find_constants(q, "") if not c.flaw} == {"576", "216"}
+
+
 def test_exponents_radices_and_years_are_never_replaced_but_count_as_values():
     q = "Convert $2014_{10}$ to base 9."  # MATH 5040
     assert _at(q, "9").flaw == "base_notation"

@@ -235,10 +235,18 @@ def constant_value(literal: str) -> Fraction | None:
 
 def _group_spans(text: str, opener: str) -> list[tuple[int, int]]:
     """Content spans of the braced groups ``^{...}`` (``opener`` "^") or ``_{...}`` ("_"),
-    nested groups included."""
+    nested groups included, and of an unbraced fraction as the group, ``^\\frac{Z}{4}`` (both
+    of its arguments).
+
+    >>> q = "$(576)^\\\\frac{1}{4}(216)^{2}$"
+    >>> [q[a:b] for a, b in _group_spans(q, "^")]
+    ['1}{4', '2']
+    """
     out = []
-    for m in re.finditer(re.escape(opener) + r"\s*\{", text):
-        depth, i, n = 1, m.end(), len(text)
+    n = len(text)
+
+    def close(i: int) -> int:  # the offset after the brace that closes the group opened before i
+        depth = 1
         while i < n and depth:
             c = text[i]
             if c == "{":
@@ -248,6 +256,16 @@ def _group_spans(text: str, opener: str) -> list[tuple[int, int]]:
             elif c == "\\":
                 i += 1
             i += 1
+        return i
+
+    for m in re.finditer(re.escape(opener) + r"\s*(\\[dt]?frac\s*)?\{", text):
+        i = close(m.end())
+        if m.group(1):  # the second argument of the fraction belongs to the group as well
+            k = i
+            while k < n and text[k].isspace():
+                k += 1
+            if k < n and text[k] == "{":
+                i = close(k + 1)
         out.append((m.end(), i - 1))
     return out
 
