@@ -29,7 +29,7 @@ from typing import Literal, get_args
 
 import sympy
 
-from composition_rl.values.constants import symbols_used
+from composition_rl.values.constants import _math_spans, symbols_used
 from composition_rl.values.parse import (
     AnswerValue,
     _clean,
@@ -414,6 +414,29 @@ _ORDINAL_MAX = 6
 
 
 # ---------------------------------------------------------------- the menu
+def _stated(e: sympy.Expr, question: str) -> bool:
+    """Whether the question writes an expression equal to ``e`` (factor, expand or simplify a
+    given expression): then its coefficients, its values at points and its degree are known
+    without solving, and no number read off the answer can lead a composition.
+
+    >>> x = sympy.Symbol("x")
+    >>> _stated((x + 2) * (x + 3), "Factor $x^2+5x+6$."), _stated((x + 2) * (x + 3), "Find $p$ with $p(1)=12$.")
+    (True, False)
+    """
+    for a, b in _math_spans(question):
+        q = _expression(question[a:b].strip().rstrip(".,;").rstrip(), question)
+        names = {str(v): v for v in e.free_symbols}
+        if q is None or {str(v) for v in q.free_symbols} != set(names):
+            continue
+        try:
+            q = q.subs({v: names[str(v)] for v in q.free_symbols})
+            if sympy.cancel(sympy.expand(e - q)) == 0:
+                return True
+        except (TypeError, ValueError, ZeroDivisionError, RecursionError):
+            continue
+    return False
+
+
 def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
     s = _strip(answer)
     out: list[tuple[Derivation, sympy.Expr]] = []
@@ -520,6 +543,8 @@ def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
         return out
     # expressions in variables
     if (e := _expression(s, question)) is not None:
+        if _stated(e, question):
+            return out  # "Factor $x^4+10x^3+...$": every number read off the answer is in the question
         syms = sorted(e.free_symbols, key=lambda v: str(v))
         free = _points(question)
         if len(syms) > 1:
