@@ -235,8 +235,8 @@ def constant_value(literal: str) -> Fraction | None:
 
 def _group_spans(text: str, opener: str) -> list[tuple[int, int]]:
     """Content spans of the braced groups ``^{...}`` (``opener`` "^") or ``_{...}`` ("_"),
-    nested groups included, and of an unbraced fraction as the group, ``^\\frac{Z}{4}`` (both
-    of its arguments).
+    nested groups included, and of an unbraced fraction as a superscript, ``^\\frac{Z}{4}``
+    (both of its arguments).
 
     >>> q = "$(576)^\\\\frac{1}{4}(216)^{2}$"
     >>> [q[a:b] for a, b in _group_spans(q, "^")]
@@ -258,7 +258,8 @@ def _group_spans(text: str, opener: str) -> list[tuple[int, int]]:
             i += 1
         return i
 
-    for m in re.finditer(re.escape(opener) + r"\s*(\\[dt]?frac\s*)?\{", text):
+    frac = r"(\\[dt]?frac\s*)?" if opener == "^" else "()"  # (a subscript \frac is a log's base)
+    for m in re.finditer(re.escape(opener) + r"\s*" + frac + r"\{", text):
         i = close(m.end())
         if m.group(1):  # the second argument of the fraction belongs to the group as well
             k = i
