@@ -343,7 +343,8 @@ class SymbolicComposer:
 
     def eligible(self, p: Problem, position: int, depth: int) -> bool:
         """Whether ``p`` can stand at ``position`` (0-based) of a chain of ``depth``."""
-        if position < depth - 1 and self.lead_value(p) is None:
+        # lead(), not lead_value(): the pools' flaw ranking and the links read the same v1, kept
+        if position < depth - 1 and self.lead(p) is None:
             why = self.q1_inexact(p)
             if why and p.id not in self._not_exact:  # counted in stats.json, once per problem
                 self._not_exact.add(p.id)
