@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache
 
 from composition_rl.values.parse import inexact_answer
 
@@ -40,9 +39,6 @@ APPROXIMATE = re.compile(
 )
 
 
-# cached: the parent reads every q1 for the pools, and each forked worker reads the same
-# questions again for its partner index (issue 28)
-@lru_cache(maxsize=1 << 15)
 def approximate_question(text: str) -> bool:
     """Whether ``text`` asks for a rounded or estimated answer.
 

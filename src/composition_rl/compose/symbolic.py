@@ -166,6 +166,7 @@ class SymbolicComposer:
         # per accepted link: its offset kind and magnitude bucket (see take_tally / link_stats)
         self.tally: Counter[str] = Counter()
         self.pool_report: dict[str, object] = {}  # what build_pools swapped out, for stats.json
+        self._q1_flaws: dict[tuple[str, Fraction | None], str] = {}  # see _q1_flaw
         self._not_exact: set[str] = set()  # ids of q1s whose answer is no exact value (q1_inexact)
 
     def lead(self, p: Problem) -> _Lead | None:
@@ -307,7 +308,7 @@ class SymbolicComposer:
                 if not _PLAIN_INT.fullmatch(p.answer):
                     continue
                 v1 = int(p.answer)
-                why = self.natural.q1_flaw(p.question, Fraction(v1))
+                why = self._q1_flaw(p, Fraction(v1))
                 if why and why != "large_q1":
                     continue
                 by_value.setdefault(v1, []).append(p)
@@ -352,8 +353,7 @@ class SymbolicComposer:
 
     def eligible(self, p: Problem, position: int, depth: int) -> bool:
         """Whether ``p`` can stand at ``position`` (0-based) of a chain of ``depth``."""
-        # lead(), not lead_value(): the pools' flaw ranking and the links read the same v1, kept
-        if position < depth - 1 and self.lead(p) is None:
+        if position < depth - 1 and self.lead_value(p) is None:
             why = self.q1_inexact(p)
             if why and p.id not in self._not_exact:  # counted in stats.json, once per problem
                 self._not_exact.add(p.id)
@@ -371,12 +371,22 @@ class SymbolicComposer:
         if position < depth - 1:
             lead = self.lead(p)
             v1 = None if lead is None or lead.r_str else lead.parts[0]
-            why = self.natural.q1_flaw(p.question, v1)
+            why = self._q1_flaw(p, v1)
             if why:
                 return why
         if position > 0 and not self.safe_constants(p):
             return "no_safe_constant"
         return ""
+
+    def _q1_flaw(self, p: Problem, v1: Fraction | None) -> str:
+        """``natural.q1_flaw`` of ``p`` as a lead with value ``v1``, once per (problem, value):
+        the parent asks it of every q1 for the pools, and each forked worker again of the
+        reserve's problems for its partner index (issue 28)."""
+        key = (p.id, v1)
+        why = self._q1_flaws.get(key)
+        if why is None:
+            why = self._q1_flaws[key] = self.natural.q1_flaw(p.question, v1)
+        return why
 
     def take_tally(self) -> dict[str, int]:
         """The offset kinds and magnitudes counted since the last call (a worker's share)."""
