@@ -234,10 +234,9 @@ def _names_length_failure(text: str, links, parents: Sequence[Problem], max_char
     names = [n for lk in links for n in (lk.x, lk.y)]
     if len(set(names)) != len(names):
         return Failure("check4_names_length", "name_collision", f"variable names repeat: {names}")
-    used = symbols_used(parents[0].question)
-    for p in parents[1:]:
-        used = used | symbols_used(p.question)
-    clash = {n.upper() for n in names} & used
+    # each name against each parent's (cached) symbols: no union of the parents' sets per record
+    used = [symbols_used(p.question) for p in parents]
+    clash = {u for u in {n.upper() for n in names} if any(u in s for s in used)}
     if clash:
         return Failure("check4_names_length", "name_collision", f"{sorted(clash)} already used as symbols")
     if len(text) > max_chars:
@@ -308,21 +307,30 @@ def _derived_v1_failure(parent: Problem, lk, g) -> tuple[str, str] | None:
     the recorded derivation, applied again to the earlier problem's answer, gives v1 exactly,
     and the glue defines X with that derivation's own wording. A glue with derived wording
     on a link that records no derivation is refused too."""
-    from composition_rl.values.derive import Derivation, derive
-
     if not lk.v1_derivation:
         return "derivation_missing", f"the text derives X ({g.definition!r}) but the record has no derivation"
+    return _derivation_failure(parent.answer, parent.question, tuple(lk.v1_derivation), lk.x, g.definition,
+                               lk.v1_latex, lk.v1_expr)
+
+
+@lru_cache(maxsize=1 << 16)
+def _derivation_failure(answer: str, question: str, derivation: tuple[tuple[str, str], ...], x: str,
+                        definition: str, v1_latex: str, v1_expr: str) -> tuple[str, str] | None:
+    """:func:`_derived_v1_failure` past its first test, on strings alone: a pure function, so
+    it is cached (a q1 leads its whole pool with the same derivation, issue 28)."""
+    from composition_rl.values.derive import Derivation, derive
+
     try:
-        d = Derivation.from_dict(dict(lk.v1_derivation))
+        d = Derivation.from_dict(dict(derivation))
         phrase = derived_phrase(d.kind, d.arg, d.name)
     except (KeyError, ValueError, IndexError) as e:
-        return "derivation_invalid", f"derivation {dict(lk.v1_derivation)}: {e}"
-    if g.definition != f"Let ${lk.x}$ be {phrase}.":
-        return "derivation_wording", f"the text says {g.definition!r}, the derivation {d.kind} is worded {phrase!r}"
-    v = derive(parent.answer, parent.question, d)
+        return "derivation_invalid", f"derivation {dict(derivation)}: {e}"
+    if definition != f"Let ${x}$ be {phrase}.":
+        return "derivation_wording", f"the text says {definition!r}, the derivation {d.kind} is worded {phrase!r}"
+    v = derive(answer, question, d)
     if v is None:
-        return "derivation_invalid", f"answer {parent.answer!r} does not allow {d.kind} {d.arg}".rstrip()
-    v1 = exact_value(lk.v1_latex)
-    if v1 is None or not exact_equal(to_fraction(v) if v.is_Rational else v, v1) or not exact_equal(v1, exact(lk.v1_expr)):
-        return "v1_mismatch", f"{d.kind} of {parent.answer!r} is {v}, record says {lk.v1_latex} / {lk.v1_expr}"
+        return "derivation_invalid", f"answer {answer!r} does not allow {d.kind} {d.arg}".rstrip()
+    v1 = exact_value(v1_latex)
+    if v1 is None or not exact_equal(to_fraction(v) if v.is_Rational else v, v1) or not exact_equal(v1, exact(v1_expr)):
+        return "v1_mismatch", f"{d.kind} of {answer!r} is {v}, record says {v1_latex} / {v1_expr}"
     return None

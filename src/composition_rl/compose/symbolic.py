@@ -72,6 +72,8 @@ class _Lead(NamedTuple):
     expr: str
     r_str: str  # sympy string of the irrational part ("" if rational)
     derivation: Derivation | None = None  # how v1 is read off a non-numeric answer (issue 27)
+    phrase: str = ""  # the derivation's wording in the glue (spc.derived_phrase)
+    derivation_items: tuple[tuple[str, str], ...] = ()  # as Link.v1_derivation records it
 
 
 def _offset_str(lead: _Lead, v2: Fraction) -> str:
@@ -150,7 +152,9 @@ class SymbolicComposer:
         # in seeded order (filled by compose/run.engine_pools); a chain whose link has no
         # natural offset takes the next partner whose answer gives one
         self.partners: dict[int, list[Problem]] = {}
-        self._partner_index: dict[int, tuple[list[int], list[list[Problem]], list[Problem]]] = {}
+        # per position: the reserve's values, its problems grouped by value, the reserve it was
+        # built from, and per (reach, decimal constant) the value indices within reach
+        self._partner_index: dict[int, tuple[list[int], list[list[Problem]], list[Problem], dict]] = {}
         self._partner_by_id: dict[str, Problem] = {}  # partners that took a place, for record_json
         self._lead: dict[str, _Lead | None] = {}
         self._masks: dict[str, int] = {}  # VARIABLE_NAMES a problem uses, as a bit mask
@@ -162,6 +166,7 @@ class SymbolicComposer:
         # per accepted link: its offset kind and magnitude bucket (see take_tally / link_stats)
         self.tally: Counter[str] = Counter()
         self.pool_report: dict[str, object] = {}  # what build_pools swapped out, for stats.json
+        self._q1_flaws: dict[tuple[str, Fraction | None], str] = {}  # see _q1_flaw
         self._not_exact: set[str] = set()  # ids of q1s whose answer is no exact value (q1_inexact)
 
     def lead(self, p: Problem) -> _Lead | None:
@@ -175,8 +180,10 @@ class SymbolicComposer:
         if av is not None:
             parts = irrational_parts(av.value)
             r_str = "" if not parts[1] else _expr_str(av.value - sympy.Rational(parts[0].numerator, parts[0].denominator))
-            lead = _Lead(av.value, av.unit, parts, render_latex(av.value), _v1_str(av.value), r_str,
-                         getattr(av, "derivation", None))
+            dv = getattr(av, "derivation", None)
+            lead = _Lead(av.value, av.unit, parts, render_latex(av.value), _v1_str(av.value), r_str, dv,
+                         *(("", ()) if dv is None else
+                           (spc.derived_phrase(dv.kind, dv.arg, dv.name), tuple(sorted(dv.to_dict().items())))))
         self._lead[p.id] = lead
         return lead
 
@@ -301,13 +308,13 @@ class SymbolicComposer:
                 if not _PLAIN_INT.fullmatch(p.answer):
                     continue
                 v1 = int(p.answer)
-                why = self.natural.q1_flaw(p.question, Fraction(v1))
+                why = self._q1_flaw(p, Fraction(v1))
                 if why and why != "large_q1":
                     continue
                 by_value.setdefault(v1, []).append(p)
             vals = sorted(by_value)
-            index = self._partner_index[k] = (vals, [by_value[v] for v in vals], reserve)
-        vals, groups, _ = index
+            index = self._partner_index[k] = (vals, [by_value[v] for v in vals], reserve, {})
+        vals, groups, _, near = index
         if not vals:
             return None
         taken = {p.id for p in chain}
@@ -315,9 +322,12 @@ class SymbolicComposer:
         for reach in (nat.small_offset, nat.max_offset):
             ok: set[int] = set()
             for _, c, ci in safe:
-                if ci is None:  # a decimal constant: the offset is a fraction
-                    lo, hi = bisect_left(vals, c.value - reach), bisect_right(vals, c.value + reach)
-                    ok.update(i for i in range(lo, hi) if nat.allows(vals[i] - c.value))
+                if ci is None:  # a decimal constant: the offset is a fraction (in Fractions: slow, kept)
+                    allowed = near.get((reach, c.value))
+                    if allowed is None:
+                        lo, hi = bisect_left(vals, c.value - reach), bisect_right(vals, c.value + reach)
+                        allowed = near[reach, c.value] = tuple(i for i in range(lo, hi) if nat.allows(vals[i] - c.value))
+                    ok.update(allowed)
                 else:
                     ok.update(range(bisect_left(vals, ci - reach), bisect_right(vals, ci + reach)))
             if not ok:
@@ -361,12 +371,22 @@ class SymbolicComposer:
         if position < depth - 1:
             lead = self.lead(p)
             v1 = None if lead is None or lead.r_str else lead.parts[0]
-            why = self.natural.q1_flaw(p.question, v1)
+            why = self._q1_flaw(p, v1)
             if why:
                 return why
         if position > 0 and not self.safe_constants(p):
             return "no_safe_constant"
         return ""
+
+    def _q1_flaw(self, p: Problem, v1: Fraction | None) -> str:
+        """``natural.q1_flaw`` of ``p`` as a lead with value ``v1``, once per (problem, value):
+        the parent asks it of every q1 for the pools, and each forked worker again of the
+        reserve's problems for its partner index (issue 28)."""
+        key = (p.id, v1)
+        why = self._q1_flaws.get(key)
+        if why is None:
+            why = self._q1_flaws[key] = self.natural.q1_flaw(p.question, v1)
+        return why
 
     def take_tally(self) -> dict[str, int]:
         """The offset kinds and magnitudes counted since the last call (a worker's share)."""
@@ -450,7 +470,7 @@ class SymbolicComposer:
             if dv is None:
                 glue = spc.glue_text(x, y, d_abs_latex, direction, (h >> 32) % len(spc.DEFINITIONS), lead.unit)
             else:  # issue 27: "Let $X$ be the sum of the values that answer the problem above."
-                glue = spc.derived_glue(x, y, spc.derived_phrase(dv.kind, dv.arg, dv.name), d_abs_latex, direction)
+                glue = spc.derived_glue(x, y, lead.phrase, d_abs_latex, direction)
             if c.also:  # a repeated quantity: every occurrence becomes Y
                 text = _replace_all(text, y, c)
             else:
@@ -458,8 +478,7 @@ class SymbolicComposer:
                 text = text[: c.offset] + spc.variable_token(y, c.math_mode, text[tail : tail + 12]) + text[tail:]
             text = spc.join(chain[k].question, glue, text)
             links.append(Link(x, y, lead.latex, lead.expr, c.literal, v2_expr, d_latex, d_expr, c.offset,
-                              tuple(sorted(o for o, _ in c.also)),
-                              () if dv is None else tuple(sorted(dv.to_dict().items()))))
+                              tuple(sorted(o for o, _ in c.also)) if c.also else (), lead.derivation_items))
             kinds.append(bucket)
             deps.append(dep)
         links.reverse()
