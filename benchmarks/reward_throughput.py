@@ -28,6 +28,7 @@ and their ratio, and the median ratio over the rounds (3 by default):
 
     .venv/bin/python benchmarks/reward_throughput.py
     .venv/bin/python benchmarks/reward_throughput.py --cli
+    .venv/bin/python benchmarks/reward_throughput.py --cli --baseline-src /tmp/base/src
     .venv/bin/python benchmarks/reward_throughput.py --prompts 64 --json runs/bench/reward.json
     git archive BASE src | tar -x -C /tmp/base && \\
         .venv/bin/python benchmarks/reward_throughput.py --baseline-src /tmp/base/src
@@ -144,8 +145,9 @@ def crl_command() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "composition_rl.cli"]
 
 
-def run_cli(pairs: list[tuple[str, str]], rounds: int, timeout: float, workdir: Path) -> dict:
-    """``--cli``: the naive loop and ``crl score`` as fresh processes, side by side in rounds."""
+def run_cli(pairs: list[tuple[str, str]], rounds: int, timeout: float, workdir: Path, baseline_src: str | None) -> dict:
+    """``--cli``: the naive loop and ``crl score`` as fresh processes, side by side in rounds
+    (with ``baseline_src``, also ``crl score`` importing the package from there)."""
     import statistics
     import tempfile
 
@@ -156,19 +158,24 @@ def run_cli(pairs: list[tuple[str, str]], rounds: int, timeout: float, workdir: 
         with open(inp, "w", encoding="utf-8") as f:
             for resp, gold in pairs:
                 f.write(json.dumps({"response": resp, "answer": gold}) + "\n")
-        naive_out, cli_out = tmp / "naive.txt", tmp / "scored.jsonl"
+        naive_out, cli_out, base_out = tmp / "naive.txt", tmp / "scored.jsonl", tmp / "baseline" / "scored.jsonl"
+        score_args = ["score", "--input", str(inp), "--timeout", str(timeout), "--no-progress", "--fresh", "--out"]
         jobs = {
-            "naive": [sys.executable, "-c", NAIVE_PROCESS, str(inp), str(naive_out)],
-            "crl score": [*crl_command(), "score", "--input", str(inp), "--out", str(cli_out),
-                          "--timeout", str(timeout), "--no-progress", "--fresh"],
+            "naive": ([sys.executable, "-c", NAIVE_PROCESS, str(inp), str(naive_out)], None),
+            "crl score": ([*crl_command(), *score_args, str(cli_out)], None),
         }
+        if baseline_src:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (baseline_src, os.environ.get("PYTHONPATH")) if p))
+            jobs["baseline crl score"] = ([*crl_command(), *score_args, str(base_out)], env)
         per_round = []
         first_scored = None
         for k in range(rounds):
             secs = {}
-            for name in (("naive", "crl score") if k % 2 == 0 else ("crl score", "naive")):
+            order = list(jobs)[k % len(jobs):] + list(jobs)[: k % len(jobs)]  # each goes first in turn
+            for name in order:
+                cmd, env = jobs[name]
                 t = time.perf_counter()
-                proc = subprocess.run(jobs[name], capture_output=True, text=True)
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
                 secs[name] = time.perf_counter() - t
                 if proc.returncode != 0:
                     raise RuntimeError(f"{name} exited {proc.returncode}: {proc.stderr[-2000:]}")
@@ -179,14 +186,23 @@ def run_cli(pairs: list[tuple[str, str]], rounds: int, timeout: float, workdir: 
                 raise RuntimeError(f"round {k + 1}: crl score wrote other bytes than in round 1")
             load = os.getloadavg()[0]
             ratio = secs["naive"] / secs["crl score"]
-            per_round.append({"naive_s": secs["naive"], "cli_s": secs["crl score"], "ratio": ratio, "load_1min": load})
-            print(f"round {k + 1}: naive {secs['naive']:6.2f}s   crl score {secs['crl score']:6.2f}s   "
-                  f"ratio {ratio:.2f}x   (load {load:.1f}, {'naive' if k % 2 == 0 else 'crl score'} first)", flush=True)
+            row = {"naive_s": secs["naive"], "cli_s": secs["crl score"], "ratio": ratio, "load_1min": load}
+            line = (f"round {k + 1}: naive {secs['naive']:6.2f}s   crl score {secs['crl score']:6.2f}s   "
+                    f"ratio {ratio:.2f}x")
+            if baseline_src:
+                row.update(baseline_cli_s=secs["baseline crl score"], baseline_ratio=secs["naive"] / secs["baseline crl score"],
+                           baseline_same_bytes=base_out.read_bytes() == scored)
+                line += (f"   baseline crl score {secs['baseline crl score']:6.2f}s ({row['baseline_ratio']:.2f}x,"
+                         f" {'same' if row['baseline_same_bytes'] else 'OTHER'} bytes)")
+            per_round.append(row)
+            print(f"{line}   (load {load:.1f}, {order[0]} first)", flush=True)
         naive_ok = [line == "1" for line in naive_out.read_text().split()]
         rows = [json.loads(line) for line in first_scored.decode("utf-8").splitlines()]
         rejected = (tmp / "scored.rejects.jsonl").read_text().count("\n")
     median = statistics.median(r["ratio"] for r in per_round)
     print(f"median ratio naive / crl score over {rounds} rounds: {median:.2f}x")
+    if baseline_src:
+        print(f"median ratio naive / baseline crl score: {statistics.median(r['baseline_ratio'] for r in per_round):.2f}x")
     print(f"crl score: {len(rows)} scored, {rejected} rejected (of {len(pairs)}); outcomes "
           f"{dict(Counter(r['outcome'] for r in rows))}; identical bytes in every round")
     # rejected rows (an empty gold) are not correct, as for the naive loop
@@ -307,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         "short: one sentence, then the answer",
     )
     ap.add_argument("--json", help="also write the figures here")
-    ap.add_argument("--baseline-src", help="the src/ directory of another checkout: time its verifier in the same rounds")
+    ap.add_argument("--baseline-src", help="the src/ directory of another checkout: time its verifier (with --cli: "
+                    "its crl score) in the same rounds")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve:
@@ -323,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     n = len(pairs)
     print(f"batch: {args.prompts} prompts x {args.group} = {n} pairs ({args.reasoning} reasoning); mix {dict(Counter(kinds))}")
     if args.cli:
-        figures = run_cli(pairs, args.rounds, args.timeout, Path(args.workdir))
+        figures = run_cli(pairs, args.rounds, args.timeout, Path(args.workdir), args.baseline_src)
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
