@@ -17,9 +17,18 @@ against the bound. The three alternate in rounds so that they share the machine'
 With ``--baseline-src DIR`` (the ``src/`` of another checkout, e.g. the commit before a
 change) the verifier of that code is timed in the same rounds too, in a process of its own
 that imports the package from ``DIR`` (its workers do the same), so old and new code are
-measured side by side under one load:
+measured side by side under one load.
+
+With ``--cli`` it times the command line instead, start-up included on both sides: the
+batch (by default 1024 prompts x 8 = 8,192 pairs) is written to a JSONL file, and each round
+runs, as fresh processes one after the other (which goes first alternates), the naive loop
+(``python -c`` importing only Math-Verify: read the file, score every pair as above, write
+the verdicts) and ``crl score --input FILE --out ...``. It prints each round's two wall times
+and their ratio, and the median ratio over the rounds (3 by default):
 
     .venv/bin/python benchmarks/reward_throughput.py
+    .venv/bin/python benchmarks/reward_throughput.py --cli
+    .venv/bin/python benchmarks/reward_throughput.py --cli --baseline-src /tmp/base/src
     .venv/bin/python benchmarks/reward_throughput.py --prompts 64 --json runs/bench/reward.json
     git archive BASE src | tar -x -C /tmp/base && \\
         .venv/bin/python benchmarks/reward_throughput.py --baseline-src /tmp/base/src
@@ -116,6 +125,95 @@ def _cpu_s(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+# The naive loop as a process of its own for --cli: imports nothing but Math-Verify, reads the
+# JSONL the CLI reads, scores each pair as naive() does, writes one verdict per line.
+NAIVE_PROCESS = """
+import json, logging, sys
+from math_verify import parse, verify
+logging.getLogger("math_verify").setLevel(logging.ERROR)
+with open(sys.argv[1], encoding="utf-8") as f:
+    rows = [json.loads(line) for line in f]
+ok = [bool(verify(parse(f"${r['answer']}$"), parse(r["response"]))) for r in rows]
+with open(sys.argv[2], "w", encoding="utf-8") as f:
+    f.writelines("1\\n" if v else "0\\n" for v in ok)
+"""
+
+
+def crl_command() -> list[str]:
+    """``crl`` as installed beside this interpreter (the console script users run)."""
+    script = Path(sys.executable).with_name("crl")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "composition_rl.cli"]
+
+
+def run_cli(pairs: list[tuple[str, str]], rounds: int, timeout: float, workdir: Path, baseline_src: str | None) -> dict:
+    """``--cli``: the naive loop and ``crl score`` as fresh processes, side by side in rounds
+    (with ``baseline_src``, also ``crl score`` importing the package from there)."""
+    import statistics
+    import tempfile
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        tmp = Path(tmp)
+        inp = tmp / "pairs.jsonl"
+        with open(inp, "w", encoding="utf-8") as f:
+            for resp, gold in pairs:
+                f.write(json.dumps({"response": resp, "answer": gold}) + "\n")
+        naive_out, cli_out, base_out = tmp / "naive.txt", tmp / "scored.jsonl", tmp / "baseline" / "scored.jsonl"
+        score_args = ["score", "--input", str(inp), "--timeout", str(timeout), "--no-progress", "--fresh", "--out"]
+        jobs = {
+            "naive": ([sys.executable, "-c", NAIVE_PROCESS, str(inp), str(naive_out)], None),
+            "crl score": ([*crl_command(), *score_args, str(cli_out)], None),
+        }
+        if baseline_src:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (baseline_src, os.environ.get("PYTHONPATH")) if p))
+            jobs["baseline crl score"] = ([*crl_command(), *score_args, str(base_out)], env)
+        per_round = []
+        first_scored = None
+        for k in range(rounds):
+            secs = {}
+            order = list(jobs)[k % len(jobs):] + list(jobs)[: k % len(jobs)]  # each goes first in turn
+            for name in order:
+                cmd, env = jobs[name]
+                t = time.perf_counter()
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                secs[name] = time.perf_counter() - t
+                if proc.returncode != 0:
+                    raise RuntimeError(f"{name} exited {proc.returncode}: {proc.stderr[-2000:]}")
+            scored = cli_out.read_bytes()
+            if first_scored is None:
+                first_scored = scored
+            elif scored != first_scored:
+                raise RuntimeError(f"round {k + 1}: crl score wrote other bytes than in round 1")
+            load = os.getloadavg()[0]
+            ratio = secs["naive"] / secs["crl score"]
+            row = {"naive_s": secs["naive"], "cli_s": secs["crl score"], "ratio": ratio, "load_1min": load}
+            line = (f"round {k + 1}: naive {secs['naive']:6.2f}s   crl score {secs['crl score']:6.2f}s   "
+                    f"ratio {ratio:.2f}x")
+            if baseline_src:
+                row.update(baseline_cli_s=secs["baseline crl score"], baseline_ratio=secs["naive"] / secs["baseline crl score"],
+                           baseline_same_bytes=base_out.read_bytes() == scored)
+                line += (f"   baseline crl score {secs['baseline crl score']:6.2f}s ({row['baseline_ratio']:.2f}x,"
+                         f" {'same' if row['baseline_same_bytes'] else 'OTHER'} bytes)")
+            per_round.append(row)
+            print(f"{line}   (load {load:.1f}, {order[0]} first)", flush=True)
+        naive_ok = [line == "1" for line in naive_out.read_text().split()]
+        rows = [json.loads(line) for line in first_scored.decode("utf-8").splitlines()]
+        rejected = (tmp / "scored.rejects.jsonl").read_text().count("\n")
+    median = statistics.median(r["ratio"] for r in per_round)
+    print(f"median ratio naive / crl score over {rounds} rounds: {median:.2f}x")
+    if baseline_src:
+        print(f"median ratio naive / baseline crl score: {statistics.median(r['baseline_ratio'] for r in per_round):.2f}x")
+    print(f"crl score: {len(rows)} scored, {rejected} rejected (of {len(pairs)}); outcomes "
+          f"{dict(Counter(r['outcome'] for r in rows))}; identical bytes in every round")
+    # rejected rows (an empty gold) are not correct, as for the naive loop
+    by_pair = {}
+    for r in rows:
+        by_pair.setdefault((r["response"], r["answer"]), r["outcome"] == "correct")
+    agree = sum(by_pair.get(p, False) == ok for p, ok in zip(pairs, naive_ok))
+    print(f"agreement with the naive loop on correct/not: {agree}/{len(pairs)} ({100 * agree / len(pairs):.1f}%)")
+    return {"pairs": len(pairs), "rounds": per_round, "median_ratio": median, "agreement": agree / len(pairs)}
+
+
 LABELS = (("ours, 1 worker", 1), ("ours, default workers", None))
 
 
@@ -209,11 +307,14 @@ def run_interleaved(pairs, group: int, rounds: int, verifiers: dict[str, Verifie
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=256)
+    ap.add_argument("--prompts", type=int, help="prompts in the batch (default: 256; 1024 with --cli)")
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=5.0, help="the verifier's per-item bound")
-    ap.add_argument("--rounds", type=int, default=8, help="naive and ours alternate this many times")
+    ap.add_argument("--rounds", type=int, help="naive and ours alternate this many times (default: 8; 3 with --cli)")
+    ap.add_argument("--cli", action="store_true",
+                    help="time `crl score` against the naive loop, each a fresh process, start-up included")
+    ap.add_argument("--workdir", default="runs/bench", help="--cli: where the batch file and outputs go (removed after)")
     ap.add_argument(
         "--reasoning",
         choices=["problem", "short"],
@@ -222,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         "short: one sentence, then the answer",
     )
     ap.add_argument("--json", help="also write the figures here")
-    ap.add_argument("--baseline-src", help="the src/ directory of another checkout: time its verifier in the same rounds")
+    ap.add_argument("--baseline-src", help="the src/ directory of another checkout: time its verifier (with --cli: "
+                    "its crl score) in the same rounds")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve:
@@ -232,9 +334,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.getLogger("math_verify").setLevel(logging.ERROR)
 
+    args.prompts = args.prompts or (1024 if args.cli else 256)
+    args.rounds = args.rounds or (3 if args.cli else 8)
     pairs, kinds = make_batch(args.prompts, args.group, args.seed, args.reasoning)
     n = len(pairs)
     print(f"batch: {args.prompts} prompts x {args.group} = {n} pairs ({args.reasoning} reasoning); mix {dict(Counter(kinds))}")
+    if args.cli:
+        figures = run_cli(pairs, args.rounds, args.timeout, Path(args.workdir), args.baseline_src)
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+        return 0
 
     # The naive loop gets the same warm-up as our fork server, so neither pays first-call costs.
     from composition_rl.verify.compare import _WARM_UP

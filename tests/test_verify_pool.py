@@ -159,6 +159,32 @@ def test_close_leaves_no_processes_behind():
         v.score(r"\boxed{2}", "2")
 
 
+def test_start_brings_the_workers_up_before_any_work_and_close_ends_them():
+    v = Verifier(VerifyConfig(timeout_s=BOUND, workers=2))
+    assert v.start() is v
+    deadline = time.monotonic() + 120  # the fork server imports sympy; slow on a loaded machine
+    while len(v.worker_pids()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = v.worker_pids()
+    assert len(pids) == 3 and v.stats.items == 0  # two workers and their fork server, no item yet
+    assert v.score(r"\boxed{2}", "2").outcome is Outcome.CORRECT
+    assert v.worker_pids() == pids and v.stats.workers_started == 2  # the same workers did it
+    v.close()
+    deadline = time.monotonic() + 3
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(_alive(p) for p in pids)
+    with pytest.raises(RuntimeError, match="closed"):
+        v.start()
+
+
+def test_a_started_verifier_closed_unused_leaves_nothing_behind():
+    v = Verifier(VerifyConfig(timeout_s=BOUND, workers=1)).start()
+    v.close()  # at once, probably while the fork server is still importing
+    assert v.closed and v.stats.items == 0
+    assert not [p for p in v.worker_pids() if _alive(p)]
+
+
 def test_workers_do_not_load_the_callers_torch():
     torch = pytest.importorskip("torch")
     assert torch.__version__

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
 
 from composition_rl.cli import main
+from composition_rl.commands import score as score_command
 
 
 def _rows(shared_data, n=30):
@@ -76,3 +79,67 @@ def test_score_usage_errors(tmp_path, capsys):
     (tmp_path / "ok.jsonl").write_text('{"response": "x", "answer": "1"}\n')
     assert main(["score", "--input", str(tmp_path / "ok.jsonl"), "--out", str(tmp_path / "o.jsonl"), "--timeout", "0"]) == 2
     assert main(["score", "--input", str(tmp_path / "ok.jsonl"), "--out", str(tmp_path / "o.jsonl"), "--fallback", "nope"]) == 2
+
+
+def _math_pairs(shared_data, n_prompts=40):
+    """Responses for MATH train golds, as the reward benchmark builds them: some boxed right,
+    some an equivalent form, some another problem's answer, some cut off before any answer."""
+    rows = [r for r in json.loads((shared_data / "train/math_train.json").read_text()) if isinstance(r.get("answer"), str)]
+    picked = rows[:: len(rows) // n_prompts][:n_prompts]
+    out = []
+    for i, p in enumerate(picked):
+        other = picked[(i + 7) % len(picked)]["answer"]
+        plain = p["answer"].replace(r"\dfrac", r"\frac")
+        for j, resp in enumerate((
+            rf"Let's see. {p['problem'][:200]} So the answer is $\boxed{{{p['answer']}}}$.",
+            rf"So the answer is $\boxed{{{plain}}}$.",
+            rf"Therefore, the final answer is $\boxed{{{other}}}$.",
+            "Let's think step by step. " + p["problem"][:120],
+        )):
+            out.append({"id": f"{i}-{j}", "response": resp, "answer": p["answer"]})
+    return out
+
+
+@pytest.mark.shared_data
+def test_score_writes_the_same_bytes_chunk_by_chunk_as_in_one_batch(tmp_path, shared_data, monkeypatch):
+    """The command queues the next chunk before it writes the one before; with chunks of 7 rows
+    (23 chunks of real MATH pairs) the output is byte for byte what one chunk of all the rows
+    gives, and each row's verdict is what the library's ``score_batch`` says for it."""
+    from composition_rl.io.files import dumps
+    from composition_rl.verify import Verifier, VerifyConfig
+
+    rows = _math_pairs(shared_data)
+    _write(tmp_path / "in.jsonl", rows)
+    args = ["score", "--input", str(tmp_path / "in.jsonl"), "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "whole.jsonl")]) == 0
+    monkeypatch.setattr(score_command, "_CHUNK", 7)
+    assert main([*args, "--out", str(tmp_path / "chunked.jsonl")]) == 0
+    whole = (tmp_path / "whole.jsonl").read_bytes()
+    assert (tmp_path / "chunked.jsonl").read_bytes() == whole
+    with Verifier(VerifyConfig()) as v:
+        results = v.score_batch([(r["response"], r["answer"]) for r in rows])
+    expected = "".join(
+        dumps({**r, "outcome": x.outcome.value, "score": x.score, "extracted": x.extracted}) + "\n"
+        for r, x in zip(rows, results)
+    )
+    assert whole.decode("utf-8") == expected
+    outcomes = {json.loads(x)["outcome"] for x in whole.splitlines()}
+    assert outcomes == {"correct", "incorrect", "no_answer"}  # every kind of verdict is in there
+
+
+def test_score_process_never_imports_torch_transformers_or_trl(tmp_path):
+    """The whole ``crl score`` run, in a process of its own: neither the command nor the
+    verifier it drives loads the training stack (or, in this process, sympy and Math-Verify:
+    those live in the workers)."""
+    _write(tmp_path / "in.jsonl", [{"response": r"so $\boxed{7}$", "answer": "7"}])
+    code = (
+        "import sys; from composition_rl.cli import main; "
+        f"rc = main(['score', '--input', {str(tmp_path / 'in.jsonl')!r}, '--out', {str(tmp_path / 'o.jsonl')!r}, "
+        "'--no-progress']); "
+        "print(sorted(m for m in ('torch', 'transformers', 'trl', 'sympy', 'math_verify') if m in sys.modules)); "
+        "sys.exit(rc)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout
+    assert json.loads((tmp_path / "o.jsonl").read_text())["outcome"] == "correct"

@@ -135,10 +135,7 @@ def _check(row: Any, response_field: str, answer_field: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.io.files import dumps
-    from composition_rl.io.readers import BadLine
-    from composition_rl.progress import ProgressBar
-    from composition_rl.verify import Verifier, VerifyConfig, summarize
+    from composition_rl.verify import Verifier, VerifyConfig
 
     fallbacks = tuple(args.fallback or ("answer_line",))
     if fallbacks == ("none",):
@@ -153,6 +150,17 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.input).is_file():
         raise UsageError(f"--input {args.input} is not a file")
     _prepare_outputs(args.input, out, rejects_path, meta_path, _options(args, fallbacks), args.fresh)
+    # The workers start (Math-Verify imports, ~1-2 s) while this process reads the input.
+    with Verifier(config).start() as verifier:
+        return _score(args, verifier, out, rejects_path)
+
+
+def _score(args: argparse.Namespace, verifier, out: Path, rejects_path: Path) -> int:
+    from composition_rl.io.files import dumps
+    from composition_rl.io.readers import BadLine
+    from composition_rl.progress import ProgressBar
+    from composition_rl.verify import summarize
+
     rows = _read_rows(Path(args.input))
     if not rows:
         raise UsageError(f"--input {args.input} holds no rows")
@@ -164,19 +172,27 @@ def run(args: argparse.Namespace) -> int:
     if start:
         print(f"resuming: {start} of {len(rows)} rows already in {out} / {rejects_path.name}", file=sys.stderr)
 
+    def submit(lo: int) -> tuple[list, list[str | None], list]:
+        """Queue one chunk's scorable rows; the workers go on with it while the caller writes
+        the chunk before (so they never wait on this process's writes and fsyncs)."""
+        chunk = rows[lo : lo + _CHUNK]
+        reasons = [_check(r, args.response_field, args.answer_field) for r in chunk]
+        pairs = [(r[args.response_field], r[args.answer_field]) for r, why in zip(chunk, reasons) if why is None]
+        return chunk, reasons, verifier.submit_batch(pairs)
+
     counts = dict.fromkeys(("correct", "incorrect", "no_answer", "timeout", "error"), 0)
     n_rejected = 0
     slowest = 0.0
     t0 = time.perf_counter()
-    with Verifier(config) as verifier, open(out, "a", encoding="utf-8") as fo, ProgressBar(
+    with open(out, "a", encoding="utf-8") as fo, ProgressBar(
         "scoring", len(rows), enabled=not args.no_progress, completed=start
     ) as bar:
         fr = None
+        ahead = submit(start) if start < len(rows) else None
         for lo in range(start, len(rows), _CHUNK):
-            chunk = rows[lo : lo + _CHUNK]
-            reasons = [_check(r, args.response_field, args.answer_field) for r in chunk]
-            good = [r for r, why in zip(chunk, reasons) if why is None]
-            results = iter(verifier.score_batch([(r[args.response_field], r[args.answer_field]) for r in good]))
+            chunk, reasons, futures = ahead
+            ahead = submit(lo + _CHUNK) if lo + _CHUNK < len(rows) else None
+            results = (f.result() for f in futures)
             scored = []
             for i, (row, why) in enumerate(zip(chunk, reasons)):
                 if why is not None:
@@ -207,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     acc = counts["correct"] / n if n else 0.0
     summary = ", ".join(f"{k} {v}" for k, v in counts.items())
     print(f"scored {n} rows in {wall:.1f}s (accuracy {100 * acc:.1f}%): {summary} -> {out}")
-    print(f"slowest item {slowest:.2f}s (bound {config.timeout_s:g}s)")
+    print(f"slowest item {slowest:.2f}s (bound {verifier.config.timeout_s:g}s)")
     if n_rejected:
         print(f"rejected {n_rejected} rows (reasons in {rejects_path})")
     if n == 0 and start == 0:

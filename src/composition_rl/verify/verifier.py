@@ -202,6 +202,12 @@ class Verifier:
         """Stop the workers. Items still queued fail with RuntimeError."""
         self._finalizer()
 
+    def start(self) -> Verifier:
+        """Start the workers now, in the background, rather than on the first item (returns at
+        once, and ``self``): the start-up then overlaps whatever the caller does next."""
+        self._pool.start()
+        return self
+
     @property
     def closed(self) -> bool:
         return self._pool.closed
