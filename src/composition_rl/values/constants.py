@@ -258,10 +258,11 @@ def _group_spans(text: str, opener: str) -> list[tuple[int, int]]:
             i += 1
         return i
 
-    frac = r"(\\[dt]?frac\s*)?" if opener == "^" else "()"  # (a subscript \frac is a log's base)
+    # only a superscript takes an unbraced fraction: a subscript one is a log's base (\log_\frac13)
+    frac = r"(?P<frac>\\[dt]?frac\s*)?" if opener == "^" else ""
     for m in re.finditer(re.escape(opener) + r"\s*" + frac + r"\{", text):
         i = close(m.end())
-        if m.group(1):  # the second argument of the fraction belongs to the group as well
+        if frac and m.group("frac"):  # the fraction's second argument belongs to the group as well
             k = i
             while k < n and text[k].isspace():
                 k += 1
