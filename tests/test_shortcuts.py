@@ -106,6 +106,23 @@ SHORTCUTS = [
      "$z \\ge 0.$", "0", 0, "zero"),
     ("zero: x^2 - 5x + 6 < 0 (audit A014)", 3562,
      "The real number $x$ satisfies $x^2 - 5x + 6 < 0.$", "0", 0, "zero"),
+    # the third round: classes a 200-record shortcut hunt found (docs/composition.md)
+    ("answer_range: the modulus 24 beside the range $0,1,2,\\ldots,22,23$", 4748,
+     "Determine the residue of $-811\\pmod{24}$. Your answer should be an integer in the range "
+     "$0,1,2,\\ldots,22,23$.", "24", 0, "answer_range"),
+    ("answer_range: 'between 0 and 34' shows the modulus 35", 4743,
+     "Find $4^{-1} \\pmod{35}$, as a residue modulo 35.  (Give an answer between 0 and 34, inclusive.)",
+     "34", 0, "answer_range"),
+    ("answer_range: $0 \\le n \\le 5$ beside \\pmod{6}", 4844,
+     "Find the integer $n$, $0 \\le n \\le 5$, such that \\[n \\equiv -3736 \\pmod{6}.\\]", "6", 0, "answer_range"),
+    ("answer_range: a full turn, $0^\\circ \\le x < 360^\\circ$ (hunt A172)", 2591,
+     "How many values of $x$ with $0^\\circ \\le x < 360^\\circ$ satisfy $\\sin x = -0.73$?", "360", 0, "answer_range"),
+    ("grammar: 'radius 1 foot' ('$Y$ foot' tells Y = 1)", 2601,
+     "A hemisphere-shaped bowl with radius 1 foot is filled full with chocolate.", "1", 0, "grammar"),
+    ("grammar: '$1$ part lemon juice' (audit A013 of the second round)", 5882,
+     "To make lemonade, I use a ratio of $7$ parts water to $1$ part lemon juice.", "1", 0, "grammar"),
+    ("grammar: 'at least 1 boy'", 1928,
+     "What is the probability that the committee has at least 1 boy and at least 1 girl?", "1", 0, "grammar"),
 ]
 
 
@@ -142,6 +159,20 @@ def test_every_rule_has_a_case_and_is_a_flaw():
      "Let $d$ and $e$ denote the solutions of $2x^{2}+3x-5=0$.", "5", 0),
     ("a coefficient glued to its variable: the 20 of kx^2+20x+k=0", 408,
      "For which positive integer values of $k$ does $kx^2+20x+k=0$ have rational solutions?", "20", 0),
+    ("the residue's argument -811 beside its range", 4748,
+     "Determine the residue of $-811\\pmod{24}$. Your answer should be an integer in the range "
+     "$0,1,2,\\ldots,22,23$.", "811", 0),
+    ("a strict bound 0 <= n < 50 is the modulus itself: replaced with it", 4734,
+     "Suppose $173\\cdot 927\\equiv n\\pmod{50}$, where $0\\le n< 50$.  What is the value of $n$?", "50", 0),
+    ("the -0.73 of sin x beside a full turn", 2591,
+     "How many values of $x$ with $0^\\circ \\le x < 360^\\circ$ satisfy $\\sin x = -0.73$?", "0.73", 0),
+    ("a 1 before a preposition shows no grammar: 'from 1 to 50'", 558,
+     "Jo adds up all the positive integers from 1 to 50.", "1", 0),
+    ("a 1 before an abbreviated unit: '1 cm long'", 2679,
+     "The four smaller squares have sides 1 cm long, either parallel to or coinciding with the sides of the large "
+     "square.", "1", 0),
+    ("a dimension: 'a $1$ by $1$ by $1$ cube'", 2115,
+     "The sum of the areas of all triangles whose vertices are also vertices of a $1$ by $1$ by $1$ cube is", "1", 2),
     ("the 3 of 3x beside its 0 (one quantity with the other 3: both are replaced)", 1594,
      "Let $d$ and $e$ denote the solutions of $2x^{2}+3x-5=0$.", "3", 0),
 ])
@@ -419,6 +450,8 @@ def test_every_defect_class_is_found_in_a_record_forged_to_have_it():
         "repeated_value": forged("A box of $6$ eggs costs $6$ dollars more than $x$.", "6", d="1"),
         "zero": forged("Solve $x^2 - 5x + 6 = 0$.", "0", d="7"),
         "standard_constant": forged(SHORTCUTS[18][2], "2", d="5"),
+        "answer_range": forged(SHORTCUTS[25][2], "24", d="-17"),
+        "grammar": forged(SHORTCUTS[29][2], "1", d="6"),
     }
     # the listed counts of sums_to_one: the count of the list that follows, and "these N"
     listed = [forged(SHORTCUTS[14][2], "Two", d="5"), forged(SHORTCUTS[16][2], "two", d="5")]

@@ -32,6 +32,9 @@ samples one class):
 * ``standard_constant``: v2 is the constant of a well-known formula the problem states (the
   2 of Euler's $V-E+F=2$, the 4 of $4\\pi r^2$, the 32 of Fahrenheit).
 * ``zero``: v2 is 0, the value any reader guesses first (``=0``, ``\\ge 0``).
+* ``answer_range``: v2 is the modulus of a residue question, or the end N of the range 0..N it
+  states for the answer: one shows the other; or the end of a full turn (360 degrees, 2 pi).
+* ``grammar``: v2 is a count of 1 before a singular noun ("$Y$ foot").
 * ``independent``: the answer is proved not to depend on the variable (check 5's reading).
 * ``unnatural_offset``: the relation states ``|d| > 100`` or a denominator above 12.
 
@@ -52,7 +55,7 @@ from composition_rl.compose.spc import Glue, find_glue
 from composition_rl.records import Link, Problem
 from composition_rl.values import find_constants
 from composition_rl.values.constants import NOTATION_ROLES
-from composition_rl.values.shortcuts import standard_constant_offsets
+from composition_rl.values.shortcuts import answer_range_ends, full_turn_offsets, singular_after, standard_constant_offsets
 
 __all__ = ["DEFECTS", "glues", "scan_record", "scan_records", "segments"]
 
@@ -61,6 +64,7 @@ DEFECTS = (
     "tex_token", "exponent", "radix", "role_mix", "figure", "sums_to_one", "pattern", "worked_example",
     "default_value", "independent", "unnatural_offset",  # issue 26
     "standard_constant", "zero",  # issue 26's audit
+    "answer_range", "grammar",  # issue 26's third round
 )
 # reported, not a defect by the finder's reading: v2's value also written in another role
 NOTES = ("same_value_other_role",)
@@ -490,6 +494,11 @@ def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
         yield "zero", f"{lit!r} is 0"
     if set(places) & standard_constant_offsets(q):
         yield "standard_constant", f"{lit!r} is the constant of a formula the problem states"
+    if (v2.denominator == 1 and any(v2 in (n, n + 1) for n in answer_range_ends(q))) or set(places) & full_turn_offsets(q):
+        yield "answer_range", f"{lit!r} is a modulus, the end of the range 0..N its residue must lie in, or a full turn"
+    if v2 == 1 and any(not _math_at(q, off) or (q[off - 1 : off] == "$" and q[off + len(lit) : off + len(lit) + 1] == "$")
+                       for off in places if singular_after(q, off, off + len(lit))):
+        yield "grammar", f"{lit!r} is a count of 1 before a singular noun"
     # default_value: the value its context fixes (a deck of 52 cards, 60 minutes in an hour)
     from composition_rl.values.shortcuts import _DEFAULTS
 

@@ -564,6 +564,8 @@ FLAWS = (
     "pattern",  # a term of a sequence its neighbours determine (1, 2, Y, 4; 6075, 2025, Y)
     "default_value",  # a value the context fixes by default (a 52-card deck, 60 minutes in an hour)
     "standard_constant",  # the constant of a well-known formula the problem states (V-E+F=2)
+    "answer_range",  # a residue's modulus or the end of the range 0..N its answer must lie in
+    "grammar",  # a 1 before a singular noun ("radius 1 foot"): "Y foot" tells Y = 1
     "zero",  # the value 0 (=0, \ge 0): the value any reader guesses first
 )
 _INVERSE_TAIL = re.compile(r"\^\s*\{?\s*-\s*$")

@@ -25,6 +25,12 @@ and is never replaced. The table of real MATH cases is ``tests/test_shortcuts.py
 * ``standard_constant``: the constant of a well-known formula the problem states (the 2 of
   Euler's $V-E+F=2$, the 4 of a sphere's $4\\pi r^2$, the $\\frac{5}{9}$ and 32 of
   Fahrenheit to Celsius): a reader knows it without the earlier problem.
+* ``answer_range``: in a question about residues, the modulus and the end of the range the
+  answer must lie in ("Determine the residue of $-811\\pmod{24}$ ... an integer in the range
+  $0,1,2,\\ldots,22,23$"): either one gives the other away; and the end of a full turn as
+  an angle's range (the 360 of $0^\\circ \\le x < 360^\\circ$, the 2 of $0 \\le \\theta < 2\\pi$).
+* ``grammar``: a count of 1 before a singular noun ("radius $1$ foot", "$1$ part lemon
+  juice"): "$Y$ foot" tells Y = 1.
 * ``zero``: a literal whose value is 0 (the right-hand side of ``=0``, a bound ``\\ge 0``):
   the value any reader guesses first.
 
@@ -43,7 +49,8 @@ from math import gcd
 
 __all__ = ["SHORTCUT_RULES", "shortcut_flaws"]
 
-SHORTCUT_RULES = ("worked_example", "figure", "sums_to_one", "pattern", "default_value", "standard_constant", "zero")
+SHORTCUT_RULES = ("worked_example", "figure", "sums_to_one", "pattern", "default_value", "standard_constant",
+                  "answer_range", "grammar", "zero")
 
 # -- worked_example --------------------------------------------------------------------
 _EXAMPLE_WORDS = ("example", "instance", "such as", "e.g.")
@@ -476,6 +483,83 @@ def _standard_constant(q: str, toks) -> set[int]:
     return {j for j, t in enumerate(toks) if t.s in at} if at else set()
 
 
+# -- answer_range ----------------------------------------------------------------------
+# the range a residue must lie in, stated from 0 to its last value N (inclusive): "from $0$ to
+# $55$", "between 0 and 34", "in the range $0,1,2,\ldots,22,23$", "$0 \le n \le 5$"
+_RANGE = re.compile(
+    r"(?:\bfrom|\bbetween)\s*\$?\s*0\s*\$?\s*(?:to|and)\s*\$?\s*(?P<a>\d+)(?![\d.])"
+    r"|\brange\s*\$?\s*0\s*,\s*1\s*,[^$]{0,60}?,\s*(?P<b>\d+)\s*\$"
+    r"|(?<![\d.])0\s*\\leq?\s*[a-z]\s*\\leq?\s*(?P<c>\d+)(?![\d.])")
+_RESIDUE_WORDS = re.compile(r"\\p?mod\b|\\bmod\b|\bmodul|\bresidue|\bcongruen", re.I)
+# a full turn as the range of an angle: $0^\circ \le x < 360^\circ$, $0 \le \theta < 2 \pi$
+_FULL_TURN = re.compile(
+    r"(?<![\d.])0\s*(?:\^\s*\{?\s*\\circ\s*\}?)?\s*(?:\\leq?|<|\\lt)\s*\\?[A-Za-z]+\s*(?:\\leq?|<|\\lt)\s*"
+    r"(?:(?P<deg>360)\s*\^\s*\{?\s*\\circ|(?P<two>2)\s*\\pi)")
+
+
+def answer_range_ends(q: str) -> set[int]:
+    """The last values N of the ranges ``0..N`` a question about residues states for its answer
+    (read by the rule and by the scanner of ``crl audit``); empty for any other question."""
+    if "0" not in q or not _RESIDUE_WORDS.search(q):
+        return set()
+    return {int(next(g for g in m.groups() if g is not None)) for m in _RANGE.finditer(q)}
+
+
+def full_turn_offsets(q: str) -> set[int]:
+    """Offsets of the 360 of ``0^\\circ \\le x < 360^\\circ`` and the 2 of ``0 \\le \\theta <
+    2\\pi``: a full turn, which every reader knows."""
+    if "0" not in q or ("360" not in q and "pi" not in q):
+        return set()
+    return {m.start(g) for m in _FULL_TURN.finditer(q) for g in ("deg", "two") if m.group(g) is not None}
+
+
+def _answer_range(q: str, toks) -> set[int]:
+    """The modulus N + 1 and the range's end N, wherever they are written: with a residue's
+    range ``0..N`` stated, one shows the other (a strict bound, ``0 \\le n < 31`` beside
+    ``\\pmod{31}``, is the modulus itself and is replaced with it); and the end of a full
+    turn, the range of an angle."""
+    ends = answer_range_ends(q)
+    turn = full_turn_offsets(q)
+    if not ends and not turn:
+        return set()
+    hit = ends | {n + 1 for n in ends}
+    return {j for j, t in enumerate(toks) if (isinstance(t.key, int) and t.key in hit) or t.s in turn}
+
+
+# -- grammar ---------------------------------------------------------------------------
+# A count of 1 before a singular noun: "radius $1$ foot", "$1$ part lemon juice", "at least 1
+# boy": with Y in its place ("$Y$ foot") the grammar tells Y = 1. Function words, verbs and
+# comparatives after the 1 carry no number ("from 1 to 50", "1 and 2", "1 more than"), nor
+# do abbreviated units ("1 cm", "1 km", "1 hr": 2 letters or fewer), nor a dimension ("a 1 by
+# 1 by 1 cube").
+_AFTER_ONE = re.compile(r"\s*\$?\s*(?:\\text\s*\{\s*)?([a-z][a-z-]*)")
+_NOT_A_NOUN = frozenset("""
+a an the and or nor but to through thru from into onto of on in at by for with than then as if when where while that which
+who whom whose such so yet is are was were be been being has have had do does did can could will would shall should may
+might must not no exactly only just more less fewer larger smaller greater bigger higher lower longer shorter further
+left over apart each every other another either neither both all any some per times time plus minus modulo mod inclusive
+exclusive respectively above below after before up down out off again also too very she he it they we you i its their his
+her this these those there here what why how sits lies stands contains equals divides gives makes
+""".split())
+
+
+def singular_after(q: str, s: int, e: int) -> bool:
+    """Whether the count of 1 written at ``q[s:e]`` stands before a singular noun (read by the
+    rule and by the scanner of ``crl audit``)."""
+    m = _AFTER_ONE.match(q, e)
+    if m is None or q[max(0, s - 3) : s].rstrip("$ ").endswith(("\\$", "$\\")):
+        return False  # no noun, or a price ("a $\\$1$ burger" reads the same for any price)
+    w = m.group(1).lower()
+    if len(w) <= 2 or w in _NOT_A_NOUN or (w.endswith("s") and not w.endswith("ss")) or w.endswith("-"):
+        return False
+    # "a $1$ by $1$ by $1$ cube": the last 1 is a dimension, not a count of cubes
+    return re.search(r"\bby\s*\$?\s*$", q[max(0, s - 8) : s]) is None
+
+
+def _grammar(q: str, toks) -> set[int]:
+    return {j for j, t in enumerate(toks) if t.key == 1 and t.role == "prose" and singular_after(q, t.s, t.s + len(t.lit))}
+
+
 def shortcut_flaws(q: str, toks, blocks: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]],
                    ends: Sequence[int]) -> list[str]:
     """Per token of ``q`` (``find_constants``' tokens: ``s``, ``lit``, ``key``, ``role``), the
@@ -500,6 +584,9 @@ def shortcut_flaws(q: str, toks, blocks: Sequence[tuple[int, int]], spans: Seque
     mark("pattern", _pattern(q, toks))
     mark("default_value", _default_value(q, toks, ends))
     mark("standard_constant", _standard_constant(q, toks))
+    mark("answer_range", _answer_range(q, toks))
+    if any(t.key == 1 for t in toks):
+        mark("grammar", _grammar(q, toks))
     # zero: the value any reader guesses first (x^2 - 5x + 6 = 0, x, y, z \ge 0)
     mark("zero", [j for j, t in enumerate(toks) if t.key == 0])
     return out
