@@ -55,7 +55,12 @@ from composition_rl.compose.spc import Glue, find_glue
 from composition_rl.records import Link, Problem
 from composition_rl.values import find_constants
 from composition_rl.values.constants import NOTATION_ROLES
-from composition_rl.values.shortcuts import answer_range_ends, full_turn_offsets, singular_after, standard_constant_offsets
+from composition_rl.values.shortcuts import (
+    answer_range_ends,
+    full_turn_offsets,
+    singular_after,
+    standard_constant_offsets,
+)
 
 __all__ = ["DEFECTS", "glues", "scan_record", "scan_records", "segments"]
 
