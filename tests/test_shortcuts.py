@@ -9,6 +9,7 @@ holds every snippet to its record. A row with index -1 is no MATH text and says 
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 
 import pytest
@@ -384,6 +385,46 @@ def test_the_llm_engine_asks_the_model_where_exact_reading_cannot_decide(tmp_pat
                            progress=False)
     (rec,) = [json.loads(x) for x in (tmp_path / "wrong" / "composed.jsonl").read_text().splitlines()]
     assert rec["metadata"]["dependence"] == "unknown" and rec["metadata"]["dependence_by"] == ["none"]
+
+
+def test_blind_dependence_rejects_a_later_problem_the_model_solves_without_the_value(tmp_path):
+    """--dependence blind: after the probe at v2 + 1, the model solves the later problem with the
+    value withheld; reaching q2's answer that way is a shortcut (issue 26's hunt: values the rest
+    of the problem forces, which v2 + 1 cannot show)."""
+    from composition_rl.backends.openai_chat import OpenAIChat
+    from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+
+    q1 = Problem.new("What is $3 + 4$?", "7")
+    twins = Problem.new("Each of 2 twins has 4 apples. How many apples do they have in all?", "8")
+    friends = Problem.new("Each of 3 friends has 4 apples. How many apples do they have in all?", "12")
+    blind_seen = []
+
+    def each(p):
+        if p.startswith("Here "):  # the value withheld: "twins" still tells 2, "friends" nothing
+            blind_seen.append(p)
+            return "8" if "twins" in p else "?"
+        return str(int(p.split("Each of ")[1].split(" ")[0]) * 4)
+
+    model = _solver({"Each of": each, "Here ": each})
+    with FakeOpenAIServer(model) as srv:
+        stats = compose_candidates([(q1, twins), (q1, friends)], tmp_path, LLMComposeConfig(model="m", dependence="blind"),
+                                   backend=OpenAIChat([srv.url], "m"), progress=False)
+    rejected = [json.loads(x) for x in (tmp_path / "rejected.jsonl").read_text().splitlines()]
+    (rec,) = [json.loads(x) for x in (tmp_path / "composed.jsonl").read_text().splitlines()]
+    assert [(r["stage"], r["reason"]) for r in rejected] == [("check5_dependence", "revealed_model")]
+    assert rec["parents"][-1] == friends.id and rec["metadata"]["dependence"] == "dependent"
+    assert stats["dependence"] == {"dependent": 1, "unknown": 0, "independent": 0, "revealed": 1}
+    # the withheld place holds a name the later problem does not use, and says so
+    assert len(blind_seen) == 2
+    for b in blind_seen:
+        m = re.match(r"Here ([A-Z]) stands for a number whose value is not given\.\n\nEach of \1 (twins|friends) has 4", b)
+        assert m is not None, b
+    # the default (model) makes no blind call: the twins pass on v2 + 1 alone
+    blind_seen.clear()
+    with FakeOpenAIServer(model) as srv:
+        stats = compose_candidates([(q1, twins)], tmp_path / "model", LLMComposeConfig(model="m"),
+                                   backend=OpenAIChat([srv.url], "m"), progress=False)
+    assert blind_seen == [] and stats["dependence"] == {"dependent": 1, "unknown": 0, "independent": 0}
 
 
 # -- 5. natural offsets and the next partner -----------------------------------------------

@@ -275,10 +275,12 @@ def _finalize(
         "rejected_by_reason": dict(sorted(reasons.items())),
         "rejected_by_stage": {st: stages.get(st, 0) for st in LLM_STAGES},
         "funnel": funnel,
-        # check 5's three outcomes: accepted records shown to depend on their variables or
-        # left undecided, and chains rejected because an answer did not depend on one
+        # check 5's outcomes: accepted records shown to depend on their variables or left
+        # undecided, chains rejected because an answer did not depend on one, and (with
+        # --dependence blind) chains whose later problem the model solved without the value
         "dependence": {"dependent": dependence.get("dependent", 0), "unknown": dependence.get("unknown", 0),
-                       "independent": reasons.get("independent", 0) + reasons.get("independent_model", 0)},
+                       "independent": reasons.get("independent", 0) + reasons.get("independent_model", 0),
+                       **({"revealed": reasons.get("revealed_model", 0)} if llm_config.dependence == "blind" else {})},
         "llm": {
             "requests": requests,
             "prompt_tokens": ptoks,

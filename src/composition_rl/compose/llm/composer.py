@@ -279,7 +279,12 @@ class LLMComposer:
         (:func:`composition_rl.compose.dependence.decide`); where that says "unknown" and
         ``dependence == "model"``, the model solves the later problem at v2 and at v2 + 1. It
         must get q2's own answer at v2 (else it decides nothing); the same answer at v2 + 1
-        means the answer does not depend on the variable."""
+        means the answer does not depend on the variable. With ``dependence == "blind"`` a
+        dependent link gets one more call: the later problem with a variable name it does not
+        use in every replaced place, and its value withheld. Reaching q2's answer that way means the rest of the
+        problem gives the value away (or the answer needs none): "revealed", a shortcut the
+        probe at v2 + 1 cannot see (issue 26's audits: values a figure, a count or a
+        constraint forces)."""
         if not offsets:
             return "unknown", "none"  # a rephrased problem: no places to vary
         places = tuple(sorted(offsets))
@@ -287,7 +292,7 @@ class LLMComposer:
         if exact != "unknown":
             return exact, "exact"
         v2 = constant_value(literal)
-        if self.config.dependence != "model" or v2 is None:
+        if self.config.dependence == "exact" or v2 is None:
             return "unknown", "none"
         other = v2 + 1
         text = later.question
@@ -303,17 +308,34 @@ class LLMComposer:
             return at_other
         if at_other is None:
             return "unknown", "none"
-        return ("independent" if _same_answer(at_other, (at_v2,)) else "dependent"), "model"
+        if _same_answer(at_other, (at_v2,)):
+            return "independent", "model"
+        if self.config.dependence == "blind":
+            used = symbols_used(later.question)
+            y = next((n for n in VARIABLE_NAMES if n not in used), "Y")
+            blind = later.question
+            for off in reversed(places):
+                blind = blind[:off] + y + blind[off + len(literal):]
+            note = f"Here {y} stands for a number whose value is not given."
+            at_blind = await self._solve(f"{note}\n\n{blind}", usage)
+            if isinstance(at_blind, Rejection):
+                return at_blind
+            if at_blind is not None and _same_answer(at_blind, later.answers):
+                return "revealed", "model"
+        return "dependent", "model"
 
     async def link_dependences(self, links: Sequence[tuple[Problem, str, Sequence[int]]],
                                usage: Usage) -> list[tuple[str, str]] | Rejection:
         """:meth:`dependence` for each (later problem, literal, offsets) of a chain; the
-        Rejection of the first link that is independent (or whose call failed)."""
+        Rejection of the first link that is independent or revealed (or whose call failed)."""
         out = []
         for k, (later, literal, offsets) in enumerate(links):
             res = await self.dependence(later, literal, offsets, usage)
             if isinstance(res, Rejection):
                 return Rejection(res.stage, res.reason, f"link {k + 1} (dependence): {res.detail}")
+            if res[0] == "revealed":
+                return Rejection("check5_dependence", "revealed_model",
+                                 f"link {k + 1}: the model reaches the answer with the value of {literal} withheld")
             if res[0] == "independent":
                 reason = "independent" if res[1] == "exact" else "independent_model"
                 return Rejection("check5_dependence", reason,
@@ -484,7 +506,7 @@ class AutoComposer:
         if all(self.symbolic.eligible(p, k, len(chain)) for k, p in enumerate(chain)):
             res = self.symbolic.compose(chain, candidate_id)
             if isinstance(res, Problem):
-                if res.metadata.get("dependence") != "unknown" or self.llm.config.dependence != "model":
+                if res.metadata.get("dependence") != "unknown" or self.llm.config.dependence == "exact":
                     return res
                 # check 5 by the model for the links exact reading left undecided
                 usage = usage if usage is not None else Usage()

@@ -12,7 +12,7 @@ from composition_rl.backends.base import CHAT_BACKENDS, ChatBackend
 __all__ = ["DEPENDENCE_MODES", "STRUCTURED", "VERIFY_MODES", "LLMComposeConfig", "build_backend"]
 
 VERIFY_MODES = ("auto", "always", "never")
-DEPENDENCE_MODES = ("model", "exact")
+DEPENDENCE_MODES = ("model", "blind", "exact")
 STRUCTURED = ("auto", "json_schema", "json_object", "none")
 
 
@@ -52,7 +52,9 @@ class LLMComposeConfig:
         "the paper's stricter self-check), never", choices=VERIFY_MODES))
     dependence: str = field(default="model", metadata=_h(
         "check 5 where exact reading cannot decide whether the answer depends on the variable: model "
-        "(solve the later problem at v2 and at v2 + 1; the same answer rejects the chain), or exact "
+        "(solve the later problem at v2 and at v2 + 1; the same answer rejects the chain), blind "
+        "(model, and then solve it with the variable's value withheld: q2's answer reached without "
+        "the value is a shortcut, rejected as revealed_model; one more call per link), or exact "
         "(leave such links \"unknown\" in the record)", choices=DEPENDENCE_MODES))
     cache: str | None = field(default=None, metadata=_h(
         "response cache file (default OUT/llm_cache.jsonl)", type=str))
