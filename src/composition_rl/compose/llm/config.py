@@ -54,7 +54,9 @@ class LLMComposeConfig:
         "check 5 where exact reading cannot decide whether the answer depends on the variable: model "
         "(solve the later problem at v2 and at v2 + 1; the same answer rejects the chain), blind "
         "(model, and then solve it with the variable's value withheld: q2's answer reached without "
-        "the value is a shortcut, rejected as revealed_model; one more call per link), or exact "
+        "the value is a shortcut, rejected as revealed_model; one more call per link; a model that "
+        "knows the source problems reaches their answers anyway, so use it with the policy being "
+        "trained, on data it has not memorised: docs/composition.md), or exact "
         "(leave such links \"unknown\" in the record)", choices=DEPENDENCE_MODES))
     cache: str | None = field(default=None, metadata=_h(
         "response cache file (default OUT/llm_cache.jsonl)", type=str))
