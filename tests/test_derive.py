@@ -133,6 +133,10 @@ SHAPES = [
     # a pair and an open interval are written alike: the question decides
     ("(3, 5)", "Find the ordered pair $(a,b)$.", ("tuple_entry", "1", "a", 3)),
     ("(3, 5)", "Express your answer in interval notation.", ("interval_length", "", "", 2)),
+    # a function's arguments name no tuple: "the set of all possible values of f(x,y,z)" (MATH
+    # 3392, answer (1,2)) is an interval, whose right end is no "second entry" (blind audit)
+    ("(1,2)", "Let $x,$ $y,$ $z$ be positive real numbers.  Find the set of all possible values of "
+     "\\[f(x,y,z) = \\frac{x}{x + y} + \\frac{y}{y + z} + \\frac{z}{z + x}.\\]", ("interval_length", "", "", 1)),
     # a list that does not ask for all values is not a set of solutions
     ("12,9", "Find the lengths of $PQ$ and $QT$, respectively.", None),
     ("-2, 1", "Enter all the solutions, separated by commas.", ("set_max", "", "", 1)),

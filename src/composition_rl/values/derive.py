@@ -171,7 +171,8 @@ _SEVERAL_QUANTITIES = re.compile(r"\brespectively\b", re.I)
 _ASKS_INTERVAL = re.compile(
     r"interval|\b(?:domain|range)\b|\bvalues? of\b|\bsolve the inequality\b|[<>]|\\[lg]eq?\b|\\[lg]t\b", re.I)
 _ASKS_TUPLE = re.compile(r"ordered|\bpoints?\b|coordinates|\bpairs?\b|\btriple|\bvector|\bcent(?:er|re)\b|\bfocus\b"
-                         r"|\bvertex\b|\(\s*[a-z]\s*,\s*[a-z]\s*(?:,\s*[a-z]\s*)*\)", re.I)
+                         # "(a, b)" names a tuple; "f(x,y,z)" is a function's arguments
+                         r"|\bvertex\b|(?<![A-Za-z\\])\(\s*[a-z]\s*,\s*[a-z]\s*(?:,\s*[a-z]\s*)*\)", re.I)
 
 
 def _interval(s: str, question: str):
