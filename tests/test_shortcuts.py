@@ -79,6 +79,17 @@ SHORTCUTS = [
      "Three cards are dealt at random from a standard deck of 52 cards.", "52", 0, "default_value"),
     ("default_value: a standard 6-sided die", 1861,
      "Alli rolls a standard $6$-sided die twice.", "6", 0, "default_value"),
+    ("default_value: 'A triangle has three sides' (a count the shape fixes)", 38,
+     "A triangle has three sides of the following side lengths: $7$, $10$, and $x^2$.", "three", 0, "default_value"),
+    ("default_value: 'the four vertices of a rectangle'", 727,
+     "Three of the four vertices of a rectangle are $(5, 11)$, $(16, 11)$ and $(16, -2)$.", "four", 0,
+     "default_value"),
+    ("default_value: triangles by connecting 'three different vertices' (a triangle has three)", 2009,
+     "How many distinct triangles can be constructed by connecting three different vertices of a cube?", "three", 0,
+     "default_value"),
+    ("default_value: a box's $12$ edges (derived audit: 'a box's 12 edges')", 1335,
+     "A rectangular box has a volume of $4320$ cubic inches and a surface area of $1704$ square inches. The sum of "
+     "the lengths of its $12$ edges is $208$ inches.", "12", 0, "default_value"),
     # the residual classes of the 60-record blind audit (docs/composition.md, items A0xx)
     ("sums_to_one: 'Two of the members, Penelope and Quentin' (audit A010)", 2452,
      "Two of the members, Penelope and Quentin, will only be officers if the other one is also an officer.",
@@ -127,6 +138,12 @@ SHORTCUTS = [
 ]
 
 
+def _snippet(what: str) -> str:
+    """The snippet of the one SHORTCUTS row whose description starts with ``what``."""
+    (row,) = [c for c in SHORTCUTS if c[0].startswith(what)]
+    return row[2]
+
+
 @pytest.mark.parametrize("what,idx,snippet,literal,nth,flaw", SHORTCUTS, ids=[c[0] for c in SHORTCUTS])
 def test_each_shortcut_rule_flags_its_real_case(what, idx, snippet, literal, nth, flaw):
     assert _at(snippet, literal, nth).flaw == flaw
@@ -167,6 +184,12 @@ def test_every_rule_has_a_case_and_is_a_flaw():
      "Suppose $173\\cdot 927\\equiv n\\pmod{50}$, where $0\\le n< 50$.  What is the value of $n$?", "50", 0),
     ("the -0.73 of sin x beside a full turn", 2591,
      "How many values of $x$ with $0^\\circ \\le x < 360^\\circ$ satisfy $\\sin x = -0.73$?", "0.73", 0),
+    ("a polygon named by its count only: 'the first has 38 sides'", 696,
+     "Two regular polygons have the same perimeter. If the first has 38 sides", "38", 0),
+    ("the side lengths of a triangle are data", 38,
+     "A triangle has three sides of the following side lengths: $7$, $10$, and $x^2$.", "10", 0),
+    ("one value repeated before an ellipsis is a repeat, not a run (all three 27s are replaced)", 3676,
+     "\\[\\log_2 (27 + \\log_2 (27 + \\log_2 (27 + \\cdots))),\\]assuming it is positive.", "27", 0),
     ("a 1 before a preposition shows no grammar: 'from 1 to 50'", 558,
      "Jo adds up all the positive integers from 1 to 50.", "1", 0),
     ("a 1 before an abbreviated unit: '1 cm long'", 2679,
@@ -481,21 +504,21 @@ def test_every_defect_class_is_found_in_a_record_forged_to_have_it():
         "tex_token": forged("Compute $\\frac 49 + 1$.", "49", d="-42"),
         "exponent": forged("Expand $(x+1)^2$.", "2", d="5"),
         "radix": forged("Convert $2014_{10}$ to base 9.", "9", d="-2"),
-        "figure": forged(SHORTCUTS[2][2], "10", d="-3"),
-        "sums_to_one": forged(SHORTCUTS[3][2], "25", d="-18"),
-        "pattern": forged(SHORTCUTS[7][2], "10", d="-3"),
-        "worked_example": forged(SHORTCUTS[0][2], "7", d="0"),
-        "default_value": forged(SHORTCUTS[12][2], "52", d="-45"),
+        "figure": forged(_snippet("figure: the radius 10"), "10", d="-3"),
+        "sums_to_one": forged(_snippet("sums_to_one: 40%"), "25", d="-18"),
+        "pattern": forged(_snippet("pattern: 1, 10 and 19"), "10", d="-3"),
+        "worked_example": forged(_snippet("worked_example: 'For example"), "7", d="0"),
+        "default_value": forged(_snippet("default_value: a standard deck"), "52", d="-45"),
         "independent": forged("Compute $\\dbinom{8}{0}$.", "8", d="-1"),
         "unnatural_offset": forged("Compute $2 + 500$.", "500", d="-493"),
         "repeated_value": forged("A box of $6$ eggs costs $6$ dollars more than $x$.", "6", d="1"),
         "zero": forged("Solve $x^2 - 5x + 6 = 0$.", "0", d="7"),
-        "standard_constant": forged(SHORTCUTS[18][2], "2", d="5"),
-        "answer_range": forged(SHORTCUTS[25][2], "24", d="-17"),
-        "grammar": forged(SHORTCUTS[29][2], "1", d="6"),
+        "standard_constant": forged(_snippet("standard_constant: the 2 of Euler"), "2", d="5"),
+        "answer_range": forged(_snippet("answer_range: the modulus 24"), "24", d="-17"),
+        "grammar": forged(_snippet("grammar: 'radius 1 foot'"), "1", d="6"),
     }
     # the listed counts of sums_to_one: the count of the list that follows, and "these N"
-    listed = [forged(SHORTCUTS[14][2], "Two", d="5"), forged(SHORTCUTS[16][2], "two", d="5")]
+    listed = [forged(_snippet("sums_to_one: 'Two of the members"), "Two", d="5"), forged(_snippet("sums_to_one: 'these two pieces'"), "two", d="5")]
     for rec in listed:
         assert "sums_to_one" in {c for c, _ in scan_record(rec)}, scan_record(rec)
     for cls, rec in cases.items():

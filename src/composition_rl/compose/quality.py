@@ -58,6 +58,7 @@ from composition_rl.values.constants import NOTATION_ROLES
 from composition_rl.values.shortcuts import (
     answer_range_ends,
     full_turn_offsets,
+    shape_count_offsets,
     singular_after,
     standard_constant_offsets,
 )
@@ -483,7 +484,7 @@ def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
         # two joined terms with an ellipsis right after or right before them (only separators
         # between): the opening or closing terms of a run
         for a, b in ((i, i + 1), (i - 1, i)):
-            if 0 <= a and b < len(nums) and joined(a, b):
+            if 0 <= a and b < len(nums) and joined(a, b) and vals[a] != vals[b]:  # equal terms: a repeat
                 after = q[nums[b].end() : nums[b + 1].start() if b + 1 < len(nums) else len(q)]
                 before = q[nums[a - 1].end() if a >= 1 else 0 : nums[a].start()]
                 m = _DOTS.search(after)
@@ -504,8 +505,13 @@ def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
     if v2 == 1 and any(not _math_at(q, off) or (q[off - 1 : off] == "$" and q[off + len(lit) : off + len(lit) + 1] == "$")
                        for off in places if singular_after(q, off, off + len(lit))):
         yield "grammar", f"{lit!r} is a count of 1 before a singular noun"
-    # default_value: the value its context fixes (a deck of 52 cards, 60 minutes in an hour)
+    # default_value: the value its context fixes (a deck of 52 cards, 60 minutes in an hour,
+    # a triangle's three sides)
     from composition_rl.values.shortcuts import _DEFAULTS
+
+    if v2.denominator == 1 and shape_count_offsets(q, [(off, lit, int(v2)) for off in places]):
+        yield "default_value", f"{v2} is a count the shape the problem names fixes"
+        return
 
     for off in places:
         end = off + len(lit)

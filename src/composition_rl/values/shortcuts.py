@@ -21,7 +21,8 @@ and is never replaced. The table of real MATH cases is ``tests/test_shortcuts.py
   (``1 + 2 + \\cdots + 100``).
 * ``default_value``: a value the context fixes by default (a deck of 52 cards, a 6-sided
   die, 60 minutes in an hour, 26 letters, $A$ for 10 in base 12, the size of a matrix the
-  problem displays).
+  problem displays, the counts a named shape fixes: a triangle's three sides, a box's 12
+  edges, a cylinder's 2 ends).
 * ``standard_constant``: the constant of a well-known formula the problem states (the 2 of
   Euler's $V-E+F=2$, the 4 of a sphere's $4\\pi r^2$, the $\\frac{5}{9}$ and 32 of
   Fahrenheit to Celsius): a reader knows it without the earlier problem.
@@ -369,6 +370,11 @@ def _pattern(q: str, toks) -> set[int]:
                     continue  # one value repeated (the 1s of y + 1): a repeat, not a sequence
                 if b - a == c - b or (a and b and c and b * b == a * c):
                     flagged.update(seq[run[m]] for m in (k, k + stride, k + 2 * stride))
+        if len(set(vals)) == 1:
+            # one value repeated before or around an ellipsis (27 + \log_2 (27 + \cdots)): a
+            # repeat, replaced at every place or not at all, not a run that shows a term
+            run = [i + 1]
+            continue
         # the opening terms before an ellipsis set the pattern (1 + 2 + \cdots + 100), and so
         # do the closing ones after it (\ldots \times 72 \times 82 \times 92)
         for k in range(len(run) - 1):
@@ -420,6 +426,8 @@ _MATRIX_SIZE = re.compile(r"(\d+)\s*\\times\s*(\d+)\s*\$?\s*(?:\w+\s+){0,2}matri
 
 def _default_value(q: str, toks, ends: Sequence[int]) -> set[int]:
     flagged: set[int] = set()
+    counts = shape_count_offsets(q, [(t.s, t.lit, t.key) for t in toks if isinstance(t.key, int) and 2 <= t.key <= 12])
+    flagged.update(j for j, t in enumerate(toks) if t.s in counts)
     if "matri" in q and "\\times" in q and re.search(r"\\begin\{[pbvBV]?matrix\}", q):
         for m in _MATRIX_SIZE.finditer(q):
             flagged.update(j for j, t in enumerate(toks) if t.s in (m.start(1), m.start(2)))
@@ -441,6 +449,42 @@ def _default_value(q: str, toks, ends: Sequence[int]) -> set[int]:
                 flagged.add(j)
                 break
     return flagged
+
+
+# the counts a named shape fixes: "A triangle has three sides", "the four vertices of a
+# rectangle", "its 12 edges" of a box, "a cylinder's 2 ends"; the count is written before its
+# noun and the shape anywhere in the problem
+_SHAPE_COUNTS: tuple[tuple[re.Pattern[str], dict[str, int]], ...] = tuple((re.compile(p, re.I), c) for p, c in (
+    (r"\btriangle", {"sides": 3, "vertices": 3, "angles": 3, "corners": 3}),
+    (r"\b(?:quadrilateral|rectangle|square|parallelogram|rhombus|trapezoid|kite)\b",
+     {"sides": 4, "vertices": 4, "angles": 4, "corners": 4}),
+    *((r"\b" + name + r"\b", {"sides": n, "vertices": n, "angles": n, "corners": n}) for name, n in (
+        ("pentagon", 5), ("hexagon", 6), ("heptagon", 7), ("octagon", 8), ("nonagon", 9), ("decagon", 10),
+        ("dodecagon", 12))),
+    (r"\b(?:cube|box|rectangular (?:prism|solid|box)|cuboid)\b",
+     {"faces": 6, "sides": 6, "edges": 12, "vertices": 8, "corners": 8}),
+    (r"\btetrahedr", {"faces": 4, "edges": 6, "vertices": 4, "corners": 4}),
+    (r"\boctahedr", {"faces": 8, "edges": 12, "vertices": 6, "corners": 6}),
+    (r"\b(?:cylinder|cylindrical)", {"ends": 2, "bases": 2}),
+    (r"\bsegment", {"endpoints": 2, "ends": 2}),
+))
+_COUNTED_NOUN = re.compile(r"\s*\$?\s*(?:[a-z]+\s+){0,1}(sides|vertices|faces|edges|corners|angles|ends|bases|endpoints)\b",
+                           re.I)
+
+
+def shape_count_offsets(q: str, toks) -> set[int]:
+    """Offsets of the counts a shape the problem names fixes (a triangle's three sides, a
+    box's 12 edges; read by the rule and by the scanner of ``crl audit``). ``toks`` are
+    (offset, literal, value) of the candidate literals."""
+    shapes = [c for pat, c in _SHAPE_COUNTS if pat.search(q)]
+    if not shapes:
+        return set()
+    at = set()
+    for s, lit, v in toks:
+        m = _COUNTED_NOUN.match(q, s + len(lit))
+        if m is not None and any(c.get(m.group(1).lower()) == v for c in shapes):
+            at.add(s)
+    return at
 
 
 # -- standard_constant -----------------------------------------------------------------
