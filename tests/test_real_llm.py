@@ -307,11 +307,14 @@ def test_compose_llm_on_math_resumes_after_kill_9(server, shared_data, tmp_path)
 
 def test_compose_auto_on_math(server, shared_data, tmp_path):
     out = tmp_path / "auto"
-    r = crl(*compose_args(shared_data, server, out, "auto"))
+    # check 5 with the blind probe: the symbolic records' undecided links go to the model
+    r = crl(*compose_args(shared_data, server, out, "auto"), "--dependence", "blind")
     _finished(r)
     stats = _check_compose_outputs(out, shared_data)
-    _report("compose --engine auto", stats)
+    _report("compose --engine auto --dependence blind", stats)
     assert sum(stats["accepted_by_engine"].values()) == stats["accepted"]
+    assert stats["llm_config"]["dependence"] == "blind"
+    assert stats["dependence"]["revealed"] == stats["rejected_by_reason"].get("revealed_model", 0)
     if stats["llm"]["requests"]:
         _check_usage(out, stats)
 
