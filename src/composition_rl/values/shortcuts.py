@@ -476,15 +476,11 @@ def shape_count_offsets(q: str, toks) -> set[int]:
     """Offsets of the counts a shape the problem names fixes (a triangle's three sides, a
     box's 12 edges; read by the rule and by the scanner of ``crl audit``). ``toks`` are
     (offset, literal, value) of the candidate literals."""
+    counted = [(s, v, m.group(1).lower()) for s, lit, v in toks if (m := _COUNTED_NOUN.match(q, s + len(lit)))]
+    if not counted:
+        return set()  # the common case: no count stands before a side, a face, an edge ...
     shapes = [c for pat, c in _SHAPE_COUNTS if pat.search(q)]
-    if not shapes:
-        return set()
-    at = set()
-    for s, lit, v in toks:
-        m = _COUNTED_NOUN.match(q, s + len(lit))
-        if m is not None and any(c.get(m.group(1).lower()) == v for c in shapes):
-            at.add(s)
-    return at
+    return {s for s, v, noun in counted if any(c.get(noun) == v for c in shapes)}
 
 
 # -- standard_constant -----------------------------------------------------------------
