@@ -99,3 +99,48 @@ def test_bad_answers_name_the_item_and_field(run_dir, tmp_path, capsys):
     assert main(["audit", str(tmp_path), "--out", str(tmp_path / "x.csv")]) == 2
     assert "no composed.jsonl" in capsys.readouterr().err
     assert main(["audit", str(run_dir), "--out", str(tmp_path / "x.txt")]) == 2
+
+
+def test_classes_form_counts_shortcuts_by_class_and_refuses_a_shortcut_without_one(run_dir, tmp_path, capsys):
+    out = tmp_path / "h.csv"
+    assert main(["audit", str(run_dir), "--sample", "6", "--classes", "--out", str(out)]) == 0
+    rows = _rows(out)
+    assert list(rows[0])[-2:] == ["class", "hint"] and all(r["class"] == r["hint"] == "" for r in rows)
+    labels = ["answer_independent", "visible", "answer_independent", "", "", ""]
+    for r, c in zip(rows, labels):
+        r.update(valid="y", natural="y", shortcut="y" if c else "n", **{"class": c})
+    with out.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    d = score(out).to_dict()
+    assert d["shortcut"]["yes"] == 3 and d["shortcut_classes"] == {"answer_independent": 2, "visible": 1}
+    capsys.readouterr()
+    assert main(["audit", "--score", str(out)]) == 0
+    assert re.search(r"shortcut class answer_independent\s+2", capsys.readouterr().out)
+    # a shortcut with no class (or an unknown one) is refused, naming the item and the field
+    rows[1]["class"] = "vissible"
+    with out.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert main(["audit", "--score", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "A002" in err and "'class'" in err and "vissible" in err
+    # the plain form has no class column, and its score no classes
+    assert "shortcut_classes" not in score_plain(run_dir, tmp_path)
+    assert main(["audit", str(run_dir), "--classes", "--out", str(tmp_path / "h.html")]) == 2
+
+
+def score_plain(run_dir, tmp_path):
+    out = tmp_path / "p.csv"
+    main(["audit", str(run_dir), "--sample", "2", "--out", str(out)])
+    rows = _rows(out)
+    assert "class" not in rows[0]
+    for r in rows:
+        r.update(valid="y", shortcut="y", natural="y")
+    with out.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return score(out).to_dict()

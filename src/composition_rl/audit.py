@@ -35,14 +35,19 @@ from composition_rl.compose.quality import DEFECTS, NOTES, glues, scan_record
 from composition_rl.records import Problem
 from composition_rl.stats import wilson_interval
 
-__all__ = ["CLASSES", "QUESTIONS", "AuditItem", "AuditScore", "sample", "scan", "score", "write_csv", "write_html"]
+__all__ = ["CLASSES", "QUESTIONS", "SHORTCUT_CLASSES", "AuditItem", "AuditScore", "sample", "scan", "score", "write_csv", "write_html"]
 
 #: what ``scan`` counts and ``sample(where=...)`` selects: the scanners' defect classes
 #: (compose/quality.py), the reported-only notes, and records the scanners could not read
 CLASSES = (*DEFECTS, *NOTES, "unreadable")
 
 QUESTIONS = ("valid", "shortcut", "natural")
+#: why a shortcut is one (the optional ``class`` column; docs/composition.md, "Judging rules"):
+#: the classes a 260-record hunt sorted the shortcuts of MATH compositions into
+SHORTCUT_CLASSES = ("answer_independent", "problem_constraint", "visible", "parts_whole", "world_fact",
+                    "pattern", "range_or_form", "grammar", "derivation_known", "other")
 FIELDS = ("item", "first_problem", "relations", "later_problems", "answer", *QUESTIONS, "note")
+CLASS_FIELDS = ("class", "hint")  # with write_csv(classes=True): the class and the words that give it away
 MARK_OPEN, MARK_CLOSE = "[[", "]]"  # how a replaced place is marked in the CSV
 
 
@@ -180,10 +185,12 @@ def sample(run_dir: str | Path, n: int, seed: int, where: str | None = None) -> 
     return items
 
 
-def write_csv(items: Sequence[AuditItem], path: str | Path) -> None:
-    """The form to fill: one row per item, empty ``valid``, ``shortcut``, ``natural``, ``note``."""
+def write_csv(items: Sequence[AuditItem], path: str | Path, classes: bool = False) -> None:
+    """The form to fill: one row per item, empty ``valid``, ``shortcut``, ``natural``, ``note``;
+    with ``classes`` also ``class`` (one of :data:`SHORTCUT_CLASSES` for each shortcut) and
+    ``hint`` (the words of the later problem that give the value away)."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, FIELDS)
+    w = csv.DictWriter(buf, FIELDS + CLASS_FIELDS if classes else FIELDS)
     w.writeheader()
     for it in items:
         w.writerow({"item": it.item, "first_problem": it.first_problem, "relations": "\n\n".join(it.relations),
@@ -257,6 +264,7 @@ class AuditScore:
     items: int
     answered: dict[str, int]  # per question: rows with y or n
     yes: dict[str, int]
+    classes: dict[str, int] | None = None  # shortcuts by class, when the form has the column
 
     def rate(self, q: str) -> tuple[float, float, float]:
         """(share of "y", low, high) for question ``q`` among the rows that answer it."""
@@ -274,6 +282,8 @@ class AuditScore:
         out["invalid"] = {"count": v - self.yes["valid"], "answered": v,
                           "rate": round((v - self.yes["valid"]) / v, 4) if v else 0.0,
                           "wilson95": [round(x, 4) for x in (wilson_interval(v - self.yes["valid"], v) if v else (0.0, 1.0))]}
+        if self.classes is not None:
+            out["shortcut_classes"] = dict(self.classes)
         return out
 
 
@@ -299,7 +309,14 @@ def score(path: str | Path) -> AuditScore:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
     answered = dict.fromkeys(QUESTIONS, 0)
     yes = dict.fromkeys(QUESTIONS, 0)
+    classes: dict[str, int] | None = {} if "class" in rows[0] else None
     for row in rows:
+        if classes is not None and (row.get("shortcut") or "").strip().lower() in _YES:
+            c = (row.get("class") or "").strip()
+            if c not in SHORTCUT_CLASSES:
+                raise ValueError(f"{path}: item {row.get('item')!r}, field 'class': {c!r} is not one of "
+                                 f"{', '.join(SHORTCUT_CLASSES)} (every shortcut needs one)")
+            classes[c] = classes.get(c, 0) + 1
         for q in QUESTIONS:
             v = (row.get(q) or "").strip().lower()
             if not v:
@@ -311,4 +328,6 @@ def score(path: str | Path) -> AuditScore:
     if not any(answered.values()):
         raise ValueError(f"{path}: none of its {len(rows)} items has an answer yet; fill in "
                          f"{', '.join(QUESTIONS)} with y or n, then score it")
-    return AuditScore(len(rows), answered, yes)
+    if classes is not None:
+        classes = dict(sorted(classes.items(), key=lambda kv: (-kv[1], SHORTCUT_CLASSES.index(kv[0]))))
+    return AuditScore(len(rows), answered, yes, classes)

@@ -34,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--where", metavar="CLASS",
                    help="sample only records the scanners put in CLASS (see --scan for the classes)")
     p.add_argument("--json", help="with --score or --scan: also write the figures to this JSON file")
+    p.add_argument("--classes", action="store_true",
+                   help="with a .csv form: add the columns class (why each shortcut is one) and hint (the words "
+                        "that give the value away); --score then counts the shortcuts by class")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
             r = d[q]
             print(f"  {q:9s} {r['yes']:>3} of {r['answered']:<3} {r['rate']:.1%}  "
                   f"(95% Wilson {r['wilson95'][0]:.1%} - {r['wilson95'][1]:.1%})")
+        for cls, count in (d.get("shortcut_classes") or {}).items():
+            print(f"    shortcut class {cls:20s} {count:>3}")
         if args.json:
             Path(args.json).write_text(json.dumps(d, indent=1) + "\n")
         return 0
@@ -86,7 +91,12 @@ def run(args: argparse.Namespace) -> int:
         items = audit.sample(args.run, args.sample, args.seed, where=args.where)
     except ValueError as e:
         raise UsageError(str(e)) from e
-    (audit.write_html if out.suffix == ".html" else audit.write_csv)(items, out)
+    if out.suffix == ".html":
+        if args.classes:
+            raise UsageError("--classes needs a .csv form (--out NAME.csv)")
+        audit.write_html(items, out)
+    else:
+        audit.write_csv(items, out, classes=args.classes)
     key = out.with_name(out.name + ".key.json")
     audit.write_key(items, key, args.run, args.seed, where=args.where)
     size = out.stat().st_size
