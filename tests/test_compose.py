@@ -230,6 +230,30 @@ def test_pool_facts_from_workers_give_the_same_run(shared_data, tmp_path, monkey
     assert one["accepted"] > 0 and one["pool_preference"]["position_1"]["eligible"] > 0
 
 
+@pytest.mark.shared_data
+def test_throughput_benchmark_composes_in_a_fresh_process(shared_data, tmp_path):
+    # issue 28: the benchmark's parent RSS was its own (probe, floor, caches, the previous
+    # pair's problems); each compose now runs in a child that reports its own figures
+    import re
+    from pathlib import Path
+
+    rows = json.loads((shared_data / "train/math_train.json").read_text())[:400]
+    data = tmp_path / "math400.json"
+    data.write_text(json.dumps(rows))
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "compose_throughput.py"
+    r = subprocess.run([sys.executable, str(script), "--input", str(data), "--repeat", "2", "--workers", "1"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    pairs = re.findall(r"peak RSS parent (\d+) MB, largest worker (\d+) MB", r.stdout)
+    assert len(pairs) == 2 and all(int(p) > 20 and int(w) == 0 for p, w in pairs), r.stdout  # one worker: no fork
+    one = subprocess.run([sys.executable, str(script), "--input", str(data), "--workers", "1", "--one",
+                          str(tmp_path / "one")], capture_output=True, text=True, timeout=600)
+    child = json.loads(one.stdout.splitlines()[-1])
+    stats = json.loads((tmp_path / "one" / "stats.json").read_text())
+    assert child["candidates"] == stats["candidates"] > 0 and child["pools"] == stats["pools"]
+    assert child["cpu_parent"] > 0 and child["rss_parent_mb"] > 20
+
+
 def test_cross_domain_records_carry_each_parents_own_source(tmp_path):
     # the same question and answer in both files share an id but not source and metadata
     a = tmp_path / "setA.json"
