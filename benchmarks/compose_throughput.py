@@ -4,30 +4,40 @@
 
 Prints, from one run on one machine:
   * candidates per second of ``crl compose --depth 2 --pool-size 20 --seed 0`` (load included);
-  * peak RSS of the parent and of the largest worker;
+  * peak RSS of the compose parent and of the largest worker;
   * the CPU seconds of the parent and of the workers during compose: on a shared machine
     the wall time swings with the other jobs, the CPU time much less;
   * the ratio of the compose time to the I/O floor: load the same file and write the same
     number of records unchanged (each chain's last problem, serialized the same way),
-    measured in the same process just before.
-With ``--repeat N`` the floor/compose pair runs N times back to back and the median ratio is
+    measured right after each compose.
+With ``--repeat N`` the compose/floor pair runs N times back to back and the median ratio is
 the headline: on a shared machine one pair can be off by 2x either way.
+
+Each compose runs in a fresh Python process of its own (this script with ``--one``), as
+``crl compose`` does: its peak RSS is what a compose parent needs, and nothing else. Before
+issue 28's third round the composes ran in this process, after a probe that built the pools
+and beside the floor's loaded problems, and ``RUSAGE_SELF`` counted those too (and the
+module caches and the previous pair's problems, growing by a few MB with each repeat: 91 MB
+after one pair, 98 MB after two). The clock and the CPU counters start after the imports,
+as before, so the times compare with the older figures. ``PYTHONPATH`` reaches the child,
+so the same harness measures another checkout's code (``PYTHONPATH=/tmp/base/src``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from composition_rl.compose import ComposeConfig, run_compose
-from composition_rl.compose.pools import build_pools, count_candidates
-from composition_rl.compose.symbolic import SymbolicComposer
 from composition_rl.io.files import atomic_open, dumps
 from composition_rl.io.readers import load_problems
 
@@ -51,6 +61,25 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
+def one_compose(args: argparse.Namespace, out: Path) -> dict:
+    """Load and compose once in this (fresh) process; the figures of this process alone."""
+    cfg = ComposeConfig(depth=args.depth, pool_size=args.pool_size, seed=args.seed, workers=args.workers)
+    cpu0 = _cpu()
+    t0 = time.perf_counter()
+    problems = load_problems(args.input).problems
+    stats = run_compose(problems, cfg, out, progress=False)
+    compose_s = time.perf_counter() - t0
+    cpu = [b - a for a, b in zip(cpu0, _cpu())]
+    return {
+        "compose_s": compose_s, "cpu_parent": cpu[0], "cpu_workers": cpu[1],
+        # ru_maxrss in KiB: RUSAGE_SELF is this process alone, RUSAGE_CHILDREN the largest worker
+        "rss_parent_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "problems": len(problems), "size_mb": (out / "composed.jsonl").stat().st_size / 1e6,
+        **{k: stats[k] for k in ("candidates", "accepted", "acceptance", "pools")},
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--input", type=Path, default=DEFAULT)
@@ -58,52 +87,49 @@ def main() -> int:
     ap.add_argument("--pool-size", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=0)
-    ap.add_argument("--repeat", type=int, default=3, help="floor/compose pairs to run (median ratio reported)")
+    ap.add_argument("--repeat", type=int, default=3, help="compose/floor pairs to run (median ratio reported)")
+    ap.add_argument("--one", type=Path, metavar="OUT", help=argparse.SUPPRESS)  # the child: one compose into OUT
     args = ap.parse_args()
     if not args.input.exists():
         print(f"input not found: {args.input}", file=sys.stderr)
         return 2
-    cfg = ComposeConfig(depth=args.depth, pool_size=args.pool_size, seed=args.seed, workers=args.workers)
+    if args.one:
+        print(json.dumps(one_compose(args, args.one)))
+        return 0
+    child = [sys.executable, __file__, "--input", str(args.input), "--depth", str(args.depth), "--pool-size",
+             str(args.pool_size), "--seed", str(args.seed), "--workers", str(args.workers)]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        # how many candidates the run will see (pools are cheap to build)
-        probe = load_problems(args.input).problems
-        eng = SymbolicComposer(seed=args.seed)
-        pools = build_pools([probe] * cfg.depth, cfg.sizes, cfg.seed, lambda p, k: eng.eligible(p, k, cfg.depth))
-        n_upper = count_candidates(pools)
-        del probe, pools
-
         pairs = []
-        cpus = []
+        runs = []
         for r in range(max(1, args.repeat)):
+            done = subprocess.run([*child, "--one", str(tmp / "out")], check=True, stdout=subprocess.PIPE, text=True)
+            run = json.loads(done.stdout.strip().splitlines()[-1])
+            n_upper = math.prod(run["pools"])  # the chains the floor writes as many records for
             floor = io_floor(args.input, n_upper, tmp)
             floor_mb = (tmp / "floor.jsonl").stat().st_size / 1e6
-            cpu0 = _cpu()
-            t0 = time.perf_counter()
-            problems = load_problems(args.input).problems
-            stats = run_compose(problems, cfg, tmp / "out", progress=False)
-            compose_s = time.perf_counter() - t0
-            cpu = [b - a for a, b in zip(cpu0, _cpu())]
-            size_mb = (tmp / "out" / "composed.jsonl").stat().st_size / 1e6
+            compose_s = run["compose_s"]
             pairs.append((compose_s, floor))
-            cpus.append(cpu)
+            runs.append(run)
             print(f"pair {r + 1}           compose {compose_s:.2f} s, floor {floor:.2f} s -> {compose_s / floor:.2f}x; "
-                  f"CPU parent {cpu[0]:.2f} s, workers {cpu[1]:.2f} s")
+                  f"CPU parent {run['cpu_parent']:.2f} s, workers {run['cpu_workers']:.2f} s; "
+                  f"peak RSS parent {run['rss_parent_mb']:.0f} MB, largest worker {run['rss_worker_mb']:.0f} MB")
 
-    self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    n = stats["candidates"]
+    last = runs[-1]
+    n = last["candidates"]
     compose_s = statistics.median(c for c, _ in pairs)
     floor = statistics.median(f for _, f in pairs)
     ratio = statistics.median(c / f for c, f in pairs)
-    print(f"input            {args.input.name}: {len(problems)} problems, depth {cfg.depth}, pools {stats['pools']}")
-    print(f"candidates       {n:,} (accepted {stats['accepted']:,} = {stats['acceptance']:.1%}; composed.jsonl {size_mb:.0f} MB)")
+    print(f"input            {args.input.name}: {last['problems']} problems, depth {args.depth}, pools {last['pools']}")
+    print(f"candidates       {n:,} (accepted {last['accepted']:,} = {last['acceptance']:.1%}; composed.jsonl {last['size_mb']:.0f} MB)")
     workers = args.workers or os.cpu_count()
     print(f"compose          {compose_s:.2f} s  -> {n / compose_s:,.0f} candidates/s (median; load + compose + check + write, {workers} worker(s), {os.cpu_count()} cores)")
     print(f"I/O floor        {floor:.2f} s  (median; load + write {n_upper:,} records unchanged, {floor_mb:.0f} MB)")
     print(f"ratio            {ratio:.2f}x the I/O floor (median of {len(pairs)} pairs; range {min(c / f for c, f in pairs):.2f}-{max(c / f for c, f in pairs):.2f})")
-    print(f"CPU              parent {statistics.median(c[0] for c in cpus):.2f} s, workers {statistics.median(c[1] for c in cpus):.2f} s (median; the workers' sum)")
-    print(f"peak RSS         parent {self_rss:.0f} MB, largest worker " + (f"{child_rss:.0f} MB" if child_rss else "- (none forked)"))
+    print(f"CPU              parent {statistics.median(r['cpu_parent'] for r in runs):.2f} s, workers {statistics.median(r['cpu_workers'] for r in runs):.2f} s (median; the workers' sum)")
+    worker_rss = max(r["rss_worker_mb"] for r in runs)
+    print(f"peak RSS         compose parent {max(r['rss_parent_mb'] for r in runs):.0f} MB (the largest of {len(runs)} runs, "
+          "each a fresh process), largest worker " + (f"{worker_rss:.0f} MB" if worker_rss else "- (none forked)"))
     return 0
 
 

@@ -200,6 +200,60 @@ def test_worker_pool_output_equals_one_process(tmp_path):
         ".compose.lock", "composed.jsonl", "input_rejects.jsonl", "rejected.jsonl", "stats.json"]  # no spill left
 
 
+@pytest.mark.shared_data
+@pytest.mark.parametrize("depth,first", [(2, None), (3, None), (2, "eval/minerva.json")])
+def test_pool_facts_from_workers_give_the_same_run(shared_data, tmp_path, monkeypatch, depth, first):
+    # issue 28: the q1 facts of the pools (v1 and flaw of every problem) are computed in forked
+    # workers and learnt by the parent; the pools, their report and every output line must be
+    # those of the one-process run, which asks each problem itself. Real MATH rows, so that
+    # derived, irrational, large and inexact answers all come by
+    from composition_rl.compose import run as run_mod
+    from composition_rl.compose.symbolic import SymbolicComposer
+
+    math = load_problems(shared_data / "train/math_train.json").problems[:1500]
+    sci = load_problems(shared_data / first).problems if first else None
+    cfg = ComposeConfig(depth=depth, seed=2, max_candidates=4000)
+    one = run_compose(math, dataclasses.replace(cfg, workers=1), tmp_path / "one", first_pool=sci, progress=False)
+    monkeypatch.setattr(run_mod, "_FACTS_MIN", 1)
+    monkeypatch.setattr(run_mod, "_FACTS_CHUNK", 97)  # many tasks, out of step with everything else
+    learnt = []
+    real = SymbolicComposer.learn_pool_facts
+    monkeypatch.setattr(SymbolicComposer, "learn_pool_facts",
+                        lambda self, ps, facts: (learnt.extend(facts), real(self, ps, facts))[1])
+    two = run_compose(math, dataclasses.replace(cfg, workers=2), tmp_path / "two", first_pool=sci, progress=False)
+    assert len(learnt) == len(sci or math)  # asked once per problem of position 1's set, in the workers
+    assert sum(not leads for leads, _, _ in learnt) > 0 and sum(bool(flaw) for _, _, flaw in learnt) > 0
+    for name in ("composed.jsonl", "rejected.jsonl"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    strip = {"elapsed_s", "candidates_per_s"}
+    assert {k: v for k, v in one.items() if k not in strip} == {k: v for k, v in two.items() if k not in strip}
+    assert one["accepted"] > 0 and one["pool_preference"]["position_1"]["eligible"] > 0
+
+
+@pytest.mark.shared_data
+def test_throughput_benchmark_composes_in_a_fresh_process(shared_data, tmp_path):
+    # issue 28: the benchmark's parent RSS was its own (probe, floor, caches, the previous
+    # pair's problems); each compose now runs in a child that reports its own figures
+    import re
+    from pathlib import Path
+
+    rows = json.loads((shared_data / "train/math_train.json").read_text())[:400]
+    data = tmp_path / "math400.json"
+    data.write_text(json.dumps(rows))
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "compose_throughput.py"
+    r = subprocess.run([sys.executable, str(script), "--input", str(data), "--repeat", "2", "--workers", "1"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    pairs = re.findall(r"peak RSS parent (\d+) MB, largest worker (\d+) MB", r.stdout)
+    assert len(pairs) == 2 and all(int(p) > 20 and int(w) == 0 for p, w in pairs), r.stdout  # one worker: no fork
+    one = subprocess.run([sys.executable, str(script), "--input", str(data), "--workers", "1", "--one",
+                          str(tmp_path / "one")], capture_output=True, text=True, timeout=600)
+    child = json.loads(one.stdout.splitlines()[-1])
+    stats = json.loads((tmp_path / "one" / "stats.json").read_text())
+    assert child["candidates"] == stats["candidates"] > 0 and child["pools"] == stats["pools"]
+    assert child["cpu_parent"] > 0 and child["rss_parent_mb"] > 20
+
+
 def test_cross_domain_records_carry_each_parents_own_source(tmp_path):
     # the same question and answer in both files share an id but not source and metadata
     a = tmp_path / "setA.json"

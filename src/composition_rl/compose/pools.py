@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 import sys
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -193,14 +194,18 @@ def iter_candidates(
         yield tuple(pools[k][i] for k, i in enumerate(ix))
 
 
-def output_order(n: int, seed: int) -> list[int]:
+def output_order(n: int, seed: int) -> array:
     """The order in which ``n`` accepted records are written: a seeded shuffle of candidate
     order, so that any prefix of composed.jsonl is a fair sample (candidate order groups 20
     prompts on the same last problem). Depends on ``n`` and ``seed`` only.
 
+    An array of 8-byte ints, not a list: the parent builds it at its peak, after the workers,
+    and for MATH depth 2 (125,843 records) a list of ints took ~5 MB where the array takes
+    1 MB. ``random.shuffle`` swaps the same positions in either, so the order is the same.
+
     >>> output_order(5, 0) == output_order(5, 0) and sorted(output_order(5, 0)) == [0, 1, 2, 3, 4]
     True
     """
-    order = list(range(n))
+    order = array("q", range(n))
     random.Random(f"order:{seed}").shuffle(order)
     return order

@@ -167,6 +167,7 @@ class SymbolicComposer:
         self.tally: Counter[str] = Counter()
         self.pool_report: dict[str, object] = {}  # what build_pools swapped out, for stats.json
         self._q1_flaws: dict[tuple[str, Fraction | None], str] = {}  # see _q1_flaw
+        self._pool_facts: dict[str, tuple[bool, Fraction | None, str]] = {}  # see pool_facts
         self._not_exact: set[str] = set()  # ids of q1s whose answer is no exact value (q1_inexact)
 
     def lead(self, p: Problem) -> _Lead | None:
@@ -353,25 +354,53 @@ class SymbolicComposer:
 
     def eligible(self, p: Problem, position: int, depth: int) -> bool:
         """Whether ``p`` can stand at ``position`` (0-based) of a chain of ``depth``."""
-        if position < depth - 1 and self.lead_value(p) is None:
-            why = self.q1_inexact(p)
-            if why and p.id not in self._not_exact:  # counted in stats.json, once per problem
-                self._not_exact.add(p.id)
-                counts = self.pool_report.setdefault("q1_not_exact", {})
-                counts[why] = counts.get(why, 0) + 1
-            return False
+        if position < depth - 1:
+            facts = self._pool_facts.get(p.id)  # learnt from the workers (learn_pool_facts)
+            if not (facts[0] if facts is not None else self.lead_value(p) is not None):
+                why = self.q1_inexact(p)
+                if why and p.id not in self._not_exact:  # counted in stats.json, once per problem
+                    self._not_exact.add(p.id)
+                    counts = self.pool_report.setdefault("q1_not_exact", {})
+                    counts[why] = counts.get(why, 0) + 1
+                return False
         if position > 0 and not self.constants(p):
             return False
         return True
+
+    def pool_facts(self, p: Problem) -> tuple[bool, Fraction | None, str]:
+        """What the pools ask of ``p`` at a position before the last: whether it leads (has a
+        v1; else it is not eligible there), v1 when rational, and its q1 flaw ("" if none);
+        once per problem. Pure per problem, so the executor asks it of the whole input in
+        forked workers, in parallel, and hands the answers to :meth:`learn_pool_facts`
+        (issue 28: the parent spent ~1.1 s of one core on it before any worker started)."""
+        facts = self._pool_facts.get(p.id)
+        if facts is None:
+            lead = self.lead(p)
+            if lead is None:
+                facts = (False, None, "")
+            else:
+                v1 = None if lead.r_str else lead.parts[0]
+                facts = (True, v1, self._q1_flaw(p, v1))
+            self._pool_facts[p.id] = facts
+        return facts
+
+    def learn_pool_facts(self, problems: Sequence[Problem], facts: Sequence[tuple[bool, Fraction | None, str]]) -> None:
+        """Keep :meth:`pool_facts` of ``problems``, computed in another process, as if computed
+        here: :meth:`eligible` and :meth:`pool_flaw` read them, and the forked compose workers
+        inherit the q1 flaws for their partner index. Only the answers travel, not the leads
+        (sympy values, slow to unpickle): a worker makes the few leads it composes with."""
+        for p, f in zip(problems, facts):
+            if p.id not in self._pool_facts:  # the first of a repeated id counts, as when computed here
+                self._pool_facts[p.id] = f
+                if f[0]:
+                    self._q1_flaws.setdefault((p.id, f[1]), f[2])
 
     def pool_flaw(self, p: Problem, position: int, depth: int) -> str:
         """Why ``p`` reads poorly at ``position`` ("" if it does not): a q1 whose answer is
         irrational, large or approximate by construction, or a later problem with no safe
         constant. Pools are filled with problems without such a flaw first."""
         if position < depth - 1:
-            lead = self.lead(p)
-            v1 = None if lead is None or lead.r_str else lead.parts[0]
-            why = self._q1_flaw(p, v1)
+            why = self.pool_facts(p)[2]
             if why:
                 return why
         if position > 0 and not self.safe_constants(p):
