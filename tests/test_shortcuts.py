@@ -99,6 +99,9 @@ SHORTCUTS = [
     ("sums_to_one: 'these two pieces' after one piece and another (audit A021)", 6089,
      "One piece of string is 1.5 inches long and another piece of string is 4.5 inches long. What is the average "
      "length, in inches, of these two pieces of string?", "two", 0, "sums_to_one"),
+    ("sums_to_one: 'the six digits 2, 2, 2, 3, 7, and 9' (plain numbers as items; third audit A056)", 2463,
+     "the age of the rock is formed from the six digits 2, 2, 2, 3, 7, and 9, and the rock's age begins with an "
+     "odd digit.", "six", 0, "sums_to_one"),
     ("sums_to_one: 'two vertices at $(0,5)$ and $(8,5)$' (a point is one item)", 3365,
      "An equilateral triangle has two vertices at $(0,5)$ and $(8,5)$.", "two", 0, "sums_to_one"),
     ("standard_constant: the 2 of Euler's V-E+F=2 (audit A055)", 2932,

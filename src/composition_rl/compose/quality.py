@@ -386,7 +386,7 @@ _THESE = re.compile(r"\b(?:these|those)\s*\$?\s*$", re.I)
 # up to three words between a count and its list ("of the members,"), then the items: names,
 # quoted strings or math spans, each after the first behind a comma, "and" or "or"
 _COUNTED = re.compile(r"\$?(?:\s+[a-z]+){1,3}\s*[,:(]?")
-_ITEM = re.compile(r"\s*(?:``[^`']{1,20}''|\"[^\"]{1,20}\"|\$[^$]{1,12}\$|[A-Z][a-z]{0,12}\b)")
+_ITEM = re.compile(r"\s*(?:``[^`']{1,20}''|\"[^\"]{1,20}\"|\$[^$]{1,12}\$|[A-Z][a-z]{0,12}\b|\d+(?:\.\d+)?(?![\d.]))")
 _ITEM_SEP = re.compile(r"\s*(?:,\s*(?:and|or)\b|,|and\b|or\b)")
 
 

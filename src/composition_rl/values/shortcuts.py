@@ -212,7 +212,10 @@ def _remainders(q: str, toks) -> set[int]:
     return flagged
 
 
-_LIST_ITEM = re.compile(r"\s*(,\s*(?:(?:and|or)\s+)?|(?:and|or)\s+)?(?:``[^`']{1,20}''|\$[^$]{1,12}\$|\"[^\"]{1,20}\"|[A-Z][a-z]{0,12})")
+# an item: a quoted string, a short math span, a name, or a plain number ("the six digits 2,
+# 2, 2, 3, 7, and 9")
+_LIST_ITEM = re.compile(r"\s*(,\s*(?:(?:and|or)\s+)?|(?:and|or)\s+)?(?:``[^`']{1,20}''|\$[^$]{1,12}\$|\"[^\"]{1,20}\"|[A-Z][a-z]{0,12}"
+                        r"|\d+(?:\.\d+)?(?![\d.]))")
 
 
 # a count that points back to things the text has introduced: "these two pieces of string"
