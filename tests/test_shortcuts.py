@@ -453,6 +453,32 @@ def test_blind_dependence_rejects_a_later_problem_the_model_solves_without_the_v
     assert blind_seen == [] and stats["dependence"] == {"dependent": 1, "unknown": 0, "independent": 0}
 
 
+# -- risks: replaced only when nothing else allows a natural offset ---------------------------
+@pytest.mark.parametrize("what,idx,snippet,literal,risk", [
+    ("figure_count: '11 unit squares' the figure draws (third audit A002; its figure code shortened)", 2508,
+     "The shaded region shown consists of 11 unit squares and rests along the $x$-axis and the $y$-axis. "
+     "[asy]\ndefaultpen(linewidth(0.7));\n[/asy]", "11", "figure_count"),
+    ("bound: 'more than 50 and fewer than 100' (the hunt's A029)", 5155,
+     "The number of students in Teresa's graduating class is more than 50 and fewer than 100", "100", "bound"),
+    ("no risk: a measure in a figure problem, 'radius 10 cm' (figure code shortened)", 2596,
+     "Two circles of radius 10 cm overlap such that each circle passes through the center of the other, as shown. "
+     "[asy]\ndraw(Circle((0,0),10),linewidth(1));\n[/asy]", "10", ""),
+])
+def test_risks_of_real_math_constants(what, idx, snippet, literal, risk):
+    assert _at(snippet, literal).risk == risk
+
+
+def test_a_constant_with_a_risk_is_replaced_only_when_no_other_allows_a_natural_offset():
+    q1 = Problem.new("What is $3 + 4$?", "7")
+    both = Problem.new("How many integers more than 5 and less than 20 are divisible by 3?", "5")
+    only = Problem.new("How many positive integers are less than 9?", "8")
+    eng = SymbolicComposer()
+    # 5 (a bound) and 3 are both within the small offset of 7; the bound is never the pick
+    assert {eng.compose((q1, both), cid).links[0].v2_literal for cid in "abcdefgh"} == {"3"}
+    # a bound alone is still replaced: a risk costs no coverage
+    assert eng.compose((q1, only), "a").links[0].v2_literal == "9"
+
+
 # -- 5. natural offsets and the next partner -----------------------------------------------
 def test_constants_are_ranked_by_offset_size_and_a_far_q1_takes_the_next_partner(tmp_path):
     q2 = Problem.new("A farm has $40$ cows and $7$ horses. How many animals are there?", "47")

@@ -230,16 +230,17 @@ class SymbolicComposer:
     def constants(self, p: Problem) -> tuple[Constant, ...]:
         return find_constants(p.question, p.answer)
 
-    def safe_constants(self, p: Problem) -> tuple[tuple[tuple[int, int], Constant, int | None], ...]:
+    def safe_constants(self, p: Problem) -> tuple[tuple[tuple[int, int, int], Constant, int | None], ...]:
         """The constants of ``p`` without a flaw (see :data:`composition_rl.values.FLAWS`), once
-        per problem, each with its structural rank and, when it is an integer, its value as an
-        int. Which of them the answer depends on is decided when one comes into question
+        per problem, each with its rank (1 when it carries a risk, then the structural rank)
+        and, when it is an integer, its value as an int. Which of them the answer depends on is decided when one comes into question
         (:meth:`dependence`)."""
         top = self._best.get(p.id)
         if top is None:
             cs = self.constants(p)
             top = self._best[p.id] = tuple(
-                (c.rank, c, c.value.numerator if c.value.denominator == 1 else None) for c in cs if not c.flaw)
+                ((1 if c.risk else 0, *c.rank), c, c.value.numerator if c.value.denominator == 1 else None)
+                for c in cs if not c.flaw)
             if not top:
                 self._why_none[p.id] = ("constant", "no_constant" if not cs else max((c.flaw for c in cs), key=FLAWS.index))
         return top
@@ -257,8 +258,8 @@ class SymbolicComposer:
     def choose(self, lead: _Lead, safe, h: int, p: Problem) -> tuple[Constant, str] | None:
         """The constant of ``p`` a link replaces for v1 ``lead``, and its dependence: among the
         safe constants whose offset the naturalness rules allow and that the answer is not
-        proved independent of, those of the best (offset kind, size of ``|d|``, structural
-        rank); the pick among them is ``h``. None when no offset is allowed."""
+        proved independent of, those of the best (offset kind, risk, size of ``|d|``,
+        structural rank); the pick among them is ``h``. None when no offset is allowed."""
         nat = self.natural
         v1 = lead.parts[0] if not lead.r_str else None
         v1i = v1.numerator if v1 is not None and v1.denominator == 1 else None
@@ -270,12 +271,14 @@ class SymbolicComposer:
                 d = v1i - ci
                 if abs(d) > nat.max_offset:
                     continue
-                key = (0, 0 if -small <= d <= small else 1, rank)  # zero and integer offsets share a kind
+                # zero and integer offsets share a kind; a constant with a risk only when no other
+                # allows a natural offset (rank[0])
+                key = (0, rank[0], 0 if -small <= d <= small else 1, rank)
             else:
                 dq = None if v1 is None else v1 - c.value
                 if not nat.allows(dq):
                     continue
-                key = (nat.rank(dq), nat.size_rank(dq), rank)
+                key = (nat.rank(dq), rank[0], nat.size_rank(dq), rank)
             if best is None or key < best:
                 best, top = key, [c]
             elif key == best:

@@ -58,6 +58,9 @@ class Constant:
     # with it (the text repeats the quantity); () when the value occurs once
     also: tuple[tuple[int, bool], ...] = ()
     role: str = "term"
+    # a soft flaw (:data:`composition_rl.values.shortcuts.RISKS`): replaced only when no
+    # constant without one allows a natural offset; "" for none
+    risk: str = ""
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -513,11 +516,15 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
         f = flaws.of(t.s, t.key)
         own.append(f if f in ("choice", "notation") else t.flaw or f)
     roles = [("notation" if own[i] == "notation" else t.role) for i, t in enumerate(toks)]
-    from composition_rl.values.shortcuts import shortcut_flaws  # the rules use this module's tokens
+    from composition_rl.values.shortcuts import (  # the rules use this module's tokens
+        shortcut_flaws,
+        shortcut_risks,
+    )
 
     for i, rule in enumerate(shortcut_flaws(question, toks, blocks, spans, flaws.ends)):
         if rule and not own[i]:
             own[i] = rule
+    risks = shortcut_risks(question, toks, blocks)
     groups: dict[int | Fraction, list[int]] = {}
     for i, t in enumerate(toks):
         if roles[i] not in NOTATION_ROLES:
@@ -536,7 +543,9 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
                 flaw = "repeated"
             else:
                 also = tuple((toks[j].s, toks[j].math) for j in g if j != i)
-        out.append(Constant(t.s, t.lit, Fraction(t.key), t.math, t.arith, len(g) <= 1, flaw, also, roles[i]))
+        # a repeated value carries the risk of any of its places
+        risk = (risks[i] or next((risks[j] for j in g if risks[j]), "")) if len(g) > 1 else risks[i]
+        out.append(Constant(t.s, t.lit, Fraction(t.key), t.math, t.arith, len(g) <= 1, flaw, also, roles[i], risk))
     return tuple(out)
 
 

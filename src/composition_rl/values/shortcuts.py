@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from math import gcd
 
-__all__ = ["SHORTCUT_RULES", "shortcut_flaws"]
+__all__ = ["RISKS", "SHORTCUT_RULES", "shortcut_flaws", "shortcut_risks"]
 
 SHORTCUT_RULES = ("worked_example", "figure", "sums_to_one", "pattern", "default_value", "standard_constant",
                   "answer_range", "grammar", "zero")
@@ -601,6 +601,61 @@ def singular_after(q: str, s: int, e: int) -> bool:
 
 def _grammar(q: str, toks) -> set[int]:
     return {j for j, t in enumerate(toks) if t.key == 1 and t.role == "prose" and singular_after(q, t.s, t.s + len(t.lit))}
+
+
+# -- risks: constants a chain may still replace, but only when no other constant of the
+# later problem allows a natural offset (issue 26's 260-record hunt: shortcuts were 57% of the
+# records whose later problem has a figure, and 40% of those whose variable was a bound,
+# against about 21% of the rest). A risk costs no coverage: a problem whose only constants
+# carry one is still composed.
+RISKS = ("figure_count", "bound")
+
+# a count of things a figure draws: "[[Y]] concentric circles", "[[W]] unit squares", "a
+# [[Z]] by [[Z]] grid": a reader may count them in the picture. A measure ("radius 5
+# inches", "25 square units", "40 degrees") is no count of drawn things.
+_DRAWN = re.compile(r"\s*\$?\s*(?:\\text\s*\{\s*)?([a-z-]+)(?:\s+([a-z-]+))?")
+_BY = re.compile(r"\s*\$?\s*-?\s*by\s*-?\s*\$?\s*\d")
+_MEASURES = frozenset("""
+inches inch feet foot cm centimeters centimetres mm millimeters meters metres km kilometers miles yards units unit
+degrees radians seconds minutes hours days weeks months years dollars cents pounds ounces grams kilograms liters
+litres gallons quarts pints cups percent times mph squared cubed square cubic
+""".split())
+
+
+def _plural_object(w: str | None) -> bool:
+    return bool(w) and w.endswith("s") and not w.endswith("ss") and w not in _MEASURES
+
+
+def drawn_count(q: str, s: int, lit: str) -> bool:
+    """Whether the count ``lit`` at ``s`` (in prose, in a problem with a figure) counts things
+    the figure draws: a plural noun right after it, or after one word ("concentric circles",
+    "unit squares"), that is no measure; or a side of a grid ("a 4 by 4 grid")."""
+    e = s + len(lit)
+    if _BY.match(q, e) or re.search(r"\bby\s*\$?\s*$", q[max(0, s - 8) : s]):
+        return True
+    m = _DRAWN.match(q, e)
+    if m is None or (m.group(1) in _MEASURES and not (m.group(1) == "unit" and _plural_object(m.group(2)))):
+        return False
+    return _plural_object(m.group(1)) or _plural_object(m.group(2))
+
+
+# a bound: the literal right after "fewer than", "at most", "over", "between", "<", "\le" ...
+_BOUND_BEFORE = re.compile(
+    r"(?:\b(?:less|fewer|greater|more|larger|smaller|bigger)\s+than|\bat\s+(?:most|least)|\bbelow|\babove|\bover"
+    r"|\bunder|\bexceeds?|\bexceeding|\bup\s+to|\bbetween|\bbetween\s+\$?[^$\s]{1,12}\$?\s+and"
+    r"|<|>|\\[lg]eq?|\\[lg]t|\\leqslant|\\geqslant)\s*\$?\s*(?:\\text\s*\{\s*)?$", re.I)
+
+
+def shortcut_risks(q: str, toks, blocks: Sequence[tuple[int, int]]) -> list[str]:
+    """Per token of ``q``, the first of :data:`RISKS` that applies, or ""."""
+    out = [""] * len(toks)
+    figure = any(q.startswith(_FIGURE_BLOCK, a) for a, _ in blocks)
+    for j, t in enumerate(toks):
+        if figure and t.role == "prose" and isinstance(t.key, int) and 2 <= t.key <= 30 and drawn_count(q, t.s, t.lit):
+            out[j] = "figure_count"
+        elif _BOUND_BEFORE.search(q, max(0, t.s - 40), t.s):
+            out[j] = "bound"
+    return out
 
 
 def shortcut_flaws(q: str, toks, blocks: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]],
