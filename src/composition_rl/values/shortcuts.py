@@ -640,10 +640,29 @@ def drawn_count(q: str, s: int, lit: str) -> bool:
 
 
 # a bound: the literal right after "fewer than", "at most", "over", "between", "<", "\le" ...
-_BOUND_BEFORE = re.compile(
-    r"(?:\b(?:less|fewer|greater|more|larger|smaller|bigger)\s+than|\bat\s+(?:most|least)|\bbelow|\babove|\bover"
-    r"|\bunder|\bexceeds?|\bexceeding|\bup\s+to|\bbetween|\bbetween\s+\$?[^$\s]{1,12}\$?\s+and"
-    r"|<|>|\\[lg]eq?|\\[lg]t|\\leqslant|\\geqslant)\s*\$?\s*(?:\\text\s*\{\s*)?$", re.I)
+_BOUND_WORDS = ("less than", "fewer than", "greater than", "more than", "larger than", "smaller than", "bigger than",
+                "at most", "at least", "below", "above", "over", "under", "exceeds", "exceed", "exceeding", "up to",
+                "between", "<", ">", "\\le", "\\leq", "\\ge", "\\geq", "\\lt", "\\gt", "\\leqslant", "\\geqslant")
+_BETWEEN_AND = re.compile(r"\bbetween\s+\$?[^$\s]{1,12}\$?\s+and$")
+
+
+def after_bound(q: str, s: int) -> bool:
+    """Whether the literal at ``s`` comes right after a bound's words (spaces, a dollar or
+    ``\\text{`` between)."""
+    pre = q[max(0, s - 32) : s].rstrip()
+    if pre.endswith("$"):
+        pre = pre[:-1].rstrip()
+    if pre.endswith("{") and pre[:-1].rstrip().endswith("\\text"):
+        pre = pre[: pre.rfind("\\text")].rstrip()
+    low = pre.lower()
+    if not low.endswith(_BOUND_WORDS):
+        return bool(low.endswith("and") and _BETWEEN_AND.search(low))
+    for w in _BOUND_WORDS:
+        if low.endswith(w):
+            before = low[: -len(w)][-1:]
+            if not (w[0].isalpha() and before.isalpha()):  # "clover", "thunder" are no bounds
+                return True
+    return False
 
 
 def shortcut_risks(q: str, toks, blocks: Sequence[tuple[int, int]]) -> list[str]:
@@ -653,7 +672,7 @@ def shortcut_risks(q: str, toks, blocks: Sequence[tuple[int, int]]) -> list[str]
     for j, t in enumerate(toks):
         if figure and t.role == "prose" and isinstance(t.key, int) and 2 <= t.key <= 30 and drawn_count(q, t.s, t.lit):
             out[j] = "figure_count"
-        elif _BOUND_BEFORE.search(q, max(0, t.s - 40), t.s):
+        elif after_bound(q, t.s):
             out[j] = "bound"
     return out
 
