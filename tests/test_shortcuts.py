@@ -84,6 +84,8 @@ SHORTCUTS = [
     ("default_value: 'the four vertices of a rectangle'", 727,
      "Three of the four vertices of a rectangle are $(5, 11)$, $(16, 11)$ and $(16, -2)$.", "four", 0,
      "default_value"),
+    ("default_value: 'a convex heptagon (7-sided polygon)' (fourth audit A019)", 6071,
+     "How many distinct diagonals of a convex heptagon (7-sided polygon) can be drawn?", "7", 0, "default_value"),
     ("default_value: triangles by connecting 'three different vertices' (a triangle has three)", 2009,
      "How many distinct triangles can be constructed by connecting three different vertices of a cube?", "three", 0,
      "default_value"),

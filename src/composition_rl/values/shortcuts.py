@@ -471,15 +471,16 @@ _SHAPE_COUNTS: tuple[tuple[re.Pattern[str], dict[str, int]], ...] = tuple((re.co
     (r"\b(?:cylinder|cylindrical)", {"ends": 2, "bases": 2}),
     (r"\bsegment", {"endpoints": 2, "ends": 2}),
 ))
-_COUNTED_NOUN = re.compile(r"\s*\$?\s*(?:[a-z]+\s+){0,1}(sides|vertices|faces|edges|corners|angles|ends|bases|endpoints)\b",
-                           re.I)
+_COUNTED_NOUN = re.compile(r"\s*\$?\s*(?:[a-z]+\s+){0,1}(sides|vertices|faces|edges|corners|angles|ends|bases|endpoints)\b"
+                           r"|\$?\s*-\s*(sided)\b", re.I)  # "a heptagon (7-sided polygon)"
 
 
 def shape_count_offsets(q: str, toks) -> set[int]:
     """Offsets of the counts a shape the problem names fixes (a triangle's three sides, a
     box's 12 edges; read by the rule and by the scanner of ``crl audit``). ``toks`` are
     (offset, literal, value) of the candidate literals."""
-    counted = [(s, v, m.group(1).lower()) for s, lit, v in toks if (m := _COUNTED_NOUN.match(q, s + len(lit)))]
+    counted = [(s, v, "sides" if m.group(2) else m.group(1).lower())
+               for s, lit, v in toks if (m := _COUNTED_NOUN.match(q, s + len(lit)))]
     if not counted:
         return set()  # the common case: no count stands before a side, a face, an edge ...
     shapes = [c for pat, c in _SHAPE_COUNTS if pat.search(q)]
