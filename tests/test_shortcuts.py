@@ -477,8 +477,10 @@ def test_a_constant_with_a_risk_is_replaced_only_when_no_other_allows_a_natural_
     eng = SymbolicComposer()
     # 5 (a bound) and 3 are both within the small offset of 7; the bound is never the pick
     assert {eng.compose((q1, both), cid).links[0].v2_literal for cid in "abcdefgh"} == {"3"}
-    # a bound alone is still replaced: a risk costs no coverage
+    # a bound alone is still replaced: a risk costs no coverage, and stats.json counts it
+    eng.take_tally()
     assert eng.compose((q1, only), "a").links[0].v2_literal == "9"
+    assert SymbolicComposer.link_stats(eng.take_tally())["risks"] == {"none": 0, "figure_count": 0, "bound": 1}
 
 
 # -- 5. natural offsets and the next partner -----------------------------------------------

@@ -46,6 +46,7 @@ from composition_rl.values import (
     symbols_used,
 )
 from composition_rl.values.derive import Derivation, lead_value
+from composition_rl.values.shortcuts import RISKS
 
 __all__ = ["VARIABLE_NAMES", "SymbolicComposer"]
 
@@ -429,8 +430,8 @@ class SymbolicComposer:
     @staticmethod
     def link_stats(tally: dict[str, int]) -> dict[str, dict[str, object]]:
         """``stats.json``'s summary of the accepted links: count and share of each offset kind
-        and of each magnitude bucket of ``|d|``, check 5's outcomes, and the chains that took
-        another partner."""
+        and of each magnitude bucket of ``|d|``, check 5's outcomes, the chains that took
+        another partner, and the links whose constant carries a risk."""
         n = sum(v for k, v in tally.items() if k.startswith("kind:")) or 1
         kinds = {k: tally.get("kind:" + k, 0) for k in OFFSET_KINDS}
         mags = {b: tally.get("abs:" + b, 0) for b in _MAG_BUCKETS}
@@ -442,6 +443,9 @@ class SymbolicComposer:
             # candidates rejected because the answer depends on none of the constants
             "dependence": deps,
             "partners": {"swapped": tally.get("partner:swapped", 0)},
+            # links whose constant carries a risk (values.shortcuts.RISKS): replaced because no
+            # other constant of the later problem allowed a natural offset
+            "risks": {k: tally.get("risk:" + k, 0) for k in ("none", *RISKS)},
         }
 
     def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
@@ -479,6 +483,7 @@ class SymbolicComposer:
         links: list[Link] = []
         kinds = []
         deps = []
+        risks = []
         for k in reversed(range(K - 1)):
             h = _choice_hash(self.seed, candidate_id, k)
             lead = leads[k]
@@ -513,6 +518,7 @@ class SymbolicComposer:
                               tuple(sorted(o for o, _ in c.also)) if c.also else (), lead.derivation_items))
             kinds.append(bucket)
             deps.append(dep)
+            risks.append(c.risk or "none")
         links.reverse()
         dependence = "unknown" if "unknown" in deps else "dependent"
         composed = Problem.new(
@@ -529,6 +535,8 @@ class SymbolicComposer:
             self.tally[mag] += 1
         for dep in deps:
             self.tally["dep:" + dep] += 1
+        for risk in risks:
+            self.tally["risk:" + risk] += 1
         if swaps:
             self.tally["partner:swapped"] += 1
         return composed
