@@ -19,13 +19,25 @@ def RESUMABLE(args: argparse.Namespace) -> bool | str:  # noqa: N802 - read by c
     Interrupted while writing the exports, a run has complete records but no exports."""
     from composition_rl.compose.run import is_resumable
 
-    if getattr(args, "phase", "") == "export":
+    if getattr(args, "phase", "") == "export" or _stats_written(args):
         return (f"composed.jsonl and stats.json in {args.out} are complete, but the trainer exports "
                 f"({args.export}) were not written: rerun the same command to write them")
 
     try:
         return is_resumable(getattr(args, "engine", "symbolic"))
     except KeyError:
+        return False
+
+
+def _stats_written(args: argparse.Namespace) -> bool:
+    """Whether this run has written stats.json, its last record file: an interrupt that lands
+    after that (before ``phase`` says so) leaves every record file complete."""
+    started = getattr(args, "started", None)
+    if started is None or not getattr(args, "out", None):
+        return False
+    try:
+        return (Path(args.out) / "stats.json").stat().st_mtime >= started
+    except OSError:
         return False
 
 
@@ -233,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
     from composition_rl.flags import from_flags
 
     t0 = time.perf_counter()
+    args.started = time.time()  # stats.json written after this is this run's (RESUMABLE)
     try:
         config = from_flags(ComposeConfig, args, natural=natural.from_args(args))
         exports = [e.strip() for e in args.export.split(",") if e.strip()]
