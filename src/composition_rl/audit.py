@@ -35,7 +35,8 @@ from composition_rl.compose.quality import DEFECTS, NOTES, glues, scan_record
 from composition_rl.records import Problem
 from composition_rl.stats import wilson_interval
 
-__all__ = ["CLASSES", "QUESTIONS", "SHORTCUT_CLASSES", "AuditItem", "AuditScore", "sample", "scan", "score", "write_csv", "write_html"]
+__all__ = ["CLASSES", "QUESTIONS", "SHORTCUT_CLASSES", "AuditItem", "AuditScore", "sample", "scan", "score",
+           "write_csv", "write_html"]
 
 #: what ``scan`` counts and ``sample(where=...)`` selects: the scanners' defect classes
 #: (compose/quality.py), the reported-only notes, and records the scanners could not read

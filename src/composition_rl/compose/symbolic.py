@@ -234,8 +234,8 @@ class SymbolicComposer:
     def safe_constants(self, p: Problem) -> tuple[tuple[tuple[int, int, int], Constant, int | None], ...]:
         """The constants of ``p`` without a flaw (see :data:`composition_rl.values.FLAWS`), once
         per problem, each with its rank (1 when it carries a risk, then the structural rank)
-        and, when it is an integer, its value as an int. Which of them the answer depends on is decided when one comes into question
-        (:meth:`dependence`)."""
+        and, when it is an integer, its value as an int. Which of them the answer depends on
+        is decided when one comes into question (:meth:`dependence`)."""
         top = self._best.get(p.id)
         if top is None:
             cs = self.constants(p)

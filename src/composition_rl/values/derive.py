@@ -424,9 +424,9 @@ def _stated(e: sympy.Expr, question: str) -> bool:
     >>> _stated((x + 2) * (x + 3), "Factor $x^2+5x+6$."), _stated((x + 2) * (x + 3), "Find $p$ with $p(1)=12$.")
     (True, False)
     """
+    names = {str(v): v for v in e.free_symbols}
     for a, b in _math_spans(question):
         q = _expression(question[a:b].strip().rstrip(".,;").rstrip(), question)
-        names = {str(v): v for v in e.free_symbols}
         if q is None or {str(v) for v in q.free_symbols} != set(names):
             continue
         try:

@@ -571,6 +571,8 @@ def _answer_range(q: str, toks) -> set[int]:
 
 
 # -- grammar ---------------------------------------------------------------------------
+# "a $1$ by $1$ by $1$ cube", "a 4 by 4 grid": a literal after "by" is a dimension
+_BY_BEFORE = re.compile(r"\bby\s*\$?\s*$")
 # A count of 1 before a singular noun: "radius $1$ foot", "$1$ part lemon juice", "at least 1
 # boy": with Y in its place ("$Y$ foot") the grammar tells Y = 1. Function words, verbs and
 # comparatives after the 1 carry no number ("from 1 to 50", "1 and 2", "1 more than"), nor
@@ -597,7 +599,7 @@ def singular_after(q: str, s: int, e: int) -> bool:
     if len(w) <= 2 or w in _NOT_A_NOUN or (w.endswith("s") and not w.endswith("ss")) or w.endswith("-"):
         return False
     # "a $1$ by $1$ by $1$ cube": the last 1 is a dimension, not a count of cubes
-    return re.search(r"\bby\s*\$?\s*$", q[max(0, s - 8) : s]) is None
+    return _BY_BEFORE.search(q, max(0, s - 8), s) is None
 
 
 def _grammar(q: str, toks) -> set[int]:
@@ -632,7 +634,7 @@ def drawn_count(q: str, s: int, lit: str) -> bool:
     the figure draws: a plural noun right after it, or after one word ("concentric circles",
     "unit squares"), that is no measure; or a side of a grid ("a 4 by 4 grid")."""
     e = s + len(lit)
-    if _BY.match(q, e) or re.search(r"\bby\s*\$?\s*$", q[max(0, s - 8) : s]):
+    if _BY.match(q, e) or _BY_BEFORE.search(q, max(0, s - 8), s):
         return True
     m = _DRAWN.match(q, e)
     if m is None or (m.group(1) in _MEASURES and not (m.group(1) == "unit" and _plural_object(m.group(2)))):

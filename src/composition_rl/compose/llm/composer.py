@@ -281,10 +281,10 @@ class LLMComposer:
         must get q2's own answer at v2 (else it decides nothing); the same answer at v2 + 1
         means the answer does not depend on the variable. With ``dependence == "blind"`` a
         dependent link gets one more call: the later problem with a variable name it does not
-        use in every replaced place, and its value withheld. Reaching q2's answer that way means the rest of the
-        problem gives the value away (or the answer needs none): "revealed", a shortcut the
-        probe at v2 + 1 cannot see (issue 26's audits: values a figure, a count or a
-        constraint forces)."""
+        use in every replaced place, and its value withheld. Reaching q2's answer that way
+        means the rest of the problem gives the value away (or the answer needs none):
+        "revealed", a shortcut the probe at v2 + 1 cannot see (issue 26's audits: values a
+        figure, a count or a constraint forces)."""
         if not offsets:
             return "unknown", "none"  # a rephrased problem: no places to vary
         places = tuple(sorted(offsets))
@@ -295,9 +295,7 @@ class LLMComposer:
         if self.config.dependence == "exact" or v2 is None:
             return "unknown", "none"
         other = v2 + 1
-        text = later.question
-        for off in reversed(places):
-            text = text[:off] + (str(other) if other.denominator == 1 else str(float(other))) + text[off + len(literal):]
+        text = _fill(later.question, places, literal, str(other) if other.denominator == 1 else str(float(other)))
         at_v2 = await self._solve(later.question, usage)
         if isinstance(at_v2, Rejection):
             return at_v2
@@ -313,11 +311,8 @@ class LLMComposer:
         if self.config.dependence == "blind":
             used = symbols_used(later.question)
             y = next((n for n in VARIABLE_NAMES if n not in used), "Y")
-            blind = later.question
-            for off in reversed(places):
-                blind = blind[:off] + y + blind[off + len(literal):]
             note = f"Here {y} stands for a number whose value is not given."
-            at_blind = await self._solve(f"{note}\n\n{blind}", usage)
+            at_blind = await self._solve(f"{note}\n\n{_fill(later.question, places, literal, y)}", usage)
             if isinstance(at_blind, Rejection):
                 return at_blind
             if at_blind is not None and _same_answer(at_blind, later.answers):
@@ -426,6 +421,13 @@ class LLMComposer:
             },
         )
         return run_checks(composed, chain, self.max_chars) or composed
+
+
+def _fill(text: str, places: Sequence[int], literal: str, token: str) -> str:
+    """``text`` with ``token`` written over ``literal`` at each of the sorted ``places``."""
+    for off in reversed(places):
+        text = text[:off] + token + text[off + len(literal):]
+    return text
 
 
 def _same_answer(answer: str, golds: Sequence[str]) -> bool:
