@@ -477,6 +477,9 @@ def test_a_constant_with_a_risk_is_replaced_only_when_no_other_allows_a_natural_
     eng = SymbolicComposer()
     # 5 (a bound) and 3 are both within the small offset of 7; the bound is never the pick
     assert {eng.compose((q1, both), cid).links[0].v2_literal for cid in "abcdefgh"} == {"3"}
+    # the risk comes before the size of the offset: 60 (|d| = 53) over the bound 5 (|d| = 2)
+    far = Problem.new("How many positive integers less than 5 are factors of 60?", "4")
+    assert {eng.compose((q1, far), cid).links[0].v2_literal for cid in "abcdefgh"} == {"60"}
     # a bound alone is still replaced: a risk costs no coverage, and stats.json counts it
     eng.take_tally()
     assert eng.compose((q1, only), "a").links[0].v2_literal == "9"
