@@ -455,6 +455,18 @@ def test_blind_dependence_rejects_a_later_problem_the_model_solves_without_the_v
     assert blind_seen == [] and stats["dependence"] == {"dependent": 1, "unknown": 0, "independent": 0}
 
 
+@pytest.mark.parametrize("snippet,literal,singular", [
+    ("A hemisphere-shaped bowl with radius 1 foot is filled full with chocolate.", "1", True),  # MATH 2601
+    ("Zachary paid for a $\\$1$ burger with 32 coins and received no change.", "1", False),  # 338: a price
+    ("Jo adds up all the positive integers from 1 to 50.", "1", False),  # 558
+])
+def test_the_grammar_reading_the_rule_and_its_scanner_share(snippet, literal, singular):
+    from composition_rl.values.shortcuts import singular_after
+
+    s = snippet.index(literal)
+    assert singular_after(snippet, s, s + len(literal)) is singular
+
+
 # -- risks: replaced only when nothing else allows a natural offset ---------------------------
 @pytest.mark.parametrize("what,idx,snippet,literal,risk", [
     ("figure_count: '11 unit squares' the figure draws (third audit A002; its figure code shortened)", 2508,
