@@ -9,7 +9,10 @@ Prints, from one run on one machine:
     the wall time swings with the other jobs, the CPU time much less;
   * the ratio of the compose time to the I/O floor: load the same file and write the same
     number of records unchanged (each chain's last problem, serialized the same way),
-    measured right after each compose.
+    measured right after each compose;
+  * for context, a second floor that writes input records until the file holds as many
+    bytes as composed.jsonl (a composed record carries two problems, so the headline floor
+    writes about half the bytes).
 With ``--repeat N`` the compose/floor pair runs N times back to back and the median ratio is
 the headline: on a shared machine one pair can be off by 2x either way.
 
@@ -52,6 +55,23 @@ def io_floor(path: Path, n_records: int, out: Path) -> float:
         m = len(problems)
         for i in range(n_records):
             f.write(dumps(problems[i % m].to_dict()) + "\n")
+    return time.perf_counter() - t0
+
+
+def io_floor_bytes(path: Path, n_bytes: int, out: Path) -> float:
+    """Seconds to load ``path`` and write input records unchanged until the file holds
+    ``n_bytes`` (as many bytes as the compose's composed.jsonl): context for the headline
+    floor, which writes as many records as there are chains, each half a composed record's size."""
+    t0 = time.perf_counter()
+    problems = load_problems(path).problems
+    with atomic_open(out / "floor_bytes.jsonl") as f:
+        m = len(problems)
+        i = written = 0
+        while written < n_bytes:
+            line = dumps(problems[i % m].to_dict()) + "\n"
+            f.write(line)
+            written += len(line.encode())
+            i += 1
     return time.perf_counter() - t0
 
 
@@ -101,6 +121,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         pairs = []
+        bytes_pairs = []  # (compose, the floor that writes as many bytes)
         runs = []
         for r in range(max(1, args.repeat)):
             done = subprocess.run([*child, "--one", str(tmp / "out")], check=True, stdout=subprocess.PIPE, text=True)
@@ -108,10 +129,13 @@ def main() -> int:
             n_upper = math.prod(run["pools"])  # the chains the floor writes as many records for
             floor = io_floor(args.input, n_upper, tmp)
             floor_mb = (tmp / "floor.jsonl").stat().st_size / 1e6
+            floor_b = io_floor_bytes(args.input, int(run["size_mb"] * 1e6), tmp)
             compose_s = run["compose_s"]
             pairs.append((compose_s, floor))
+            bytes_pairs.append((compose_s, floor_b))
             runs.append(run)
             print(f"pair {r + 1}           compose {compose_s:.2f} s, floor {floor:.2f} s -> {compose_s / floor:.2f}x; "
+                  f"same-bytes floor {floor_b:.2f} s ({compose_s / floor_b:.2f}x); "
                   f"CPU parent {run['cpu_parent']:.2f} s, workers {run['cpu_workers']:.2f} s; "
                   f"peak RSS parent {run['rss_parent_mb']:.0f} MB, largest worker {run['rss_worker_mb']:.0f} MB")
 
@@ -126,6 +150,9 @@ def main() -> int:
     print(f"compose          {compose_s:.2f} s  -> {n / compose_s:,.0f} candidates/s (median; load + compose + check + write, {workers} worker(s), {os.cpu_count()} cores)")
     print(f"I/O floor        {floor:.2f} s  (median; load + write {n_upper:,} records unchanged, {floor_mb:.0f} MB)")
     print(f"ratio            {ratio:.2f}x the I/O floor (median of {len(pairs)} pairs; range {min(c / f for c, f in pairs):.2f}-{max(c / f for c, f in pairs):.2f})")
+    print(f"same-bytes floor {statistics.median(f for _, f in bytes_pairs):.2f} s  (median; load + write input records "
+          f"unchanged up to composed.jsonl's {last['size_mb']:.0f} MB): {statistics.median(c / f for c, f in bytes_pairs):.2f}x "
+          "(context only: the headline ratio is the one above)")
     print(f"CPU              parent {statistics.median(r['cpu_parent'] for r in runs):.2f} s, workers {statistics.median(r['cpu_workers'] for r in runs):.2f} s (median; the workers' sum)")
     worker_rss = max(r["rss_worker_mb"] for r in runs)
     print(f"peak RSS         compose parent {max(r['rss_parent_mb'] for r in runs):.0f} MB (the largest of {len(runs)} runs, "
