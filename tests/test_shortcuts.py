@@ -455,6 +455,50 @@ def test_blind_dependence_rejects_a_later_problem_the_model_solves_without_the_v
     assert blind_seen == [] and stats["dependence"] == {"dependent": 1, "unknown": 0, "independent": 0}
 
 
+def test_auto_takes_the_next_constant_when_the_model_finds_one_irrelevant(tmp_path):
+    """--engine auto: a constant the model's probe at v2 + 1 finds the answer independent of is
+    set aside and the symbolic engine takes its next one, as for a proved one (issue 26's
+    estimate: the probe flags 24 of 25 answer-independent shortcuts); the mark holds for the
+    run, so another chain with that problem asks nothing more about it. A chain rejected on
+    the model's word is one with no constant left."""
+    from composition_rl.backends.openai_chat import OpenAIChat
+    from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+
+    seven = Problem.new("What is $3 + 4$?", "7")
+    eight = Problem.new("What is $4 + 4$?", "8")
+    # the weight (8, |d| = 1 from v1 = 7) is the constant the symbolic engine prefers, and the
+    # one the answer does not need
+    crate = Problem.new("A crate holds 40 bags and weighs 8 pounds. Each bag holds 30 beans. "
+                        "How many beans are in the crate?", "1200")
+    shape = re.compile(r"A crate holds (\S+) bags and weighs (\S+) pounds\. Each bag holds (\S+) beans")
+    asked = []
+
+    def beans(p):
+        a, w, c = shape.match(p).groups()
+        asked.append(w)
+        return str(int(a) * int(c))
+
+    box = Problem.new("A box holds 12 eggs and weighs nothing. How many boxes are there in one box?", "1")
+    model = _solver({"A crate": beans, "A box": "1"})
+    plain = SymbolicComposer().compose((seven, crate), "c1")
+    assert plain.links[0].v2_literal == "8"  # what the symbolic engine alone replaces
+    with FakeOpenAIServer(model) as srv:
+        stats = compose_candidates([(seven, crate), (eight, crate), (seven, box)], tmp_path,
+                                   LLMComposeConfig(model="m", concurrency=1), engine="auto",
+                                   backend=OpenAIChat([srv.url], "m"), progress=False)
+    composed = [json.loads(x) for x in (tmp_path / "composed.jsonl").read_text().splitlines()]
+    rejected = [json.loads(x) for x in (tmp_path / "rejected.jsonl").read_text().splitlines()]
+    assert len(composed) == 2 and {r["parents"][0] for r in composed} == {seven.id, eight.id}
+    for rec in composed:
+        assert rec["engine"] == "symbolic" and rec["links"][0]["v2"] in ("40", "30")
+        assert rec["metadata"]["dependence"] == "dependent" and rec["metadata"]["dependence_by"] == ["model"]
+    # the weight was probed at 9 pounds once, for the first chain only (one chain at a time
+    # here: chains in flight together may each ask before the first mark)
+    assert asked.count("9") == 1
+    assert [(r["stage"], r["reason"]) for r in rejected] == [("check5_dependence", "independent_model")]
+    assert stats["accepted"] == 2
+
+
 @pytest.mark.parametrize("snippet,literal,singular", [
     ("A hemisphere-shaped bowl with radius 1 foot is filled full with chocolate.", "1", True),  # MATH 2601
     ("Zachary paid for a $\\$1$ burger with 32 coins and received no change.", "1", False),  # 338: a price

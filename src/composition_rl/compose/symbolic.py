@@ -256,6 +256,16 @@ class SymbolicComposer:
             dep = self._dep[key] = decide(p.question, tuple(sorted((c.offset, *(o for o, _ in c.also)))), c.literal)
         return dep
 
+    def mark_independent(self, p: Problem, offset: int) -> None:
+        """Treat the constant of ``p`` at ``offset`` as one the answer is independent of, from
+        now on: another judge decided it (the auto engine's model, check 5 at v2 + 1), and
+        :meth:`choose` takes the next constant as it does for a proved one."""
+        self._dep[(p.id, offset)] = "independent"
+
+    def partner(self, problem_id: str) -> Problem:
+        """A problem that took a chain's place as its partner (see :meth:`_partner`), by id."""
+        return self._partner_by_id[problem_id]
+
     def choose(self, lead: _Lead, safe, h: int, p: Problem) -> tuple[Constant, str] | None:
         """The constant of ``p`` a link replaces for v1 ``lead``, and its dependence: among the
         safe constants whose offset the naturalness rules allow and that the answer is not

@@ -328,13 +328,8 @@ class LLMComposer:
             res = await self.dependence(later, literal, offsets, usage)
             if isinstance(res, Rejection):
                 return Rejection(res.stage, res.reason, f"link {k + 1} (dependence): {res.detail}")
-            if res[0] == "revealed":
-                return Rejection("check5_dependence", "revealed_model",
-                                 f"link {k + 1}: the model reaches the answer with the value of {literal} withheld")
-            if res[0] == "independent":
-                reason = "independent" if res[1] == "exact" else "independent_model"
-                return Rejection("check5_dependence", reason,
-                                 f"link {k + 1}: the answer is the same at {literal} and at the next value ({res[1]})")
+            if res[0] in ("revealed", "independent"):
+                return _model_rejection(k, literal, res)
             out.append(res)
         return out
 
@@ -423,6 +418,22 @@ class LLMComposer:
         return run_checks(composed, chain, self.max_chars) or composed
 
 
+# how many constants of one chain the auto engine may set aside on the model's word before it
+# gives up on the chain (each costs a symbolic compose and the model's calls for the next one)
+_MAX_MARKS = 8
+
+
+def _model_rejection(k: int, literal: str, res: tuple[str, str]) -> Rejection:
+    """The rejection of link ``k`` whose check 5 came out ``res`` ("independent" or "revealed",
+    and who decided it)."""
+    if res[0] == "revealed":
+        return Rejection("check5_dependence", "revealed_model",
+                         f"link {k + 1}: the model reaches the answer with the value of {literal} withheld")
+    reason = "independent" if res[1] == "exact" else "independent_model"
+    return Rejection("check5_dependence", reason,
+                     f"link {k + 1}: the answer is the same at {literal} and at the next value ({res[1]})")
+
+
 def _fill(text: str, places: Sequence[int], literal: str, token: str) -> str:
     """``text`` with ``token`` written over ``literal`` at each of the sorted ``places``."""
     for off in reversed(places):
@@ -504,25 +515,48 @@ class AutoComposer:
         return self.llm.eligible(p, position, depth) or self.symbolic.eligible(p, position, depth)
 
     async def acompose(self, chain: Sequence[Problem], candidate_id: str, usage: Usage | None = None) -> Problem | Rejection:
-        """The symbolic record when the symbolic engine accepts the chain, else the LLM's."""
-        if all(self.symbolic.eligible(p, k, len(chain)) for k, p in enumerate(chain)):
-            res = self.symbolic.compose(chain, candidate_id)
-            if isinstance(res, Problem):
-                if res.metadata.get("dependence") != "unknown" or self.llm.config.dependence == "exact":
-                    return res
-                # check 5 by the model for the links exact reading left undecided
-                usage = usage if usage is not None else Usage()
-                parents = {p.id: p for p in chain}
-                deps = await self.llm.link_dependences(
-                    [(parents[res.parents[k + 1]], lk.v2_literal, (lk.v2_offset, *lk.v2_also))
-                     for k, lk in enumerate(res.links)], usage)
-                if isinstance(deps, Rejection):
-                    return deps
+        """The symbolic record when the symbolic engine accepts the chain, else the LLM's.
+
+        Check 5 for the links exact reading left undecided is the model's (unless
+        ``--dependence exact``). A constant the model finds the answer independent of (or
+        revealed, ``--dependence blind``) is marked so in the symbolic engine, as a proved one
+        is, and the chain is composed again with its next constant; the chain is rejected for
+        the model's reason only when no constant is left (issue 26: the probe at v2 + 1 is a
+        property of the later problem and its constant, not of the pair). The marks stay for
+        the run, so later chains with that problem skip the constant without a call."""
+        if not all(self.symbolic.eligible(p, k, len(chain)) for k, p in enumerate(chain)):
+            return await self.llm.acompose(chain, candidate_id, usage)
+        res = self.symbolic.compose(chain, candidate_id)
+        if not isinstance(res, Problem):
+            return await self.llm.acompose(chain, candidate_id, usage)
+        usage = usage if usage is not None else Usage()
+        first: Rejection | None = None  # the model's first rejection, reported if nothing is left
+        for _ in range(_MAX_MARKS):
+            if res.metadata.get("dependence") != "unknown" or self.llm.config.dependence == "exact":
+                return res
+            parents = {p.id: p for p in chain}
+            later = [parents.get(i) or self.symbolic.partner(i) for i in res.parents[1:]]
+            deps = []
+            for k, lk in enumerate(res.links):
+                dep = await self.llm.dependence(later[k], lk.v2_literal, (lk.v2_offset, *lk.v2_also), usage)
+                if isinstance(dep, Rejection):
+                    return Rejection(dep.stage, dep.reason, f"link {k + 1} (dependence): {dep.detail}")
+                if dep[0] in ("independent", "revealed"):
+                    why = _model_rejection(k, lk.v2_literal, dep)
+                    first = first or why
+                    self.symbolic.mark_independent(later[k], lk.v2_offset)
+                    break
+                deps.append(dep)
+            else:
                 meta = {**res.metadata, "dependence": "unknown" if any(d != "dependent" for d, _ in deps) else "dependent",
                         "dependence_by": [by for _, by in deps]}
                 return Problem(res.id, res.question, res.answers, res.source, res.depth, res.parents, res.links,
                                res.engine, meta)
-        return await self.llm.acompose(chain, candidate_id, usage)
+            res = self.symbolic.compose(chain, candidate_id)
+            if not isinstance(res, Problem):
+                break
+        assert first is not None
+        return first
 
     def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
         if self.llm._loop is None:
