@@ -100,10 +100,6 @@ MORE_MATH_CASES = [
     ("0f442ce6e3808c40", "choice_position", "", "", "5"),  # row 4672, \text{(E)}, | A, B, A-B, A+B prime: the sum is
     ("505e7e6e86580077", "choice_count", "", "", "2"),  # row 5550, \text{A,B} | "listing your choices"
     ("71a3db5100cd1bb1", "choice_count", "", "", "2"),  # row 6102, \text{A, B} | "List the choices"
-    ("e2ea9b9e56a74059", "set_size", "", "", "4"),  # row 3548, 1 + i, 1 - i, -1 + i, -1 - i | solutions to z^4 = -4
-    ("0d6619b885fadf2e", "set_size", "", "", "3"),  # row 3376, -\sqrt{2}, -\sqrt{2} + i, -\sqrt{2} - i | a cubic
-    ("2ac16dc4e20b878c", "set_sum", "", "", "16"),  # row 4439, 4 + i, 4 - i, 4 + i\sqrt5, 4 - i\sqrt5 | (x-3)^4+(x-5)^4=-8
-    ("1340357d4de28549", "set_sum", "", "", "1"),  # row 3677, 3 - i, -2 + i | the roots of z^2 - z = 5 - 5i
     # "Let $O$ and $H$ denote ..., respectively." names things; "enter all possible values" asks for a set
     ("e4e3d43e23c2ac97", "set_min", "", "", "60"),  # row 7144, 60^\circ, 120^\circ | AO = AH: all values of angle A
 ]
@@ -157,7 +153,7 @@ def test_an_answer_the_question_already_states_leads_nothing(by_id, rid):
 
 
 # issue 27, part 1: the lead each newly eligible row gets (row = index in math_train.json); the
-# first nine are the answer's own value, written in a shape the reader missed
+# the first eight are the answer's own value, written in a shape the reader missed
 NEW_LEADS = [
     ("774a7de0105f308d", None, "-5/3"),  # row 1645, -\frac{5}{3}. | the vertical asymptotes x = a, x = b: a + b
     ("46b850ce9ab87aff", None, "30"),  # row 2861, 30^\circ. | the degrees in angle DAE
@@ -167,7 +163,6 @@ NEW_LEADS = [
     ("a878b6272bb56a09", None, "37/20"),  # row 5862, 1.85\ \text{USD} | a 200 yen coffee, 108 yen a dollar
     ("89410a80c705686a", None, "24"),  # row 5129, 24_{10} | smallest base-10 integer AA_5 = BB_7
     ("90720f86838957a0", None, "12 + 12*sqrt(3)"),  # row 2623, AB=12+12\sqrt{3} | the length of AB
-    ("3898e744e015193a", "set_size", "2"),  # row 3441, 2 - 9i, -2 + 9i | z^2 = -77 - 36i (the sum is 0)
     ("42c3ab87bb2e4060", "ratio_term", "3"),  # row 3323, 3:5 | QT = 6, TR = 10: areas of PQT and PTR
     ("35d6bec3f0d348b7", "ratio_term", "4"),  # row 3119, 1:4 | the shaded area to the circle on CD
 ]
@@ -191,6 +186,9 @@ def test_the_leads_of_rows_the_reader_missed(by_id, rid, kind, value):
     "feb49dec7e9006c1",  # row 2701, 12,9 | "Find the lengths of BP and QT" ... "5 and 3/4, respectively"
     "04e7c46d5e0e0d7a",  # row 2219, 0.56 = 56\% | two values: 0.56 or 56 (percent)?
     "578bc9a5525fce43",  # row 4803, \text{Saturday} | a day of the week has no numbering a writer agrees on
+    # complex solutions: their number is the degree, their sum Vieta's, known without solving
+    "e2ea9b9e56a74059",  # row 3548, 1 + i, 1 - i, -1 + i, -1 - i | the solutions to z^4 = -4
+    "2ac16dc4e20b878c",  # row 4439, 4 + i, 4 - i, 4 + i\sqrt5, 4 - i\sqrt5 | (x-3)^4+(x-5)^4=-8
 ])
 def test_rows_that_still_lead_nothing(by_id, rid):
     p = by_id[rid]
@@ -239,10 +237,9 @@ SHAPES = [
     ("12,9", "Let $P$ and $Q$ be points. Find all values of $PQ$ and $QT$, respectively.", None),
     ("12,9", "Let $P$ and $Q$ be the midpoints of $AB$ and $CD$, respectively. Find all values of $x$.",
      ("set_max", "", "", 12)),
-    # complex solutions: their number and their (real) sum, never a largest one
-    ("1+i, 1-i", "Find all solutions.", ("set_sum", "", "", 2)),
-    ("1+i, 2+i", "Find all solutions.", ("set_size", "", "", 2)),  # the sum 3 + 2i is not real: no sum
-    ("1+i, 1+i", "Find all solutions.", None),  # listed twice: no count
+    # complex solutions lead nothing: their number is the degree, their sum Vieta's
+    ("1+i, 1-i", "Find all solutions.", None),
+    ("1 + i, 1 - i, -1 + i, -1 - i", "Find the solutions to $z^4 = -4.$  Enter the solutions, separated by commas.", None),
     (r"\text{February 30}", "What is the date?", None),
 ]
 
