@@ -75,6 +75,33 @@ MATH_CASES = [
     ("6df156f8549a404c", "union_min_end", "", "", "-1"),  # [-1,0) u (0,1] | domain of tan(arccos(x^2))
     ("4eddd6e111e2551d", "vector_entry", "2", "", "16/29"),  # projection onto w of the line y = 5x/2 + 4
     ("cce44a449d3238ec", "vector_entry", "1", "", "6/7"),  # the projection of (4,-4,-1) onto a line
+    # issue 27, part 1 (row = index in math_train.json): ratios, times of day, a date
+    ("bf9991f95c3dbfd1", "ratio_term", "1", "", "5"),  # row 6246, 5:6 | squares' areas in ratio 25:36, perimeters
+    ("3a561dcfcc6c9902", "ratio_term", "2", "", "60"),  # row 5753, 19:60 | room 19 by 11 feet, length : perimeter
+    ("8e83d294bf1af27c", "ratio_value", "", "", "3"),  # row 3127, 3:1 | AC:CB is 3:4 ... the ratio PA:AB is
+    ("bf9991f95c3dbfd1", "ratio_value", "", "", "5/6"),
+    ("239bd6716575ae0f", "time_minute", "", "", "24"),  # row 6327, 9:24 | laps of 4, 7, 6 minutes from 8:00
+    ("66baa25299f852f3", "time_minute", "", "", "34"),  # row 5428, 8\!:\!34 \text{ p.m.} | midnight + 1234 minutes
+    ("2e4de6044d904f92", "time_hour", "", "", "5"),  # row 6126, 05\!:\!00 | bells every 15, 20, 25 minutes from noon
+    ("66baa25299f852f3", "time_hour", "", "", "8"),  # 8:34 p.m.: 8 on a 12-hour clock
+    ("a9840e727616e15b", "time_second", "", "", "6"),  # row 4699, 4\!:\!51\!:\!06 \text{ p.m.} | 3:00:00 p.m. + 6666 s
+    ("ae464bdd5e8b4475", "date_day", "", "", "30"),  # row 4862, \text{October 30} | the fifth Monday after Sept 4
+]
+
+# issue 27, part 1: answers of existing kinds the reader missed (row = index in math_train.json)
+MORE_MATH_CASES = [
+    ("52e7bfb1d6b1f372", "base_value", "", "", "23"),  # row 5437, 43_5. | 1121_5 / 12_5 in base 5 (a full stop)
+    ("cedc558eee6e14e2", "base_value", "", "", "-31"),  # row 5460, -37_8 | 35_8 - 74_8 in base 8 (a sign)
+    ("8179fa68aea3fdd3", "det", "", "", "1"),  # row 6914, -I_2 followed by "." | [[1,-1],[1,0]]^3
+    ("e39b246108c4d598", "det", "", "", "2"),  # row 6763, [[1,-1],[1,\phantom -1]] | the matrix sending ABCD to A'B'C'D'
+    ("c8fb59fdfc400927", "interval_length", "", "", "162"),  # row 60, -80\leq g(x)\leq 82 | the range of g = f^4
+    ("c8fb59fdfc400927", "interval_left", "", "", "-80"),
+    ("ebbdd6ade208de46", "choice_position", "", "", "8"),  # row 4265, (\text{H}) | "H" for hyperbola
+    ("0f442ce6e3808c40", "choice_position", "", "", "5"),  # row 4672, \text{(E)}, | A, B, A-B, A+B prime: the sum is
+    ("505e7e6e86580077", "choice_count", "", "", "2"),  # row 5550, \text{A,B} | "listing your choices"
+    ("71a3db5100cd1bb1", "choice_count", "", "", "2"),  # row 6102, \text{A, B} | "List the choices"
+    # "Let $O$ and $H$ denote ..., respectively." names things; "enter all possible values" asks for a set
+    ("e4e3d43e23c2ac97", "set_min", "", "", "60"),  # row 7144, 60^\circ, 120^\circ | AO = AH: all values of angle A
 ]
 
 
@@ -93,7 +120,8 @@ def test_the_table_covers_every_kind():
 
 
 @pytest.mark.shared_data
-@pytest.mark.parametrize("rid,kind,arg,name,value", MATH_CASES, ids=[f"{c[1]}-{c[0]}" for c in MATH_CASES])
+@pytest.mark.parametrize("rid,kind,arg,name,value", MATH_CASES + MORE_MATH_CASES,
+                         ids=[f"{c[1]}-{c[0]}" for c in MATH_CASES + MORE_MATH_CASES])
 def test_derivations_of_real_math_q1s(by_id, rid, kind, arg, name, value):
     p = by_id[rid]
     assert parse_answer_value(p.answer) is None  # not one number: rejected as q1 before issue 27
@@ -121,6 +149,49 @@ def test_an_answer_the_question_already_states_leads_nothing(by_id, rid):
     A015, A019: the x^3 coefficient of a factored polynomial read off the given one)."""
     p = by_id[rid]
     assert derivations(p.answer, p.question) == ()
+    assert lead_value(p.answer, p.question) is None
+
+
+# issue 27, part 1: the lead each newly eligible row gets (row = index in math_train.json); the
+# the first eight are the answer's own value, written in a shape the reader missed
+NEW_LEADS = [
+    ("774a7de0105f308d", None, "-5/3"),  # row 1645, -\frac{5}{3}. | the vertical asymptotes x = a, x = b: a + b
+    ("46b850ce9ab87aff", None, "30"),  # row 2861, 30^\circ. | the degrees in angle DAE
+    ("bd14599b939751f6", None, "7"),  # row 6455, 7\text{ hours}. | rearrangements of STEPHAN, twelve a minute
+    ("3545bc3a59bcc844", None, "4"),  # row 6605, \mbox{four} | common divisors of 40 and 72
+    ("361a3081cc0e28d1", None, "2400"),  # row 5680, 2400 \mbox{ cm}^2 | the area of the mirror
+    ("a878b6272bb56a09", None, "37/20"),  # row 5862, 1.85\ \text{USD} | a 200 yen coffee, 108 yen a dollar
+    ("89410a80c705686a", None, "24"),  # row 5129, 24_{10} | smallest base-10 integer AA_5 = BB_7
+    ("90720f86838957a0", None, "12 + 12*sqrt(3)"),  # row 2623, AB=12+12\sqrt{3} | the length of AB
+    ("42c3ab87bb2e4060", "ratio_term", "3"),  # row 3323, 3:5 | QT = 6, TR = 10: areas of PQT and PTR
+    ("35d6bec3f0d348b7", "ratio_term", "4"),  # row 3119, 1:4 | the shaded area to the circle on CD
+]
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("rid,kind,value", NEW_LEADS, ids=[c[0] for c in NEW_LEADS])
+def test_the_leads_of_rows_the_reader_missed(by_id, rid, kind, value):
+    p = by_id[rid]
+    lv = lead_value(p.answer, p.question)
+    assert lv is not None and sympy.simplify(lv.value - sympy.sympify(value)) == 0, (p.answer, lv)
+    if kind is None:  # a number: parse_answer_value's, and check 1 reads it again from the answer
+        assert not isinstance(lv, DerivedValue) and parse_answer_value(p.answer) == lv
+    else:
+        assert lv.derivation.kind == kind
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("rid", [
+    "bff53a76bc444ca0",  # row 5109, \text{A5}_{11} | Convert 115_{10} to base 11: its value is in the question
+    "feb49dec7e9006c1",  # row 2701, 12,9 | "Find the lengths of BP and QT" ... "5 and 3/4, respectively"
+    "04e7c46d5e0e0d7a",  # row 2219, 0.56 = 56\% | two values: 0.56 or 56 (percent)?
+    "578bc9a5525fce43",  # row 4803, \text{Saturday} | a day of the week has no numbering a writer agrees on
+    # complex solutions: their number is the degree, their sum Vieta's, known without solving
+    "e2ea9b9e56a74059",  # row 3548, 1 + i, 1 - i, -1 + i, -1 - i | the solutions to z^4 = -4
+    "2ac16dc4e20b878c",  # row 4439, 4 + i, 4 - i, 4 + i\sqrt5, 4 - i\sqrt5 | (x-3)^4+(x-5)^4=-8
+])
+def test_rows_that_still_lead_nothing(by_id, rid):
+    p = by_id[rid]
     assert lead_value(p.answer, p.question) is None
 
 
@@ -154,6 +225,22 @@ SHAPES = [
     # several variables are set to positive values (R, C, L are physical quantities)
     (r"\frac{1}{RCs + 1}", "Find the transfer function in terms of $R$, $C$ and $s$.",
      ("expr_value", "C=2,R=3,s=4", "", sympy.Rational(1, 25))),
+    # "a:b" is a ratio or a time as the question asks; one that asks for neither, or both, gets nothing
+    ("2:4", "What is the ratio of boys to girls?", ("ratio_value", "", "", sympy.Rational(1, 2))),
+    ("9:24", "What is the ratio of the areas? Express it in the form $a:b$.", ("ratio_value", "", "", sympy.Rational(3, 8))),
+    ("9:24", "What time is it now?", ("time_minute", "", "", 24)),
+    ("9:24", "Find the two numbers.", None),
+    ("9:24", "What is the ratio of the time Ann ran to the time Bo ran?", None),
+    ("25:10", "At what time do they meet?", None),  # no such time of day
+    ("3:3:1", "Find the ratio AN_2 : N_2N_1 : N_1D.", None),  # three terms: no first and second
+    # a respectively in the asking sentence still makes a list two answers
+    ("12,9", "Let $P$ and $Q$ be points. Find all values of $PQ$ and $QT$, respectively.", None),
+    ("12,9", "Let $P$ and $Q$ be the midpoints of $AB$ and $CD$, respectively. Find all values of $x$.",
+     ("set_max", "", "", 12)),
+    # complex solutions lead nothing: their number is the degree, their sum Vieta's
+    ("1+i, 1-i", "Find all solutions.", None),
+    ("1 + i, 1 - i, -1 + i, -1 - i", "Find the solutions to $z^4 = -4.$  Enter the solutions, separated by commas.", None),
+    (r"\text{February 30}", "What is the date?", None),
 ]
 
 

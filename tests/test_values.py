@@ -51,6 +51,16 @@ ANSWERS = [
     ("0.022\n", R(22, 1000), ""),  # Minerva, trailing newline
     ("x=5", 5, ""),
     (r"5\text{ cm}", 5, "cm"),
+    # issue 27, part 1: MATH train answers (row = index in math_train.json) in shapes read since
+    (r"-\frac{5}{3}.", R(-5, 3), ""),  # row 1645: the full stop of a sentence
+    (r"30^\circ.", 30, "degrees"),  # row 2861
+    (r"7\text{ hours}.", 7, "hours"),  # row 6455
+    (r"\mbox{four}", 4, ""),  # row 6605: a count written as a word
+    (r"2400 \mbox{ cm}^2", 2400, "square cm"),  # row 5680: a squared unit, as prose writes it
+    (r"1.85\ \text{USD}", R(37, 20), "USD"),  # row 5862: spacing before the unit
+    ("24_{10}", 24, ""),  # row 5129: a decimal numeral marked as one
+    (r"AB=12+12\sqrt{3}", 12 + 12 * sqrt(3), ""),  # row 2623: the segment asked for
+    (r"\overline{AB} = 5", 5, ""),
 ]
 
 NOT_NUMBERS = [
@@ -67,6 +77,11 @@ NOT_NUMBERS = [
     r"\infty",
     "3+2i",
     "",
+    r"\text{Sunday}",  # a word that is no number
+    r"\text{A5}_{11}",  # a numeral in base 11 (derive's, not a number as written)
+    r"0.56 = 56\%",  # MATH row 2219: 0.56 or 56 (percent)?
+    "AB=9, CD=4",  # MATH row 3101: two quantities
+    "5..",  # one full stop only
 ]
 
 

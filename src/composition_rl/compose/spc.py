@@ -112,6 +112,12 @@ DERIVED_PHRASES: dict[str, str] = {
     "complex_imag": "the imaginary part of the answer to the problem above",
     "base_value": "the value, written in base ten, of the number that answers the problem above",
     "month": "the number of the month that answers the problem above (January = 1, February = 2, and so on)",
+    "ratio_value": "the value of the ratio that answers the problem above (its first term divided by its second)",
+    "ratio_term": "the {ordinal} term of the ratio that answers the problem above, written in lowest terms",
+    "time_hour": "the hour of the time that answers the problem above, on a 12-hour clock",
+    "time_minute": "the number of minutes past the hour in the time that answers the problem above",
+    "time_second": "the number of seconds past the minute in the time that answers the problem above",
+    "date_day": "the day of the month in the date that answers the problem above",
 }
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
 
@@ -134,7 +140,7 @@ def derived_phrase(kind: str, arg: str = "", name: str = "") -> str:
     if template is None:
         raise ValueError(f"no wording for derivation kind {kind!r}; known: {', '.join(sorted(DERIVED_PHRASES))}")
     fields = {"name": name, "arg": arg}
-    if kind in ("tuple_entry", "vector_entry"):
+    if kind in ("tuple_entry", "vector_entry", "ratio_term"):
         fields["ordinal"] = _ORDINALS[int(arg) - 1]
     elif kind == "matrix_entry":
         fields["row"], fields["col"] = arg.split(",")

@@ -2,10 +2,11 @@
 
 Seed 000 (Section 3.4, sub-step 1) needs q1's answer to be a number v1, and names that as its
 limitation. Many answers are not: an interval, an ordered pair, a set of solutions, an option
-letter, a polynomial, a matrix. Each of them still determines numbers a problem writer would
-name in one phrase: "the length of the interval", "the value of $q$", "the sum of the
-solutions", "the value of the answer at $x = 2$", "the determinant of the matrix". This
-module reads such answers (exact, sympy) and lists those numbers:
+letter, a polynomial, a matrix, a ratio, a time of day. Each of them still determines numbers a
+problem writer would name in one phrase: "the length of the interval", "the value of $q$", "the
+sum of the solutions", "the value of the answer at $x = 2$", "the determinant of the matrix",
+"the second term of the ratio", "the number of minutes past the hour". This module reads such
+answers (exact, sympy) and lists those numbers:
 
 * :func:`derivations` -- every :class:`Derivation` an answer allows, most natural first, each
   with its exact value;
@@ -51,6 +52,7 @@ Kind = Literal[
     "matrix_entry", "trace", "det", "vector_entry",
     "complex_real", "complex_imag",
     "base_value", "month",
+    "ratio_value", "ratio_term", "time_hour", "time_minute", "time_second", "date_day",
 ]
 DERIVATION_KINDS: tuple[str, ...] = get_args(Kind)
 
@@ -103,12 +105,16 @@ _TEXT = re.compile(r"^\\(?:text|textbf|mathrm|mbox)\s*\{(.*)\}$", re.S)
 _INF = re.compile(r"^([+-]?)\\infty$|^([+-]?)\\infinity$")
 
 
+_END_MARK = re.compile(r"\s*[.,]$")  # the full stop or comma of the sentence the answer was written in
+
+
 def _strip(answer: str) -> str:
     s = answer.strip()
     if len(s) > 1 and s[0] == "$" and s[-1] == "$":
         s = s.strip("$").strip()
+    s = _END_MARK.sub("", s)
     while (m := _WRAP.match(s)) is not None:
-        s = m.group(1).strip()
+        s = _END_MARK.sub("", m.group(1).strip())
     return s
 
 
@@ -165,6 +171,15 @@ _ASKS_ALL = re.compile(
     re.I,
 )
 _SEVERAL_QUANTITIES = re.compile(r"\brespectively\b", re.I)
+_SENTENCES = re.compile(r"(?<=[.?!])\s+")
+_DEFINITION = re.compile(r"\s*(?:Let|Suppose)\b")
+
+
+def _several_quantities(question: str) -> bool:
+    """Whether a sentence of the question asks for several quantities "respectively"; a
+    sentence that only names things ("Let $O$ and $H$ denote the circumcenter and orthocenter
+    of triangle $ABC,$ respectively.") asks for nothing."""
+    return any(_SEVERAL_QUANTITIES.search(t) and not _DEFINITION.match(t) for t in _SENTENCES.split(question))
 
 
 # "(3, 5)" is an open interval or an ordered pair: the question says which
@@ -245,15 +260,22 @@ def _set(s: str, question: str):
     parts = [p for p in _split_top(body) if p]
     if len(parts) < 2 or len(parts) > 12:
         return None
-    if m is None and (not _ASKS_ALL.search(question) or _SEVERAL_QUANTITIES.search(question)):
+    if m is None and (not _ASKS_ALL.search(question) or _several_quantities(question)):
         return None  # two numbers that do not answer "find all": two answers to two questions
-    vals = [_num(p) for p in parts]
-    if any(v is None or not v.is_real for v in vals):
-        return None
+    vals = []
+    for p in parts:
+        v = _num(p)
+        if v is None or not v.is_real:
+            z = _complex(p)  # a complex solution: "2 - 9i, -2 + 9i"
+            if z is None:
+                return None
+            v = z[0] + sympy.I * z[1]
+        vals.append(v)
     return vals
 
 
-_LETTER = re.compile(r"^(?:\\(?:text|textbf|mathrm)\s*\{\s*)?\(?([A-Z])\)?(?:\s*\})?$")
+_LETTER = re.compile(r"^(?:\\(?:text|textbf|mathrm)\s*\{\s*)?\(?([A-Z])\)?(?:\s*\})?$"
+                     r"|^\(\s*\\(?:text|textbf|mathrm)\s*\{\s*([A-Z])\s*\}\s*\)$")  # "(\text{H})"
 _LETTERS = re.compile(r"^(?:\\text\s*\{)?\s*([A-Z](?:\s*,\s*[A-Z])+)\s*\}?$")
 
 
@@ -285,15 +307,18 @@ def _option_values(question: str, letter: str) -> sympy.Expr | None:
 
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december")
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_DATE = re.compile(r"^(?:\\(?:text|textbf|mathrm|mbox)\s*\{)?\s*([A-Za-z]+)\s*~?\s*(\d{1,2})(?:st|nd|rd|th)?\s*\}?$")
 _MATRIX = re.compile(r"^\\begin\{([pbvB]?matrix)\}(.*)\\end\{\1\}$", re.S)
-_BASE = re.compile(r"^(\w+)_\{?(\d+)\}?$")
+_BASE = re.compile(r"^(-?)(\w+)_\{?(\d+)\}?$")
+_PHANTOM = re.compile(r"\\phantom\s*(?:\{[^{}]*\}|[^\s{])")  # space kept for a sign: "\phantom -1" is 1
 
 
 def _matrix(s: str):
     m = _MATRIX.match(s.strip())
     if m is None:
         return None
-    rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
+    rows = [r for r in re.split(r"\\\\", _PHANTOM.sub("", m.group(2))) if r.strip()]
     out = []
     for r in rows:
         cells = [_num(c) for c in r.split("&")]
@@ -402,6 +427,59 @@ def _expression(s: str, question: str):
     return e
 
 
+# "a:b" answers a question that asks for a ratio ("the ratio of ... is", "in the form $a:b$") or
+# for a time of day ("What time will it be", "at 8:00"); a question that reads as both leads nothing
+_ASKS_RATIO = re.compile(r"\bratios?\b|\bform\s+\$\s*[a-zA-Z]\s*:\s*[a-zA-Z]\s*\$", re.I)
+_ASKS_TIME = re.compile(r"\btime\b|o'clock|\b[ap]\.m\.|\bnoon\b|\bmidnight\b", re.I)
+_CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(?:\\text\s*\{\s*([ap])\.?\s*m\.?\s*\}|([ap])\.?\s*m\.?)?")
+
+
+def _time(s: str, question: str):
+    """(hour, minute, second or None) of a time of day ``9:24``, ``05\\!:\\!00``, ``8\\!:\\!34
+    \\text{ p.m.}``, ``4:51:06``, when the question asks for a time; else None."""
+    if not _ASKS_TIME.search(question) or _ASKS_RATIO.search(question):
+        return None
+    m = _CLOCK.fullmatch(_clean(s))
+    if m is None:
+        return None
+    h, mi = int(m.group(1)), int(m.group(2))
+    sec = None if m.group(3) is None else int(m.group(3))
+    meridiem = m.group(4) or m.group(5)
+    if h > (12 if meridiem else 23) or mi > 59 or (sec is not None and sec > 59) or (meridiem and h == 0):
+        return None
+    return h, mi, sec
+
+
+def _ratio(s: str, question: str):
+    """(first term, second term) of a ratio ``5:6``, ``1 : 2`` answering a question that asks
+    for a ratio, both positive numbers; else None."""
+    if s.count(":") != 1 or not _ASKS_RATIO.search(question) or _ASKS_TIME.search(question):
+        return None
+    a, b = (_num(t) for t in s.split(":"))
+    if a is None or b is None or not (a.is_positive and b.is_positive):
+        return None
+    return a, b
+
+
+def _written(v, question: str) -> bool:
+    """Whether the integer ``v`` is written as a number in the question."""
+    return bool(re.search(r"(?<![\d.])" + str(abs(int(v))) + r"(?![\d.])", question))
+
+
+_INEQ = re.compile(r"\\leq?(?![a-zA-Z])|<|\\lt(?![a-zA-Z])")
+
+
+def _double_inequality(s: str):
+    """(left, right) of a bounded interval written ``-80 \\leq g(x) \\leq 82``, else None."""
+    parts = _INEQ.split(s)
+    if len(parts) != 3 or "=" in s or ">" in s or "\\ge" in s or not re.search(r"[a-zA-Z]", parts[1]):
+        return None
+    lo, hi = _num(parts[0]), _num(parts[2])
+    if lo is None or hi is None or not (lo.is_real and hi.is_real) or not bool(lo < hi):
+        return None
+    return lo, hi
+
+
 _POINTS = (2, 3, 4, 5, 6, 7, 10, -2, -3)  # positive first: physical quantities (R, C, m) are
 
 
@@ -449,25 +527,30 @@ def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
 
     # option letters
     if (m := _LETTER.match(s)) is not None:
-        letter = m.group(1)
+        letter = m.group(1) or m.group(2)
         v = _option_values(question, letter)
         if v is not None:
             add_if(Derivation("choice_value"), v)
         add_if(Derivation("choice_position"), sympy.Integer(ord(letter) - ord("A") + 1))
         return out
-    if (m := _LETTERS.match(s)) is not None and re.search(r"letter|option", question, re.I):
+    if (m := _LETTERS.match(s)) is not None and re.search(r"letter|option|\bchoices\b", question, re.I):
         add_if(Derivation("choice_count"), sympy.Integer(len(m.group(1).split(","))))
         return out
-    # words: only months read as numbers
+    # words: only months read as numbers, and the day of a date ("October 30")
     if (m := _TEXT.match(s)) is not None and m.group(1).strip().lower() in _MONTHS:
         add_if(Derivation("month"), sympy.Integer(_MONTHS.index(m.group(1).strip().lower()) + 1))
         return out
+    if (m := _DATE.match(s)) is not None and m.group(1).lower() in _MONTHS:
+        day = int(m.group(2))
+        if 1 <= day <= _MONTH_DAYS[_MONTHS.index(m.group(1).lower())]:
+            add_if(Derivation("date_day"), sympy.Integer(day))
+        return out
     # a numeral in another base: 2104_5
     if (m := _BASE.match(s)) is not None:
-        digits, base = m.group(1), int(m.group(2))
+        sign, digits, base = -1 if m.group(1) else 1, m.group(2), int(m.group(3))
         if 2 <= base <= 36 and base != 10:
             try:
-                add_if(Derivation("base_value"), sympy.Integer(int(digits, base)))
+                add_if(Derivation("base_value"), sympy.Integer(sign * int(digits, base)))
             except ValueError:
                 pass
         return out
@@ -488,8 +571,8 @@ def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
             add_if(Derivation("trace"), M.trace())
             add_if(Derivation("det"), M.det())
         return out
-    # intervals (before tuples: "[0, 3)")
-    if (iv := _interval(s, question)) is not None:
+    # intervals (before tuples: "[0, 3)"), also written as a double inequality
+    if (iv := _interval(s, question) or _double_inequality(s)) is not None:
         lo, hi = iv
         if lo is not None and hi is not None:
             add_if(Derivation("interval_length"), hi - lo)
@@ -517,12 +600,35 @@ def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
         return out
     # sets of solutions
     if (vals := _set(s, question)) is not None:
+        if not all(v.is_real for v in vals):
+            # complex solutions lead nothing: their number is the degree ("the solutions to
+            # $z^4 = -4$": 4) and their sum is Vieta's (-b/a), both known without solving
+            # the problem, and a complex set has no largest or smallest element (MATH train
+            # has 12 such answers; counting them was tried and taken out, issue 27)
+            return out
         distinct = list(dict.fromkeys(vals))
         add_if(Derivation("set_max"), sympy.Max(*distinct))
         add_if(Derivation("set_min"), sympy.Min(*distinct))
         if len(distinct) == len(vals):  # "75^\circ, 75^\circ" lists two angles: no sum or count
             add_if(Derivation("set_sum"), sum(distinct, sympy.Integer(0)))
             add_if(Derivation("set_size"), sympy.Integer(len(distinct)))
+        return out
+    # a time of day: the minutes past the hour, the hour, the seconds
+    if (t := _time(s, question)) is not None:
+        h, mi, sec = t
+        add_if(Derivation("time_minute"), sympy.Integer(mi))
+        add_if(Derivation("time_hour"), sympy.Integer(h % 12 or 12))
+        if sec is not None:
+            add_if(Derivation("time_second"), sympy.Integer(sec))
+        return out
+    # a ratio: its value, and its terms when it is a ratio of integers (in lowest terms)
+    if (r := _ratio(s, question)) is not None:
+        value = r[0] / r[1]
+        add_if(Derivation("ratio_value"), value)
+        if value.is_Rational:
+            terms = [(str(i), sympy.Integer(t)) for i, t in enumerate((value.p, value.q), 1)]
+            for i, t in sorted(terms, key=lambda it: (it[1] == 1, _written(it[1], question))):
+                add_if(Derivation("ratio_term", i), t)
         return out
     # complex numbers a + bi
     if (z := _complex(s)) is not None:

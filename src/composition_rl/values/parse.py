@@ -452,9 +452,23 @@ _WRAPPERS = re.compile(r"^\\(?:boxed|displaystyle|mathbf|mathrm|textbf)\s*\{(.*)
 _DOLLAR = re.compile(r"^(?:\\\$|\$)\s*")
 _PERCENT = re.compile(r"\s*\\?%$")
 _DEGREES = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree)$")
-_TEXT_UNIT = re.compile(r"\s*\\(?:text|textnormal|mbox|mathrm)\s*\{\s*([A-Za-z][A-Za-z. ]{0,20}?)\s*\}$")
-_VAR_PREFIX = re.compile(r"^[a-zA-Z]\s*=\s*")
+# a unit in text, after spacing (``5\text{ cm}``, ``1.85\ \text{USD}``), squared or cubed
+# outside the braces (``2400 \mbox{ cm}^2``: "square cm", as prose writes it)
+_TEXT_UNIT = re.compile(r"(?:\s|\\[,;: ]|~)*\\(?:text|textnormal|mbox|mathrm)\s*\{\s*([A-Za-z][A-Za-z. ]{0,20}?)\s*\}"
+                        r"(?:\^\s*\{?\s*([23])\s*\}?)?$")
+# the name of the quantity asked for: ``x = 5``, ``AB = 12``, ``\overline{AB} = 12``
+_VAR_PREFIX = re.compile(r"^(?:[a-zA-Z]|[A-Z]{2}|\\overline\s*\{\s*[A-Z]{2}\s*\})\s*=\s*")
 _UNIT_WORDS = {"dollars", "cents", "degrees", "percent"}
+_POWER_WORDS = {"2": "square", "3": "cubic"}
+# the full stop of a sentence the answer was written as (``-\frac{5}{3}.``, ``30^\circ.``)
+_FULL_STOP = re.compile(r"(?<=[\d}a-zA-Z])\s*\.$")
+# a decimal numeral marked as one (``24_{10}``)
+_BASE_TEN = re.compile(r"^(\d+)\s*_\s*\{?\s*10\s*\}?$")
+# a count written as a word (``\mbox{four}``)
+_NUMBER_WORD = re.compile(r"^(?:\\(?:text|textnormal|mbox|mathrm)\s*\{\s*([A-Za-z]+)\s*\}|([A-Za-z]+))$")
+_NUMBER_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
 
 
 @lru_cache(maxsize=65536)
@@ -471,7 +485,11 @@ def parse_answer_value(answer: str) -> AnswerValue | None:
         s = s.strip("$").strip()
     while (m := _WRAPPERS.match(s)) is not None:
         s = m.group(1).strip()
-    s = _VAR_PREFIX.sub("", s)
+    s = _VAR_PREFIX.sub("", _FULL_STOP.sub("", s))
+    if (m := _NUMBER_WORD.match(s)) is not None:
+        n = _NUMBER_WORDS.get((m.group(1) or m.group(2)).lower())
+        return None if n is None else AnswerValue(sympy.Integer(n), "")
+    s = _BASE_TEN.sub(r"\1", s)
     unit = ""
     if _DOLLAR.match(s):
         s, unit = _DOLLAR.sub("", s), "dollars"
@@ -482,6 +500,8 @@ def parse_answer_value(answer: str) -> AnswerValue | None:
     elif (m := _TEXT_UNIT.search(s)) is not None:
         word = m.group(1).strip().rstrip(".")
         s, unit = s[: m.start()], word if word else ""
+        if unit and m.group(2):
+            unit = f"{_POWER_WORDS[m.group(2)]} {unit}"
         if unit == "" or unit in ("(A)", "(B)"):
             return None
     if unit in _UNIT_WORDS and _TEXT_UNIT.search(s):
