@@ -86,6 +86,9 @@ MATH_CASES = [
     ("66baa25299f852f3", "time_hour", "", "", "8"),  # 8:34 p.m.: 8 on a 12-hour clock
     ("a9840e727616e15b", "time_second", "", "", "6"),  # row 4699, 4\!:\!51\!:\!06 \text{ p.m.} | 3:00:00 p.m. + 6666 s
     ("ae464bdd5e8b4475", "date_day", "", "", "30"),  # row 4862, \text{October 30} | the fifth Monday after Sept 4
+    # a day of the week by ISO 8601's number, which the sentence states (Monday = 1)
+    ("578bc9a5525fce43", "weekday", "", "", "6"),  # row 4803, \text{Saturday} | Thursday, November 23: December 23
+    ("1c63ee00a5f7f8f3", "weekday", "", "", "7"),  # row 4916, \text{Sunday} | 40 days from Tuesday
 ]
 
 # issue 27, part 1: answers of existing kinds the reader missed (row = index in math_train.json)
@@ -102,6 +105,8 @@ MORE_MATH_CASES = [
     ("71a3db5100cd1bb1", "choice_count", "", "", "2"),  # row 6102, \text{A, B} | "List the choices"
     # "Let $O$ and $H$ denote ..., respectively." names things; "enter all possible values" asks for a set
     ("e4e3d43e23c2ac97", "set_min", "", "", "60"),  # row 7144, 60^\circ, 120^\circ | AO = AH: all values of angle A
+    # "Solve <an equation>." answered by a list is its solutions
+    ("5470e69ecbc57300", "set_max", "", "", "1/2"),  # row 7381, 0, \frac{1}{2} | arcsin x + arcsin(1 - x) = arccos x
 ]
 
 
@@ -185,7 +190,8 @@ def test_the_leads_of_rows_the_reader_missed(by_id, rid, kind, value):
     "bff53a76bc444ca0",  # row 5109, \text{A5}_{11} | Convert 115_{10} to base 11: its value is in the question
     "feb49dec7e9006c1",  # row 2701, 12,9 | "Find the lengths of BP and QT" ... "5 and 3/4, respectively"
     "04e7c46d5e0e0d7a",  # row 2219, 0.56 = 56\% | two values: 0.56 or 56 (percent)?
-    "578bc9a5525fce43",  # row 4803, \text{Saturday} | a day of the week has no numbering a writer agrees on
+    "68bd6293c1697168",  # row 4997, \text{orange} | a colour has no numbering a writer agrees on
+    "ea9938eb68ce49c9",  # row 3404, \text{odd} | odd, even or neither
     # complex solutions: their number is the degree, their sum Vieta's, known without solving
     "e2ea9b9e56a74059",  # row 3548, 1 + i, 1 - i, -1 + i, -1 - i | the solutions to z^4 = -4
     "2ac16dc4e20b878c",  # row 4439, 4 + i, 4 - i, 4 + i\sqrt5, 4 - i\sqrt5 | (x-3)^4+(x-5)^4=-8
@@ -200,7 +206,8 @@ SHAPES = [
     # words without a natural numeric reading derive nothing
     (r"\text{even}", "Is $f(x) = 3^{x^2-3} - |x|$ an even function, odd function, or neither?", None),
     (r"\text{no}", "Is it possible?", None),
-    (r"\text{Sunday}", "On what day of the week will it be?", None),
+    (r"\text{Sunday}", "On what day of the week will it be?", ("weekday", "", "", 7)),  # ISO 8601: Monday = 1
+    (r"\text{orange}", "What colour is the last bead?", None),
     # a pair and an open interval are written alike: the question decides
     ("(3, 5)", "Find the ordered pair $(a,b)$.", ("tuple_entry", "1", "a", 3)),
     ("(3, 5)", "Express your answer in interval notation.", ("interval_length", "", "", 2)),

@@ -203,12 +203,14 @@ def test_good_model_composes_every_answer_form_within_budget(tmp_path):
     composed = rows(tmp_path / "composed.jsonl")
     # tuples feed v1 through the menu of derived numbers: exact, so no verification call (issue 27)
     derived = [r for r in composed if r["metadata"]["v1_from"] == ["derived"]]
-    assert {r["parents"][0] for r in derived} >= {PROBLEMS[5].id, PROBLEMS[6].id}
+    # ... and a time of day by its minutes past the hour ("8:34 p.m." -> 34, issue 27 part 1)
+    assert {r["parents"][0] for r in derived} >= {PROBLEMS[5].id, PROBLEMS[6].id, PROBLEMS[10].id}
     assert all(r["metadata"]["verified_by"] == ["symbolic"] and r["links"][0]["v1_derivation"] for r in derived)
-    # other compound answers ("8:34 p.m.") via a number in them, confirmed by one check
+    # other compound answers (complex solutions, which derive nothing) via a number in them,
+    # confirmed by one check
     parts = [r for r in composed if r["metadata"]["v1_from"] == ["part_of_answer"]]
     assert parts and all(r["metadata"]["verified_by"] == ["llm"] for r in parts)
-    assert {r["parents"][0] for r in parts} >= {PROBLEMS[10].id}
+    assert {r["parents"][0] for r in parts} >= {PROBLEMS[13].id}
     # plain numbers never cost a verification call
     assert all(
         r["metadata"]["verified_by"] == ["symbolic"]
@@ -675,7 +677,7 @@ def test_a_middle_definition_may_not_restate_its_replaced_constant(tmp_path):
 
 @pytest.mark.parametrize("verify, requests", [("never", 1), ("auto", 2), ("always", 2)])
 def test_verify_modes(tmp_path, verify, requests):
-    """A number taken from inside a compound answer (a time) needs the check in auto mode;
+    """A number taken from inside a compound answer (a set of complex solutions) needs the check in auto mode;
     never keeps only exact decisions; a derived number (a tuple's entry) is exact (check 5 by
     exact reading alone, so that only the verification calls are counted)."""
     cfg = LLMComposeConfig(model="fake-model", verify=verify, dependence="exact")
@@ -688,7 +690,7 @@ def test_verify_modes(tmp_path, verify, requests):
             progress=False,
         )
         tuple_q1 = compose_candidates(
-            [(PROBLEMS[10], PROBLEMS[1])],
+            [(PROBLEMS[13], PROBLEMS[1])],
             tmp_path / "t",
             cfg,
             backend=backend(srv.url),

@@ -497,8 +497,9 @@ def test_auto_takes_the_next_constant_when_the_model_finds_one_irrelevant(tmp_pa
     assert stats["accepted"] == 2
     # one chain at a time (chains in flight together may each ask before the first mark): the
     # second chain with the crate asks nothing about its weight
-    from composition_rl.compose.run import build_engine
     from types import SimpleNamespace
+
+    from composition_rl.compose.run import build_engine
 
     asked.clear()
     with FakeOpenAIServer(model) as srv:

@@ -118,6 +118,7 @@ DERIVED_PHRASES: dict[str, str] = {
     "time_minute": "the number of minutes past the hour in the time that answers the problem above",
     "time_second": "the number of seconds past the minute in the time that answers the problem above",
     "date_day": "the day of the month in the date that answers the problem above",
+    "weekday": "the number of the day of the week that answers the problem above (Monday = 1, Tuesday = 2, and so on to Sunday = 7)",
 }
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
 

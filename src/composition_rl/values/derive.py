@@ -52,7 +52,7 @@ Kind = Literal[
     "matrix_entry", "trace", "det", "vector_entry",
     "complex_real", "complex_imag",
     "base_value", "month",
-    "ratio_value", "ratio_term", "time_hour", "time_minute", "time_second", "date_day",
+    "ratio_value", "ratio_term", "time_hour", "time_minute", "time_second", "date_day", "weekday",
 ]
 DERIVATION_KINDS: tuple[str, ...] = get_args(Kind)
 
@@ -167,7 +167,10 @@ _ASKS_ALL = re.compile(
     r"separated by commas|separate your answers|\blist of numbers|\ball\s+(?:of\s+)?(?:the\s+|possible\s+|real\s+"
     r"|integer\s+|positive\s+|negative\s+|distinct\s+|integral\s+|nonnegative\s+)*"
     r"(?:solutions?|values?|roots?|zeros?|numbers?|integers?|x|n|k|a|b|c)\b|\benter all\b|\blist all\b"
-    r"|\b(?:solutions|roots|zeros|values)\b",
+    r"|\b(?:solutions|roots|zeros|values)\b"
+    # "Solve <an equation>." answered by a list: its solutions (MATH 7381, arcsin x + arcsin(1 - x)
+    # = arccos x: "0, \frac{1}{2}"); a system's answer is a pair and an inequality's an interval
+    r"|^\s*Solve\b(?!\s+the\s+(?:following\s+)?(?:system|inequality))",
     re.I,
 )
 _SEVERAL_QUANTITIES = re.compile(r"\brespectively\b", re.I)
@@ -305,6 +308,9 @@ def _option_values(question: str, letter: str) -> sympy.Expr | None:
     return values.get(letter)
 
 
+# ISO 8601's numbering, which the wording states (Monday = 1): a day of the week is a number
+# only with the numbering said in the sentence, as a letter's position in the alphabet is
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december")
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
@@ -536,9 +542,12 @@ def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
     if (m := _LETTERS.match(s)) is not None and re.search(r"letter|option|\bchoices\b", question, re.I):
         add_if(Derivation("choice_count"), sympy.Integer(len(m.group(1).split(","))))
         return out
-    # words: only months read as numbers, and the day of a date ("October 30")
+    # words: only months and days of the week read as numbers, and the day of a date ("October 30")
     if (m := _TEXT.match(s)) is not None and m.group(1).strip().lower() in _MONTHS:
         add_if(Derivation("month"), sympy.Integer(_MONTHS.index(m.group(1).strip().lower()) + 1))
+        return out
+    if (m := _TEXT.match(s)) is not None and m.group(1).strip().lower() in _WEEKDAYS:
+        add_if(Derivation("weekday"), sympy.Integer(_WEEKDAYS.index(m.group(1).strip().lower()) + 1))
         return out
     if (m := _DATE.match(s)) is not None and m.group(1).lower() in _MONTHS:
         day = int(m.group(2))
