@@ -415,6 +415,37 @@ def test_the_llm_engine_asks_the_model_where_exact_reading_cannot_decide(tmp_pat
     assert rec["metadata"]["dependence"] == "unknown" and rec["metadata"]["dependence_by"] == ["none"]
 
 
+def test_an_answer_that_moves_in_steps_is_not_called_independent(tmp_path):
+    """The probe's second point: the same answer at v2 + 1 but another at v2 + 2 is an answer
+    that moves in steps, not one that ignores the value (issue 26's estimate: the primes between
+    30 and 40 or 41); one the same at both points is rejected as before."""
+    from composition_rl.backends.openai_chat import OpenAIChat
+    from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+
+    q1 = Problem.new("What is $3 + 4$?", "7")
+    pairs = Problem.new("A shelf holds 4 books, set out in pairs. How many pairs are on the shelf?", "2")
+    seen = []
+
+    def halves(p):
+        n = int(re.search(r"holds (\d+)", p).group(1))
+        seen.append(n)
+        return str(n // 2)
+
+    with FakeOpenAIServer(_solver({"A shelf": halves})) as srv:
+        stats = compose_candidates([(q1, pairs)], tmp_path, LLMComposeConfig(model="m"),
+                                   backend=OpenAIChat([srv.url], "m"), progress=False)
+    (rec,) = [json.loads(x) for x in (tmp_path / "composed.jsonl").read_text().splitlines()]
+    assert sorted(set(seen)) == [4, 5, 6]  # at v2, at v2 + 1 (the same 2), then at v2 + 2 (3)
+    assert rec["metadata"]["dependence"] == "dependent" and rec["metadata"]["dependence_by"] == ["model"]
+    assert stats["dependence"] == {"dependent": 1, "unknown": 0, "independent": 0}
+    # the same answer at both points: rejected, after three calls
+    seen.clear()
+    with FakeOpenAIServer(_solver({"A shelf": lambda p: (seen.append(p), "2")[1]})) as srv:
+        stats = compose_candidates([(q1, pairs)], tmp_path / "flat", LLMComposeConfig(model="m"),
+                                   backend=OpenAIChat([srv.url], "m"), progress=False)
+    assert stats["rejected_by_reason"] == {"independent_model": 1} and len(seen) == 3
+
+
 def test_blind_dependence_rejects_a_later_problem_the_model_solves_without_the_value(tmp_path):
     """--dependence blind: after the probe at v2 + 1, the model solves the later problem with the
     value withheld; reaching q2's answer that way is a shortcut (issue 26's hunt: values the rest
