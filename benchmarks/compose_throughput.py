@@ -64,13 +64,13 @@ def io_floor_bytes(path: Path, n_bytes: int, out: Path) -> float:
     floor, which writes as many records as there are chains, each half a composed record's size."""
     t0 = time.perf_counter()
     problems = load_problems(path).problems
-    with atomic_open(out / "floor_bytes.jsonl") as f:
+    with atomic_open(out / "floor_bytes.jsonl", "wb") as f:
         m = len(problems)
         i = written = 0
-        while written < n_bytes:
-            line = dumps(problems[i % m].to_dict()) + "\n"
+        while m and written < n_bytes:
+            line = (dumps(problems[i % m].to_dict()) + "\n").encode()
             f.write(line)
-            written += len(line.encode())
+            written += len(line)
             i += 1
     return time.perf_counter() - t0
 

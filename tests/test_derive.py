@@ -237,7 +237,20 @@ SHAPES = [
     ("9:24", "What is the ratio of the areas? Express it in the form $a:b$.", ("ratio_value", "", "", sympy.Rational(3, 8))),
     ("9:24", "What time is it now?", ("time_minute", "", "", 24)),
     ("9:24", "Find the two numbers.", None),
-    ("9:24", "What is the ratio of the time Ann ran to the time Bo ran?", None),
+    # durations: a ratio, not a time of day (no "what time", clock, a.m./p.m. or "at 8:00")
+    ("9:24", "What is the ratio of the time Ann ran to the time Bo ran?", ("ratio_value", "", "", sympy.Rational(3, 8))),
+    ("9:24", "What is the ratio of the laps? They start at 8:00.", None),  # a ratio and a time: neither
+    ("14:30", "How much time does the trip take?", None),  # a duration
+    ("9:24", "Each time she runs a lap, she rests. Find it.", None),
+    ("9:24", "They start running at 8:00. What is the earliest time when all three meet?", ("time_minute", "", "", 24)),
+    # "2 < 3x + 1 < 7" bounds 3x + 1, and "1 < x^2 < 4" is two intervals: no interval is read
+    ("2 < 3x+1 < 7", "Find all $x$.", None),
+    ("1 < x^2 < 4", "Find all $x$.", None),
+    # values of two unknowns are not a solution set
+    ("x = 2, y = 3", "Solve for $x$ and $y$.", None),
+    ("3, 4", "Solve\n\\begin{align*} x+y&=7 \\\\ x-y&=-1 \\end{align*}", None),
+    # a day of the week bare or with a full stop, as in \text{}
+    ("Sunday.", "On what day of the week will it be?", ("weekday", "", "", 7)),
     ("25:10", "At what time do they meet?", None),  # no such time of day
     ("3:3:1", "Find the ratio AN_2 : N_2N_1 : N_1D.", None),  # three terms: no first and second
     # a respectively in the asking sentence still makes a list two answers

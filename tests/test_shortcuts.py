@@ -532,13 +532,31 @@ def test_auto_takes_the_next_constant_when_the_model_finds_one_irrelevant(tmp_pa
 
     from composition_rl.compose.run import build_engine
 
-    asked.clear()
     with FakeOpenAIServer(model) as srv:
         auto = build_engine(SimpleNamespace(engine="auto", seed=0, max_chars=8000, derive_q1=True),
                             llm_config=LLMComposeConfig(model="m"), backend=OpenAIChat([srv.url], "m"))
-        first, second = auto.compose((seven, crate), "c1"), auto.compose((eight, crate), "c2")
-    assert first.links[0].v2_literal != "8" and second.links[0].v2_literal != "8"
-    assert asked.count("9") == 1  # the weight is not probed again for the second chain
+        probed, to_llm = [], []  # (chain, literal) the model's check 5 is asked about; chains sent to the LLM engine
+        dependence, llm_compose = auto.llm.dependence, auto.llm.acompose
+
+        async def spy_dependence(later, literal, offsets, usage):
+            probed.append((chain, literal))
+            return await dependence(later, literal, offsets, usage)
+
+        async def spy_llm(c, cid, usage=None):
+            to_llm.append(cid)
+            return await llm_compose(c, cid, usage)
+
+        auto.llm.dependence, auto.llm.acompose = spy_dependence, spy_llm
+        out = {}
+        for chain, cid in (("crate 1", "c1"), ("crate 2", "c2"), ("box 1", "b1"), ("box 2", "b2")):
+            pair = {"crate 1": (seven, crate), "crate 2": (eight, crate), "box 1": (seven, box), "box 2": (eight, box)}[chain]
+            out[chain] = auto.compose(pair, cid)
+    assert out["crate 1"].links[0].v2_literal != "8" and out["crate 2"].links[0].v2_literal != "8"
+    assert ("crate 1", "8") in probed and ("crate 2", "8") not in probed  # the mark holds for the second chain
+    # a problem with no constant left: both chains go to the LLM engine, whichever set the constant
+    # aside, and end alike
+    assert to_llm == ["b1", "b2"]
+    assert out["box 1"].reason == out["box 2"].reason == "independent_model"
 
 
 @pytest.mark.parametrize("snippet,literal,singular", [

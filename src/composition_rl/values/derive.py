@@ -170,7 +170,8 @@ _ASKS_ALL = re.compile(
     r"|\b(?:solutions|roots|zeros|values)\b"
     # "Solve <an equation>." answered by a list: its solutions (MATH 7381, arcsin x + arcsin(1 - x)
     # = arccos x: "0, \frac{1}{2}"); a system's answer is a pair and an inequality's an interval
-    r"|^\s*Solve\b(?!\s+the\s+(?:following\s+)?(?:system|inequality))",
+    r"|^\s*Solve\b(?!\s+the\s+(?:following\s+)?(?:system|inequality))(?![^.?]*\bfor\s+\$?[a-zA-Z]\$?\s*(?:,|and)\s)"
+    r"(?![\s\S]*\\begin\{(?:align|cases|array))",
     re.I,
 )
 _SEVERAL_QUANTITIES = re.compile(r"\brespectively\b", re.I)
@@ -265,6 +266,9 @@ def _set(s: str, question: str):
         return None
     if m is None and (not _ASKS_ALL.search(question) or _several_quantities(question)):
         return None  # two numbers that do not answer "find all": two answers to two questions
+    names = {p.split("=")[0].strip().strip("$") for p in parts if "=" in p}
+    if len(names) > 1:
+        return None  # "x = 2, y = 3": values of two unknowns, not solutions of one
     vals = []
     for p in parts:
         v = _num(p)
@@ -310,6 +314,14 @@ def _option_values(question: str, letter: str) -> sympy.Expr | None:
 
 # ISO 8601's numbering, which the wording states (Monday = 1): a day of the week is a number
 # only with the numbering said in the sentence, as a letter's position in the alphabet is
+# one word, bare or in \text{} (a full stop after it allowed): "\text{Sunday}", "Sunday.", "\text{May.}"
+_NAME = re.compile(r"\s*(?:\\(?:text|textbf|mathrm|mbox)\s*\{\s*([A-Za-z]+)\.?\s*\}|([A-Za-z]+))\s*\.?\s*")
+def _name(s: str) -> str:
+    """The one word ``s`` is, lower-cased ("" if it is not one word)."""
+    m = _NAME.fullmatch(s)
+    return "" if m is None else (m.group(1) or m.group(2)).lower()
+
+
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december")
@@ -436,14 +448,19 @@ def _expression(s: str, question: str):
 # "a:b" answers a question that asks for a ratio ("the ratio of ... is", "in the form $a:b$") or
 # for a time of day ("What time will it be", "at 8:00"); a question that reads as both leads nothing
 _ASKS_RATIO = re.compile(r"\bratios?\b|\bform\s+\$\s*[a-zA-Z]\s*:\s*[a-zA-Z]\s*\$", re.I)
-_ASKS_TIME = re.compile(r"\btime\b|o'clock|\b[ap]\.m\.|\bnoon\b|\bmidnight\b", re.I)
+# a time of day, not a duration: "what time", a clock, a.m./p.m., noon, or a clock time the
+# question starts from ("start running at 8:00"; a ratio "in the ratio $25:36$" is not one);
+# never "how much time" or "how long"
+_ASKS_TIME = re.compile(r"\bwhat\s+time\b|\btime\s+of\s+(?:the\s+)?day\b|\bclock\b|o'clock|\b[ap]\.m\.|\bnoon\b"
+                        r"|\bmidnight\b|\bat\s+\$?\d{1,2}\s*(?:\\!)?:\s*(?:\\!)?\d{2}(?!\d)", re.I)
+_DURATION = re.compile(r"\bhow\s+(?:much\s+time|long)\b", re.I)
 _CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(?:\\text\s*\{\s*([ap])\.?\s*m\.?\s*\}|([ap])\.?\s*m\.?)?")
 
 
 def _time(s: str, question: str):
     """(hour, minute, second or None) of a time of day ``9:24``, ``05\\!:\\!00``, ``8\\!:\\!34
     \\text{ p.m.}``, ``4:51:06``, when the question asks for a time; else None."""
-    if not _ASKS_TIME.search(question) or _ASKS_RATIO.search(question):
+    if not _ASKS_TIME.search(question) or _DURATION.search(question) or _ASKS_RATIO.search(question):
         return None
     m = _CLOCK.fullmatch(_clean(s))
     if m is None:
@@ -473,12 +490,15 @@ def _written(v, question: str) -> bool:
 
 
 _INEQ = re.compile(r"\\leq?(?![a-zA-Z])|<|\\lt(?![a-zA-Z])")
+_BOUNDED = re.compile(r"\s*[a-zA-Z](?:\s*\(\s*[a-zA-Z]\s*\))?\s*")
 
 
 def _double_inequality(s: str):
     """(left, right) of a bounded interval written ``-80 \\leq g(x) \\leq 82``, else None."""
     parts = _INEQ.split(s)
-    if len(parts) != 3 or "=" in s or ">" in s or "\\ge" in s or not re.search(r"[a-zA-Z]", parts[1]):
+    # the middle is one variable or one function of it (g(x)): "2 < 3x + 1 < 7" bounds 3x + 1,
+    # not x, and "1 < x^2 < 4" is two intervals
+    if len(parts) != 3 or "=" in s or ">" in s or "\\ge" in s or not _BOUNDED.fullmatch(parts[1]):
         return None
     lo, hi = _num(parts[0]), _num(parts[2])
     if lo is None or hi is None or not (lo.is_real and hi.is_real) or not bool(lo < hi):
@@ -543,11 +563,11 @@ def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
         add_if(Derivation("choice_count"), sympy.Integer(len(m.group(1).split(","))))
         return out
     # words: only months and days of the week read as numbers, and the day of a date ("October 30")
-    if (m := _TEXT.match(s)) is not None and m.group(1).strip().lower() in _MONTHS:
-        add_if(Derivation("month"), sympy.Integer(_MONTHS.index(m.group(1).strip().lower()) + 1))
+    if (word := _name(s)) in _MONTHS:
+        add_if(Derivation("month"), sympy.Integer(_MONTHS.index(word) + 1))
         return out
-    if (m := _TEXT.match(s)) is not None and m.group(1).strip().lower() in _WEEKDAYS:
-        add_if(Derivation("weekday"), sympy.Integer(_WEEKDAYS.index(m.group(1).strip().lower()) + 1))
+    if word in _WEEKDAYS:
+        add_if(Derivation("weekday"), sympy.Integer(_WEEKDAYS.index(word) + 1))
         return out
     if (m := _DATE.match(s)) is not None and m.group(1).lower() in _MONTHS:
         day = int(m.group(2))

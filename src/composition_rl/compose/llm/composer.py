@@ -295,8 +295,7 @@ class LLMComposer:
         v2 = constant_value(literal)
         if self.config.dependence == "exact" or v2 is None:
             return "unknown", "none"
-        other = v2 + 1
-        text = _fill(later.question, places, literal, str(other) if other.denominator == 1 else str(float(other)))
+        text = _fill(later.question, places, literal, _value_text(v2 + 1))
         at_v2 = await self._solve(later.question, usage)
         if isinstance(at_v2, Rejection):
             return at_v2
@@ -312,12 +311,12 @@ class LLMComposer:
             # 41) is the same at v2 + 1 and still depends on the value; an answer that ignores it
             # is the same at v2 + 2 too (issue 26's estimate: 38 of 38 shortcuts stay flagged,
             # 4 of 14 false flags go)
-            two = v2 + 2
-            text2 = _fill(later.question, places, literal, str(two) if two.denominator == 1 else str(float(two)))
-            at_two = await self._solve(text2, usage)
+            at_two = await self._solve(_fill(later.question, places, literal, _value_text(v2 + 2)), usage)
             if isinstance(at_two, Rejection):
                 return at_two
-            if at_two is None or _same_answer(at_two, (at_v2,)):
+            if at_two is None:
+                return "unknown", "none"  # no answer at the second point: nothing is decided
+            if _same_answer(at_two, (at_v2,)):
                 return "independent", "model"
         if self.config.dependence == "blind":
             used = symbols_used(later.question)
@@ -429,9 +428,14 @@ class LLMComposer:
         return run_checks(composed, chain, self.max_chars) or composed
 
 
-# how many constants of one chain the auto engine may set aside on the model's word before it
-# gives up on the chain (each costs a symbolic compose and the model's calls for the next one)
+# how many constants of one chain the auto engine may set aside on the model's word before the
+# chain goes to the LLM engine (each costs a symbolic compose and the model's calls for the next)
 _MAX_MARKS = 8
+
+
+def _value_text(v) -> str:
+    """A value as the probe writes it in place of the literal: an integer, else a decimal."""
+    return str(v) if v.denominator == 1 else str(float(v))
 
 
 def _model_rejection(k: int, literal: str, res: tuple[str, str]) -> Rejection:
@@ -440,9 +444,10 @@ def _model_rejection(k: int, literal: str, res: tuple[str, str]) -> Rejection:
     if res[0] == "revealed":
         return Rejection("check5_dependence", "revealed_model",
                          f"link {k + 1}: the model reaches the answer with the value of {literal} withheld")
-    reason = "independent" if res[1] == "exact" else "independent_model"
-    return Rejection("check5_dependence", reason,
-                     f"link {k + 1}: the answer is the same at {literal} and at the next value ({res[1]})")
+    if res[1] == "exact":
+        return Rejection("check5_dependence", "independent", f"link {k + 1}: the answer is the same for every value of {literal}")
+    return Rejection("check5_dependence", "independent_model",
+                     f"link {k + 1}: the model's answer is the same at {literal} and at the next two values")
 
 
 def _fill(text: str, places: Sequence[int], literal: str, token: str) -> str:
@@ -531,17 +536,18 @@ class AutoComposer:
         Check 5 for the links exact reading left undecided is the model's (unless
         ``--dependence exact``). A constant the model finds the answer independent of (or
         revealed, ``--dependence blind``) is marked so in the symbolic engine, as a proved one
-        is, and the chain is composed again with its next constant; the chain is rejected for
-        the model's reason only when no constant is left (issue 26: the probe at v2 + 1 is a
+        is, and the chain is composed again with its next constant (issue 26: the probe is a
         property of the later problem and its constant, not of the pair). The marks stay for
-        the run, so later chains with that problem skip the constant without a call."""
+        the run, so later chains with that problem skip the constant without a call. When the
+        symbolic engine has no constant left, the chain goes to the LLM engine, as a chain the
+        symbolic engine rejects at once does: so a chain takes the same path whether or not
+        another chain set the constants aside first (concurrency, a resumed run)."""
         if not all(self.symbolic.eligible(p, k, len(chain)) for k, p in enumerate(chain)):
             return await self.llm.acompose(chain, candidate_id, usage)
         res = self.symbolic.compose(chain, candidate_id)
         if not isinstance(res, Problem):
             return await self.llm.acompose(chain, candidate_id, usage)
         usage = usage if usage is not None else Usage()
-        first: Rejection | None = None  # the model's first rejection, reported if nothing is left
         for _ in range(_MAX_MARKS):
             if res.metadata.get("dependence") != "unknown" or self.llm.config.dependence == "exact":
                 return res
@@ -553,8 +559,6 @@ class AutoComposer:
                 if isinstance(dep, Rejection):
                     return Rejection(dep.stage, dep.reason, f"link {k + 1} (dependence): {dep.detail}")
                 if dep[0] in ("independent", "revealed"):
-                    why = _model_rejection(k, lk.v2_literal, dep)
-                    first = first or why
                     self.symbolic.mark_independent(later[k], lk.v2_offset)
                     break
                 deps.append(dep)
@@ -566,8 +570,7 @@ class AutoComposer:
             res = self.symbolic.compose(chain, candidate_id)
             if not isinstance(res, Problem):
                 break
-        assert first is not None
-        return first
+        return await self.llm.acompose(chain, candidate_id, usage)
 
     def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
         if self.llm._loop is None:
