@@ -465,10 +465,42 @@ _FULL_STOP = re.compile(r"(?<=[\d}a-zA-Z])\s*\.$")
 # a decimal numeral marked as one (``24_{10}``)
 _BASE_TEN = re.compile(r"^(\d+)\s*_\s*\{?\s*10\s*\}?$")
 # a count written as a word (``\mbox{four}``)
-_NUMBER_WORD = re.compile(r"^(?:\\(?:text|textnormal|mbox|mathrm)\s*\{\s*([A-Za-z]+)\s*\}|([A-Za-z]+))$")
-_NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split())}
+_NUMBER_WORD = re.compile(r"^(?:\\(?:text|textnormal|mbox|mathrm)\s*\{\s*([A-Za-z]+(?:-[A-Za-z]+)?)\s*\}"
+                          r"|([A-Za-z]+(?:-[A-Za-z]+)?))$")
+ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen").split()
+TENS = {w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())}
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
+
+
+def word_number(text: str) -> int | None:
+    """A cardinal written in English words (the one reader of them: answers such as
+    ``\\mbox{four}``, and the LLM engine's constants written in words).
+
+    >>> word_number("five"), word_number("Twenty-three"), word_number("two hundred five"), word_number("lots")
+    (5, 23, 205, None)
+    """
+    words = re.split(r"[\s-]+", text.strip().lower().replace(" and ", " "))
+    if not words or words == [""]:
+        return None
+    total = cur = 0
+    seen = False
+    for w in words:
+        if w in ONES:
+            cur += ONES.index(w)
+        elif w in TENS:
+            cur += TENS[w]
+        elif w in _SCALES and seen:
+            scale = _SCALES[w]
+            if scale == 100:
+                cur *= 100
+            else:
+                total += cur * scale
+                cur = 0
+        else:
+            return None
+        seen = True
+    return total + cur
 
 
 @lru_cache(maxsize=65536)
@@ -487,7 +519,7 @@ def parse_answer_value(answer: str) -> AnswerValue | None:
         s = m.group(1).strip()
     s = _VAR_PREFIX.sub("", _FULL_STOP.sub("", s))
     if (m := _NUMBER_WORD.match(s)) is not None:
-        n = _NUMBER_WORDS.get((m.group(1) or m.group(2)).lower())
+        n = word_number(m.group(1) or m.group(2))
         return None if n is None else AnswerValue(sympy.Integer(n), "")
     s = _BASE_TEN.sub(r"\1", s)
     unit = ""

@@ -16,45 +16,11 @@ from functools import lru_cache
 import sympy
 
 from composition_rl.values import parse_answer_value, parse_number, render_latex
+from composition_rl.values.parse import ONES as _ONES
+from composition_rl.values.parse import TENS as _TENS
+from composition_rl.values.parse import word_number
 
 __all__ = ["NUM_IN_TEXT", "answer_numbers", "expr_str", "has_constant", "has_number", "rat_str", "relation", "word_number"]
-
-_ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
-_TENS = {
-    w: 10 * (i + 2)
-    for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
-}
-_SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
-
-
-def word_number(text: str) -> int | None:
-    """A cardinal written in English words.
-
-    >>> word_number("five"), word_number("Twenty-three"), word_number("two hundred five"), word_number("lots")
-    (5, 23, 205, None)
-    """
-    words = re.split(r"[\s-]+", text.strip().lower().replace(" and ", " "))
-    if not words or words == [""]:
-        return None
-    total = cur = 0
-    seen = False
-    for w in words:
-        if w in _ONES:
-            cur += _ONES.index(w)
-        elif w in _TENS:
-            cur += _TENS[w]
-        elif w in _SCALES and seen:
-            scale = _SCALES[w]
-            if scale == 100:
-                cur *= 100
-            else:
-                total += cur * scale
-                cur = 0
-        else:
-            return None
-        seen = True
-    return total + cur
-
 
 NUM_IN_TEXT = re.compile(r"\\[dt]?frac\s*\{\s*-?\d+\s*\}\s*\{\s*\d+\s*\}|\d+(?:\.\d+)?")
 
