@@ -56,6 +56,7 @@ ANSWERS = [
     (r"30^\circ.", 30, "degrees"),  # row 2861
     (r"7\text{ hours}.", 7, "hours"),  # row 6455
     (r"\mbox{four}", 4, ""),  # row 6605: a count written as a word
+    (r"\text{twenty-one}", 21, ""),  # a hyphenated cardinal: the same reader as the LLM engine's word_number
     (r"2400 \mbox{ cm}^2", 2400, "square cm"),  # row 5680: a squared unit, as prose writes it
     (r"1.85\ \text{USD}", R(37, 20), "USD"),  # row 5862: spacing before the unit
     ("24_{10}", 24, ""),  # row 5129: a decimal numeral marked as one
