@@ -262,10 +262,6 @@ class SymbolicComposer:
         :meth:`choose` takes the next constant as it does for a proved one."""
         self._dep[(p.id, offset)] = "independent"
 
-    def partner(self, problem_id: str) -> Problem:
-        """A problem that took a chain's place as its partner (see :meth:`_partner`), by id."""
-        return self._partner_by_id[problem_id]
-
     def choose(self, lead: _Lead, safe, h: int, p: Problem) -> tuple[Constant, str] | None:
         """The constant of ``p`` a link replaces for v1 ``lead``, and its dependence: among the
         safe constants whose offset the naturalness rules allow and that the answer is not

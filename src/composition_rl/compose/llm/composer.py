@@ -548,11 +548,10 @@ class AutoComposer:
         if not isinstance(res, Problem):
             return await self.llm.acompose(chain, candidate_id, usage)
         usage = usage if usage is not None else Usage()
+        later = chain[1:]  # auto takes no other partner (it has no reserve): the record's parents are the chain
         for _ in range(_MAX_MARKS):
             if res.metadata.get("dependence") != "unknown" or self.llm.config.dependence == "exact":
                 return res
-            parents = {p.id: p for p in chain}
-            later = [parents.get(i) or self.symbolic.partner(i) for i in res.parents[1:]]
             deps = []
             for k, lk in enumerate(res.links):
                 dep = await self.llm.dependence(later[k], lk.v2_literal, (lk.v2_offset, *lk.v2_also), usage)
