@@ -312,16 +312,18 @@ def _option_values(question: str, letter: str) -> sympy.Expr | None:
     return values.get(letter)
 
 
-# ISO 8601's numbering, which the wording states (Monday = 1): a day of the week is a number
-# only with the numbering said in the sentence, as a letter's position in the alphabet is
 # one word, bare or in \text{} (a full stop after it allowed): "\text{Sunday}", "Sunday.", "\text{May.}"
 _NAME = re.compile(r"\s*(?:\\(?:text|textbf|mathrm|mbox)\s*\{\s*([A-Za-z]+)\.?\s*\}|([A-Za-z]+))\s*\.?\s*")
+
+
 def _name(s: str) -> str:
     """The one word ``s`` is, lower-cased ("" if it is not one word)."""
     m = _NAME.fullmatch(s)
     return "" if m is None else (m.group(1) or m.group(2)).lower()
 
 
+# ISO 8601's numbering, which the wording states (Monday = 1): a day of the week is a number
+# only with the numbering said in the sentence, as a letter's position in the alphabet is
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december")
@@ -512,7 +514,7 @@ _POINTS = (2, 3, 4, 5, 6, 7, 10, -2, -3)  # positive first: physical quantities 
 def _points(question: str) -> tuple[int, ...]:
     """Small integers not written in the question, in order of preference (a point the
     question names may have a value it gives away: "p(2) = 5")."""
-    return tuple(t for t in _POINTS if not re.search(r"(?<![\d.])" + str(abs(t)) + r"(?![\d.])", question))
+    return tuple(t for t in _POINTS if not _written(t, question))
 
 
 _ORDINAL_MAX = 6
