@@ -326,6 +326,55 @@ def test_dependence_is_exact_where_decidable(what, idx, question, literal, outco
     assert decide(question, _places(question, literal), literal) == outcome
 
 
+VIETA = [
+    # what the question asks of a polynomial is free of the constant: independent
+    ("the sum of the roots of (x-5)^2 = 9 is 10 for any right-hand side", 641,
+     "What is the sum of the roots of the equation $(x - 5)^2 = 9$?", "9", "independent"),
+    ("the sum of the solutions is -84/-32 whatever the constant term", 687,
+     "Find the sum of the solutions of the equation $-32x^2 + 84x + 135=0$.", "135", "independent"),
+    ("the product of the roots does not use the linear coefficient", 1447,
+     "Find the product of the roots of the equation $18t^2 + 45t -500 =0$.", "45", "independent"),
+    ("real values asked: x^2 = 16 has two real roots, summing to 0 for any positive value", 635,
+     "If $x$ is a real number and $x^2 = 16$, what is the sum of all possible values of $x$?", "16", "independent"),
+    ("the x of the minimum does not use the constant term", 1340,
+     "What value of $x$ will give the minimum value for $x^2 + 11x - 5$?", "5", "independent"),
+    # ... and where it is not
+    ("the sum of the roots is the linear coefficient itself", 1363,
+     "What is the sum of the roots of $x^2 - 4x + 3 = 0$?", "4", "unknown"),
+    ("the sum of the solutions uses the leading coefficient", 687,
+     "Find the sum of the solutions of the equation $-32x^2 + 84x + 135=0$.", "32", "unknown"),
+    ("the product of the roots uses the constant term", 1447,
+     "Find the product of the roots of the equation $18t^2 + 45t -500 =0$.", "500", "unknown"),
+    ("the x of the minimum moves with the linear coefficient", 461,
+     "What value of $x$ will give the minimum value for $x^2- 10x + 24$?", "10", "unknown"),
+    ("the minimum value itself moves with the constant term", 1578,
+     "What is the minimum value of $5x^2-20x+1357$?", "1357", "unknown"),
+    ("the values of k, not of the letter of the equation", 493,
+     "In the equation $\\frac{1}{j} + \\frac{1}{k} = \\frac{1}{3}$, both $j$ and $k$ are positive integers. What "
+     "is the sum of all possible values for $k$?", "3", "unknown"),
+]
+
+
+@pytest.mark.parametrize("what,idx,question,literal,outcome", VIETA, ids=[c[0] for c in VIETA])
+def test_vieta_and_the_vertex_decide_a_coefficient_the_answer_does_not_use(what, idx, question, literal, outcome):
+    assert decide(question, _places(question, literal), literal) == outcome
+
+
+@pytest.mark.parametrize("question,literal", [
+    # a repeated root at v2: the sum of the values is 5, not 10; near v2 there are two or none
+    ("What is the sum of all values of $x$ such that $(x - 5)^2 = 0$?", "0"),
+    # real values asked, and x^2 = -4 has none at v2
+    ("What is the sum of all real values of $x$ such that $x^2 + 4 = 0$?", "4"),
+    # a condition elsewhere on the letter may drop a root
+    ("What is the sum of all values of $x$ such that $x^2 - 5x + 6 = 0$ and $x > 2$?", "6"),
+])
+def test_vieta_is_not_claimed_where_the_values_meant_change_near_v2(question, literal):
+    places = tuple(i for i in range(len(question)) if question.startswith(literal, i)
+                   and not question[i - 1].isdigit() and not question[i + len(literal)].isdigit()
+                   and question[i - 1] not in "^")
+    assert places and decide(question, places[-1:], literal) == "unknown"
+
+
 @pytest.mark.parametrize("question,literal,outcome", [
     ("Calculate 6 - 6.", "6", "independent"),  # both 6s replaced: Y - Y is 0 for every Y
     ("Calculate -4 + 4 - 2.", "4", "independent"),
@@ -710,6 +759,6 @@ def test_crl_audit_scans_every_class_and_samples_one(tmp_path, capsys):
 @pytest.mark.shared_data
 def test_snippets_quote_math_train(shared_data):
     rows = json.loads((shared_data / "train/math_train.json").read_text())
-    for what, idx, snippet, *_ in [*SHORTCUTS, *TEX]:
+    for what, idx, snippet, *_ in [*SHORTCUTS, *TEX, *VIETA]:
         if idx >= 0:
             assert snippet in rows[idx]["problem"], what

@@ -10,7 +10,11 @@ later problem and the places the variable replaced, and says one of :data:`OUTCO
   equation whose two sides differ by the variable's part times a part free of it
   (``\\frac{Y}{j} + \\frac{Y}{k} = \\frac{Y}{3}`` has the same solutions for every Y).
   Exact evaluation at v2 and two other values finds the candidates; sympy proves them (a
-  derivative that is identically zero, a ratio free of the other letters).
+  derivative that is identically zero, a ratio free of the other letters). Or the question
+  asks Vieta's sum or product of a polynomial's roots, or the vertex of a parabola, and the
+  variable is a coefficient that quantity does not use ("What is the sum of the roots of
+  $x^2 - 4x + Y = 0$?" is 4): proved in sympy, with the roots distinct at v2 (and real
+  when real values are asked), so the values the problem means keep their sum around v2.
 * ``dependent``: proved. The problem asks for the value of one expression of numbers
   ("Compute $\\frac{Y}{4}+2$.", "Simplify $(2x+Y)-(x+3)$."), and that expression takes
   other values at other values of the variable, so the answer changes with it.
@@ -487,6 +491,105 @@ def _independent(question: str, held: dict[tuple[int, int], list[int]], literal:
     return True
 
 
+# -- what the question asks of a polynomial: Vieta's sum or product, the vertex ----------------
+# "What is the sum of the roots of $x^2 - 4x + Y = 0$?" is 4 for every Y: the sum of the roots
+# is -a_{n-1}/a_n, the product (-1)^n a_0/a_n, the vertex of a parabola lies at -a_1/(2 a_2),
+# whatever the other coefficients are (the audits' answer_independent class).
+_ROOT_NOUN = r"(?:roots|zeros|zeroes|solutions|values\s+(?:of|for)\s+\$?(?P<of>[a-z])\$?)"
+_ASKS_VIETA = re.compile(
+    r"\b(?P<what>sum|product)\s+of\s+(?:the\s+|all\s+(?:the\s+)?)?(?P<adj>(?:(?:possible|distinct|real|complex)\s+)*)"
+    + _ROOT_NOUN, re.I)
+_ASKS_VERTEX = re.compile(
+    r"\b\$?(?P<coord>[a-z])\$?-coordinate\s+of\s+the\s+vertex|\baxis\s+of\s+symmetry"
+    r"|\bvalues?\s+of\s+\$?(?P<of>[a-z])\$?\s+(?:will\s+|would\s+|that\s+|which\s+)?"
+    r"(?:gives?|yields?|produces?|minimizes|maximizes)\b[^.?]*\b(?:minimum|maximum)", re.I)
+_REL_TEXT = re.compile(r"[=<>]|\\(?:le|leq|ge|geq|ne|neq|lt|gt)(?![a-zA-Z])")
+
+
+def _asked_of_polynomial(question: str) -> tuple[str, str, bool] | None:
+    """("sum" | "product" | "vertex", the letter the question names or "", whether the roots
+    must be real) when the question asks for Vieta's sum or product of a polynomial's roots
+    or for its vertex; None otherwise."""
+    m = _ASKS_VIETA.search(question)
+    if m is not None:
+        real = "real" in m.group("adj").lower() or m.group("of") is not None
+        return m.group("what").lower(), m.group("of") or "", real
+    m = _ASKS_VERTEX.search(question)
+    if m is not None:
+        return "vertex", m.group("coord") or m.group("of") or "", False
+    return None
+
+
+def _polynomial(stmt: list[tuple[str, str]]) -> tuple[object, bool] | None:
+    """The tree whose zeros the statement is about, and whether it defines a function: ``L =
+    R`` gives ``L - R``; ``f(x) = R`` and ``y = R`` (a name on the left that R does not use)
+    give ``R``; an expression is itself."""
+    sides = _sides(stmt)
+    if len(sides) == 1:
+        return _Reader(sides[0]).read(), True
+    if len(sides) != 2 or [t for t in stmt if t[0] == "rel"] != [("rel", "=")]:
+        return None
+    left, right = sides
+    named = (len(left) == 1 and left[0][0] == "let") or (
+        len(left) == 4 and left[0][0] == "let" and left[1] == ("op", "(") and left[2][0] == "let" and left[3] == ("op", ")"))
+    if named and left[0] not in right:
+        return _Reader(right).read(), True
+    return ("-", _Reader(left).read(), _Reader(right).read()), False
+
+
+def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], list[int]], literal: str,
+                             v2: Fraction) -> bool:
+    """Whether the question asks Vieta's sum or product, or the vertex, of a polynomial in one
+    letter that the variable is a coefficient of, and that quantity is free of the variable
+    (proved in sympy). Roots must be distinct at v2 (and real, when real ones are asked), so
+    the sum or product of the values the problem means stays the same around v2; another
+    statement about the letter elsewhere (``x > 2``) leaves it undecided."""
+    asked = _asked_of_polynomial(question)
+    if asked is None or len(held) != 1:
+        return False
+    what, named, real = asked
+    (a, b), ps = next(iter(held.items()))
+    try:
+        stmts = [s for s in _statements(_marked(question, a, b, tuple(ps), literal)) if any(t[0] == "var" for t in s)]
+        if len(stmts) != 1:
+            return False
+        read = _polynomial(stmts[0])
+    except (_Unknown, RecursionError):
+        return False
+    if read is None or _size(read[0]) > _MAX_PROOF:
+        return False
+    node, is_function = read
+    letters = _letters(node, set()) - {_VAR}
+    if len(letters) != 1 or (named and letters != {named}) or (what == "vertex" and not is_function):
+        return False
+    letter = next(iter(letters))
+    if letter.startswith("\\"):
+        return False  # \pi
+    word = re.compile(rf"(?<![A-Za-z\\]){letter}(?![A-Za-z])")
+    if any(_REL_TEXT.search(question, s, e) and word.search(question, s, e) for s, e in spans if (s, e) != (a, b)):
+        return False  # a condition on the letter elsewhere may drop roots
+    y, t = sympy.Symbol("Y"), sympy.Symbol("t")
+    try:
+        num, den = sympy.fraction(sympy.together(_sym(node, {letter: t, _VAR: y})))
+        if den.has(t):
+            return False
+        poly = sympy.Poly(sympy.expand(num), t)
+        n = poly.degree()
+        if n < 2 or (what == "vertex" and n != 2):
+            return False
+        cs = poly.all_coeffs()
+        at = sympy.Rational(v2.numerator, v2.denominator)
+        p0 = sympy.Poly([c.subs(y, at) for c in cs], t)
+        if cs[0].subs(y, at) == 0 or sympy.degree(sympy.gcd(p0, p0.diff(t)), t) > 0:
+            return False  # the degree drops, or a root is repeated, at v2
+        if real and p0.count_roots() != n:
+            return False  # real values are asked, and not every root is real at v2
+        q = {"sum": -cs[1] / cs[0], "product": (-1) ** n * cs[-1] / cs[0], "vertex": -cs[1] / (2 * cs[0])}[what]
+        return not sympy.cancel(q).has(y)
+    except (_Unknown, TypeError, ValueError, ZeroDivisionError, sympy.PolynomialError):
+        return False
+
+
 @lru_cache(maxsize=1 << 16)
 def decide(question: str, places: tuple[int, ...], literal: str) -> Dependence:
     """Whether the answer of ``question`` depends on the literal at ``places`` (the offsets
@@ -510,6 +613,17 @@ def decide(question: str, places: tuple[int, ...], literal: str) -> Dependence:
         if span is None:
             return "unknown"  # in prose: its meaning is not arithmetic this module reads
         held.setdefault(span, []).append(p)
+    out = _decide_held(question, spans, held, literal)
+    if out == "unknown" and len(held) == 1 and (v2 := constant_value(literal)) is not None \
+            and _polynomial_fixes_answer(question, spans, held, literal, v2):
+        return "independent"  # Vieta's sum or product, or the vertex, is free of the variable
+    return out
+
+
+def _decide_held(question: str, spans, held: dict[tuple[int, int], list[int]], literal: str) -> Dependence:
+    """:func:`decide` for the places ``held``, grouped by the math span they lie in: the
+    variable cancels (or sits in a degenerate form), or a "Compute $E$." problem's E changes
+    with it."""
     # one occurrence can only vanish in a degenerate form (0 \cdot Y, \binom{Y}{0}, 1^Y)
     independent = all(len(ps) > 1 or _DEGENERATE.search(question, a, b) for (a, b), ps in held.items())
     asked = _asked_span(question, spans) if set(held) == {spans[0]} else None
