@@ -495,6 +495,46 @@ def test_an_answer_that_moves_in_steps_is_not_called_independent(tmp_path):
     assert stats["rejected_by_reason"] == {"independent_model": 1} and len(seen) == 3
 
 
+@pytest.mark.parametrize("answer,gold,same", [
+    # issue 26's probe estimate: the one answer-independent record the probe missed
+    ("E, H", "\\text{H, E}", True),
+    ("-2, 3", "3,-2", True),  # "Enter all the solutions, separated by commas": a set
+    ("\\frac12, 3", "3, 0.5", True),
+    ("1,000", "1000", True),  # a thousands separator, not a list
+    ("\\text{Sunday}", "Sunday", True),
+    ("(1, 2)", "(2, 1)", False),  # an ordered pair keeps its order
+    ("[1, 2]", "[2, 1]", False),
+    ("2, 3", "2, 3, 4", False),
+    ("A, B", "A, C", False),
+])
+def test_the_probe_compares_unbracketed_lists_as_sets(answer, gold, same):
+    from composition_rl.compose.llm.composer import _same_answer
+
+    assert _same_answer(answer, [gold]) is same
+
+
+def test_a_reordered_list_at_v2_plus_one_is_the_same_answer(tmp_path):
+    """The probe at v2 + 1 must see that a list in another order is the answer it had at v2:
+    the later problem's answer here ignores the count, and the model writes it in another
+    order each time."""
+    from composition_rl.backends.openai_chat import OpenAIChat
+    from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+
+    q1 = Problem.new("What is $3 + 4$?", "7")
+    later = Problem.new("A club of 6 members meets on Monday and Friday. On which days does it meet?",
+                        "\\text{Monday, Friday}")
+    calls = []
+
+    def days(p):
+        calls.append(p)
+        return "Monday, Friday" if len(calls) % 2 else "Friday, Monday"
+
+    with FakeOpenAIServer(_solver({"A club": days})) as srv:
+        stats = compose_candidates([(q1, later)], tmp_path, LLMComposeConfig(model="m"),
+                                   backend=OpenAIChat([srv.url], "m"), progress=False)
+    assert stats["rejected_by_reason"] == {"independent_model": 1} and len(calls) == 3
+
+
 def test_blind_dependence_rejects_a_later_problem_the_model_solves_without_the_value(tmp_path):
     """--dependence blind: after the probe at v2 + 1, the model solves the later problem with the
     value withheld; reaching q2's answer that way is a shortcut (issue 26's hunt: values the rest

@@ -459,20 +459,65 @@ def _fill(text: str, places: Sequence[int], literal: str, token: str) -> str:
 
 def _same_answer(answer: str, golds: Sequence[str]) -> bool:
     """Whether a model's final answer is one of ``golds``: equal exact values where both parse,
-    else equal text once spaces, dollars and ``\\left``/``\\right`` are dropped."""
+    else equal text once spaces, dollars, ``\\left``/``\\right`` and text wrappers are
+    dropped, else (two lists of as many items, neither bracketed: "E, H" and ``\\text{H, E}``,
+    which MATH answers mean as sets) the same items in any order.
+
+    >>> _same_answer("E, H", ["\\text{H, E}"]), _same_answer("(1, 2)", ["(2, 1)"]), _same_answer("1,000", ["1000"])
+    (True, False, True)
+    """
     av = parse_answer_value(answer)
-
-    def norm(t: str) -> str:
-        return re.sub(r"\s+|\$|\\left|\\right|\\!|\\,", "", t)
-
     for g in golds:
         gv = parse_answer_value(g)
         if av is not None and gv is not None:
             if exact_equal(av.value, gv.value):
                 return True
-        elif norm(answer) == norm(g):
+        elif _norm(answer) == _norm(g):
             return True
+    if av is None:
+        items = _set_items(answer)
+        for g in golds:
+            other = _set_items(g) if items else None
+            if other and len(other) == len(items) and _match_all(items, other):
+                return True
     return False
+
+
+_WRAPPER = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
+
+
+def _norm(t: str) -> str:
+    return re.sub(r"\s+|\$|\\left|\\right|\\!|\\,", "", _WRAPPER.sub(r"\1", t))
+
+
+def _set_items(t: str) -> list[str] | None:
+    """The items of an answer written as a list without brackets ("-2, 3", "E, H"), or None
+    (one item, or a bracketed tuple or interval, whose order counts)."""
+    t = _norm(t).strip(".")
+    if not t or t[0] in "([{" or t[-1] in ")]}" or "\\{" in t[:2]:
+        return None
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(t):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(t[start:i])
+            start = i + 1
+    out.append(t[start:])
+    return out if len(out) > 1 and all(out) else None
+
+
+def _match_all(items: list[str], other: list[str]) -> bool:
+    """Whether each item equals a distinct item of ``other`` (lists of a few items)."""
+    left = list(other)
+    for it in items:
+        j = next((j for j, o in enumerate(left) if _same_answer(it, (o,))), None)
+        if j is None:
+            return False
+        del left[j]
+    return True
 
 
 def _substitute(p: Draft, y: str) -> str:
