@@ -19,7 +19,7 @@ from fakes.openai_server import FakeOpenAIServer
 from composition_rl.audit import CLASSES, sample, scan
 from composition_rl.cli import main
 from composition_rl.compose import ComposeConfig, compose_problems, run_compose, spc
-from composition_rl.compose.base import FUNNEL_STAGES, Stage
+from composition_rl.compose.base import FUNNEL_STAGES, Rejection, Stage
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.dependence import decide
 from composition_rl.compose.natural import Naturalness
@@ -697,6 +697,26 @@ def test_a_constant_with_a_risk_is_replaced_only_when_no_other_allows_a_natural_
     assert eng.compose((q1, only), "a").links[0].v2_literal == "9"
     assert SymbolicComposer.link_stats(eng.take_tally())["risks"] == {"none": 0, "figure_count": 0, "bound": 1,
                                                                       "word_number": 0}
+
+
+def test_risks_reject_never_replaces_a_risky_constant_and_says_why(tmp_path):
+    q1 = Problem.new("What is $3 + 4$?", "7")
+    only = Problem.new("How many positive integers are less than 9?", "8")
+    two = Problem.new("What is the positive difference between the two solutions of $|x + 5| = 20$?", "40")
+    eng = SymbolicComposer(risks="reject")
+    rej = eng.compose((q1, only), "a")
+    assert isinstance(rej, Rejection) and (rej.stage, rej.reason) == ("constant", "risky_constant")
+    assert {eng.compose((q1, two), cid).links[0].v2_literal for cid in "abcdefgh"} == {"5"}
+    with pytest.raises(ValueError, match="risks='sometimes'"):
+        ComposeConfig(risks="sometimes")
+    # the flag, end to end: the bound-only problem is rejected and counted, the other composes
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"question": p.question, "answer": p.answer}) + "\n" for p in (q1, only, two)))
+    assert main(["compose", "--input", str(src), "--depth", "2", "--pool-size", "3", "--risks", "reject",
+                 "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["rejected_by_reason"].get("risky_constant", 0) >= 1
+    assert stats["links"]["risks"] == {"none": stats["accepted"], "figure_count": 0, "bound": 0, "word_number": 0}
 
 
 # -- 5. natural offsets and the next partner -----------------------------------------------
