@@ -19,7 +19,7 @@ from fakes.openai_server import FakeOpenAIServer
 from composition_rl.audit import CLASSES, sample, scan
 from composition_rl.cli import main
 from composition_rl.compose import ComposeConfig, compose_problems, run_compose, spc
-from composition_rl.compose.base import FUNNEL_STAGES, Stage
+from composition_rl.compose.base import FUNNEL_STAGES, Rejection, Stage
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.dependence import decide
 from composition_rl.compose.natural import Naturalness
@@ -667,6 +667,10 @@ def test_the_grammar_reading_the_rule_and_its_scanner_share(snippet, literal, si
      "[asy]\ndefaultpen(linewidth(0.7));\n[/asy]", "11", "figure_count"),
     ("bound: 'more than 50 and fewer than 100' (the hunt's A029)", 5155,
      "The number of students in Teresa's graduating class is more than 50 and fewer than 100", "100", "bound"),
+    ("word_number: 'the two solutions of $|x + 5| = 20$' (an absolute value equation has two)", 27,
+     "What is the positive difference between the two solutions of $|x + 5| = 20$?", "two", "word_number"),
+    ("no risk: the same problem's 20, in digits", 27,
+     "What is the positive difference between the two solutions of $|x + 5| = 20$?", "20", ""),
     ("no risk: a measure in a figure problem, 'radius 10 cm' (figure code shortened)", 2596,
      "Two circles of radius 10 cm overlap such that each circle passes through the center of the other, as shown. "
      "[asy]\ndraw(Circle((0,0),10),linewidth(1));\n[/asy]", "10", ""),
@@ -685,10 +689,34 @@ def test_a_constant_with_a_risk_is_replaced_only_when_no_other_allows_a_natural_
     # the risk comes before the size of the offset: 60 (|d| = 53) over the bound 5 (|d| = 2)
     far = Problem.new("How many positive integers less than 5 are factors of 60?", "4")
     assert {eng.compose((q1, far), cid).links[0].v2_literal for cid in "abcdefgh"} == {"60"}
+    # a count in words (MATH 27) gives way to a number in digits: the 5 of |x + 5| (|d| = 2)
+    two = Problem.new("What is the positive difference between the two solutions of $|x + 5| = 20$?", "40")
+    assert {eng.compose((q1, two), cid).links[0].v2_literal for cid in "abcdefgh"} == {"5"}
     # a bound alone is still replaced: a risk costs no coverage, and stats.json counts it
     eng.take_tally()
     assert eng.compose((q1, only), "a").links[0].v2_literal == "9"
-    assert SymbolicComposer.link_stats(eng.take_tally())["risks"] == {"none": 0, "figure_count": 0, "bound": 1}
+    assert SymbolicComposer.link_stats(eng.take_tally())["risks"] == {"none": 0, "figure_count": 0, "bound": 1,
+                                                                      "word_number": 0}
+
+
+def test_risks_reject_never_replaces_a_risky_constant_and_says_why(tmp_path):
+    q1 = Problem.new("What is $3 + 4$?", "7")
+    only = Problem.new("How many positive integers are less than 9?", "8")
+    two = Problem.new("What is the positive difference between the two solutions of $|x + 5| = 20$?", "40")
+    eng = SymbolicComposer(risks="reject")
+    rej = eng.compose((q1, only), "a")
+    assert isinstance(rej, Rejection) and (rej.stage, rej.reason) == ("constant", "risky_constant")
+    assert {eng.compose((q1, two), cid).links[0].v2_literal for cid in "abcdefgh"} == {"5"}
+    with pytest.raises(ValueError, match="risks='sometimes'"):
+        ComposeConfig(risks="sometimes")
+    # the flag, end to end: the bound-only problem is rejected and counted, the other composes
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"question": p.question, "answer": p.answer}) + "\n" for p in (q1, only, two)))
+    assert main(["compose", "--input", str(src), "--depth", "2", "--pool-size", "3", "--risks", "reject",
+                 "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["rejected_by_reason"].get("risky_constant", 0) >= 1
+    assert stats["links"]["risks"] == {"none": stats["accepted"], "figure_count": 0, "bound": 0, "word_number": 0}
 
 
 # -- 5. natural offsets and the next partner -----------------------------------------------

@@ -103,6 +103,12 @@ class ComposeConfig:
         "help_no": "keep problems whose answer is not one number out of the positions before the last, as before "
                    "issue 27 (symbolic engine and the symbolic half of auto; the llm engine's prompt still lists "
                    "the derived numbers)"})
+    risks: str = field(default="last", metadata={
+        "help": "constants with a shortcut risk (a bound, a count a figure draws, a count written as a word; "
+                "docs/composition.md): last = replaced only when no other constant of the later problem allows "
+                "a natural offset (no coverage lost); reject = never replaced, so a chain whose later problem "
+                "has no other constant is rejected (fewer shortcuts, lower acceptance; symbolic engine)",
+        "choices": ("last", "reject")})
     natural: Naturalness = field(default_factory=Naturalness)
 
     def __post_init__(self) -> None:
@@ -123,6 +129,8 @@ class ComposeConfig:
             raise ValueError(f"max_chars={self.max_chars} is too small for any composition")
         if self.workers < 0:
             raise ValueError(f"workers={self.workers} must be >= 0 (0 = one per core)")
+        if self.risks not in ("last", "reject"):
+            raise ValueError(f"risks={self.risks!r}: one of last, reject")
         if self.engine not in COMPOSERS:
             raise ValueError(f"engine={self.engine!r}; known: {', '.join(COMPOSERS.names())}")
 

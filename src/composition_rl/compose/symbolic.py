@@ -137,12 +137,13 @@ class SymbolicComposer:
     name: str = "symbolic"
     natural: Naturalness = field(default_factory=Naturalness)
     derive_q1: bool = True
+    risks: str = "last"  # "reject": a constant with a risk is never replaced (ComposeConfig.risks)
 
     @classmethod
     def from_config(cls, config) -> SymbolicComposer:
         """The engine for a :class:`~composition_rl.compose.pipeline.ComposeConfig`."""
         return cls(seed=config.seed, max_chars=config.max_chars, natural=config.natural,
-                   derive_q1=config.derive_q1)
+                   derive_q1=config.derive_q1, risks=getattr(config, "risks", "last"))
 
     def __post_init__(self) -> None:
         # per-problem work, done once and keyed by id (sympy objects hash slowly)
@@ -239,11 +240,13 @@ class SymbolicComposer:
         top = self._best.get(p.id)
         if top is None:
             cs = self.constants(p)
+            reject = self.risks == "reject"
             top = self._best[p.id] = tuple(
                 ((1 if c.risk else 0, *c.rank), c, c.value.numerator if c.value.denominator == 1 else None)
-                for c in cs if not c.flaw)
+                for c in cs if not c.flaw and not (reject and c.risk))
             if not top:
-                self._why_none[p.id] = ("constant", "no_constant" if not cs else max((c.flaw for c in cs), key=FLAWS.index))
+                self._why_none[p.id] = ("constant", "no_constant" if not cs else "risky_constant"
+                                        if any(not c.flaw for c in cs) else max((c.flaw for c in cs), key=FLAWS.index))
         return top
 
     def dependence(self, p: Problem, c: Constant) -> str:

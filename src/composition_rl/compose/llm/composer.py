@@ -550,7 +550,7 @@ class AutoComposer:
     def from_config(cls, config: Any, llm_config: LLMComposeConfig | None = None,
                     backend: ChatBackend | None = None) -> AutoComposer:
         symbolic = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars,
-                                             derive_q1=config.derive_q1)
+                                             derive_q1=config.derive_q1, risks=getattr(config, "risks", "last"))
         return cls(symbolic, LLMComposer.from_config(config, llm_config, backend))
 
     @property
