@@ -316,6 +316,11 @@ def _places(q: str, literal: str) -> tuple[int, ...]:
     ("the 7s of (6a^3+92a^2-7)-(-7a^3+a^2-7), the coefficient of -7a^3 with them, do not cancel", 1698,
      "Completely factor the following expression: \\[(6a^3+92a^2-7)-(-7a^3+a^2-7)\\]", "7", "unknown"),
     ("'Compute $E$': E changes with the value", 2112, "Compute $\\dbinom{8}{4}$.", "4", "dependent"),
+    ("the 2s cancel in the quotient, but the points it excludes move with them", 3387,
+     "Find all real values of $x$ that satisfy $\\frac{x^2+x^3-2x^4}{x+x^2-2x^3} \\ge -1.$ (Give your answer in "
+     "interval notation.)", "2", "unknown"),
+    ("the 3s cancel, and the denominator 3x^{-3} vanishes for no x: still proved", 1018,
+     "Simplify $\\frac{4}{3x^{-3}} \\cdot \\frac{3x^{2}}{2}$.", "3", "independent"),
     ("f(2) = 0: a function applied is not decided", 1295,
      "Let $f(x)=2x^4+x^3+x^2-3x+r$. For what value of $r$ is $f(2)=0$?", "2", "unknown"),
     ("a count in prose is not decided", 1751,
@@ -336,6 +341,8 @@ VIETA = [
      "Find the product of the roots of the equation $18t^2 + 45t -500 =0$.", "45", "independent"),
     ("real values asked: x^2 = 16 has two real roots, summing to 0 for any positive value", 635,
      "If $x$ is a real number and $x^2 = 16$, what is the sum of all possible values of $x$?", "16", "independent"),
+    ("a full stop inside the display math is the sentence's, not arithmetic", 4629,
+     "Compute the product of the roots of the equation \\[3x^3 - x^2 - 20x + 27 = 0.\\]", "20", "independent"),
     ("the x of the minimum does not use the constant term", 1340,
      "What value of $x$ will give the minimum value for $x^2 + 11x - 5$?", "5", "independent"),
     # ... and where it is not

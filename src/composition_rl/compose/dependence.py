@@ -314,10 +314,32 @@ def _letters(node, out: set[str]) -> set[str]:
 _OTHER = (Fraction(7, 3), Fraction(-5, 11))
 
 
+def _domain_moves(node) -> bool:
+    """Whether a denominator holds the variable and another letter: where it vanishes then
+    moves with the variable, so a quotient that cancels (``\\frac{x^2 - Yx^3}{1 - Yx}``) still
+    excludes other points for other values, and equal values prove nothing."""
+    if node[0] == "/":
+        den = _letters(node[2], set())
+        if _VAR in den and len(den) > 1:
+            # the zeros of the denominator: a factor in both the variable and a letter moves
+            # them (1 - Yx); one in the variable alone (Y x^{-3}) does not
+            y = sympy.Symbol("Y")
+            names = {name: sympy.Symbol(f"s{i}") for i, name in enumerate(sorted(den - {_VAR}))} | {_VAR: y}
+            try:
+                num = sympy.fraction(sympy.together(_sym(node[2], names)))[0]
+                if any(y in f.free_symbols and len(f.free_symbols) > 1 for f, _ in sympy.factor_list(num)[1]):
+                    return True
+            except (_Unknown, TypeError, ValueError, sympy.PolynomialError):
+                return True
+    return any(isinstance(c, tuple) and _domain_moves(c) for c in node[1:])
+
+
 def _constant_in_var(node, v2: Fraction) -> bool | None:
     """True when ``node`` is proved constant in the variable, False when it is not, None when
-    it cannot be evaluated exactly."""
+    it cannot be evaluated exactly (or the points it is defined at move with the variable)."""
     letters = sorted(_letters(node, set()) - {_VAR})
+    if letters and _domain_moves(node):
+        return None
     points = [v2, v2 + 1, v2 + 2]
     try:
         for base in _OTHER:
@@ -379,9 +401,14 @@ def _same_zero_set(node, v2: Fraction) -> bool:
     return not (ratio.free_symbols - {y})
 
 
+_END_STOP = re.compile(r"\s*\.\s*$")
+
+
 def _statements(span: str) -> list[list[tuple[str, str]]]:
     """A span's top-level statements (split at commas, semicolons and ``\\text{and}``), as tokens."""
     span = re.sub(r"\\(?:text|mbox|mathrm)\s*\{\s*(?:and|or|if|for|where)\s*\}", ";", span)
+    # the sentence's full stop written inside display math: "\[3x^3 - 20x + 27 = 0.\]"
+    span = _END_STOP.sub("", span)
     toks = _lex(span)
     out, cur, depth = [], [], 0
     for tok in toks:
