@@ -338,8 +338,6 @@ def _constant_in_var(node, v2: Fraction) -> bool | None:
     """True when ``node`` is proved constant in the variable, False when it is not, None when
     it cannot be evaluated exactly (or the points it is defined at move with the variable)."""
     letters = sorted(_letters(node, set()) - {_VAR})
-    if letters and _domain_moves(node):
-        return None
     points = [v2, v2 + 1, v2 + 2]
     try:
         for base in _OTHER:
@@ -355,7 +353,7 @@ def _constant_in_var(node, v2: Fraction) -> bool | None:
     except (_Unknown, ZeroDivisionError, OverflowError, ValueError):
         return None
     # equal at every test point: prove it (a polynomial may meet one value three times)
-    if _size(node) > _MAX_PROOF:
+    if _size(node) > _MAX_PROOF or (letters and _domain_moves(node)):
         return None
     integer = v2.denominator == 1 and v2 >= 0
     y = sympy.Symbol("Y", integer=True, nonnegative=True) if integer else sympy.Symbol("Y")
