@@ -356,7 +356,7 @@ VIETA = [
      "What value of $x$ will give the minimum value for $x^2- 10x + 24$?", "10", "unknown"),
     ("the minimum value itself moves with the constant term", 1578,
      "What is the minimum value of $5x^2-20x+1357$?", "1357", "unknown"),
-    ("the values of k, not of the letter of the equation", 493,
+    ("two letters (j and k): no polynomial in one letter", 493,
      "In the equation $\\frac{1}{j} + \\frac{1}{k} = \\frac{1}{3}$, both $j$ and $k$ are positive integers. What "
      "is the sum of all possible values for $k$?", "3", "unknown"),
 ]
@@ -380,6 +380,36 @@ def test_vieta_is_not_claimed_where_the_values_meant_change_near_v2(question, li
                    and not question[i - 1].isdigit() and not question[i + len(literal)].isdigit()
                    and question[i - 1] not in "^")
     assert places and decide(question, places[-1:], literal) == "unknown"
+
+
+# a code review's counter-examples (2026-12-04): each was "independent" (or raised) before
+@pytest.mark.parametrize("question,literal,nth", [
+    # irrational coefficients: sympy cannot count real roots over them (it raised DomainError)
+    ("What is the sum of all real values of $x$ such that $x^2 + \\sqrt{2}x - 9 = 0$?", "9", None),
+    # a condition in the same span, in prose, or another quantity around the asked one
+    ("What is the sum of all values of $x$ such that $x^2 = 16 \\text{ and } x > 0$?", "16", None),
+    ("Find the sum of all solutions of $x^2 - 5x + 6 = 0$ that are greater than 2.", "6", None),
+    ("What is the positive difference between the sum of the roots and the product of the roots of "
+     "$x^2-7x+10=0$?", "10", None),
+    # the values of x^2, not of x; the function at another argument
+    ("What is the sum of all possible values of $x^2$ if $x^2 - 5x + 6 = 0$?", "6", None),
+    ("Let $f(x) = x^2 + 5x + 3$. What is the product of the roots of $f(x+1)$?", "5", None),
+    ("What is the sum of all values of $y$ such that $x^2 - 5x + 6 = 0$?", "6", None),
+    # the 5s cancel in the quotient, but x = 1/5 is excluded only while they are 5
+    ("Find all real $x$ such that $\\frac{x^2 - 5x^3}{1 - 5x} = \\frac{1}{25}$.", "5", (0, 1)),
+    # MATH 3387 written with a negative power instead of \\frac
+    ("Find all real values of $x$ that satisfy $(x^2+x^3-2x^4)(x+x^2-2x^3)^{-1} \\ge -1.$", "2", (1, 3)),
+    # the form of AIME 1983-2023 row 287: degree 2001 is never expanded (it took minutes)
+    ("Find the sum of the roots, real and non-real, of the equation $x^{2001}+\\left(\\frac 12-x\\right)^{2001}=0$, "
+     "given that there are no multiple roots.", "12", ()),
+])
+def test_check5_leaves_undecided_what_it_cannot_prove(question, literal, nth):
+    places = [i for i in range(len(question)) if question.startswith(literal, i)
+              and not question[i - 1:i].isdigit() and not question[i + len(literal):i + len(literal) + 1].isdigit()]
+    if nth is not None:
+        places = [places[j] for j in nth] if nth else [places[0]]  # (): the 1 of \\frac 12
+        literal = literal if nth else literal[0]
+    assert decide(question, tuple(places), literal) == "unknown"
 
 
 @pytest.mark.parametrize("question,literal,outcome", [
@@ -513,6 +543,15 @@ def test_an_answer_that_moves_in_steps_is_not_called_independent(tmp_path):
     ("[1, 2]", "[2, 1]", False),
     ("2, 3", "2, 3, 4", False),
     ("A, B", "A, C", False),
+    # a braced item at either end is no bracket (a code review's cases)
+    ("0.5, 1", "1, \\frac{1}{2}", True),
+    ("-\\sqrt{2}, \\sqrt{2}", "\\sqrt{2}, -\\sqrt{2}", True),
+    ("30^{\\circ}, 150^{\\circ}", "150^{\\circ}, 30^{\\circ}", True),
+    ("(1,2)\\cup(3,4)", "(3,4)\\cup(1,2)", False),  # one item, not a list
+    # labelled values keep their labels; a leading decimal point stays
+    ("x=1, y=2", "x=2, y=1", False),
+    ("x=1, y=2", "y=2, x=1", True),
+    (".5, 2", "2, 5", False),
 ])
 def test_the_probe_compares_unbracketed_lists_as_sets(answer, gold, same):
     from composition_rl.compose.llm.composer import _same_answer
@@ -724,6 +763,20 @@ def test_risks_reject_never_replaces_a_risky_constant_and_says_why(tmp_path):
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["rejected_by_reason"].get("risky_constant", 0) >= 1
     assert stats["links"]["risks"] == {"none": stats["accepted"], "figure_count": 0, "bound": 0, "word_number": 0}
+
+
+def test_risks_reject_reaches_the_llm_and_auto_engines():
+    """Under --risks reject the model may not pick a risky constant either: the LLM engine's
+    allowed places drop them, and auto passes the option to both halves."""
+    from composition_rl.compose.llm import LLMComposeConfig
+    from composition_rl.compose.run import build_engine
+
+    two = Problem.new("What is the positive difference between the two solutions of $|x + 5| = 20$?", "40")
+    for risks, literals in (("last", {"two", "5", "20"}), ("reject", {"5", "20"})):
+        cfg = ComposeConfig(engine="auto", risks=risks)
+        auto = build_engine(cfg, llm_config=LLMComposeConfig(model="m"))
+        assert auto.symbolic.risks == auto.llm.risks == risks
+        assert set(auto.llm._allowed(two)) == literals
 
 
 # -- 5. natural offsets and the next partner -----------------------------------------------

@@ -30,6 +30,26 @@ def test_a_stage_composed_on_the_fly_has_the_stage_depth(tmp_path):
     assert stage_depth(st, got) == 2
 
 
+def test_a_composed_stage_takes_the_risk_policy(tmp_path):
+    """compose.risks reaches the engine: a later problem whose only constant is a count
+    written as a word composes under "last" and is rejected under "reject"."""
+    import pytest
+
+    probs = [Problem.new("What is $3+4$?", "7", source="t"),
+             Problem.new("A box holds five pens. How many pens are in the box?", "5", source="t")]
+    path = tmp_path / "words.jsonl"
+    atomic_write_jsonl(path, [p.to_dict() for p in probs])
+    box = probs[1].id
+    last = StageConfig("d2", 5, compose={"from": str(path), "depth": 2, "pool_size": 2})
+    last.validate()
+    assert [p.parents[-1] for p in load_stage_problems(last)].count(box) == 1  # "five" became the variable
+    strict = StageConfig("d2", 5, compose={"from": str(path), "depth": 2, "pool_size": 2, "risks": "reject"})
+    strict.validate()
+    assert [p.parents[-1] for p in load_stage_problems(strict)].count(box) == 0
+    with pytest.raises(ValueError, match="risks='sometimes'"):
+        load_stage_problems(StageConfig("d2", 5, compose={"from": str(path), "depth": 2, "risks": "sometimes"}))
+
+
 def test_streams_are_seeded_cover_every_problem_per_epoch_and_resume():
     probs = [Problem.new(f"q{i}", str(i)) for i in range(5)]
     a = PromptStream(probs, "s", seed=1)

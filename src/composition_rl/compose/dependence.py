@@ -318,15 +318,18 @@ def _domain_moves(node) -> bool:
     """Whether a denominator holds the variable and another letter: where it vanishes then
     moves with the variable, so a quotient that cancels (``\\frac{x^2 - Yx^3}{1 - Yx}``) still
     excludes other points for other values, and equal values prove nothing."""
-    if node[0] == "/":
-        den = _letters(node[2], set())
+    # a quotient's denominator, or the base of a negative power ((x + Yx^2)^{-1})
+    den_node = node[2] if node[0] == "/" else node[1] if (
+        node[0] == "^" and (node[2][0] == "neg" or (node[2][0] == "n" and node[2][1] < 0))) else None
+    if den_node is not None:
+        den = _letters(den_node, set())
         if _VAR in den and len(den) > 1:
             # the zeros of the denominator: a factor in both the variable and a letter moves
             # them (1 - Yx); one in the variable alone (Y x^{-3}) does not
             y = sympy.Symbol("Y")
             names = {name: sympy.Symbol(f"s{i}") for i, name in enumerate(sorted(den - {_VAR}))} | {_VAR: y}
             try:
-                num = sympy.fraction(sympy.together(_sym(node[2], names)))[0]
+                num = sympy.fraction(sympy.together(_sym(den_node, names)))[0]
                 if any(y in f.free_symbols and len(f.free_symbols) > 1 for f, _ in sympy.factor_list(num)[1]):
                     return True
             except (_Unknown, TypeError, ValueError, sympy.PolynomialError):
@@ -370,8 +373,8 @@ def _same_zero_set(node, v2: Fraction) -> bool:
     variable: ``node`` is the variable's part times a part free of it (``\\frac{Y}{j} +
     \\frac{Y}{k} - \\frac{Y}{3}``), tested at exact points and proved with sympy."""
     letters = sorted(_letters(node, set()) - {_VAR})
-    if not letters:
-        return False
+    if not letters or _domain_moves(node):
+        return False  # (the points excluded from the equation move with the variable)
     try:
         ratios = set()
         for base in (*_OTHER, Fraction(13, 7)):
@@ -519,47 +522,92 @@ def _independent(question: str, held: dict[tuple[int, int], list[int]], literal:
 # -- what the question asks of a polynomial: Vieta's sum or product, the vertex ----------------
 # "What is the sum of the roots of $x^2 - 4x + Y = 0$?" is 4 for every Y: the sum of the roots
 # is -a_{n-1}/a_n, the product (-1)^n a_0/a_n, the vertex of a parabola lies at -a_1/(2 a_2),
-# whatever the other coefficients are (the audits' answer_independent class).
-_ROOT_NOUN = r"(?:roots|zeros|zeroes|solutions|values\s+(?:of|for)\s+\$?(?P<of>[a-z])\$?)"
+# whatever the other coefficients are (the audits' answer_independent class). Read only where
+# the question asks that and nothing else of the roots: one such phrase, no word that keeps
+# some roots and drops others, no other condition on the letter, no other use of the function.
+_LETTER = r"\$?(?P<of>[a-z])(?![\w^_{(])\$?"  # "values of $x$", not "values of $x^2$" or "the"
+_ROOT_NOUN = r"(?:roots|zeros|zeroes|solutions|values\s+(?:of|for)\s+" + _LETTER + ")"
 _ASKS_VIETA = re.compile(
     r"\b(?P<what>sum|product)\s+of\s+(?:the\s+|all\s+(?:the\s+)?)?(?P<adj>(?:(?:possible|distinct|real|complex)\s+)*)"
     + _ROOT_NOUN, re.I)
 _ASKS_VERTEX = re.compile(
-    r"\b\$?(?P<coord>[a-z])\$?-coordinate\s+of\s+the\s+vertex|\baxis\s+of\s+symmetry"
+    r"\b\$?(?P<coord>[a-z])\$?-coordinate\s+of\s+the\s+vertex"
     r"|\bvalues?\s+of\s+\$?(?P<of>[a-z])\$?\s+(?:will\s+|would\s+|that\s+|which\s+)?"
     r"(?:gives?|yields?|produces?|minimizes|maximizes)\b[^.?]*\b(?:minimum|maximum)", re.I)
-_REL_TEXT = re.compile(r"[=<>]|\\(?:le|leq|ge|geq|ne|neq|lt|gt)(?![a-zA-Z])")
+# another quantity around the asked one ("the difference between the sum of the roots and their
+# product"), or a word that keeps some roots only ("greater than 2", "in the interval", "positive")
+_OTHER_ASK = re.compile(r"\b(?:sum|product|difference|ratio|quotient|mean|average|twice|square|cube|reciprocal)s?\b",
+                        re.I)
+_KEEPS_SOME = re.compile(
+    r"\b(?:greater|less|more|fewer|larger|smaller|bigger|positive|negative|nonnegative|nonpositive|integers?|integral"
+    r"|rational|irrational|interval|between|least|most|exceed\w*|above|below|odd|even|prime|whole|natural|digits?"
+    r"|domain|range|except|other\s+than|nonzero|non-zero)\b|\\(?:in|le|leq|ge|geq|lt|gt|neq?)(?![a-zA-Z])|[<>]", re.I)
+_REL_TEXT = re.compile(r"[=<>]|\\(?:le|leq|ge|geq|ne|neq|lt|gt|in)(?![a-zA-Z])")
+_MAX_DEGREE = 64  # as _eval: no exponent above it is expanded
 
 
-def _asked_of_polynomial(question: str) -> tuple[str, str, bool] | None:
+def _asked_of_polynomial(question: str) -> tuple[str, str, bool, int, int] | None:
     """("sum" | "product" | "vertex", the letter the question names or "", whether the roots
-    must be real) when the question asks for Vieta's sum or product of a polynomial's roots
-    or for its vertex; None otherwise."""
+    must be real, and where the phrase is) when the question asks for Vieta's sum or product
+    of a polynomial's roots or for its vertex; None otherwise."""
     m = _ASKS_VIETA.search(question)
     if m is not None:
         real = "real" in m.group("adj").lower() or m.group("of") is not None
-        return m.group("what").lower(), m.group("of") or "", real
+        return m.group("what").lower(), m.group("of") or "", real, m.start(), m.end()
     m = _ASKS_VERTEX.search(question)
     if m is not None:
-        return "vertex", m.group("coord") or m.group("of") or "", False
+        return "vertex", m.group("coord") or m.group("of") or "", False, m.start(), m.end()
     return None
 
 
-def _polynomial(stmt: list[tuple[str, str]]) -> tuple[object, bool] | None:
-    """The tree whose zeros the statement is about, and whether it defines a function: ``L =
-    R`` gives ``L - R``; ``f(x) = R`` and ``y = R`` (a name on the left that R does not use)
-    give ``R``; an expression is itself."""
+def _prose(question: str, spans) -> str:
+    """``question`` with every math span blanked (the words around the formulas)."""
+    out, pos = [], 0
+    for a, b in spans:
+        out += [question[pos:a], " " * (b - a)]
+        pos = b
+    out.append(question[pos:])
+    return "".join(out)
+
+
+def _degree(node, letter: str) -> int | None:
+    """An upper bound of the degree of ``node`` in ``letter``, or None when a power is not a
+    small whole number (``x^{2001}``, ``2^x``): nothing that large is expanded."""
+    op = node[0]
+    if op == "n" or (op == "v" and node[1] != letter):
+        return 0
+    if op == "v":
+        return 1
+    if op == "neg":
+        return _degree(node[1], letter)
+    if op in "+-*/":
+        a, b = _degree(node[1], letter), _degree(node[2], letter)
+        if a is None or b is None or (op == "/" and b):
+            return None  # the letter in a denominator: no polynomial
+        return a + b if op == "*" else a
+    if op == "^":
+        a, e = _degree(node[1], letter), node[2]
+        if a is None or e[0] != "n" or e[1].denominator != 1 or not 0 <= e[1] <= _MAX_DEGREE:
+            return None if a != 0 or _degree(e, letter) != 0 else 0
+        return a * int(e[1])
+    return None if op in ("!", "C", "sqrt") and any(_degree(c, letter) for c in node[1:]) else 0
+
+
+def _polynomial(stmt: list[tuple[str, str]]) -> tuple[object, str] | None:
+    """The tree whose zeros the statement is about and the function's name ("" when it
+    defines none): ``L = R`` gives ``L - R``; ``f(x) = R`` and ``y = R`` (a name on the left
+    that R does not use) give ``R``; an expression is itself."""
     sides = _sides(stmt)
     if len(sides) == 1:
-        return _Reader(sides[0]).read(), True
+        return _Reader(sides[0]).read(), "?"
     if len(sides) != 2 or [t for t in stmt if t[0] == "rel"] != [("rel", "=")]:
         return None
     left, right = sides
     named = (len(left) == 1 and left[0][0] == "let") or (
         len(left) == 4 and left[0][0] == "let" and left[1] == ("op", "(") and left[2][0] == "let" and left[3] == ("op", ")"))
     if named and left[0] not in right:
-        return _Reader(right).read(), True
-    return ("-", _Reader(left).read(), _Reader(right).read()), False
+        return _Reader(right).read(), left[0][1]
+    return ("-", _Reader(left).read(), _Reader(right).read()), ""
 
 
 def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], list[int]], literal: str,
@@ -567,32 +615,41 @@ def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], l
     """Whether the question asks Vieta's sum or product, or the vertex, of a polynomial in one
     letter that the variable is a coefficient of, and that quantity is free of the variable
     (proved in sympy). Roots must be distinct at v2 (and real, when real ones are asked), so
-    the sum or product of the values the problem means stays the same around v2; another
-    statement about the letter elsewhere (``x > 2``) leaves it undecided."""
+    the sum or product of the values the problem means stays the same around v2. Anything
+    else the question says of the roots or the letter (``x > 2``, "greater than 2", "the
+    difference between the sum ... and the product", ``f(x+1)``) leaves it undecided."""
     asked = _asked_of_polynomial(question)
     if asked is None or len(held) != 1:
         return False
-    what, named, real = asked
+    what, named, real, at_s, at_e = asked
+    prose = _prose(question, spans)
+    if len(_OTHER_ASK.findall(prose)) != (what != "vertex") or _KEEPS_SOME.search(prose[:at_s] + prose[at_e:]):
+        return False
     (a, b), ps = next(iter(held.items()))
     try:
-        stmts = [s for s in _statements(_marked(question, a, b, tuple(ps), literal)) if any(t[0] == "var" for t in s)]
-        if len(stmts) != 1:
+        stmts = _statements(_marked(question, a, b, tuple(ps), literal))
+        mine = [s for s in stmts if any(t[0] == "var" for t in s)]
+        if len(mine) != 1:
             return False
-        read = _polynomial(stmts[0])
+        read = _polynomial(mine[0])
     except (_Unknown, RecursionError):
         return False
     if read is None or _size(read[0]) > _MAX_PROOF:
         return False
-    node, is_function = read
+    node, name = read
     letters = _letters(node, set()) - {_VAR}
-    if len(letters) != 1 or (named and letters != {named}) or (what == "vertex" and not is_function):
+    if len(letters) != 1 or (named and letters != {named}) or (what == "vertex" and not name):
         return False
     letter = next(iter(letters))
-    if letter.startswith("\\"):
-        return False  # \pi
+    if letter.startswith("\\") or _degree(node, letter) is None:
+        return False  # \pi; a power too large or not whole
     word = re.compile(rf"(?<![A-Za-z\\]){letter}(?![A-Za-z])")
+    if any(word.search(" ".join(v for _, v in st)) for st in stmts if st is not mine[0]):
+        return False  # another statement about the letter in the same span ("x^2 = 16, x > 0")
     if any(_REL_TEXT.search(question, s, e) and word.search(question, s, e) for s, e in spans if (s, e) != (a, b)):
         return False  # a condition on the letter elsewhere may drop roots
+    if name not in ("", "?") and len(re.findall(rf"(?<![A-Za-z\\]){name}\s*\(", question)) > 1:
+        return False  # the function is used again, perhaps at another argument (f(x+1))
     y, t = sympy.Symbol("Y"), sympy.Symbol("t")
     try:
         num, den = sympy.fraction(sympy.together(_sym(node, {letter: t, _VAR: y})))
@@ -605,13 +662,15 @@ def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], l
         cs = poly.all_coeffs()
         at = sympy.Rational(v2.numerator, v2.denominator)
         p0 = sympy.Poly([c.subs(y, at) for c in cs], t)
+        if not (p0.domain.is_ZZ or p0.domain.is_QQ):
+            return False  # irrational coefficients: no exact root count here
         if cs[0].subs(y, at) == 0 or sympy.degree(sympy.gcd(p0, p0.diff(t)), t) > 0:
             return False  # the degree drops, or a root is repeated, at v2
         if real and p0.count_roots() != n:
             return False  # real values are asked, and not every root is real at v2
         q = {"sum": -cs[1] / cs[0], "product": (-1) ** n * cs[-1] / cs[0], "vertex": -cs[1] / (2 * cs[0])}[what]
         return not sympy.cancel(q).has(y)
-    except (_Unknown, TypeError, ValueError, ZeroDivisionError, sympy.PolynomialError):
+    except Exception:  # noqa: BLE001 - any failure of the proof (sympy's own errors included) decides nothing
         return False
 
 

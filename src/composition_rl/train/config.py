@@ -57,7 +57,7 @@ class StageConfig:
             ``{depth: K, n: 512, seed: 0, digits: 1}`` (the tiny model's task; see
             train/arithmetic.py).
         compose: instead of ``data``, compose a stage on the fly with the symbolic engine:
-            ``{from: FILE, depth: K, pool_size: 20, max_candidates: 512, seed: 0}``
+            ``{from: FILE, depth: K, pool_size: 20, max_candidates: 512, seed: 0, risks: last}``
             (``composition_rl.compose.pipeline.compose_problems``). With ``first: mastered``
             the stage is composed when the curriculum reaches it, and q1 comes only from the
             previous stage's prompts whose latest sampled group was solve_all (seed 000:
@@ -89,14 +89,14 @@ class StageConfig:
             raise ValueError(f"stage {self.name!r}: give exactly one of data=, arithmetic= or compose=")
         if self.compose is not None:
             unknown = set(self.compose) - {"from", "depth", "pool_size", "max_candidates", "seed", "first",
-                                           "min_mastered"}
+                                           "min_mastered", "risks"}
             if self.compose.get("first", "mastered") != "mastered":
                 raise ValueError(f"stage {self.name!r}: compose.first must be 'mastered', got "
                                  f"{self.compose['first']!r}")
             if unknown or "from" not in self.compose or "depth" not in self.compose:
                 raise ValueError(
                     f"stage {self.name!r}: compose takes from and depth (and pool_size, max_candidates, "
-                    f"seed, first, min_mastered); got {self.compose}"
+                    f"seed, risks, first, min_mastered); got {self.compose}"
                 )
         check_budget(self.name, self.max_steps, self.min_steps)
         if self.arithmetic is not None:

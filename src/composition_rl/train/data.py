@@ -61,7 +61,8 @@ def _compose_stage(stage: StageConfig, first: Sequence[Problem] | None = None) -
     if depth == 1:
         return base
     cfg = ComposeConfig(depth=depth, pool_size=int(c.get("pool_size", 20)),
-                        max_candidates=int(c.get("max_candidates", 512)), seed=int(c.get("seed", 0)))
+                        max_candidates=int(c.get("max_candidates", 512)), seed=int(c.get("seed", 0)),
+                        risks=str(c.get("risks", "last")))
     out = list(compose_problems(base, cfg, first_pool=list(first) if first is not None else None).accepted)
     if not out:
         raise ValueError(f"stage {stage.name!r}: no composition accepted from {src}")

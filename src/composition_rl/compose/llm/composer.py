@@ -79,6 +79,7 @@ class LLMComposer:
     config: LLMComposeConfig
     seed: int = 0
     max_chars: int = 8000
+    risks: str = "last"  # "reject": the model may not pick a constant with a risk (ComposeConfig.risks)
     name: str = "llm"
     resumable = True  # the executor journals every finished candidate
     _inflight: dict[tuple[str, ...], asyncio.Future] = field(default_factory=dict, repr=False)
@@ -93,7 +94,8 @@ class LLMComposer:
             if backend is None:
                 raise ValueError("engine llm/auto needs a model: pass --base-url URL and --model NAME")
             llm_config = LLMComposeConfig(model=backend.model)
-        return cls(backend=backend, config=llm_config, seed=config.seed, max_chars=config.max_chars)
+        return cls(backend=backend, config=llm_config, seed=config.seed, max_chars=config.max_chars,
+                   risks=getattr(config, "risks", "last"))
 
     def open(self, out: Path) -> tuple[ChatBackend, Any]:
         """Attach the backend (built from the config, response cache in ``out``, unless one
@@ -134,8 +136,9 @@ class LLMComposer:
     def _allowed(self, p: Problem) -> dict[str, frozenset[int]]:
         def build(p: Problem) -> dict[str, frozenset[int]]:
             by: dict[str, set[int]] = {}
+            reject = self.risks == "reject"
             for c in find_constants(p.question, p.answer):
-                if c.flaw not in _NEVER:
+                if c.flaw not in _NEVER and not (reject and c.risk):
                     by.setdefault(c.literal, set()).add(c.offset)
             return {k: frozenset(v) for k, v in by.items()}
 
@@ -493,8 +496,8 @@ def _norm(t: str) -> str:
 def _set_items(t: str) -> list[str] | None:
     """The items of an answer written as a list without brackets ("-2, 3", "E, H"), or None
     (one item, or a bracketed tuple or interval, whose order counts)."""
-    t = _norm(t).strip(".")
-    if not t or t[0] in "([{" or t[-1] in ")]}" or "\\{" in t[:2]:
+    t = _norm(t).rstrip(".")
+    if not t or _bracketed(t):
         return None
     out, depth, start = [], 0, 0
     for i, ch in enumerate(t):
@@ -509,11 +512,41 @@ def _set_items(t: str) -> list[str] | None:
     return out if len(out) > 1 and all(out) else None
 
 
+_CLOSE = {"(": ")", "[": "]", "\\{": "\\}"}
+
+
+def _bracketed(t: str) -> bool:
+    """Whether ``t`` is one bracketed tuple, interval or set: an opening ``(``, ``[`` (either
+    may close an interval) or ``\\{`` whose matching close is the last character. A braced
+    item at either end (``\\frac{1}{2}``, ``30^{\\circ}``) is no bracket."""
+    opener = "\\{" if t.startswith("\\{") else t[0] if t[0] in "([" else None
+    if opener is None:
+        return False
+    depth = 0
+    for i, ch in enumerate(t):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i == len(t) - 1
+    return False
+
+
+def _same_item(a: str, b: str) -> bool:
+    """Two items of a list: a labelled one (``x=1``) matches only the same label with the
+    same value; others as :func:`_same_answer` compares answers."""
+    if "=" in a or "=" in b:
+        (la, _, va), (lb, _, vb) = a.partition("="), b.partition("=")
+        return la == lb and _same_answer(va, (vb,))
+    return _same_answer(a, (b,))
+
+
 def _match_all(items: list[str], other: list[str]) -> bool:
     """Whether each item equals a distinct item of ``other`` (lists of a few items)."""
     left = list(other)
     for it in items:
-        j = next((j for j, o in enumerate(left) if _same_answer(it, (o,))), None)
+        j = next((j for j, o in enumerate(left) if _same_item(it, o)), None)
         if j is None:
             return False
         del left[j]
