@@ -210,6 +210,14 @@ SHAPES = [
     (r"\text{orange}", "What colour is the last bead?", None),
     # a pair and an open interval are written alike: the question decides
     ("(3, 5)", "Find the ordered pair $(a,b)$.", ("tuple_entry", "1", "a", 3)),
+    # a named tuple with its values given is the point the question starts from, not the
+    # answer's entries (MATH 7081: the answer is rectangular; "the value of rho in the answer"
+    # read as 4, the given rho, made three invalid items in a blind audit)
+    ("(2, -2 \\sqrt{3}, 0)", "Convert the point $(\\rho,\\theta,\\phi) = \\left( 4, \\frac{5 \\pi}{3}, \\frac{\\pi}{2} "
+     "\\right)$ in spherical coordinates to rectangular coordinates.", ("tuple_entry", "1", "", 2)),
+    # ... while a function's arguments written with "=" no longer hide the answer's names (MATH 3514)
+    ("(5, 3)", "Let $p(x,y) = x - y$. There is a point $(r,s)$ for which $p(r,s) = 2$. Find the point $(r,s).$",
+     ("tuple_entry", "1", "r", 5)),
     ("(3, 5)", "Express your answer in interval notation.", ("interval_length", "", "", 2)),
     # a function's arguments name no tuple: "the set of all possible values of f(x,y,z)" (MATH
     # 3392, answer (1,2)) is an interval, whose right end is no "second entry" (blind audit)

@@ -229,11 +229,16 @@ _NAME = r"(?:\\[a-zA-Z]+|[a-zA-Z])(?:_\{?[\w]+\}?)?"
 _NAMED_TUPLE = re.compile(r"\(\s*(" + _NAME + r"(?:\s*,\s*" + _NAME + r")+)\s*\)")
 
 
+_GIVEN = re.compile(r"\s*(?:\\right\s*)?=")
+
+
 def _tuple_names(question: str, n: int) -> tuple[str, ...]:
     """The names of an ordered tuple of ``n`` entries as the question writes it (``$(p,q)$``
     in "Enter the ordered pair $(p,q)$"), or () when there is no unique such tuple."""
     found = set()
     for m in _NAMED_TUPLE.finditer(question):
+        if _GIVEN.match(question, m.end()):
+            continue  # "$(\\rho,\\theta,\\phi) = (4, ...)$": the point given, not the answer's entries
         names = tuple(x.strip() for x in m.group(1).split(","))
         if len(names) == n and len(set(names)) == n:
             found.add(names)
