@@ -215,6 +215,13 @@ SHAPES = [
     # read as 4, the given rho, made three invalid items in a blind audit)
     ("(2, -2 \\sqrt{3}, 0)", "Convert the point $(\\rho,\\theta,\\phi) = \\left( 4, \\frac{5 \\pi}{3}, \\frac{\\pi}{2} "
      "\\right)$ in spherical coordinates to rectangular coordinates.", ("tuple_entry", "1", "", 2)),
+    # names of a point the question describes, not the ones it asks the answer in (MATH 7395)
+    ("(91,60)", "A certain point has rectangular coordinates $(10,3)$ and polar coordinates $(r, \\theta).$  What "
+     "are the rectangular coordinates of the point with polar coordinates $(r^2, 2 \\theta)$?", ("tuple_entry", "1", "", 91)),
+    # ... and the asked names win over the described ones (MATH 4248)
+    ("(0,3)", "The graphs of $y = x^3 - 3x + 2$ and $x + 4y = 4$ intersect in the points $(x_1,y_1),$ $(x_2,y_2),$ and "
+     "$(x_3,y_3).$  If $x_1 + x_2 + x_3 = A$ and $y_1 + y_2 + y_3 = B,$ compute the ordered pair $(A,B).$",
+     ("tuple_entry", "2", "B", 3)),
     # ... while a function's arguments written with "=" no longer hide the answer's names (MATH 3514)
     ("(5, 3)", "Let $p(x,y) = x - y$. There is a point $(r,s)$ for which $p(r,s) = 2$. Find the point $(r,s).$",
      ("tuple_entry", "1", "r", 5)),

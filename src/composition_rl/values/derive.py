@@ -230,6 +230,12 @@ _NAMED_TUPLE = re.compile(r"\(\s*(" + _NAME + r"(?:\s*,\s*" + _NAME + r")+)\s*\)
 
 
 _GIVEN = re.compile(r"\s*(?:\\right\s*)?=")
+# the words that ask for the answer as a named tuple, just before it and with no formula between:
+# "Enter the ordered pair $(a,b)$", "in the form $(r,\\theta)$", "Find the point $(r,s)$"; not
+# "A point has rectangular coordinates $(10,3)$ and polar coordinates $(r, \\theta)$"
+_ASKED_AS = re.compile(r"(?:ordered\s+(?:pair|triple|triplet|quadruple|quintuple|tuple)|in\s+the\s+form|\bpoint\b"
+                       r"|\benter\b|\banswer\s+as\b|\bwhat\s+(?:is|are)\b|\bfind\b|\bcompute\b|\bdetermine\b)[^.?!$]*\$?\s*$",
+                       re.I)
 
 
 def _tuple_names(question: str, n: int) -> tuple[str, ...]:
@@ -239,6 +245,8 @@ def _tuple_names(question: str, n: int) -> tuple[str, ...]:
     for m in _NAMED_TUPLE.finditer(question):
         if _GIVEN.match(question, m.end()):
             continue  # "$(\\rho,\\theta,\\phi) = (4, ...)$": the point given, not the answer's entries
+        if not _ASKED_AS.search(question[max(0, m.start() - 80) : m.start()]):
+            continue  # "... and polar coordinates $(r, \\theta)$": names of a point described, not asked
         names = tuple(x.strip() for x in m.group(1).split(","))
         if len(names) == n and len(set(names)) == n:
             found.add(names)
