@@ -326,12 +326,12 @@ def _option_values(question: str, letter: str) -> sympy.Expr | None:
 
 
 # one word, bare or in \text{} (a full stop after it allowed): "\text{Sunday}", "Sunday.", "\text{May.}"
-_NAME = re.compile(r"\s*(?:\\(?:text|textbf|mathrm|mbox)\s*\{\s*([A-Za-z]+)\.?\s*\}|([A-Za-z]+))\s*\.?\s*")
+_ONE_WORD = re.compile(r"\s*(?:\\(?:text|textbf|mathrm|mbox)\s*\{\s*([A-Za-z]+)\.?\s*\}|([A-Za-z]+))\s*\.?\s*")
 
 
 def _name(s: str) -> str:
     """The one word ``s`` is, lower-cased ("" if it is not one word)."""
-    m = _NAME.fullmatch(s)
+    m = _ONE_WORD.fullmatch(s)
     return "" if m is None else (m.group(1) or m.group(2)).lower()
 
 
