@@ -41,7 +41,7 @@ from composition_rl.values.parse import (
     parse_number,
 )
 
-__all__ = ["DERIVATION_KINDS", "Derivation", "DerivedValue", "derivations", "derive", "lead_value"]
+__all__ = ["DERIVATION_KINDS", "Derivation", "DerivedValue", "derivations", "derive", "lead_value", "split_top"]
 
 Kind = Literal[
     "interval_length", "interval_left", "interval_right", "union_max_end", "union_min_end",
@@ -118,7 +118,7 @@ def _strip(answer: str) -> str:
     return s
 
 
-def _split_top(s: str, sep: str = ",") -> list[str]:
+def split_top(s: str, sep: str = ",") -> list[str]:
     """``s`` split at the separators outside any bracket (``\\{ \\}`` count as brackets)."""
     out, depth, cur = [], 0, []
     i, n = 0, len(s)
@@ -199,7 +199,7 @@ def _interval(s: str, question: str):
     t = s.replace("\\left", "").replace("\\right", "").strip()
     if len(t) < 5 or t[0] not in "([" or t[-1] not in ")]" or "\\cup" in t or "\\cap" in t:
         return None
-    parts = _split_top(t[1:-1])
+    parts = split_top(t[1:-1])
     if len(parts) != 2:
         return None
     ends = []
@@ -257,7 +257,7 @@ def _tuple(s: str):
     t = s.replace("\\left", "").replace("\\right", "").strip()
     if len(t) < 5 or t[0] != "(" or t[-1] != ")":
         return None
-    parts = _split_top(t[1:-1])
+    parts = split_top(t[1:-1])
     if len(parts) < 2 or len(parts) > 6:
         return None
     vals = [_num(p) for p in parts]
@@ -274,7 +274,7 @@ def _set(s: str, question: str):
     m = _SET_WRAP.match(s)
     body = m.group(1) if m else s
     body = _AND.sub(",", body)
-    parts = [p for p in _split_top(body) if p]
+    parts = [p for p in split_top(body) if p]
     if len(parts) < 2 or len(parts) > 12:
         return None
     if m is None and (not _ASKS_ALL.search(question) or _several_quantities(question)):

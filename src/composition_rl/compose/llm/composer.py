@@ -55,6 +55,7 @@ from composition_rl.values import (
     render_latex,
     symbols_used,
 )
+from composition_rl.values.derive import split_top
 
 __all__ = ["AutoComposer", "LLMComposer"]
 
@@ -499,28 +500,15 @@ def _set_items(t: str) -> list[str] | None:
     t = _norm(t).rstrip(".")
     if not t or _bracketed(t):
         return None
-    out, depth, start = [], 0, 0
-    for i, ch in enumerate(t):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            out.append(t[start:i])
-            start = i + 1
-    out.append(t[start:])
+    out = split_top(t)
     return out if len(out) > 1 and all(out) else None
-
-
-_CLOSE = {"(": ")", "[": "]", "\\{": "\\}"}
 
 
 def _bracketed(t: str) -> bool:
     """Whether ``t`` is one bracketed tuple, interval or set: an opening ``(``, ``[`` (either
     may close an interval) or ``\\{`` whose matching close is the last character. A braced
     item at either end (``\\frac{1}{2}``, ``30^{\\circ}``) is no bracket."""
-    opener = "\\{" if t.startswith("\\{") else t[0] if t[0] in "([" else None
-    if opener is None:
+    if not (t[0] in "([" or t.startswith("\\{")):
         return False
     depth = 0
     for i, ch in enumerate(t):
