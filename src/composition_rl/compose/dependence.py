@@ -221,6 +221,9 @@ def _ends_in_letter(node) -> bool:
     return node[0] == "v"
 
 
+_MAX_POWER = 64  # no exponent above it is evaluated (_eval) or expanded (_degree)
+
+
 def _eval(node, env: dict[str, Fraction]) -> Fraction:
     op = node[0]
     if op == "n":
@@ -242,7 +245,7 @@ def _eval(node, env: dict[str, Fraction]) -> Fraction:
         return a / b
     if op == "^":
         a, b = _eval(node[1], env), _eval(node[2], env)
-        if b.denominator != 1 or abs(b) > 64 or (a == 0 and b < 0) or abs(a.numerator) > 10**12:
+        if b.denominator != 1 or abs(b) > _MAX_POWER or (a == 0 and b < 0) or abs(a.numerator) > 10**12:
             raise _Unknown("power")
         return a ** int(b)
     if op == "!":
@@ -543,21 +546,27 @@ _KEEPS_SOME = re.compile(
     r"|rational|irrational|interval|between|least|most|exceed\w*|above|below|odd|even|prime|whole|natural|digits?"
     r"|domain|range|except|other\s+than|nonzero|non-zero)\b|\\(?:in|le|leq|ge|geq|lt|gt|neq?)(?![a-zA-Z])|[<>]", re.I)
 _REL_TEXT = re.compile(r"[=<>]|\\(?:le|leq|ge|geq|ne|neq|lt|gt|in)(?![a-zA-Z])")
-_MAX_DEGREE = 64  # as _eval: no exponent above it is expanded
 
 
-def _asked_of_polynomial(question: str) -> tuple[str, str, bool, int, int] | None:
+@lru_cache(maxsize=4096)
+def _asked_of_polynomial(question: str) -> tuple[str, str, bool] | None:
     """("sum" | "product" | "vertex", the letter the question names or "", whether the roots
-    must be real, and where the phrase is) when the question asks for Vieta's sum or product
-    of a polynomial's roots or for its vertex; None otherwise."""
+    must be real) when the question asks for Vieta's sum or product of a polynomial's roots,
+    or for its vertex, and nothing else of them (its words hold no second quantity and no
+    word that keeps some roots only); None otherwise. Once per question: every constant of
+    the question reads the same answer."""
     m = _ASKS_VIETA.search(question)
     if m is not None:
+        what, named = m.group("what").lower(), m.group("of") or ""
         real = "real" in m.group("adj").lower() or m.group("of") is not None
-        return m.group("what").lower(), m.group("of") or "", real, m.start(), m.end()
-    m = _ASKS_VERTEX.search(question)
-    if m is not None:
-        return "vertex", m.group("coord") or m.group("of") or "", False, m.start(), m.end()
-    return None
+    elif (m := _ASKS_VERTEX.search(question)) is not None:
+        what, named, real = "vertex", m.group("coord") or m.group("of") or "", False
+    else:
+        return None
+    prose = _prose(question, _spans(question))
+    if len(_OTHER_ASK.findall(prose)) != (what != "vertex") or _KEEPS_SOME.search(prose[: m.start()] + prose[m.end() :]):
+        return None
+    return what, named, real
 
 
 def _prose(question: str, spans) -> str:
@@ -587,7 +596,7 @@ def _degree(node, letter: str) -> int | None:
         return a + b if op == "*" else a
     if op == "^":
         a, e = _degree(node[1], letter), node[2]
-        if a is None or e[0] != "n" or e[1].denominator != 1 or not 0 <= e[1] <= _MAX_DEGREE:
+        if a is None or e[0] != "n" or e[1].denominator != 1 or not 0 <= e[1] <= _MAX_POWER:
             return None if a != 0 or _degree(e, letter) != 0 else 0
         return a * int(e[1])
     return None if op in ("!", "C", "sqrt") and any(_degree(c, letter) for c in node[1:]) else 0
@@ -621,10 +630,7 @@ def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], l
     asked = _asked_of_polynomial(question)
     if asked is None or len(held) != 1:
         return False
-    what, named, real, at_s, at_e = asked
-    prose = _prose(question, spans)
-    if len(_OTHER_ASK.findall(prose)) != (what != "vertex") or _KEEPS_SOME.search(prose[:at_s] + prose[at_e:]):
-        return False
+    what, named, real = asked
     (a, b), ps = next(iter(held.items()))
     try:
         stmts = _statements(_marked(question, a, b, tuple(ps), literal))
