@@ -35,6 +35,7 @@ from composition_rl.compose.run import (  # noqa: F401  (re-exported: the execut
     run_compose,
 )
 from composition_rl.records import Problem
+from composition_rl.values.shortcuts import RISK_POLICIES
 
 __all__ = [
     "ComposeConfig",
@@ -108,7 +109,7 @@ class ComposeConfig:
                 "docs/composition.md): last = replaced only when no other constant of the later problem allows "
                 "a natural offset (no coverage lost); reject = never replaced, so a chain whose later problem "
                 "has no other constant is rejected (fewer shortcuts, lower acceptance; symbolic engine)",
-        "choices": ("last", "reject")})
+        "choices": RISK_POLICIES})
     natural: Naturalness = field(default_factory=Naturalness)
 
     def __post_init__(self) -> None:
@@ -129,8 +130,8 @@ class ComposeConfig:
             raise ValueError(f"max_chars={self.max_chars} is too small for any composition")
         if self.workers < 0:
             raise ValueError(f"workers={self.workers} must be >= 0 (0 = one per core)")
-        if self.risks not in ("last", "reject"):
-            raise ValueError(f"risks={self.risks!r}: one of last, reject")
+        if self.risks not in RISK_POLICIES:
+            raise ValueError(f"risks={self.risks!r}: one of {', '.join(RISK_POLICIES)}")
         if self.engine not in COMPOSERS:
             raise ValueError(f"engine={self.engine!r}; known: {', '.join(COMPOSERS.names())}")
 

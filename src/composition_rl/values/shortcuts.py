@@ -612,6 +612,9 @@ def _grammar(q: str, toks) -> set[int]:
 # against about 21% of the rest). A risk costs no coverage: a problem whose only constants
 # carry one is still composed.
 RISKS = ("figure_count", "bound", "word_number")
+# what an engine does with a constant that carries a risk (``crl compose --risks``): "last", replace
+# it only when no other constant allows a natural offset; "reject", never replace it
+RISK_POLICIES = ("last", "reject")
 
 # a count of things a figure draws: "[[Y]] concentric circles", "[[W]] unit squares", "a
 # [[Z]] by [[Z]] grid": a reader may count them in the picture. A measure ("radius 5
