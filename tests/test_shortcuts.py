@@ -301,6 +301,13 @@ def test_exponents_radices_and_years_are_never_replaced_but_count_as_values():
 
 
 # -- 1. check 5: does the answer depend on the variable? ------------------------------------
+def _standalone(q: str, literal: str) -> tuple[int, ...]:
+    """Every offset of ``literal`` in ``q`` that is not part of a longer number."""
+    n = len(literal)
+    return tuple(i for i in range(len(q)) if q.startswith(literal, i)
+                 and not q[i - 1 : i].isdigit() and not q[i + n : i + n + 1].isdigit())
+
+
 def _places(q: str, literal: str) -> tuple[int, ...]:
     c = next(c for c in find_constants(q, "") if c.literal == literal and not c.flaw)
     return tuple(sorted((c.offset, *(o for o, _ in c.also))))
@@ -376,14 +383,12 @@ def test_vieta_and_the_vertex_decide_a_coefficient_the_answer_does_not_use(what,
     ("What is the sum of all values of $x$ such that $x^2 - 5x + 6 = 0$ and $x > 2$?", "6"),
 ])
 def test_vieta_is_not_claimed_where_the_values_meant_change_near_v2(question, literal):
-    places = tuple(i for i in range(len(question)) if question.startswith(literal, i)
-                   and not question[i - 1].isdigit() and not question[i + len(literal)].isdigit()
-                   and question[i - 1] not in "^")
+    places = _standalone(question, literal)
     assert places and decide(question, places[-1:], literal) == "unknown"
 
 
 # a code review's counter-examples (2026-12-04): each was "independent" (or raised) before
-@pytest.mark.parametrize("question,literal,nth", [
+@pytest.mark.parametrize("question,literal,at", [
     # irrational coefficients: sympy cannot count real roots over them (it raised DomainError)
     ("What is the sum of all real values of $x$ such that $x^2 + \\sqrt{2}x - 9 = 0$?", "9", None),
     # a condition in the same span, in prose, or another quantity around the asked one
@@ -401,15 +406,17 @@ def test_vieta_is_not_claimed_where_the_values_meant_change_near_v2(question, li
     ("Find all real values of $x$ that satisfy $(x^2+x^3-2x^4)(x+x^2-2x^3)^{-1} \\ge -1.$", "2", (1, 3)),
     # the form of AIME 1983-2023 row 287: degree 2001 is never expanded (it took minutes)
     ("Find the sum of the roots, real and non-real, of the equation $x^{2001}+\\left(\\frac 12-x\\right)^{2001}=0$, "
-     "given that there are no multiple roots.", "12", ()),
+     "given that there are no multiple roots.", "1", "\\frac 1"),
 ])
-def test_check5_leaves_undecided_what_it_cannot_prove(question, literal, nth):
-    places = [i for i in range(len(question)) if question.startswith(literal, i)
-              and not question[i - 1:i].isdigit() and not question[i + len(literal):i + len(literal) + 1].isdigit()]
-    if nth is not None:
-        places = [places[j] for j in nth] if nth else [places[0]]  # (): the 1 of \\frac 12
-        literal = literal if nth else literal[0]
-    assert decide(question, tuple(places), literal) == "unknown"
+def test_check5_leaves_undecided_what_it_cannot_prove(question, literal, at):
+    """``at``: None for every occurrence of ``literal``, the indexes of some, or the text the
+    one place ends (the 1 of ``\\frac 12``, one TeX token)."""
+    if isinstance(at, str):
+        places = (question.index(at) + len(at) - len(literal),)
+    else:
+        places = _standalone(question, literal)
+        places = places if at is None else tuple(places[j] for j in at)
+    assert decide(question, places, literal) == "unknown"
 
 
 @pytest.mark.parametrize("question,literal,outcome", [
@@ -424,9 +431,7 @@ def test_check5_leaves_undecided_what_it_cannot_prove(question, literal, nth):
 def test_dependence_reads_plain_text_arithmetic_of_a_question_without_math_mode(question, literal, outcome):
     """reasoning-gym's numeric generators (the default data source) write no $...$: check 5
     reads their arithmetic runs, so a composition whose answer is Y - Y is rejected."""
-    places = tuple(i for i in range(len(question)) if question.startswith(literal, i)
-                   and not question[i - 1:i].isdigit() and not question[i + len(literal):i + len(literal) + 1].isdigit())
-    assert decide(question, places, literal) == outcome
+    assert decide(question, _standalone(question, literal), literal) == outcome
 
 
 def test_constants_that_cancel_are_independent():
