@@ -245,8 +245,13 @@ class SymbolicComposer:
                 ((1 if c.risk else 0, *c.rank), c, c.value.numerator if c.value.denominator == 1 else None)
                 for c in cs if not c.flaw and not (reject and c.risk))
             if not top:
-                self._why_none[p.id] = ("constant", "no_constant" if not cs else "risky_constant"
-                                        if any(not c.flaw for c in cs) else max((c.flaw for c in cs), key=FLAWS.index))
+                if not cs:
+                    why = "no_constant"
+                elif any(not c.flaw for c in cs):
+                    why = "risky_constant"  # unflawed constants, every one with a risk (--risks reject)
+                else:
+                    why = max((c.flaw for c in cs), key=FLAWS.index)
+                self._why_none[p.id] = ("constant", why)
         return top
 
     def dependence(self, p: Problem, c: Constant) -> str:
