@@ -750,6 +750,31 @@ def test_a_constant_with_a_risk_is_replaced_only_when_no_other_allows_a_natural_
                                                                       "word_number": 0}
 
 
+def test_a_risky_constant_gives_way_to_a_partner_whose_answer_fits_a_plain_one():
+    """MATH's aluminium cans: the pool's q1 (answer 3) fits only "Three" (a count in words);
+    a reserve partner whose answer lies near 243 takes its place, so the link replaces 243.
+    Without a reserve, or when only risky constants remain, the risky one is still replaced."""
+    cans = Problem.new("Three aluminum cans can be recycled to make a new can. How many new cans can eventually "
+                       "be made from 243 aluminum cans? (Remember that the first new cans that are made can then "
+                       "be recycled into even newer cans!)  Do not include the original 243 cans in your count.", "121")
+    q1 = Problem.new("Evaluate $\\log_464$.", "3")
+    reserve = [Problem.new(f"What is ${n} + 1$?", str(n + 1)) for n in (7, 239, 400)]
+    eng = SymbolicComposer()
+    assert {eng.compose((q1, cans), cid).links[0].v2_literal for cid in "abcd"} == {"Three"}
+    eng.partners[0] = reserve
+    eng.take_tally()
+    recs = [eng.compose((q1, cans), cid) for cid in "abcd"]
+    assert {r.links[0].v2_literal for r in recs} == {"243"}
+    assert {r.parents[0] for r in recs} == {reserve[1].id}  # 240: |d| = 3; 8 and 401 are too far
+    assert all(run_checks(r, (reserve[1], cans)) is None for r in recs)
+    tally = SymbolicComposer.link_stats(eng.take_tally())
+    assert tally["partners"]["swapped"] == 4 and tally["risks"]["word_number"] == 0
+    # a later problem whose constants all carry a risk keeps its pool partner
+    only = Problem.new("How many positive integers are less than nine?", "8")
+    rec = eng.compose((q1, only), "a")
+    assert rec.parents[0] == q1.id and rec.links[0].v2_literal == "nine"
+
+
 def test_risks_reject_never_replaces_a_risky_constant_and_says_why(tmp_path):
     q1 = Problem.new("What is $3 + 4$?", "7")
     only = Problem.new("How many positive integers are less than 9?", "8")

@@ -515,6 +515,14 @@ class SymbolicComposer:
                 return Rejection("constant", "unnatural_offset", f"position {k + 2}: no constant of {chain[k + 1].id} "
                                  f"gives an offset from v1 = {lead.latex} within the naturalness limits")
             c, dep = picked
+            if c.risk and k in self.partners and swaps < K - 1:
+                # a constant with a risk only as a last resort (issue 26): another partner whose
+                # answer gives a natural offset to a constant without one comes first
+                plain = tuple(e for e in self._alive(chain[k + 1], tops[k]) if not e[1].risk)
+                partner = self._partner(k, chain, plain, h) if plain else None
+                if partner is not None:
+                    self._partner_by_id[partner.id] = partner
+                    return self._compose(chain[:k] + (partner,) + chain[k + 1 :], candidate_id, drawn, swaps + 1)
             x, y = free[2 * k], free[2 * k + 1]
             direction, d_abs_latex, d_latex, v2_expr, d_expr, bucket = self._link_arith(chain[k], lead, c)
             dv = lead.derivation
