@@ -284,6 +284,29 @@ def test_a_value_is_replaced_only_in_one_role():
     assert all(c.role in ("argument", "term") for c in find_constants(q, "") if c.literal == "1")
 
 
+def test_the_start_of_an_index_range_is_a_quantity_of_its_own():
+    # MATH 4034 (the fifth audit's F207 replaced all three 1s): "for $n \\ge 1$" starts the
+    # recursion; the two 1s of the fraction are one quantity without it, and the start is a
+    # bound (a risk), replaced alone when nothing else is left
+    q = ("Consider the sequence defined recursively by $u_1 = a > 0$ and\n\\[u_{n + 1} = -\\frac{1}{u_n + 1}\\]"
+         "for $n \\ge 1.$  Express $u_{16}$ in terms of $a.$")
+    ones = [c for c in find_constants(q, "") if c.literal == "1"]
+    assert [(c.role, c.flaw, len(c.also), c.risk) for c in ones] == [
+        ("numerator", "", 1, ""), ("term", "", 1, ""), ("index", "", 0, "bound")]
+    # MATH 3809: the 3 of "for each $n \\ge 3$" starts the recursion; the 3 of $a_3$ is a subscript
+    q = ("A sequence of integers $a_1, a_2, a_3, \\ldots$ is chosen so that $a_n = a_{n - 1} - a_{n - 2}$ for each "
+         "$n \\ge 3.$ What is the sum of the first $2001$ terms of this sequence if the sum of the first $1492$ "
+         "terms is $1985,$ and the sum of the first $1985$ terms is $1492$?")
+    assert [c.role for c in find_constants(q, "") if c.literal == "3"] == ["index"]
+    # MATH 3703: a bound on x, which no subscript names, is a term like the 1 of sqrt(x - 1)
+    q = "For real numbers $x > 1,$ find the minimum value of\n\\[\\frac{x + 8}{\\sqrt{x - 1}}.\\]"
+    assert {c.role for c in find_constants(q, "") if c.literal == "1"} == {"term"}
+    # an over-reading kept: MATH 4704's $1001_n$ is a base written as a subscript, so the 2 of
+    # "$n\\geq 2$" reads as an index start too; it is the problem's only 2 either way
+    assert [c.role for c in find_constants("For how many positive integers $n\\geq 2$ is $1001_n$ a prime number?",
+                                           "") if c.literal == "2"] == ["index"]
+
+
 def test_a_fraction_written_as_an_unbraced_exponent_is_an_exponent():
     # MATH 1360: the blind audit found (576)^\frac{[[Z]]}{4}: both arguments are the power's
     q = "Simplify $(576)^\\frac{1}{4}(216)^\\frac{1}{2}$."

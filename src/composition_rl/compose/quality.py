@@ -54,7 +54,7 @@ from composition_rl.compose.natural import Naturalness
 from composition_rl.compose.spc import Glue, find_glue
 from composition_rl.records import Link, Problem
 from composition_rl.values import find_constants
-from composition_rl.values.constants import NOTATION_ROLES
+from composition_rl.values.constants import UNGROUPED_ROLES
 from composition_rl.values.shortcuts import (
     answer_range_ends,
     full_turn_offsets,
@@ -568,12 +568,13 @@ def scan_record(rec: Problem, parents: Sequence[Problem] | None = None) -> list[
         v2 = Fraction(lk.v2_expr)
         replaced = {off for off, _ in places}
         # v2 still visible: another literal the constant finder reads as a quantity (not a
-        # power or a radix, which are notation), left in the rewritten problem; the finder's
+        # power or a radix, which are notation, nor the start of an index range, a quantity
+        # of its own), left in the rewritten problem; the finder's
         # reading of the last problem takes its answer (a multiple-choice problem answered by
         # a letter has its options left unread)
         answer = rec.answer if k == len(rec.links) else ""
         same = [c.offset for c in find_constants(original, answer)
-                if c.value == v2 and c.offset not in replaced and c.role not in NOTATION_ROLES]
+                if c.value == v2 and c.offset not in replaced and c.role not in UNGROUPED_ROLES]
         if same:
             found.append(("repeated_value", f"link {k}: {v2} still written at {same[0]}"))
         else:

@@ -80,12 +80,17 @@ ROLES = (
     "root",  # under a radical written as one TeX token, ``\sqrt2``
     "angle", "percent",  # ``40^\circ``, ``40 degrees``, ``20\%``, ``20 percent``
     "coordinate",  # in a point, ``(5, 4)``
+    "index",  # where an index range starts, ``for $n \\ge 2$`` beside ``a_n``: its own quantity
     "exponent",  # a superscript, ``x^2``, ``10^{12}``: notation of a power, never replaced
     "radix",  # a base of notation, ``in base $12$``: never replaced
     "notation",  # ``f^{-1}``, ``\sqrt[3]{}``, ``f^{(4)}``, an environment argument
 )
 # roles that are notation: never replaced, and an occurrence there shows no other quantity
 NOTATION_ROLES = frozenset(("exponent", "radix", "notation"))
+# roles whose occurrence is a quantity of its own even when its value repeats: the start of an
+# index range ("for $n \\ge 1$") is not the 1s of ``-\\frac{1}{u_n + 1}`` (the fifth audit's
+# F207 replaced all three); it is replaced alone or not at all
+UNGROUPED_ROLES = NOTATION_ROLES | {"index"}
 # which roles are one kind of quantity when a value repeats: the numbers of one expression
 # (terms, a numerator, an argument) are replaced together; a divisor, an angle, a percent
 # and a count in prose are each their own kind
@@ -333,6 +338,10 @@ def _role(q: str, s: int, e: int, lit: str, in_math: bool, span: tuple[int, int]
         return "percent"
     if not in_math or (span is not None and q[span[0] : span[1]].strip() == lit):
         return "prose"
+    if q[s - 1 : s] in _INDEX_TAILS or q[max(0, s - 2) : s].rstrip()[-1:] in _INDEX_TAILS:
+        m = _INDEX_START.search(q, max(0, s - 24), s)
+        if m is not None and _subscript(q, m.group(1)):
+            return "index"
     nxt = after.lstrip()[:1]
     if nxt == "}":
         pre = q[max(0, s - 24) : s]
@@ -527,12 +536,12 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
     risks = shortcut_risks(question, toks, blocks)
     groups: dict[int | Fraction, list[int]] = {}
     for i, t in enumerate(toks):
-        if roles[i] not in NOTATION_ROLES:
+        if roles[i] not in UNGROUPED_ROLES:
             groups.setdefault(t.key, []).append(i)
     out = []
     for i, t in enumerate(toks):
         flaw, also = own[i], ()
-        g = groups.get(t.key, ()) if roles[i] not in NOTATION_ROLES else ()
+        g = groups.get(t.key, ()) if roles[i] not in UNGROUPED_ROLES else ()
         if not flaw and len(g) > 1:
             # a repeated value: every occurrence is replaced (the same literal, none flawed,
             # all in one role) or none; an occurrence in a notation role shows nothing
@@ -651,6 +660,19 @@ class _Flaws:
         if words[1]:
             return "hint"
         return ""
+
+
+# the start of an index range (role "index"): "for $n \\ge 2$", "for all $k > 1$" where the
+# letter is a subscript of the problem (a_n, F_{n - 1})
+_INDEX_START = re.compile(r"(?<![A-Za-z\\])([nkijm])\s*(?:\\geq?|\\geqslant|>)\s*\{?$")
+_INDEX_TAILS = frozenset("eqt>{")
+
+
+@lru_cache(maxsize=1024)
+def _subscript(q: str, letter: str) -> bool:
+    """Whether ``letter`` stands in a subscript of ``q`` (``a_n``, ``a_{n + 1}``; a logarithm's
+    base, ``\\log_{m}``, is none)."""
+    return re.search(rf"(?<!\\log)_(?:{letter}(?![A-Za-z])|\{{[^{{}}]*(?<![A-Za-z\\]){letter}(?![A-Za-z])[^{{}}]*\}})", q) is not None
 
 
 _CMD = re.compile(r"\\[a-zA-Z]+")
