@@ -24,6 +24,12 @@ module caches and the previous pair's problems, growing by a few MB with each re
 after one pair, 98 MB after two). The clock and the CPU counters start after the imports,
 as before, so the times compare with the older figures. ``PYTHONPATH`` reaches the child,
 so the same harness measures another checkout's code (``PYTHONPATH=/tmp/base/src``).
+
+With ``--baseline-src DIR`` (another checkout's ``src/``, e.g. from ``git archive BASE src``)
+each round also composes with that code in a fresh process of its own (``PYTHONPATH=DIR``), the
+two composes in turn (this checkout first in odd rounds, the baseline first in even ones), and
+the ratio of this checkout's compose time and CPU to the baseline's is printed, round by round
+and as the median: the side-by-side figure of a change's cost.
 """
 
 from __future__ import annotations
@@ -108,6 +114,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3, help="compose/floor pairs to run (median ratio reported)")
+    ap.add_argument("--baseline-src", type=Path, metavar="DIR",
+                    help="another checkout's src/: compose with it too, in turn, and print the ratio")
     ap.add_argument("--one", type=Path, metavar="OUT", help=argparse.SUPPRESS)  # the child: one compose into OUT
     args = ap.parse_args()
     if not args.input.exists():
@@ -123,9 +131,28 @@ def main() -> int:
         pairs = []
         bytes_pairs = []  # (compose, the floor that writes as many bytes)
         runs = []
+        base_runs = []  # (this checkout's run, the baseline's run), with --baseline-src
+
+        def compose_once(src: Path | None) -> dict:
+            env = dict(os.environ)
+            if src is not None:
+                env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src.resolve()), env.get("PYTHONPATH", "")) if p)
+            done = subprocess.run([*child, "--one", str(tmp / ("base" if src else "out"))], check=True,
+                                  stdout=subprocess.PIPE, text=True, env=env)
+            return json.loads(done.stdout.strip().splitlines()[-1])
+
         for r in range(max(1, args.repeat)):
-            done = subprocess.run([*child, "--one", str(tmp / "out")], check=True, stdout=subprocess.PIPE, text=True)
-            run = json.loads(done.stdout.strip().splitlines()[-1])
+            if args.baseline_src is not None and r % 2:  # the baseline first in even rounds
+                base = compose_once(args.baseline_src)
+                run = compose_once(None)
+            else:
+                run = compose_once(None)
+                base = compose_once(args.baseline_src) if args.baseline_src is not None else None
+            if base is not None:
+                base_runs.append((run, base))
+                print(f"round {r + 1} vs base  compose {run['compose_s']:.2f} s vs {base['compose_s']:.2f} s -> "
+                      f"{run['compose_s'] / base['compose_s']:.3f}x; CPU {run['cpu_parent'] + run['cpu_workers']:.2f} s vs "
+                      f"{base['cpu_parent'] + base['cpu_workers']:.2f} s; accepted {run['accepted']:,} vs {base['accepted']:,}")
             n_upper = math.prod(run["pools"])  # the chains the floor writes as many records for
             floor = io_floor(args.input, n_upper, tmp)
             floor_mb = (tmp / "floor.jsonl").stat().st_size / 1e6
@@ -157,6 +184,12 @@ def main() -> int:
     worker_rss = max(r["rss_worker_mb"] for r in runs)
     print(f"peak RSS         compose parent {max(r['rss_parent_mb'] for r in runs):.0f} MB (the largest of {len(runs)} runs, "
           "each a fresh process), largest worker " + (f"{worker_rss:.0f} MB" if worker_rss else "- (none forked)"))
+    if base_runs:
+        wall = [a["compose_s"] / b["compose_s"] for a, b in base_runs]
+        cpu = [(a["cpu_parent"] + a["cpu_workers"]) / (b["cpu_parent"] + b["cpu_workers"]) for a, b in base_runs]
+        print(f"vs baseline      {args.baseline_src}: compose time {statistics.median(wall):.3f}x (median of {len(wall)} "
+              f"rounds, in turn; range {min(wall):.3f}-{max(wall):.3f}), CPU {statistics.median(cpu):.3f}x; "
+              f"accepted {base_runs[-1][0]['accepted']:,} vs {base_runs[-1][1]['accepted']:,}")
     return 0
 
 
