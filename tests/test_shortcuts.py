@@ -252,6 +252,23 @@ def test_glued_numbers_that_are_no_coefficient_of_one_letter(what, idx, snippet,
     assert literal not in [c.literal for c in find_constants(snippet, "")]
 
 
+def test_four_digits_before_a_comma_are_an_item_not_a_thousands_group():
+    # the second audit of the partner swap (S127): MATH 2024's (2009,0) was replaced while the
+    # 2009 of (2009,2010) went unread (taken for a malformed thousands separator), so it
+    # showed the value; both are one coordinate quantity now
+    q = ("Point $(x,y)$ is randomly picked from the rectangular region with vertices at $(0,0),(2009,0),(2009,2010),$ "
+         "and $(0,2010)$. What is the probability that $x > 7y$? Express your answer as a common fraction.")
+    assert [len(c.also) for c in find_constants(q, "") if c.literal == "2009"] == [1, 1]
+    # MATH 5239: {1000,1001,1002,...,2000} was read as {1002,...,2000}, so 1002 alone looked
+    # like a constant; the run shows all three, a pattern, and the end of the range is left
+    q = ("For how many pairs of consecutive integers in $\\{1000,1001,1002,\\ldots,2000\\}$ is no carrying required "
+         "when the two integers are added?")
+    found = {c.literal: c.flaw for c in find_constants(q, "")}
+    assert {"1000", "1001", "1002"} <= set(found) and found["2000"] == ""
+    # a lead group of one to three digits before a longer run stays unread, as before
+    assert "12" not in [c.literal for c in find_constants("The shop sold $12,3456$ pens.", "")]
+
+
 def test_a_coefficient_glued_to_one_letter_is_a_term_in_arithmetic():
     q = "For which positive integer values of $k$ does $kx^2+20x+k=0$ have rational solutions?"  # MATH 408
     c = _at(q, "20")

@@ -421,8 +421,11 @@ def _tokens(q: str, end: int, blocks: list[tuple[int, int]], spans: list[tuple[i
             continue
         if after == "." and e + 1 < len(q) and (q[e + 1].isdigit() or q.startswith(("\\overline", "\\dot"), e + 1)):
             continue  # the integer part of a decimal, or of 0.\overline{6}
-        if after == "," and q[e + 1 : e + 4].isdigit():
-            continue  # part of a number written with a malformed thousands separator
+        if after == "," and len(lit) <= 3 and q[e + 1 : e + 4].isdigit():
+            # part of a number written with a malformed thousands separator (12,3456); four
+            # digits or more before the comma start no thousands group: an item of a list,
+            # "(2009,2010)", "\{1000,1001,\ldots\}", a value a reader sees
+            continue
         if before == "," and s >= 4 and q[s - 4 : s - 1].isdigit() and not q[s - 5 : s - 4].isdigit():
             continue
         if subs and _inside(subs, s):
