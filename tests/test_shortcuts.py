@@ -318,6 +318,13 @@ def test_the_start_of_an_index_range_is_a_quantity_of_its_own():
     # MATH 3703: a bound on x, which no subscript names, is a term like the 1 of sqrt(x - 1)
     q = "For real numbers $x > 1,$ find the minimum value of\n\\[\\frac{x + 8}{\\sqrt{x - 1}}.\\]"
     assert {c.role for c in find_constants(q, "") if c.literal == "1"} == {"term"}
+    # two starts of one value are one quantity (replaced together); a bound on a term, a_n > 3, is
+    # no index start (the review's cases)
+    q = ("Let $a_n = a_{n - 1} + a_{n - 2}$ for all $n \\ge 3$, where $a_1$ and $a_2$ are odd. What is the least "
+         "$n \\ge 3$ for which $a_n$ must be even?")
+    assert [(c.role, len(c.also)) for c in find_constants(q, "") if c.literal == "3"] == [("index", 1), ("index", 1)]
+    q = "Let $a_{n+1} = 2a_n - 3$ and $a_n > 3$ for all $n$."
+    assert [(c.role, len(c.also)) for c in find_constants(q, "") if c.literal == "3"] == [("term", 1), ("term", 1)]
     # an over-reading kept: MATH 4704's $1001_n$ is a base written as a subscript, so the 2 of
     # "$n\\geq 2$" reads as an index start too; it is the problem's only 2 either way
     assert [c.role for c in find_constants("For how many positive integers $n\\geq 2$ is $1001_n$ a prime number?",
@@ -813,6 +820,40 @@ def test_a_risky_constant_gives_way_to_a_partner_whose_answer_fits_a_plain_one()
     only = Problem.new("How many positive integers are less than nine?", "8")
     rec = eng.compose((q1, only), "a")
     assert rec.parents[0] == q1.id and rec.links[0].v2_literal == "nine"
+
+
+
+def test_a_swap_that_cannot_complete_the_chain_keeps_the_drawn_q1_and_a_decimal_constant_is_no_reason_to_swap():
+    """Review findings on the swap above. Depth 3: the partner for the middle position is also
+    the later problem of the first link; one without a safe constant ("a four-hour shift": a
+    number inside a word) would reject a chain that was accepted, so the chain keeps its
+    drawn problem and the risky constant. A constant without a risk that is a decimal gives
+    a rational offset, which ranks before no risk: swapping for it bought nothing."""
+    cans = Problem.new("Three aluminum cans can be recycled to make a new can. How many new cans can eventually "
+                       "be made from 243 aluminum cans? (Remember that the first new cans that are made can then "
+                       "be recycled into even newer cans!)  Do not include the original 243 cans in your count.", "121")
+    q1 = Problem.new("What is $3 + 4$?", "7")
+    mid = Problem.new("What is $10 - 7$?", "3")
+    shift = Problem.new("How many minutes are in a four-hour shift?", "240")
+    eng = SymbolicComposer()
+    assert not eng.safe_constants(shift)
+    eng.partners[1] = [shift]
+    eng.take_tally()
+    rec = eng.compose((q1, mid, cans), "c")
+    assert rec.parents == (q1.id, mid.id, cans.id) and rec.links[1].v2_literal == "Three"
+    tally = SymbolicComposer.link_stats(eng.take_tally())
+    assert tally["partners"]["swapped"] == 0 and tally["risks"]["word_number"] == 1  # counted once, as accepted
+    good = Problem.new("What is $238 + 2$?", "240")
+    eng.partners[1] = [shift, good]
+    picked = {eng.compose((q1, mid, cans), cid).parents[1] for cid in "abcdefgh"}
+    assert picked <= {mid.id, good.id} and good.id in picked  # a hash picks among the reserve; never the shift
+    pizzas = Problem.new("Three friends share $4.5$ pizzas equally. How many pizzas does each friend get?", "1.5")
+    eng = SymbolicComposer()
+    eng.partners[0] = [Problem.new("What is $2 + 2$?", "4"), Problem.new("What is $2 + 3$?", "5")]
+    three = Problem.new("What is $1 + 2$?", "3")
+    rec = eng.compose((three, pizzas), "c")
+    assert rec.links[0].v2_literal == "Three" and rec.parents == (three.id, pizzas.id)
+    assert SymbolicComposer.link_stats(eng.take_tally())["partners"]["swapped"] == 0
 
 
 def test_risks_reject_never_replaces_a_risky_constant_and_says_why(tmp_path):

@@ -517,12 +517,21 @@ class SymbolicComposer:
             c, dep = picked
             if c.risk and k in self.partners and swaps < K - 1:
                 # a constant with a risk only as a last resort (issue 26): another partner whose
-                # answer gives a natural offset to a constant without one comes first
-                plain = tuple(e for e in self._alive(chain[k + 1], tops[k]) if not e[1].risk)
+                # answer gives an integer offset to an integer constant without one comes first
+                # (choose ranks the offset's kind before the risk, so a decimal constant would
+                # not win over the risky one); a chain the partner cannot complete (at depth 3
+                # the partner is also the problem before it, and may have no safe constant)
+                # keeps its drawn q1 and the risky constant, as before
+                plain = tuple(e for e in self._alive(chain[k + 1], tops[k]) if not e[1].risk and e[2] is not None)
                 partner = self._partner(k, chain, plain, h) if plain else None
                 if partner is not None:
-                    self._partner_by_id[partner.id] = partner
-                    return self._compose(chain[:k] + (partner,) + chain[k + 1 :], candidate_id, drawn, swaps + 1)
+                    saved = Counter(self.tally)
+                    swapped = self._compose(chain[:k] + (partner,) + chain[k + 1 :], candidate_id, drawn, swaps + 1)
+                    if not isinstance(swapped, Rejection):
+                        self._partner_by_id[partner.id] = partner
+                        return swapped
+                    self.tally.clear()  # the swapped chain's counts are not this record's
+                    self.tally.update(saved)
             x, y = free[2 * k], free[2 * k + 1]
             direction, d_abs_latex, d_latex, v2_expr, d_expr, bucket = self._link_arith(chain[k], lead, c)
             dv = lead.derivation
