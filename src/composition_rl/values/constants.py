@@ -87,9 +87,9 @@ ROLES = (
 )
 # roles that are notation: never replaced, and an occurrence there shows no other quantity
 NOTATION_ROLES = frozenset(("exponent", "radix", "notation"))
-# roles whose occurrence is a quantity of its own even when its value repeats: the start of an
+# roles whose occurrence is not the quantity of an equal value in another role: the start of an
 # index range ("for $n \\ge 1$") is not the 1s of ``-\\frac{1}{u_n + 1}`` (the fifth audit's
-# F207 replaced all three); it is replaced alone or not at all
+# F207 replaced all three); index starts of one value group among themselves only
 UNGROUPED_ROLES = NOTATION_ROLES | {"index"}
 # which roles are one kind of quantity when a value repeats: the numbers of one expression
 # (terms, a numerator, an argument) are replaced together; a divisor, an angle, a percent
@@ -538,13 +538,16 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
             own[i] = rule
     risks = shortcut_risks(question, toks, blocks)
     groups: dict[int | Fraction, list[int]] = {}
+    index: dict[int | Fraction, list[int]] = {}  # index starts, grouped apart ("n \\ge 3" twice)
     for i, t in enumerate(toks):
-        if roles[i] not in UNGROUPED_ROLES:
+        if roles[i] == "index":
+            index.setdefault(t.key, []).append(i)
+        elif roles[i] not in NOTATION_ROLES:
             groups.setdefault(t.key, []).append(i)
     out = []
     for i, t in enumerate(toks):
         flaw, also = own[i], ()
-        g = groups.get(t.key, ()) if roles[i] not in UNGROUPED_ROLES else ()
+        g = (index if roles[i] == "index" else groups).get(t.key, ()) if roles[i] not in NOTATION_ROLES else ()
         if not flaw and len(g) > 1:
             # a repeated value: every occurrence is replaced (the same literal, none flawed,
             # all in one role) or none; an occurrence in a notation role shows nothing
@@ -667,7 +670,7 @@ class _Flaws:
 
 # the start of an index range (role "index"): "for $n \\ge 2$", "for all $k > 1$" where the
 # letter is a subscript of the problem (a_n, F_{n - 1})
-_INDEX_START = re.compile(r"(?<![A-Za-z\\])([nkijm])\s*(?:\\geq?|\\geqslant|>)\s*\{?$")
+_INDEX_START = re.compile(r"(?<![A-Za-z\\_])([nkijm])\s*(?:\\geq?|\\geqslant|>)\s*\{?$")  # not a_n > 3
 _INDEX_TAILS = frozenset("eqt>{")
 
 
