@@ -102,6 +102,7 @@ def one_compose(args: argparse.Namespace, out: Path) -> dict:
         "rss_parent_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "problems": len(problems), "size_mb": (out / "composed.jsonl").stat().st_size / 1e6,
+        "code": str(Path(sys.modules[run_compose.__module__].__file__).resolve().parents[1]),  # which checkout ran
         **{k: stats[k] for k in ("candidates", "accepted", "acceptance", "pools")},
     }
 
@@ -124,6 +125,10 @@ def main() -> int:
     if args.one:
         print(json.dumps(one_compose(args, args.one)))
         return 0
+    if args.baseline_src is not None and not (args.baseline_src / "composition_rl").is_dir():
+        print(f"--baseline-src {args.baseline_src}: give the other checkout's src/ (the folder that holds "
+              "composition_rl/); anything else would import this checkout and compare it with itself", file=sys.stderr)
+        return 2
     child = [sys.executable, __file__, "--input", str(args.input), "--depth", str(args.depth), "--pool-size",
              str(args.pool_size), "--seed", str(args.seed), "--workers", str(args.workers)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,6 +154,9 @@ def main() -> int:
                 run = compose_once(None)
                 base = compose_once(args.baseline_src) if args.baseline_src is not None else None
             if base is not None:
+                if Path(base["code"]) != args.baseline_src.resolve() / "composition_rl":
+                    print(f"the baseline imported {base['code']}, not {args.baseline_src}", file=sys.stderr)
+                    return 2
                 base_runs.append((run, base))
                 print(f"round {r + 1} vs base  compose {run['compose_s']:.2f} s vs {base['compose_s']:.2f} s -> "
                       f"{run['compose_s'] / base['compose_s']:.3f}x; CPU {run['cpu_parent'] + run['cpu_workers']:.2f} s vs "
