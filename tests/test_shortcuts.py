@@ -241,6 +241,39 @@ def test_constants_are_read_as_tex_reads_them(what, idx, snippet, expect):
     assert not any(c.literal == "13" for c in find_constants(snippet, "") if "\\frac 13" in snippet)
 
 
+def test_a_mixed_number_is_one_constant_and_its_parts_are_none():
+    # the seventh audit's A043 (MATH 6333): the 6 of $\\sqrt{6\\frac{1}{4}}$ was replaced, and TeX
+    # reads $\\sqrt{W\\frac{1}{4}}$ as sqrt(W/4), not as the mixed number the answer needs
+    q6333 = "Express as a common fraction in simplest form: $$\n\\sqrt{6\\frac{1}{4}}\n$$"
+    assert [(c.literal, c.value, c.flaw) for c in find_constants(q6333, "")] == [("6\\frac{1}{4}", Fraction(25, 4), "")]
+    q5928 = ("The trip from Carville to Nikpath requires $4\\frac 12$ hours when traveling at an average speed of 70 "
+             "miles per hour.")  # MATH 5928: unbraced arguments
+    assert [(c.literal, c.value) for c in find_constants(q5928, "")][0] == ("4\\frac 12", Fraction(9, 2))
+    assert constant_value("4\\frac 12") == Fraction(9, 2) and constant_value("\\frac{1}{4}") is None
+    # a power before a fraction is no whole part: x^2\\frac{1}{3}
+    assert {c.literal for c in find_constants("Find $x^2\\frac{1}{3}$.", "")} == {"2", "1", "3"}
+    rec = SymbolicComposer().compose((Problem.new("What is $3 + 4$?", "7"), Problem.new(q6333, "\\frac{5}{2}")), "c")
+    assert rec.links[0].v2_literal == "6\\frac{1}{4}" and rec.links[0].v2_expr == "25/4" and "\\sqrt{Y}" in rec.question
+    assert not scan_record(rec)  # checks 2 and 3 read the literal as 25/4, and the scanners find nothing
+    # the scanner's own reading: the whole part of a mixed number is no place for a variable
+    from composition_rl.compose.quality import _tex_token
+    assert "mixed number" in _tex_token(q6333, q6333.index("6"), "6")
+
+
+def test_a_problem_that_points_at_a_figure_it_does_not_hold_is_composed_nowhere():
+    # the seventh audit's A005 (MATH 622): "shown in red below", and the graph is not in the text
+    q622 = Problem.new("The complete graph of $y=f(x)$, which consists of five line segments, is shown in red below. "
+                       "(On this graph, the distance between grid lines is $1$.)\n\nWhat is the sum of the "
+                       "$x$-coordinates of all points where $f(x) = x+1$?", "3")
+    eng = SymbolicComposer()
+    rej = eng.compose((Problem.new("What is $3 + 4$?", "7"), q622), "c")
+    assert (rej.stage, rej.reason) == ("constant", "missing_figure")
+    assert eng.pool_flaw(q622, 0, 2) == "missing_figure"  # never drawn as a q1 while others are left
+    # MATH 628 is the same graph with its [asy]: composed as before
+    with_graph = Problem.new(q622.question.replace("x+1$?", "1.8$?") + "\n\n[asy]\ndraw((-4,-5)--(-2,-1),red);\n[/asy]", "2")
+    assert eng.pool_flaw(with_graph, 0, 2) != "missing_figure"
+
+
 @pytest.mark.parametrize("what,idx,snippet,literal", [
     ("a coefficient of a subscripted name (x_2) stays out", 3826,
      "Let $x_1,$ $x_2,$ $x_3$ be positive real numbers such that $x_1 + 2x_2 + 3x_3 = 60.$", "2"),

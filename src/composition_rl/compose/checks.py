@@ -79,7 +79,8 @@ def _v1_failure(answer: str, v1_latex: str, v1_expr: str) -> tuple[str, str] | N
 @lru_cache(maxsize=65536)
 def _v2_failure(literal: str, v2_expr: str) -> str | None:
     """Check 2's value part: the literal put back is the recorded v2 (pure, so cached)."""
-    lit_value = exact_value(literal) if literal[:1].isdigit() else constant_value(literal)
+    # a mixed number (6\\frac{1}{4}) is read as one, not as 6 times 1/4
+    lit_value = exact_value(literal) if literal[:1].isdigit() and "frac" not in literal else constant_value(literal)
     if not isinstance(lit_value, Fraction) or lit_value != exact(v2_expr):
         return f"literal {literal!r} is not {v2_expr}"
     return None

@@ -39,6 +39,34 @@ APPROXIMATE = re.compile(
 )
 
 
+# A problem that points at a figure it does not hold ("The complete graph of $y=f(x)$ ... is
+# shown in red below." with no [asy] after it; MATH 622, AIME 1983-2023 rows 35, 44, 65, ...):
+# nobody can solve it from its text, so it may stand nowhere in a chain (the seventh audit's
+# A005 was such a later problem). A figure, a table or a list in the text is one it holds.
+_POINTS_AT_FIGURE = re.compile(
+    r"\bshown\s+in\s+(?:red|blue|green|black|gr[ae]y|bold)\b"
+    r"|\bshown\s+in\s+the\s+(?:\w+\s+)?(?:figure|diagram|picture|graph|drawing)"
+    r"|\b(?:in|of)\s+the\s+(?:figure|diagram|picture|drawing)\s+(?:below|above|at\s+(?:the\s+)?(?:right|left)|shown)"
+    r"|\bthe\s+(?:figure|diagram|picture|graph|drawing)\s+(?:below|above)\b"
+    r"|\b(?:figure|diagram|picture|graph|drawing)\s+(?:is\s+|are\s+)?shown\s+(?:below|above)"
+    r"|\bas\s+shown\s+(?:below|above)", re.I)
+_HOLDS_FIGURE = re.compile(r"\[asy\]|\\begin\{(?:tabular|array)|\\bullet|<img|!\[|\\includegraphics", re.I)
+
+
+def missing_figure(text: str) -> bool:
+    """Whether ``text`` points at a figure it does not hold.
+
+    >>> missing_figure("The complete graph of $y=f(x)$, which consists of five line segments, is shown in red below.")
+    True
+    >>> missing_figure("The graph of $y = f(x)$ is shown below.\\n\\n[asy]draw((0,0)--(1,1));[/asy]")
+    False
+    >>> missing_figure("The first $20$ numbers of an arrangement are shown below. $\\bullet$ Row 1: $2,$ $2$")
+    False
+    """
+    m = _POINTS_AT_FIGURE.search(text)
+    return m is not None and _HOLDS_FIGURE.search(text) is None
+
+
 def approximate_question(text: str) -> bool:
     """Whether ``text`` asks for a rounded or estimated answer.
 
@@ -140,6 +168,8 @@ class Naturalness:
     def q1_flaw(self, question: str, v1: Fraction | None) -> str:
         """Why a problem should not lead a link ("" if it may): its value (None: irrational)
         and its text decide."""
+        if missing_figure(question):
+            return "missing_figure"  # nobody can solve it from its text
         if v1 is None and not self.irrational_q1:
             return "irrational_q1"
         if v1 is not None and (abs(v1) > self.max_q1 or v1.denominator > self.max_denominator):

@@ -276,11 +276,19 @@ def _tex_token(q: str, off: int, lit: str) -> str:
         return ""  # one digit is one TeX argument: \frac 4Y is 4/Y
     if q[end : end + 1].isdigit() or (off and q[off - 1].isdigit()):
         return f"{lit!r} is part of a longer digit run"
+    if lit[:1].isdigit() and (_MIXED_AFTER.match(q, end) or _MIXED_BEFORE.search(q[max(0, off - 24) : off])):
+        return f"{lit!r} is part of a mixed number"
+
     if re.search(r"(?:\d|(?<![\\A-Za-z])[A-Za-z])\\,$", q[max(0, off - 4) : off]) or re.match(
             r"\\,(?:\d|[A-Za-z](?![A-Za-z]))", q[end : end + 4]):
         return f"{lit!r} is a digit group of a larger number"
     return ""
 
+
+# a mixed number, 6\\frac{1}{4}: the whole part before \\frac, or an argument of a \\frac that
+# follows a whole part (the scanner's own reading, apart from the finder's)
+_MIXED_AFTER = re.compile(r"\s*\\[dt]?frac\s*(?:\{\s*\d+\s*\}|\d)\s*(?:\{\s*\d+\s*\}|\d)")
+_MIXED_BEFORE = re.compile(r"(?<![\w.}\\^_])\d+\s*\\[dt]?frac\s*(?:\{\s*\d+\s*\}\s*\{?|\d\s*\{?|\{)\s*$")
 
 # the argument of a command that is no arithmetic (\\choose 2, \\sin 30): not a term of a sum
 _ARGUMENT_OF = re.compile(r"\\(?!(?:cdot|times|div|pm|mp|le|ge|leq|geq|neq|approx|left|right|quad|qquad|[lc]?dots[bc]?"

@@ -31,7 +31,7 @@ from composition_rl.compose import spc
 from composition_rl.compose.base import COMPOSERS, Rejection
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.dependence import OUTCOMES, decide
-from composition_rl.compose.natural import OFFSET_KINDS, Naturalness, inexact_q1, offset_kind
+from composition_rl.compose.natural import OFFSET_KINDS, Naturalness, inexact_q1, missing_figure, offset_kind
 from composition_rl.compose.spc import VARIABLE_NAMES
 from composition_rl.io.files import dumps
 from composition_rl.records import Link, Problem
@@ -238,6 +238,9 @@ class SymbolicComposer:
         and, when it is an integer, its value as an int. Which of them the answer depends on
         is decided when one comes into question (:meth:`dependence`)."""
         top = self._best.get(p.id)
+        if top is None and missing_figure(p.question):  # no constant of it can be asked about
+            top = self._best[p.id] = ()
+            self._why_none[p.id] = ("constant", "missing_figure")
         if top is None:
             cs = self.constants(p)
             reject = self.risks == "reject"

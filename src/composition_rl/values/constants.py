@@ -112,6 +112,21 @@ _SLOT1 = re.compile(r"(\\[dt]?frac|\\[dt]?binom|\\sqrt|\^|_)\s*$")
 _SLOT_ENDS = frozenset("^_ctlm")  # the last letter of ^, _, \\frac, \\sqrt, \\binom
 _GLUED_SLOTS = ("frac", "sqrt", "binom")  # \\frac12, \\sqrt2: a digit glued to the control word
 _SLOT_BEFORE = frozenset(" \t\n^_}")  # what may stand before a digit in an unbraced argument
+_MIXED = re.compile(r"(?<![\w.}\\^_])(\d+)\s*\\[dt]?frac\s*(?:\{\s*(\d+)\s*\}|(\d))\s*(?:\{\s*(\d+)\s*\}|(\d))")
+
+
+def mixed_value(literal: str) -> Fraction | None:
+    """The value of a mixed number written as TeX (``6\\frac{1}{4}`` is 25/4), or None.
+
+    >>> mixed_value("6\\\\frac{1}{4}"), mixed_value("4\\\\frac 12"), mixed_value("\\\\frac{1}{4}")
+    (Fraction(25, 4), Fraction(9, 2), None)
+    """
+    m = _MIXED.fullmatch(literal)
+    if m is None:
+        return None
+    whole, n1, n2, d1, d2 = m.groups()
+    den = int(d1 or d2)
+    return Fraction(int(whole)) + Fraction(int(n1 or n2), den) if den else None
 _SLOT2 = re.compile(r"(\\[dt]?frac|\\[dt]?binom)\s*(?:\{[^{}]*\}|[0-9A-Za-z]|\\[A-Za-z]+)\s*$")
 _RADIX_TAIL = re.compile(r"\bbase[\s~-]*(?:\$\s*)?(?:\{\s*)?$", re.I)
 _FRAC_NUM_TAIL = re.compile(r"\\[dt]?frac\s*\{\s*$")
@@ -231,6 +246,8 @@ def constant_value(literal: str) -> Fraction | None:
     """
     if literal.isdigit():
         return Fraction(int(literal))
+    if "frac" in literal:
+        return mixed_value(literal)
     w = WORD_NUMBERS.get(literal.lower())
     if w is not None:
         return Fraction(w)
@@ -467,6 +484,21 @@ def _tokens(q: str, end: int, blocks: list[tuple[int, int]], spans: list[tuple[i
             q[s - 2 : s] == "\\," and _DIGIT_GROUP_BEFORE.search(q, max(0, s - 4), s) is not None)
         flaw = "tex_token" if grouped else "exponent" if role == "exponent" else "base_notation" if role == "radix" else ""
         found.append(_Tok(s, lit, _key(plain), in_math, arithmetic, role, flaw))
+    if "frac" in q:
+        # a mixed number, 6\\frac{1}{4}, is one value (25/4) and one constant: Y in one of its digits
+        # reads as another number (\\sqrt{W\\frac{1}{4}} is W/4 to TeX; the seventh audit's A043,
+        # MATH 6333), so the whole of it is the literal the variable replaces
+        for m in _MIXED.finditer(q, 0, end):
+            inside = [t for t in found if m.start() <= t.s < m.end()]
+            whole = next((t for t in inside if t.s == m.start()), None)
+            if whole is None or whole.flaw:  # an exponent, a year: not read as a mixed number
+                continue
+            lit = m.group()
+            span = span_of(m.start())
+            role = "prose" if span is not None and q[span[0] : span[1]].strip() == lit else whole.role
+            found = [t for t in found if t not in inside]
+            found.append(_Tok(m.start(), lit, mixed_value(lit), whole.math, whole.arith, role, ""))
+        found.sort()
     words = _word_tokens(q, end, blocks, spans)
     if words:
         found.extend(words)

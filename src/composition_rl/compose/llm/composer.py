@@ -42,6 +42,7 @@ from composition_rl.compose.llm.prompts import (
     load_prompt,
 )
 from composition_rl.compose.llm.proposal import Draft, Usage
+from composition_rl.compose.natural import missing_figure
 from composition_rl.compose.natural import inexact_q1
 from composition_rl.compose.spc import VARIABLE_NAMES
 from composition_rl.records import Link, Problem
@@ -157,6 +158,10 @@ class LLMComposer:
 
     def _prefilter(self, chain: Sequence[Problem]) -> Rejection | None:
         K = len(chain)
+        for k, p in enumerate(chain):  # nobody can solve it from its text (natural.missing_figure)
+            if missing_figure(p.question):
+                stage = "check1_v1" if k < K - 1 else "constant"
+                return Rejection(stage, "missing_figure", f"position {k + 1}: problem {p.id} points at a figure it does not hold")
         for k in range(K - 1):
             if not self._answer_has_number(chain[k]):
                 return Rejection("check1_v1", "q1_no_number", f"position {k + 1}: answer {chain[k].answer!r} has no number")
