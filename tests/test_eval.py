@@ -117,6 +117,16 @@ ANALYSIS_CASES = [
 ]
 
 
+# a mixed number replaced whole (MATH 6333's 6\\frac{1}{4}, 25/4; review of a8401d7): the link reads
+# 25/4, not 6 times 1/4
+L3 = Link(x="X", y="Y", v1_latex="7", v1_expr="7", v2_literal="6\\frac{1}{4}", v2_expr="25/4", d_latex="\\frac{3}{4}",
+          d_expr="3/4", v2_offset=0)
+ANALYSIS_CASES += [
+    ("mixed number, right link", "X = 7, so $Y = \\frac{25}{4}$ and the root is 5/2.", (L3,), [True], "last"),
+    ("mixed number read as a product", "X = 7, so $Y = \\frac{3}{2}$.", (L3,), [True], "linkage"),
+]
+
+
 @pytest.mark.parametrize("name,text,links,recovered,kind", ANALYSIS_CASES, ids=[c[0] for c in ANALYSIS_CASES])
 def test_link_errors(name, text, links, recovered, kind):
     assert link_errors(text, links) == (recovered, kind)

@@ -334,10 +334,17 @@ def _same(a: Any, b: Any) -> bool:
 
 def _link_values(link: Link) -> tuple[Any, Any]:
     """Exact (v1, v2) of a link, read from its LaTeX (the safe parser, no eval)."""
+    import sympy
+
     from composition_rl.values import parse_answer_value
+    from composition_rl.values.constants import mixed_value
 
     out = []
     for latex in (link.v1_latex, link.v2_literal):
+        mixed = mixed_value(latex)  # a literal 6\\frac{1}{4} is the mixed number 25/4
+        if mixed is not None:
+            out.append(sympy.Rational(mixed.numerator, mixed.denominator))
+            continue
         v = parse_answer_value(latex)
         out.append(v.value if v is not None else None)
     return out[0], out[1]

@@ -30,6 +30,7 @@ from composition_rl.values import (
     parse_number,
     render_latex,
 )
+from composition_rl.values.constants import mixed_value
 from composition_rl.values.derive import Derivation, derivations
 
 __all__ = ["Draft", "Usage", "LINK_STEPS", "MENU_SIZE", "menu", "menu_text", "needs_verification", "read_reply",
@@ -169,7 +170,8 @@ def read_constant(d: Draft, max_definition_chars: int) -> Rejection | None:
         return Rejection("constant", "constant_not_in_problem", f"constant {literal[:40]!r} does not occur in the problem")
     if MARKER not in d.rewritten:
         return Rejection("constant", "marker_missing", "the rewritten problem has no <VAR>")
-    v2 = parse_number(literal)
+    mixed = mixed_value(literal)  # 6\\frac{1}{4} is 25/4, not 6 times 1/4
+    v2 = sympy.Rational(mixed.numerator, mixed.denominator) if mixed is not None else parse_number(literal)
     if v2 is None:
         w = word_number(literal)
         if w is not None:
