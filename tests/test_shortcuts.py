@@ -250,14 +250,24 @@ def test_a_mixed_number_is_one_constant_and_its_parts_are_none():
              "miles per hour.")  # MATH 5928: unbraced arguments
     assert [(c.literal, c.value) for c in find_constants(q5928, "")][0] == ("4\\frac 12", Fraction(9, 2))
     assert constant_value("4\\frac 12") == Fraction(9, 2) and constant_value("\\frac{1}{4}") is None
-    # a power before a fraction is no whole part: x^2\\frac{1}{3}
-    assert {c.literal for c in find_constants("Find $x^2\\frac{1}{3}$.", "")} == {"2", "1", "3"}
+    # a power before a fraction is no whole part (x^2\\frac{1}{3}, x^ 2\\frac{1}{3}), nor is a TeX
+    # argument (\\sqrt 2\\frac{1}{2} is sqrt(2)/2), and a zero denominator reads no value (no crash)
+    for q in ("Find $x^2\\frac{1}{3}$.", "Find $x^ 2\\frac{1}{3}$.", "Find $\\sqrt 2\\frac{1}{2}$.", "Find $3\\frac{1}{0} + 5$."):
+        assert not any("frac" in c.literal for c in find_constants(q, "")), q
     rec = SymbolicComposer().compose((Problem.new("What is $3 + 4$?", "7"), Problem.new(q6333, "\\frac{5}{2}")), "c")
     assert rec.links[0].v2_literal == "6\\frac{1}{4}" and rec.links[0].v2_expr == "25/4" and "\\sqrt{Y}" in rec.question
     assert not scan_record(rec)  # checks 2 and 3 read the literal as 25/4, and the scanners find nothing
     # the scanner's own reading: the whole part of a mixed number is no place for a variable
     from composition_rl.compose.quality import _tex_token
     assert "mixed number" in _tex_token(q6333, q6333.index("6"), "6")
+    assert "mixed number" in _tex_token(q6333, q6333.index("4}"), "4")  # an argument after a whole part
+    plain = "Find $\\frac{1}{4}$."
+    assert _tex_token(plain, plain.index("4}"), "4") == ""  # a plain fraction's argument is one token
+    # the LLM engine reads the literal the model names as the mixed number too
+    from composition_rl.compose.llm.proposal import Draft, read_constant
+    d = Draft(Problem.new("What is $3 + 4$?", "7"), Problem.new(q6333, "\\frac{5}{2}"),
+              {"constant": "$6\\frac{1}{4}$", "rewritten": "Express ... $$\\sqrt{<VAR>}$$", "constant_value": ""})
+    assert read_constant(d, 200) is None and d.v2 == Fraction(25, 4)
 
 
 def test_a_problem_that_points_at_a_figure_it_does_not_hold_is_composed_nowhere():
@@ -269,6 +279,13 @@ def test_a_problem_that_points_at_a_figure_it_does_not_hold_is_composed_nowhere(
     rej = eng.compose((Problem.new("What is $3 + 4$?", "7"), q622), "c")
     assert (rej.stage, rej.reason) == ("constant", "missing_figure")
     assert eng.pool_flaw(q622, 0, 2) == "missing_figure"  # never drawn as a q1 while others are left
+    rej = eng.compose((q622, Problem.new("What is $3 + 4$?", "7")), "c")  # and rejected if it is all the same
+    assert (rej.stage, rej.reason) == ("check1_v1", "missing_figure")
+    from composition_rl.compose.llm import LLMComposeConfig
+    from composition_rl.compose.run import build_engine
+    llm = build_engine(ComposeConfig(engine="llm"), llm_config=LLMComposeConfig(model="m"))
+    for chain in ((q622, Problem.new("What is $3 + 4$?", "7")), (Problem.new("What is $3 + 4$?", "7"), q622)):
+        assert llm._prefilter(chain).reason == "missing_figure"
     # MATH 628 is the same graph with its [asy]: composed as before
     with_graph = Problem.new(q622.question.replace("x+1$?", "1.8$?") + "\n\n[asy]\ndraw((-4,-5)--(-2,-1),red);\n[/asy]", "2")
     assert eng.pool_flaw(with_graph, 0, 2) != "missing_figure"

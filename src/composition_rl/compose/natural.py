@@ -49,7 +49,8 @@ _POINTS_AT_FIGURE = re.compile(
     r"|\b(?:in|of)\s+the\s+(?:figure|diagram|picture|drawing)\s+(?:below|above|at\s+(?:the\s+)?(?:right|left)|shown)"
     r"|\bthe\s+(?:figure|diagram|picture|graph|drawing)\s+(?:below|above)\b"
     r"|\b(?:figure|diagram|picture|graph|drawing)\s+(?:is\s+|are\s+)?shown\s+(?:below|above)"
-    r"|\bas\s+shown\s+(?:below|above)", re.I)
+    r"|\bas\s+shown\s+(?:below|above)"
+    r"|\bthe\s+(?:figure|diagram)\s+shows\b|\b(?:indicated|marked|labell?ed)\s+in\s+the\s+(?:figure|diagram)", re.I)
 _HOLDS_FIGURE = re.compile(r"\[asy\]|\\begin\{(?:tabular|array)|\\bullet|<img|!\[|\\includegraphics", re.I)
 
 

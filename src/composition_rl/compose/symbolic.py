@@ -474,6 +474,9 @@ class SymbolicComposer:
         K = len(chain)
         leads: list[_Lead] = []
         for k in range(K - 1):
+            if missing_figure(chain[k].question):  # a pool flaw; rejected too if drawn all the same
+                return Rejection("check1_v1", "missing_figure", f"position {k + 1}: problem {chain[k].id} points at a "
+                                 "figure it does not hold")
             lead = self.lead(chain[k])
             if lead is None:
                 why = self.q1_inexact(chain[k])

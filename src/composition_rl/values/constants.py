@@ -491,13 +491,15 @@ def _tokens(q: str, end: int, blocks: list[tuple[int, int]], spans: list[tuple[i
         for m in _MIXED.finditer(q, 0, end):
             inside = [t for t in found if m.start() <= t.s < m.end()]
             whole = next((t for t in inside if t.s == m.start()), None)
-            if whole is None or whole.flaw:  # an exponent, a year: not read as a mixed number
-                continue
             lit = m.group()
+            value = mixed_value(lit)
+            pre = q[max(0, m.start() - 24) : m.start()]
+            if whole is None or whole.flaw or value is None or _SLOT1.search(pre) or _SLOT2.search(pre):
+                continue  # an exponent, a year, a zero denominator, a TeX argument (\\sqrt 2\\frac12)
             span = span_of(m.start())
             role = "prose" if span is not None and q[span[0] : span[1]].strip() == lit else whole.role
             found = [t for t in found if t not in inside]
-            found.append(_Tok(m.start(), lit, mixed_value(lit), whole.math, whole.arith, role, ""))
+            found.append(_Tok(m.start(), lit, value, whole.math, whole.arith, role, ""))
         found.sort()
     words = _word_tokens(q, end, blocks, spans)
     if words:
