@@ -961,6 +961,25 @@ def test_constants_are_ranked_by_offset_size_and_a_far_q1_takes_the_next_partner
     assert SymbolicComposer().compose((far, q2), "cand").reason == "unnatural_offset"
 
 
+def test_chains_that_differ_only_in_the_drawn_q1_never_take_the_same_partner():
+    """981 records of the MATH depth-2 output were written twice: chains with the same later
+    problem whose drawn q1s all lay far from its constants took the one reserve partner near
+    them, and the glue sentence (a few variants) matched too. Each such chain now takes its
+    own partner; past the last one it is rejected, as without partners."""
+    q2 = Problem.new("How many positive divisors does $2400$ have?", "36")
+    pool = [Problem.new(f"What is ${n} + 1$?", str(n + 1)) for n in (1, 2, 3, 4)]  # answers 2..5: far from 2400
+    near = [Problem.new("What is $2399 + 1$?", "2400"), Problem.new("What is $2390 + 5$?", "2395")]
+    eng = SymbolicComposer(natural=Naturalness(max_q1=10_000))
+    eng.partners[0] = near
+    eng.pool_lists[0] = pool
+    eng.pool_ranks[0] = {p.id: i for i, p in enumerate(pool)}
+    out = [eng.compose((q1, q2), f"c{i}") for i, q1 in enumerate(pool)]
+    accepted = [r for r in out if not isinstance(r, Rejection)]
+    assert sorted(r.parents[0] for r in accepted) == sorted(p.id for p in near)  # each partner once
+    assert [r.reason for r in out if isinstance(r, Rejection)] == ["unnatural_offset"] * 2
+    assert len({r.id for r in accepted}) == len(accepted)
+
+
 def test_pools_hand_the_undrawn_problems_to_the_engine_and_runs_stay_deterministic(tmp_path):
     probs = [Problem.new(f"What is ${n} \\cdot 100$?", str(n * 100)) for n in range(1, 30)]
     probs += [Problem.new(f"A shop sells ${n}$ pens. How many pens are sold in $2$ days?", str(2 * n))

@@ -158,6 +158,11 @@ class SymbolicComposer:
         # built from, and per (reach, decimal constant) the value indices within reach
         self._partner_index: dict[int, tuple[list[int], list[list[Problem]], list[Problem], dict]] = {}
         self._partner_by_id: dict[str, Problem] = {}  # partners that took a place, for record_json
+        # per sampled position, the pool and each drawn problem's place in it (compose.run.engine_pools):
+        # chains that differ only there take different partners (_swap_place)
+        self.pool_ranks: dict[int, dict[str, int]] = {}
+        self.pool_lists: dict[int, list[Problem]] = {}
+        self._needing: dict[tuple[int, str], list[int]] = {}  # see _swap_place
         self._lead: dict[str, _Lead | None] = {}
         self._masks: dict[str, int] = {}  # VARIABLE_NAMES a problem uses, as a bit mask
         self._free: dict[int, tuple[str, ...]] = {}  # used-name mask -> the free names
@@ -313,7 +318,34 @@ class SymbolicComposer:
         """The safe constants of ``p`` the answer is not proved independent of."""
         return tuple(e for e in safe if self.dependence(p, e[1]) != "independent")
 
-    def _partner(self, k: int, chain: Sequence[Problem], safe, h: int) -> Problem | None:
+    def _swap_place(self, k: int, chain: Sequence[Problem], drawn: Sequence[Problem], top) -> tuple[int, int] | None:
+        """(the start of the partner picks, this chain's place among them) for a chain that takes
+        a partner at position ``k``: the places are those of the pool's problems that, in this
+        chain, would take a partner too (no natural offset, or only a risky constant), in pool
+        order, so chains that differ only there never take the same partner. None without pools."""
+        ranks, pool = self.pool_ranks.get(k), self.pool_lists.get(k)
+        if not ranks or pool is None or len(drawn) <= k or drawn[k].id not in ranks:
+            return None
+        rest = "|".join(p.id for i, p in enumerate(drawn) if i != k)
+        needing = self._needing.get((k, rest))
+        if needing is None:
+            later = chain[k + 1]
+            plain = any(not e[1].risk and e[2] is not None for e in self._alive(later, top))
+            needing = []
+            for r, q in enumerate(pool):
+                lead = self.lead(q)
+                if lead is None:
+                    continue
+                picked = self.choose(lead, top, 0, later)
+                if picked is None or (picked[0].risk and plain):
+                    needing.append(r)
+            self._needing[(k, rest)] = needing
+        rank = ranks[drawn[k].id]
+        place = needing.index(rank) if rank in needing else len(needing) + rank  # past the needing ones
+        return _choice_hash(self.seed, rest, k), place
+
+    def _partner(self, k: int, chain: Sequence[Problem], safe, h: int,
+                 drawn: Sequence[Problem] = (), top=()) -> Problem | None:
         """The next partner for position ``k`` when v1 of ``chain[k]`` gives no natural offset
         with any constant of ``chain[k + 1]`` (issue 26: the chain goes to another partner,
         not to rejection): among the reserve problems whose v1 lies within ``small_offset`` of
@@ -321,6 +353,7 @@ class SymbolicComposer:
         are preferred problems whose answer is a plain integer (a large one is allowed: a
         large constant needs it), grouped by value once."""
         reserve = self.partners.get(k, ())
+        placed = self._swap_place(k, chain, drawn, top) if top else None
         index = self._partner_index.get(k)
         if index is None or index[2] is not reserve:  # built for this reserve (pools may be rebuilt)
             by_value: dict[int, list[Problem]] = {}
@@ -359,6 +392,21 @@ class SymbolicComposer:
             idx = sorted(ok)
             counts = [len(groups[i]) for i in idx]
             total = sum(counts)
+            if placed is not None:
+                # chains that differ only in the drawn problem take distinct partners: a start
+                # per rest of the chain plus this chain's place, when there are partners for
+                # every place; else the place itself, none past the last (the same partner
+                # twice would write the same record twice: 981 duplicate ids in the MATH
+                # depth-2 output before)
+                base, place = placed
+                if total >= len(self.pool_lists[k]):
+                    h = base + place
+                elif reach == nat.max_offset:
+                    if place >= total:
+                        return None
+                    h = place
+                else:
+                    continue  # too few within the small offset: the wider reach
             for _ in range(len(taken) + 1):
                 if total == 0:
                     break
@@ -514,7 +562,7 @@ class SymbolicComposer:
                     self.tally["dep:independent"] += 1
                     return Rejection("check5_dependence", "independent", f"position {k + 2}: the answer of "
                                      f"{chain[k + 1].id} depends on none of its constants")
-                partner = self._partner(k, chain, alive, h) if k in self.partners and swaps < K - 1 else None
+                partner = self._partner(k, chain, alive, h, drawn, tops[k]) if k in self.partners and swaps < K - 1 else None
                 if partner is not None:  # the next partner, not a rejection
                     self._partner_by_id[partner.id] = partner
                     return self._compose(chain[:k] + (partner,) + chain[k + 1 :], candidate_id, drawn, swaps + 1)
@@ -529,7 +577,7 @@ class SymbolicComposer:
                 # the partner is also the problem before it, and may have no safe constant)
                 # keeps its drawn q1 and the risky constant, as before
                 plain = tuple(e for e in self._alive(chain[k + 1], tops[k]) if not e[1].risk and e[2] is not None)
-                partner = self._partner(k, chain, plain, h) if plain else None
+                partner = self._partner(k, chain, plain, h, drawn, tops[k]) if plain else None
                 if partner is not None:
                     saved = Counter(self.tally)
                     swapped = self._compose(chain[:k] + (partner,) + chain[k + 1 :], candidate_id, drawn, swaps + 1)
