@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 
 from composition_rl.values.parse import inexact_answer
 
@@ -54,6 +55,7 @@ _POINTS_AT_FIGURE = re.compile(
 _HOLDS_FIGURE = re.compile(r"\[asy\]|\\begin\{(?:tabular|array)|\\bullet|<img|!\[|\\includegraphics", re.I)
 
 
+@lru_cache(maxsize=1 << 16)
 def missing_figure(text: str) -> bool:
     """Whether ``text`` points at a figure it does not hold.
 
