@@ -980,6 +980,33 @@ def test_chains_that_differ_only_in_the_drawn_q1_never_take_the_same_partner():
     assert len({r.id for r in accepted}) == len(accepted)
 
 
+@pytest.mark.shared_data
+def test_a_chain_takes_the_same_partners_whichever_chain_was_composed_first(shared_data):
+    """A review found depth-3 output depending on the order chains were composed in (so on the
+    workers): the places among the chains needing a partner were cached by the drawn chain, yet
+    built from the later problem, which at depth 3 may be a partner itself. MATH train, seed 0."""
+    from composition_rl.compose.pools import candidate_id
+    from composition_rl.compose.run import build_engine, engine_pools
+    from composition_rl.io.readers import load_problems
+
+    probs = load_problems(shared_data / "train/math_train.json").problems
+    by_id = {p.id: p for p in probs}
+    cfg = ComposeConfig(depth=3, pool_size=20, seed=0)
+    target = tuple(by_id[i] for i in ("55e43160bdff7f8a", "ed730142ce2fac19", "8f08e46ae4482b70"))
+
+    def compose(first):
+        eng = build_engine(cfg)
+        pools = engine_pools(eng, probs, None, cfg)
+        if first is not None:
+            chain = (pools[0][first], target[1], target[2])
+            eng.compose(chain, candidate_id(chain))
+        return eng.compose(target, candidate_id(target)).parents
+
+    alone = compose(None)
+    assert alone[0] != target[0].id  # this chain takes a partner
+    assert {compose(i) for i in range(20)} == {alone}
+
+
 def test_pools_hand_the_undrawn_problems_to_the_engine_and_runs_stay_deterministic(tmp_path):
     probs = [Problem.new(f"What is ${n} \\cdot 100$?", str(n * 100)) for n in range(1, 30)]
     probs += [Problem.new(f"A shop sells ${n}$ pens. How many pens are sold in $2$ days?", str(2 * n))

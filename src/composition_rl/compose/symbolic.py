@@ -115,6 +115,13 @@ def _bucket(lead: _Lead, v2: Fraction) -> tuple[str, str]:
     return f"kind:{offset_kind(d)}", "abs:" + mag
 
 
+# pools up to this size give chains that differ only in the drawn problem distinct partners
+# (_swap_place: one choose() per pool problem and later problem); a larger pool (a user's
+# --pool-size 2000) draws partners by the candidate's hash, where the same composition may
+# repeat (a code review measured 319 in 300,000 depth-3 candidates at pool 2,000)
+_DISTINCT_POOL = 64
+
+
 def _choice_hash(seed: int, candidate_id: str, link: int) -> int:
     """A stable 64-bit number per (seed, candidate, link): all choices derive from it."""
     return int.from_bytes(hashlib.blake2b(f"{seed}:{candidate_id}:{link}".encode(), digest_size=8).digest(), "big")
@@ -324,12 +331,15 @@ class SymbolicComposer:
         chain, would take a partner too (no natural offset, or only a risky constant), in pool
         order, so chains that differ only there never take the same partner. None without pools."""
         ranks, pool = self.pool_ranks.get(k), self.pool_lists.get(k)
-        if not ranks or pool is None or len(drawn) <= k or drawn[k].id not in ranks:
-            return None
+        if not ranks or pool is None or len(pool) > _DISTINCT_POOL or len(drawn) <= k or drawn[k].id not in ranks:
+            return None  # a large pool: partners by the candidate's hash, as before
         rest = "|".join(p.id for i, p in enumerate(drawn) if i != k)
-        needing = self._needing.get((k, rest))
+        later = chain[k + 1]
+        # the places depend on the later problem alone (at depth 3 it may be a partner already),
+        # so the list is the same whichever chain asks first: the output does not depend on the
+        # order chains are composed in, nor on the workers
+        needing = self._needing.get((k, later.id))
         if needing is None:
-            later = chain[k + 1]
             plain = any(not e[1].risk and e[2] is not None for e in self._alive(later, top))
             needing = []
             for r, q in enumerate(pool):
@@ -339,7 +349,7 @@ class SymbolicComposer:
                 picked = self.choose(lead, top, 0, later)
                 if picked is None or (picked[0].risk and plain):
                     needing.append(r)
-            self._needing[(k, rest)] = needing
+            self._needing[(k, later.id)] = needing
         rank = ranks[drawn[k].id]
         place = needing.index(rank) if rank in needing else len(needing) + rank  # past the needing ones
         return _choice_hash(self.seed, rest, k), place
