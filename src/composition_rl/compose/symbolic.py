@@ -31,7 +31,13 @@ from composition_rl.compose import spc
 from composition_rl.compose.base import COMPOSERS, Rejection
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.dependence import OUTCOMES, decide
-from composition_rl.compose.natural import OFFSET_KINDS, Naturalness, inexact_q1, missing_figure, offset_kind
+from composition_rl.compose.natural import (
+    OFFSET_KINDS,
+    Naturalness,
+    inexact_q1,
+    missing_figure,
+    offset_kind,
+)
 from composition_rl.compose.spc import VARIABLE_NAMES
 from composition_rl.io.files import dumps
 from composition_rl.records import Link, Problem

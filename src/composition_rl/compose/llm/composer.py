@@ -42,8 +42,7 @@ from composition_rl.compose.llm.prompts import (
     load_prompt,
 )
 from composition_rl.compose.llm.proposal import Draft, Usage
-from composition_rl.compose.natural import missing_figure
-from composition_rl.compose.natural import inexact_q1
+from composition_rl.compose.natural import inexact_q1, missing_figure
 from composition_rl.compose.spc import VARIABLE_NAMES
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
