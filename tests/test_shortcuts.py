@@ -972,7 +972,6 @@ def test_chains_that_differ_only_in_the_drawn_q1_never_take_the_same_partner():
     eng = SymbolicComposer(natural=Naturalness(max_q1=10_000))
     eng.partners[0] = near
     eng.pool_lists[0] = pool
-    eng.pool_ranks[0] = {p.id: i for i, p in enumerate(pool)}
     out = [eng.compose((q1, q2), f"c{i}") for i, q1 in enumerate(pool)]
     accepted = [r for r in out if not isinstance(r, Rejection)]
     assert sorted(r.parents[0] for r in accepted) == sorted(p.id for p in near)  # each partner once

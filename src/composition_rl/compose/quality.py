@@ -278,7 +278,6 @@ def _tex_token(q: str, off: int, lit: str) -> str:
         return f"{lit!r} is part of a longer digit run"
     if lit[:1].isdigit() and (_MIXED_AFTER.match(q, end) or _MIXED_BEFORE.search(q[max(0, off - 24) : off])):
         return f"{lit!r} is part of a mixed number"
-
     if re.search(r"(?:\d|(?<![\\A-Za-z])[A-Za-z])\\,$", q[max(0, off - 4) : off]) or re.match(
             r"\\,(?:\d|[A-Za-z](?![A-Za-z]))", q[end : end + 4]):
         return f"{lit!r} is a digit group of a larger number"

@@ -96,10 +96,8 @@ def engine_pools(engine: Any, problems: Sequence[Problem], first_pool: Sequence[
     pools = build_pools(sets, config.sizes, config.seed, lambda p, k: engine.eligible(p, k, depth),
                         flaw=(lambda p, k: flaw(p, k, depth)) if flaw is not None else None,
                         report=getattr(engine, "pool_report", None), reserve=reserve)
-    ranks, lists = getattr(engine, "pool_ranks", None), getattr(engine, "pool_lists", None)
-    if ranks is not None and lists is not None and reserve is not None:  # the sampled pools, for partners
-        ranks.clear()
-        ranks.update({k: {p.id: i for i, p in enumerate(pools[k])} for k in reserve})
+    lists = getattr(engine, "pool_lists", None)
+    if lists is not None and reserve is not None:  # the sampled pools, for distinct partners
         lists.clear()
         lists.update({k: pools[k] for k in reserve})
     return pools

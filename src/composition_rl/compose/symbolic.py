@@ -171,10 +171,10 @@ class SymbolicComposer:
         # built from, and per (reach, decimal constant) the value indices within reach
         self._partner_index: dict[int, tuple[list[int], list[list[Problem]], list[Problem], dict]] = {}
         self._partner_by_id: dict[str, Problem] = {}  # partners that took a place, for record_json
-        # per sampled position, the pool and each drawn problem's place in it (compose.run.engine_pools):
-        # chains that differ only there take different partners (_swap_place)
-        self.pool_ranks: dict[int, dict[str, int]] = {}
+        # per sampled position, its pool (compose.run.engine_pools): chains that differ only in
+        # the problem drawn there take different partners (_swap_place)
         self.pool_lists: dict[int, list[Problem]] = {}
+        self._pool_ranks: dict[int, tuple[list[Problem], dict[str, int]]] = {}  # per pool list, id -> place
         self._needing: dict[tuple[int, str], list[int]] = {}  # see _swap_place
         self._lead: dict[str, _Lead | None] = {}
         self._masks: dict[str, int] = {}  # VARIABLE_NAMES a problem uses, as a bit mask
@@ -331,14 +331,26 @@ class SymbolicComposer:
         """The safe constants of ``p`` the answer is not proved independent of."""
         return tuple(e for e in safe if self.dependence(p, e[1]) != "independent")
 
+    def _plain(self, p: Problem, safe) -> tuple:
+        """The constants a risky one gives way to: integer, without a risk, and not proved
+        irrelevant to the answer (a decimal one gives a rational offset, which :meth:`choose`
+        ranks before the risk)."""
+        return tuple(e for e in self._alive(p, safe) if not e[1].risk and e[2] is not None)
+
     def _swap_place(self, k: int, chain: Sequence[Problem], drawn: Sequence[Problem], top) -> tuple[int, int] | None:
         """(the start of the partner picks, this chain's place among them) for a chain that takes
         a partner at position ``k``: the places are those of the pool's problems that, in this
         chain, would take a partner too (no natural offset, or only a risky constant), in pool
         order, so chains that differ only there never take the same partner. None without pools."""
-        ranks, pool = self.pool_ranks.get(k), self.pool_lists.get(k)
-        if not ranks or pool is None or len(pool) > _DISTINCT_POOL or len(drawn) <= k or drawn[k].id not in ranks:
-            return None  # a large pool: partners by the candidate's hash, as before
+        pool = self.pool_lists.get(k)
+        if not pool or len(pool) > _DISTINCT_POOL or len(drawn) <= k:
+            return None  # no pool, or a large one: partners by the candidate's hash, as before
+        cached = self._pool_ranks.get(k)
+        if cached is None or cached[0] is not pool:  # built for this pool (pools may be rebuilt)
+            cached = self._pool_ranks[k] = (pool, {p.id: i for i, p in enumerate(pool)})
+        ranks = cached[1]
+        if drawn[k].id not in ranks:
+            return None
         rest = "|".join(p.id for i, p in enumerate(drawn) if i != k)
         later = chain[k + 1]
         # the places depend on the later problem alone (at depth 3 it may be a partner already),
@@ -346,7 +358,7 @@ class SymbolicComposer:
         # order chains are composed in, nor on the workers
         needing = self._needing.get((k, later.id))
         if needing is None:
-            plain = any(not e[1].risk and e[2] is not None for e in self._alive(later, top))
+            plain = bool(self._plain(later, top))
             needing = []
             for r, q in enumerate(pool):
                 lead = self.lead(q)
@@ -592,7 +604,7 @@ class SymbolicComposer:
                 # not win over the risky one); a chain the partner cannot complete (at depth 3
                 # the partner is also the problem before it, and may have no safe constant)
                 # keeps its drawn q1 and the risky constant, as before
-                plain = tuple(e for e in self._alive(chain[k + 1], tops[k]) if not e[1].risk and e[2] is not None)
+                plain = self._plain(chain[k + 1], tops[k])
                 partner = self._partner(k, chain, plain, h, drawn, tops[k]) if plain else None
                 if partner is not None:
                     saved = Counter(self.tally)

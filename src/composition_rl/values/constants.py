@@ -113,20 +113,6 @@ _SLOT_ENDS = frozenset("^_ctlm")  # the last letter of ^, _, \\frac, \\sqrt, \\b
 _GLUED_SLOTS = ("frac", "sqrt", "binom")  # \\frac12, \\sqrt2: a digit glued to the control word
 _SLOT_BEFORE = frozenset(" \t\n^_}")  # what may stand before a digit in an unbraced argument
 _MIXED = re.compile(r"(?<![\w.}\\^_])(\d+)\s*\\[dt]?frac\s*(?:\{\s*(\d+)\s*\}|(\d))\s*(?:\{\s*(\d+)\s*\}|(\d))")
-
-
-def mixed_value(literal: str) -> Fraction | None:
-    """The value of a mixed number written as TeX (``6\\frac{1}{4}`` is 25/4), or None.
-
-    >>> mixed_value("6\\\\frac{1}{4}"), mixed_value("4\\\\frac 12"), mixed_value("\\\\frac{1}{4}")
-    (Fraction(25, 4), Fraction(9, 2), None)
-    """
-    m = _MIXED.fullmatch(literal)
-    if m is None:
-        return None
-    whole, n1, n2, d1, d2 = m.groups()
-    den = int(d1 or d2)
-    return Fraction(int(whole)) + Fraction(int(n1 or n2), den) if den else None
 _SLOT2 = re.compile(r"(\\[dt]?frac|\\[dt]?binom)\s*(?:\{[^{}]*\}|[0-9A-Za-z]|\\[A-Za-z]+)\s*$")
 _RADIX_TAIL = re.compile(r"\bbase[\s~-]*(?:\$\s*)?(?:\{\s*)?$", re.I)
 _FRAC_NUM_TAIL = re.compile(r"\\[dt]?frac\s*\{\s*$")
@@ -235,6 +221,20 @@ def _text_in_math(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, in
 
 def _masked_blocks(text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in _BLOCKS.finditer(text)]
+
+
+def mixed_value(literal: str) -> Fraction | None:
+    """The value of a mixed number written as TeX (``6\\frac{1}{4}`` is 25/4), or None.
+
+    >>> mixed_value("6\\\\frac{1}{4}"), mixed_value("4\\\\frac 12"), mixed_value("\\\\frac{1}{4}")
+    (Fraction(25, 4), Fraction(9, 2), None)
+    """
+    m = _MIXED.fullmatch(literal)
+    if m is None:
+        return None
+    whole, n1, n2, d1, d2 = m.groups()
+    den = int(d1 or d2)
+    return Fraction(int(whole)) + Fraction(int(n1 or n2), den) if den else None
 
 
 def constant_value(literal: str) -> Fraction | None:
