@@ -384,3 +384,31 @@ def test_contract_and_determinism_of_derived_q1_runs(math_train, by_id, tmp_path
         v1 = derive(parents[0].answer, parents[0].question, d)
         assert sympy.simplify(v1 - sympy.sympify(lk.d_expr) - sympy.Rational(lk.v2_expr)) == 0
     assert len(kinds) >= 3, kinds
+
+
+@pytest.mark.shared_data
+def test_the_point_test_never_changes_a_stated_verdict(math_train, monkeypatch):
+    """``_stated`` first evaluates the difference at one rational point and skips the sympy
+    proof when it is a nonzero number (issue 28: the proof was most of the pools' time). On
+    every MATH answer that is an expression the verdict is the one the proof alone gives, and
+    the point test does skip some proofs (else it would be dead code)."""
+    from composition_rl.values import derive as derive_mod
+
+    cases = [(e, p.question) for p in math_train
+             if parse_answer_value(p.answer) is None
+             and (e := derive_mod._expression(derive_mod._strip(p.answer), p.question)) is not None]
+    assert len(cases) > 100
+    point_test = derive_mod._differ_at_a_point
+    skipped = []
+
+    def counted(diff):
+        skipped.append(point_test(diff))
+        return skipped[-1]
+
+    monkeypatch.setattr(derive_mod, "_differ_at_a_point", counted)
+    fast = [derive_mod._stated(e, q) for e, q in cases]
+    monkeypatch.setattr(derive_mod, "_differ_at_a_point", lambda diff: False)
+    slow = [derive_mod._stated(e, q) for e, q in cases]
+    assert fast == slow
+    assert 0 < sum(slow) < len(cases)
+    assert sum(skipped) > 50  # proofs the point test saved
