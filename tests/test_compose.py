@@ -386,3 +386,100 @@ def test_pool_ablations_from_the_command_line(tmp_path):
     assert a["pools"] == [30, 30] and b["pools"] == [len(probs), 5]
     last = {json.loads(x)["parents"][-1] for x in open(tmp_path / "b/composed.jsonl")}
     assert len(last) <= 5  # full-first: only 5 distinct final problems, hence 5 distinct answers
+
+
+# -- one composition, written once ---------------------------------------------------------
+def test_the_composition_key_ignores_the_wording_and_names_but_not_the_place_or_offset():
+    """Two records are one composition when they have the parents, replaced places, offsets
+    (and v1 derivations) in common: the MATH depth-2 output held three pairs that differed only
+    in the relation sentence ("Let $X$ denote the value you obtain above." against "Call the
+    answer to this problem $X$.")."""
+    from composition_rl.compose.run import composition_key
+
+    rec = next(c for c in compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1)).accepted
+               if c.parents == (Q1.id, Q3.id))
+    link = rec.links[0]
+    renamed = dataclasses.replace(link, x="U", y="W")
+    reworded = dataclasses.replace(rec, links=(renamed,), question=rec.question.replace("$X$", "$U$")
+                                   .replace("$Y$", "$W$") + " ")
+    assert composition_key(reworded) == composition_key(rec)
+    moved = dataclasses.replace(rec, links=(dataclasses.replace(link, v2_offset=link.v2_offset + 4),))
+    other_d = dataclasses.replace(rec, links=(dataclasses.replace(link, d_expr="-3"),))
+    swapped = dataclasses.replace(rec, parents=rec.parents[::-1])
+    assert len({composition_key(r) for r in (rec, moved, other_d, swapped)}) == 4
+
+
+def test_only_a_record_that_took_a_partner_is_keyed():
+    """A record of its own drawn chain cannot repeat another (see took_partner); one whose
+    q1 is a reserve partner can, and is keyed."""
+    from composition_rl.compose.base import took_partner
+    from composition_rl.compose.natural import Naturalness
+    from composition_rl.compose.symbolic import SymbolicComposer
+
+    own = next(c for c in compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1)).accepted
+               if c.parents == (Q1.id, Q3.id))
+    assert not took_partner(own, (Q1, Q3))
+    q2 = Problem.new("How many positive divisors does $2400$ have?", "36")
+    far = Problem.new("What is $1 + 1$?", "2")
+    eng = SymbolicComposer(natural=Naturalness(max_q1=10_000))
+    eng.partners[0] = [Problem.new("What is $2399 + 1$?", "2400")]
+    rec = eng.compose((far, q2), "c")
+    assert rec.parents[0] != far.id and took_partner(rec, (far, q2))
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("sample", [None, 2500], ids=["product", "sample"])
+def test_a_repeated_composition_is_rejected_in_its_candidates_place(shared_data, tmp_path, monkeypatch, sample):
+    """The parent keeps the first record of each composition in candidate order and rejects
+    the rest as ``duplicate`` rows placed where their candidates stand in rejected.jsonl; the
+    counts add up and the link statistics count the kept records only. Made to bite: the key
+    is coarsened to the later problem alone, so every later problem keeps one record. Run
+    over the whole product (ranges in the workers) and a sample (chains from the parent),
+    with one and with two workers."""
+    from composition_rl.compose import run as run_mod
+    from composition_rl.compose.pools import candidate_id
+    from composition_rl.compose.run import build_engine, engine_pools
+
+    probs = load_problems(shared_data / "train/math_train.json").problems[:300]
+    cfg = ComposeConfig(depth=2, pool_size=20, seed=0, workers=1, max_candidates=sample)
+    plain = run_compose(probs, cfg, tmp_path / "plain", progress=False)
+    assert plain["rejected_by_reason"].get("duplicate", 0) == 0
+    plain_rows = [json.loads(x) for x in (tmp_path / "plain/composed.jsonl").read_text().splitlines()]
+
+    from composition_rl.compose.base import composition_key
+
+    partnered = sum(1 for r in plain_rows if "candidate_parents" in r["metadata"])
+    keys = [composition_key(Problem.from_dict(r)) for r in plain_rows]
+    assert len(set(keys)) == len(keys) and partnered > 0  # no repeat among 300 problems, and partners taken
+
+    # coarsened: the key is the later problem alone, and every record is checked
+    monkeypatch.setattr(run_mod, "composition_key", lambda rec: hash(rec.parents[-1]) & (2**64 - 1))
+    monkeypatch.setattr(run_mod, "took_partner", lambda rec, chain: True)
+    outs = {}
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        stats = run_compose(probs, dataclasses.replace(cfg, workers=workers), out, progress=False)
+        outs[workers] = ((out / "composed.jsonl").read_bytes(), (out / "rejected.jsonl").read_bytes(), stats)
+    assert outs[1][:2] == outs[2][:2]
+    composed, rejected, stats = outs[2]
+    rows = [json.loads(x) for x in composed.decode().splitlines()]
+    rej = [json.loads(x) for x in rejected.decode().splitlines()]
+
+    # the candidates in order, and the first accepted one of each later problem
+    pools = engine_pools(build_engine(cfg), probs, None, cfg)
+    order = [candidate_id(ch) for ch in iter_candidates(pools, cfg.seed, sample)]
+    at = {cid: i for i, cid in enumerate(order)}
+    first: dict[str, dict] = {}
+    for r in sorted(plain_rows, key=lambda r: at[r["metadata"]["candidate"]]):
+        first.setdefault(r["parents"][-1], r)
+    assert sorted(r["id"] for r in rows) == sorted(r["id"] for r in first.values())
+    repeats = [r for r in rej if r["reason"] == "duplicate"]
+    assert len(repeats) == len(plain_rows) - len(rows) > 100
+    assert all(r["stage"] == "duplicate" for r in repeats)
+    assert [at[r["id"]] for r in rej] == sorted(at[r["id"]] for r in rej)  # candidate order
+    assert stats["accepted"] == len(rows) and stats["rejected"] == len(rej) == stats["candidates"] - len(rows)
+    assert stats["rejected_by_reason"]["duplicate"] == stats["rejected_by_stage"]["duplicate"] == len(repeats)
+    assert stats["funnel"][-1] == {"stage": "duplicate", "kept": len(rows)}
+    kinds = stats["links"]["offset_kinds"]
+    assert sum(v["count"] for v in kinds.values()) == len(rows)  # depth 2: one link a record
+    assert sum(stats["links"]["dependence"].values()) == len(rows)

@@ -11,6 +11,7 @@ chains at once and journals each finished one.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -20,7 +21,8 @@ from typing import Protocol
 from composition_rl.records import Problem
 from composition_rl.registry import Registry
 
-__all__ = ["CHECK_STAGES", "COMPOSERS", "Composer", "FUNNEL_STAGES", "LLM_STAGES", "Rejection", "Stage", "funnel"]
+__all__ = ["CHECK_STAGES", "COMPOSERS", "REPEAT", "Composer", "FUNNEL_STAGES", "LLM_STAGES", "Rejection", "Stage",
+           "composition_key", "funnel", "took_partner"]
 
 
 class Stage(str, Enum):
@@ -35,6 +37,7 @@ class Stage(str, Enum):
     CHECK3_RELATION = "check3_relation"
     CHECK4_NAMES_LENGTH = "check4_names_length"
     CHECK5_DEPENDENCE = "check5_dependence"  # the answer does not depend on the variable
+    DUPLICATE = "duplicate"  # the same composition as an earlier record (another chain met the same partners)
     INTERNAL = "internal"  # a bug, counted instead of sinking the run
 
     def __str__(self) -> str:
@@ -48,7 +51,7 @@ CHECK_STAGES: tuple[str, ...] = tuple(s.value for s in (
 #: the funnel of an engine that makes no model call (symbolic)
 FUNNEL_STAGES: tuple[str, ...] = tuple(s.value for s in (
     Stage.CHECK1_V1, Stage.CONSTANT, Stage.CHECK2_SUBSTITUTION, Stage.CHECK3_RELATION, Stage.CHECK4_NAMES_LENGTH,
-    Stage.CHECK5_DEPENDENCE))
+    Stage.CHECK5_DEPENDENCE, Stage.DUPLICATE))
 #: the funnel of an engine that calls a model (llm, auto)
 LLM_STAGES: tuple[str, ...] = tuple(s.value for s in Stage)
 
@@ -89,6 +92,34 @@ COMPOSERS: Registry[type] = Registry("composition engine")
 # engines are imported on first use, so that `import composition_rl.compose` stays light
 COMPOSERS.register("llm")("composition_rl.compose.llm.composer:LLMComposer")
 COMPOSERS.register("auto")("composition_rl.compose.llm.composer:AutoComposer")
+
+
+def composition_key(rec: Problem) -> int:
+    """What makes two records one composition, as a 64-bit number: the parents in order and,
+    per link, the replaced place and the stated offset (and the derivation of a derived v1).
+    The variable names and the relation's wording are left out: two records that differ only
+    there ask the same question of the policy."""
+    parts = [*rec.parents]
+    for lk in rec.links:
+        parts.append(f"{lk.v2_offset}:{lk.d_expr}:{lk.v1_derivation!r}")
+    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def took_partner(rec: Problem, chain: Sequence[Problem]) -> bool:
+    """Whether ``rec`` was composed from other problems than its drawn ``chain`` (a partner
+    took a drawn problem's place). Only such records can repeat another's composition: a
+    record of its own drawn chain has a parent at each position from that position's pool
+    (whose problems are distinct), and a partner never comes from the pool of its position,
+    so no two candidates, and no drawn chain and partnered one, share parents. The repeat
+    check (the executor's and ``compose_problems``') keys these records alone: a few
+    thousand, where keying all would hold a key per record in the parent."""
+    return len(rec.parents) != len(chain) or any(a != b.id for a, b in zip(rec.parents, chain))
+
+
+#: the row of a record whose composition an earlier record already has (see composition_key)
+REPEAT = Rejection("duplicate", "duplicate", "the same parents, replaced places and offsets as an earlier record "
+                   "(only the variable names or the relation's wording differ)")
 
 
 def funnel(candidates: int, rejected_by_stage: dict[str, int], stages: Sequence[str] = FUNNEL_STAGES) -> list[dict]:

@@ -15,7 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from composition_rl.compose.base import COMPOSERS, FUNNEL_STAGES, Rejection
+from composition_rl.compose.base import (
+    COMPOSERS,
+    FUNNEL_STAGES,
+    REPEAT,
+    Rejection,
+    composition_key,
+    took_partner,
+)
 from composition_rl.compose.natural import Naturalness
 from composition_rl.compose.pools import (
     candidate_id,
@@ -181,10 +188,14 @@ def compose_problems(
     """
     engine, pools = _symbolic_pools(problems, first_pool, config)
     res = ComposeResult()
+    seen: set[int] = set()  # one composition, written once (as the executor does)
     for chain in iter_candidates(pools, config.seed, config.max_candidates):
         cid = candidate_id(chain)
         out = engine.compose(chain, cid)
         res.candidates += 1
+        if (not isinstance(out, Rejection) and took_partner(out, chain)
+                and ((key := composition_key(out)) in seen or seen.add(key))):
+            out = REPEAT
         if isinstance(out, Rejection):
             res.rejected.append(out.row(cid, chain))
             ok = False

@@ -23,11 +23,13 @@ import contextlib
 import fcntl
 import functools
 import gc
+import json
 import os
 import shutil
 import sys
 import tempfile
 import time
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -38,9 +40,12 @@ from composition_rl.compose.base import (
     CHECK_STAGES,
     COMPOSERS,
     FUNNEL_STAGES,
+    REPEAT,
     Rejection,
     Stage,
+    composition_key,
     funnel,
+    took_partner,
 )
 from composition_rl.compose.pools import (
     build_pools,
@@ -215,16 +220,23 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
                 results = stack.enter_context(ForkedWorkers(task, workers)).imap(chunks)
             else:
                 results = map(task, chunks)
+            seen: set[int] = set()  # composition_key of every line kept so far
             with atomic_open(out / "composed.jsonl", "wb") as fa, atomic_open(out / "rejected.jsonl", "wb") as fr:
-                for n_acc, acc, rej_blob, rej_keys, links in results:
+                for n_acc, acc, rej_blob, rej_keys, links, (same, where) in results:
                     tally.update(links)
-                    index.add(acc)
+                    # a composition written once: a later record with the same parents, places
+                    # and offsets (chains that met the same partners) is rejected as a repeat
+                    repeats = [j for j, key in enumerate(same) if key and (key in seen or seen.add(key))]
+                    index.add(acc, skip=repeats)
+                    if repeats:
+                        rej_blob = _with_repeats(engine, pools, acc, where, rej_blob, repeats, tally)
+                        rej_keys = rej_keys + [(Stage.DUPLICATE.value, "duplicate")] * len(repeats)
                     fr.write(rej_blob)
                     for stage, reason in rej_keys:
                         counts[reason] += 1
                         stages[stage] += 1
-                    n += n_acc + len(rej_keys)
-                    accepted += n_acc
+                    n += n_acc + len(rej_keys) - len(repeats)
+                    accepted += n_acc - len(repeats)
                     bar.update(n, accepted=accepted)
                 # one pass: each line from its spill file straight to its shuffled place
                 index.write_in_order(fa, output_order(accepted, config.seed))
@@ -317,12 +329,13 @@ def _chunks(it, size: int):
 
 def _compose_chunk(
     engine: Any, pools: list[list[Problem]], spill: Spill, chunk: range | list[tuple[int, ...]],
-) -> tuple[int, SpilledChunk, bytes, list[tuple[str, str]], dict[str, int]]:
+) -> tuple[int, SpilledChunk, bytes, list[tuple[str, str]], dict[str, int], tuple[array, array]]:
     """Compose one chunk of chains (in a worker or in-process): a range of chain numbers of
     the full product, or the chains themselves. Returns the number accepted, where
     ``spill`` put the accepted lines (file, offset, line lengths), the rejected lines as
-    UTF-8, the (stage, reason) of each rejection and the offset kinds of the accepted links
-    (``SymbolicComposer.take_tally``)."""
+    UTF-8, the (stage, reason) of each rejection, the offset kinds of the accepted links
+    (``SymbolicComposer.take_tally``), and the :func:`composition_key` and place in the chunk of
+    each accepted line."""
     if isinstance(chunk, range):
         chunk = iter_index_range(pools, chunk.start, chunk.stop)
     acc: list[str] = []
@@ -332,7 +345,9 @@ def _compose_chunk(
     # splices each parent's pre-encoded JSON: JSON 2.8-3.0 s -> ~2.2 s single-process on MATH
     # depth 2, docs/benchmarks.md; tests hold it equal to dumps(to_dict()))
     record_json = getattr(engine, "record_json", None) or _plain_json
-    for ix in chunk:
+    same = array("Q")  # each accepted record's composition_key (0: unique by construction), for the parent
+    where = array("I")  # and its place in the chunk (a repeat's rejection goes there)
+    for n, ix in enumerate(chunk):
         chain = tuple([pools[k][i] for k, i in enumerate(ix)])
         cid = candidate_id(chain)
         res = engine.compose(chain, cid)
@@ -341,7 +356,35 @@ def _compose_chunk(
             rej.append(res.row_json(cid, chain))
         else:
             acc.append(record_json(res, chain))
-    return len(acc), spill.put(acc), _jsonl_bytes(rej), keys, engine.take_tally()
+            same.append(composition_key(res) if took_partner(res, chain) else 0)
+            where.append(n)
+    return len(acc), spill.put(acc), _jsonl_bytes(rej), keys, engine.take_tally(), (same, where)
+
+
+def _with_repeats(engine: Any, pools: list[list[Problem]], acc: SpilledChunk, where: array, rej_blob: bytes,
+                  repeats: list[int], tally: Counter[str]) -> bytes:
+    """The chunk's rejected lines with a ``duplicate`` row for each repeated accepted line,
+    each at its candidate's place; the repeats' link counts are taken out of ``tally`` (the
+    parent composes each again, which gives the same record, to learn what it counted)."""
+    by_id = {p.id: p for pool in pools for p in pool}
+    rows: dict[int, bytes] = {}
+    for j in repeats:
+        rec = json.loads(SpillIndex.read(acc, j))
+        drawn = tuple(by_id[i] for i in rec["metadata"].get("candidate_parents", rec["parents"]))
+        cid = rec["metadata"]["candidate"]
+        engine.take_tally()
+        again = engine.compose(drawn, cid)
+        if isinstance(again, Rejection) or again.id != rec["id"]:
+            raise RuntimeError(f"candidate {cid} composed again gave another result: a bug (record {rec['id']})")
+        tally.subtract(engine.take_tally())
+        rows[where[j]] = (REPEAT.row_json(cid, drawn) + "\n").encode()
+    # the chunk's candidates in order: each was accepted (its place is in ``where``) or is the
+    # next rejected line
+    rejected = iter(rej_blob.splitlines(keepends=True))
+    accepted_at = set(where)
+    out = [rows.get(place, b"") if place in accepted_at else next(rejected)
+           for place in range(len(where) + rej_blob.count(b"\n"))]
+    return b"".join(out)
 
 
 def _plain_json(rec: Problem, chain: Sequence[Problem]) -> str:

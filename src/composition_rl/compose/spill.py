@@ -77,8 +77,9 @@ class SpillIndex:
     def __len__(self) -> int:
         return len(self._lengths)
 
-    def add(self, chunk: SpilledChunk) -> int:
-        """Append one chunk's lines; returns their bytes."""
+    def add(self, chunk: SpilledChunk, skip: Sequence[int] = ()) -> int:
+        """Append one chunk's lines, but for those numbered in ``skip`` (the chunk's line
+        numbers, ascending); returns the bytes appended."""
         path, offset, lengths = chunk
         if not lengths:
             return 0
@@ -87,10 +88,29 @@ class SpillIndex:
             f = self._file_no[path] = len(self._paths)
             self._paths.append(path)
         starts = itertools.accumulate(lengths, initial=offset)
+        if skip:
+            dropped = set(skip)
+            kept = [(o, n) for j, (o, n) in enumerate(zip(starts, lengths)) if j not in dropped]
+            self._offsets.extend(o for o, _ in kept)
+            self._files.extend(itertools.repeat(f, len(kept)))
+            self._lengths.extend(n for _, n in kept)
+            return sum(n for _, n in kept)
         self._offsets.extend(itertools.islice(starts, len(lengths)))
         self._files.extend(itertools.repeat(f, len(lengths)))
         self._lengths.extend(lengths)
         return sum(lengths)
+
+    @staticmethod
+    def read(chunk: SpilledChunk, j: int) -> bytes:
+        """Line ``j`` of a spilled chunk (newline included)."""
+        path, offset, lengths = chunk
+        start = offset + sum(lengths[:j])
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            line = fh.read(lengths[j])
+        if len(line) != lengths[j]:
+            raise OSError(f"spill file {path} ended at {start + len(line)}, expected {start + lengths[j]}")
+        return line
 
     def write_in_order(self, out, order: Sequence[int], batch: int = 1 << 20) -> None:
         """Write line ``order[j]`` as line j of the binary file ``out``.
