@@ -111,24 +111,34 @@ def test_train_config_reads_the_skip_section_and_refuses_it_with_online_mode():
         TrainConfig.from_dict({**base, "skip": {"enabled": True, "p": 0.3}})
 
 
-def test_a_grpo_run_with_skipping_logs_its_draws_and_skips_mastered_prompts(pytestconfig, tmp_path):
+def test_a_grpo_run_with_skipping_logs_its_draws_and_skips_zero_variance_prompts(pytestconfig, tmp_path):
     pytest.importorskip("trl")
     from fakes.tiny_policy import tiny_policy_dir
 
     from composition_rl.io.files import read_jsonl
+    from composition_rl.records import Problem
+    from composition_rl.train.arithmetic import make_problem
     from composition_rl.train.config import TrainConfig
     from composition_rl.train.grpo import run_training
 
     model = tiny_policy_dir(pytestconfig)
-    raw = {"preset": "cpu-tiny", "model": str(model), "output_dir": str(tmp_path), "seed": 0, "progress": False,
-           "plot": False, "stages": [{"name": "easy", "arithmetic": {"depth": 1, "n": 8, "seed": 5, "digits": 1},
-                                      "max_steps": 6}],
+    # four prompts of the policy's own task and four it cannot solve (products of two 4-digit
+    # numbers, answers of 7-8 digits), so zero-variance groups do not hang on how the tiny
+    # policy trained: on a CPU with AMX it solved every one-digit prompt sometimes and never
+    # always, all 24 groups were informative and nothing was ever skipped
+    problems = [make_problem(1, seed=5, index=i, digits=1)[0] for i in range(4)]
+    problems += [Problem.new(f"What is ${a} \\times {b}$?", (str(a * b),)) for a, b in
+                 ((4821, 7394), (6057, 9138), (7319, 5846), (8642, 3517))]
+    data = tmp_path / "mixed.jsonl"
+    data.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in problems))
+    raw = {"preset": "cpu-tiny", "model": str(model), "output_dir": str(tmp_path / "run"), "seed": 0, "progress": False,
+           "plot": False, "stages": [{"name": "easy", "data": str(data), "max_steps": 6}],
            "grpo": {"prompts_per_step": 4, "max_completion_length": 24},
            "dynamic_sampling": {"oversample": 1.0, "max_rounds": 2},
            "curriculum": {"mode": "manual"}, "skip": {"enabled": True, "p_easy": 0.05, "p_hard": 0.05}}
     rows = list(read_jsonl(run_training(TrainConfig.from_dict(raw), resume=False, log=None)))
     assert len(rows) == 6 and all("skip" in r for r in rows)
-    groups = list(read_jsonl(tmp_path / "pass_rates.jsonl"))
+    groups = list(read_jsonl(tmp_path / "run/pass_rates.jsonl"))
     stale = {g["id"] for g in groups if g["kind"] != "informative"}
     # once a prompt has shown a zero-variance group, later steps skip draws (the first step cannot)
     assert rows[0]["skip"]["skipped"] == 0
@@ -136,5 +146,5 @@ def test_a_grpo_run_with_skipping_logs_its_draws_and_skips_mastered_prompts(pyte
     for r in rows:
         s = r["skip"]
         assert s["drawn"] - s["skipped"] + s["refilled"] >= 4  # every round got its prompts
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((tmp_path / "run/summary.json").read_text())
     assert summary["skip"]["skipped"] == sum(r["skip"]["skipped"] for r in rows)
