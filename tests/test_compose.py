@@ -435,7 +435,7 @@ def test_a_repeated_composition_is_rejected_in_its_candidates_place(shared_data,
     counts add up and the link statistics count the kept records only. Made to bite: the key
     is coarsened to the later problem alone, so every later problem keeps one record. Run
     over the whole product (ranges in the workers) and a sample (chains from the parent),
-    with one and with two workers."""
+    in-process and in two forked workers."""
     from composition_rl.compose import run as run_mod
     from composition_rl.compose.pools import candidate_id
     from composition_rl.compose.run import build_engine, engine_pools
@@ -455,12 +455,18 @@ def test_a_repeated_composition_is_rejected_in_its_candidates_place(shared_data,
     # coarsened: the key is the later problem alone, and every record is checked
     monkeypatch.setattr(run_mod, "composition_key", lambda rec: hash(rec.parents[-1]) & (2**64 - 1))
     monkeypatch.setattr(run_mod, "took_partner", lambda rec, chain: True)
+    # chunks small enough that these few thousand candidates go to two forked workers: the
+    # parent, which composed nothing itself, then reads each repeat back from a worker's
+    # spill file and composes it again
+    monkeypatch.setattr(run_mod, "_CHUNK", 256)
+    assert run_mod._worker_count(2, plain["candidates"]) == 2
     outs = {}
     for workers in (1, 2):
         out = tmp_path / f"w{workers}"
         stats = run_compose(probs, dataclasses.replace(cfg, workers=workers), out, progress=False)
+        stats = {k: v for k, v in stats.items() if k not in ("elapsed_s", "candidates_per_s")}
         outs[workers] = ((out / "composed.jsonl").read_bytes(), (out / "rejected.jsonl").read_bytes(), stats)
-    assert outs[1][:2] == outs[2][:2]
+    assert outs[1] == outs[2]
     composed, rejected, stats = outs[2]
     rows = [json.loads(x) for x in composed.decode().splitlines()]
     rej = [json.loads(x) for x in rejected.decode().splitlines()]
@@ -475,7 +481,9 @@ def test_a_repeated_composition_is_rejected_in_its_candidates_place(shared_data,
     assert sorted(r["id"] for r in rows) == sorted(r["id"] for r in first.values())
     repeats = [r for r in rej if r["reason"] == "duplicate"]
     assert len(repeats) == len(plain_rows) - len(rows) > 100
-    assert all(r["stage"] == "duplicate" for r in repeats)
+    by_candidate = {r["metadata"]["candidate"]: r for r in plain_rows}
+    assert all(r["stage"] == "duplicate" and r["detail"].endswith(f"parents {', '.join(by_candidate[r['id']]['parents'])}")
+               for r in repeats)  # the record's own parents (a partner's, where one took a place)
     assert [at[r["id"]] for r in rej] == sorted(at[r["id"]] for r in rej)  # candidate order
     assert stats["accepted"] == len(rows) and stats["rejected"] == len(rej) == stats["candidates"] - len(rows)
     assert stats["rejected_by_reason"]["duplicate"] == stats["rejected_by_stage"]["duplicate"] == len(repeats)

@@ -110,7 +110,9 @@ def took_partner(rec: Problem, chain: Sequence[Problem]) -> bool:
     """Whether ``rec`` was composed from other problems than its drawn ``chain`` (a partner
     took a drawn problem's place). Only such records can repeat another's composition: a
     record of its own drawn chain has a parent at each position from that position's pool
-    (whose problems are distinct), and a partner never comes from the pool of its position,
+    (whose problems are distinct: the readers reject a repeated question, so a caller who
+    hands ``run_compose`` the same problem twice gets its records twice), and a partner
+    never comes from the pool of its position,
     so no two candidates, and no drawn chain and partnered one, share parents. The repeat
     check (the executor's and ``compose_problems``') keys these records alone: a few
     thousand, where keying all would hold a key per record in the parent."""

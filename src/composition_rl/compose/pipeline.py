@@ -195,7 +195,7 @@ def compose_problems(
         res.candidates += 1
         if (not isinstance(out, Rejection) and took_partner(out, chain)
                 and ((key := composition_key(out)) in seen or seen.add(key))):
-            out = REPEAT
+            out = Rejection(REPEAT.stage, REPEAT.reason, f"{REPEAT.detail}: parents {', '.join(out.parents)}")
         if isinstance(out, Rejection):
             res.rejected.append(out.row(cid, chain))
             ok = False

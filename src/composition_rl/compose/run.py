@@ -366,18 +366,19 @@ def _with_repeats(engine: Any, pools: list[list[Problem]], acc: SpilledChunk, wh
     """The chunk's rejected lines with a ``duplicate`` row for each repeated accepted line,
     each at its candidate's place; the repeats' link counts are taken out of ``tally`` (the
     parent composes each again, which gives the same record, to learn what it counted)."""
-    by_id = {p.id: p for pool in pools for p in pool}
+    by_id = [{p.id: p for p in pool} for pool in pools]  # each id in its own position's pool
     rows: dict[int, bytes] = {}
     for j in repeats:
         rec = json.loads(SpillIndex.read(acc, j))
-        drawn = tuple(by_id[i] for i in rec["metadata"].get("candidate_parents", rec["parents"]))
+        drawn = tuple(by_id[k][i] for k, i in enumerate(rec["metadata"].get("candidate_parents", rec["parents"])))
         cid = rec["metadata"]["candidate"]
         engine.take_tally()
         again = engine.compose(drawn, cid)
         if isinstance(again, Rejection) or again.id != rec["id"]:
             raise RuntimeError(f"candidate {cid} composed again gave another result: a bug (record {rec['id']})")
         tally.subtract(engine.take_tally())
-        rows[where[j]] = (REPEAT.row_json(cid, drawn) + "\n").encode()
+        why = Rejection(REPEAT.stage, REPEAT.reason, f"{REPEAT.detail}: parents {', '.join(rec['parents'])}")
+        rows[where[j]] = (why.row_json(cid, drawn) + "\n").encode()
     # the chunk's candidates in order: each was accepted (its place is in ``where``) or is the
     # next rejected line
     rejected = iter(rej_blob.splitlines(keepends=True))
