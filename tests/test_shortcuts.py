@@ -471,6 +471,53 @@ def test_vieta_and_the_vertex_decide_a_coefficient_the_answer_does_not_use(what,
     assert decide(question, _places(question, literal), literal) == outcome
 
 
+ASYMPTOTES = [
+    # the asymptotes asked about are the same for every value of the constant: independent
+    ("a vertical asymptote is a root of the denominator: the numerator's constant moves nothing", 85,
+     "For $y=\\frac{x+2}{5x-7}$, at what $x$-value is there a vertical asymptote?", "2", "independent"),
+    ("nor does its linear coefficient (x = 4 stays a root the numerator does not share)", 1576,
+     "If $y= \\frac{x^2+2x+8}{x-4}$, at what value of $x$ will there be a vertical asymptote?", "8", "independent"),
+    ("the horizontal asymptote is the ratio of the leading coefficients", 1120,
+     "The graph of $y=\\frac{5x^2-9}{3x^2+5x+2}$ has a horizontal asymptote at $y=a$.  What is $a$?", "9",
+     "independent"),
+    ("a lower coefficient of the denominator, in a long quotient of quartics", 4179,
+     "If $y=\\frac{12x^4+4x^3+9x^2+5x+3}{3x^4+2x^3+8x^2+3x+1}$, at what value of $y$ will there be a horizontal "
+     "asymptote?", "1", "independent"),
+    ("the slant asymptote is the polynomial part: the numerator's constant is in the remainder", 4236,
+     "A slant asymptote of the rational expression $y = \\frac{2x^2 + 3x - 7}{x-3}$ is the line approached by the "
+     "equation as $x$ approaches $\\infty$ or $-\\infty$. If this line is of the form $y = mx + b$, find $m+b$.",
+     "7", "independent"),
+    ("where the asymptotes meet (the seventh audit's A048)", 3690,
+     "Find the point of intersection of the asymptotes of the graph of\n\\[y = \\frac{x^2 - 4x + 3}{x^2 - 4x + 4}.\\]",
+     "3", "independent"),
+    # ... and where they move, or something else is asked
+    ("the vertical asymptote is the denominator's root", 85,
+     "For $y=\\frac{x+2}{5x-7}$, at what $x$-value is there a vertical asymptote?", "7", "unknown"),
+    ("the leading coefficient of the denominator sets the horizontal asymptote", 1120,
+     "The graph of $y=\\frac{5x^2-9}{3x^2+5x+2}$ has a horizontal asymptote at $y=a$.  What is $a$?", "3",
+     "unknown"),
+    ("the slant asymptote's intercept uses the denominator's root", 4236,
+     "A slant asymptote of the rational expression $y = \\frac{2x^2 + 3x - 7}{x-3}$ is the line approached by the "
+     "equation as $x$ approaches $\\infty$ or $-\\infty$. If this line is of the form $y = mx + b$, find $m+b$.",
+     "3", "unknown"),
+    ("where the graph crosses its asymptote depends on the whole function", 3955,
+     "For which value of $x$ does the function $f(x) = \\frac{2x^2 - 5x - 7}{x^2 - 4x + 1}$ cross its horizontal "
+     "asymptote?", "5", "unknown"),
+    ("at 7 the numerator shares the root 1: one asymptote and a hole, two at 8", 546,
+     "How many vertical asymptotes does the equation $y=\\frac{x-1}{x^2+6x-7}$ have?", "7", "unknown"),
+
+
+    # not from MATH: at 6 the numerator (x+3)(x-2) shares the root 2 (a hole, no asymptote); at 7 x = 2 is one
+    ("a hole at v2 that is an asymptote at every other value", None,
+     "How many vertical asymptotes does the graph of $y=\\frac{x^2+x-6}{x-2}$ have?", "6", "unknown"),
+]
+
+
+@pytest.mark.parametrize("what,idx,question,literal,outcome", ASYMPTOTES, ids=[c[0] for c in ASYMPTOTES])
+def test_the_asymptotes_decide_a_coefficient_they_do_not_use(what, idx, question, literal, outcome):
+    assert decide(question, _places(question, literal), literal) == outcome
+
+
 @pytest.mark.parametrize("question,literal", [
     # a repeated root at v2: the sum of the values is 5, not 10; near v2 there are two or none
     ("What is the sum of all values of $x$ such that $(x - 5)^2 = 0$?", "0"),

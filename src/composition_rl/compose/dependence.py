@@ -680,6 +680,77 @@ def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], l
         return False
 
 
+# -- what the question asks of a rational function's asymptotes ------------------------------
+# "At what value of $x$ is there a vertical asymptote of $y = \frac{x^2+Yx+8}{x-4}$?" is 4 for
+# every Y (the seventh audit's A048: the asymptotes of \frac{x^2-4x+Y}{x^2-4x+4} meet at (2, 1)
+# whatever Y is). The vertical asymptotes are the roots of the denominator the numerator does
+# not share; the horizontal or slant one is the polynomial part of the quotient. Read only where
+# the question asks about asymptotes and nothing else of the function.
+_ASKS_ASYMPTOTE = re.compile(r"\basymptot", re.I)
+_ASYMPTOTE_KIND = re.compile(r"\b(vertical|horizontal|slant|oblique)\b", re.I)
+# another property of the function or its graph, which the variable may move
+_OTHER_OF_GRAPH = re.compile(
+    r"\b(?:cross\w*|hole\w*|intercept\w*|pass\w*|through|domain|range|continuous|undefined|defined|intersect\w*"
+    r"|maximum|minimum|zeros?|roots?|foci|focus|vert(?:ex|ices)|tangent|increasing|decreasing)\b", re.I)
+_MAX_RATIONAL = 160  # tree nodes of a rational function read (polynomial division and a gcd: fast)
+_MEETING = re.compile(r"\b(?:the\s+)?(?:point\s+of\s+)?intersection\s+of\s+(?:the\s+)?(?:two\s+)?asymptotes\b", re.I)
+
+
+def _asymptotes_fix_answer(question: str, spans, held: dict[tuple[int, int], list[int]], literal: str,
+                           v2: Fraction) -> bool:
+    """Whether the question asks about the asymptotes of a rational function of one letter
+    that the variable is a coefficient of (and nothing else of it), and those asymptotes are
+    the same for every value of the variable near v2 (proved in sympy):
+
+    * vertical ones: the denominator does not hold the variable, and at v2 the numerator
+      shares no root with it (so no asymptote turns into a hole there);
+    * horizontal or slant ones: the polynomial part of numerator / denominator is free of the
+      variable, with both leading coefficients nonzero at v2 (the degrees stay).
+
+    "asymptotes" with no kind named asks for all of them (their intersection point)."""
+    prose = _MEETING.sub(" asymptotes ", _prose(question, spans))  # where they meet is theirs alone
+    if len(held) != 1 or not _ASKS_ASYMPTOTE.search(prose) or _OTHER_OF_GRAPH.search(prose):
+        return False
+    kinds = {k.lower().replace("oblique", "slant") for k in _ASYMPTOTE_KIND.findall(prose)} or {"vertical", "slant"}
+    (a, b), ps = next(iter(held.items()))
+    try:
+        stmts = _statements(_marked(question, a, b, tuple(ps), literal))
+        mine = [st for st in stmts if any(t[0] == "var" for t in st)]
+        if len(mine) != 1 or len(stmts) != 1:
+            return False
+        read = _polynomial(mine[0])
+    except (_Unknown, RecursionError):
+        return False
+    if read is None or read[1] == "" or _size(read[0]) > _MAX_RATIONAL:
+        return False  # "y = R", "f(x) = R" or the expression R itself, not an equation
+    node = read[0]
+    letters = _letters(node, set()) - {_VAR}
+    if len(letters) != 1 or next(iter(letters)).startswith("\\"):
+        return False
+    y, t = sympy.Symbol("Y"), sympy.Symbol("t")
+    try:
+        num, den = sympy.fraction(sympy.together(_sym(node, {next(iter(letters)): t, _VAR: y})))
+        if not den.has(t) or not (num.is_polynomial(t, y) and den.is_polynomial(t, y)):
+            return False
+        at = sympy.Rational(v2.numerator, v2.denominator)
+        pn, pd = sympy.Poly(sympy.expand(num), t), sympy.Poly(sympy.expand(den), t)
+        if pn.LC().subs(y, at) == 0 or pd.LC().subs(y, at) == 0:
+            return False  # a degree drops at v2
+        if "vertical" in kinds:
+            n0 = sympy.Poly(pn.as_expr().subs(y, at), t)
+            if pd.as_expr().has(y) or sympy.degree(sympy.gcd(n0, pd), t) > 0:
+                return False
+        if kinds & {"horizontal", "slant"}:
+            if pn.degree() > pd.degree() + 1:
+                return False  # no horizontal or slant asymptote at all
+            quotient = sympy.div(pn.as_expr(), pd.as_expr(), t)[0]
+            if sympy.cancel(quotient).has(y):
+                return False
+        return True
+    except Exception:  # noqa: BLE001 - any failure of the proof (sympy's own errors included) decides nothing
+        return False
+
+
 @lru_cache(maxsize=1 << 16)
 def decide(question: str, places: tuple[int, ...], literal: str) -> Dependence:
     """Whether the answer of ``question`` depends on the literal at ``places`` (the offsets
@@ -705,8 +776,9 @@ def decide(question: str, places: tuple[int, ...], literal: str) -> Dependence:
         held.setdefault(span, []).append(p)
     out = _decide_held(question, spans, held, literal)
     if out == "unknown" and len(held) == 1 and (v2 := constant_value(literal)) is not None \
-            and _polynomial_fixes_answer(question, spans, held, literal, v2):
-        return "independent"  # Vieta's sum or product, or the vertex, is free of the variable
+            and (_polynomial_fixes_answer(question, spans, held, literal, v2)
+                 or _asymptotes_fix_answer(question, spans, held, literal, v2)):
+        return "independent"  # Vieta's sum or product, the vertex, or the asymptotes are free of it
     return out
 
 
