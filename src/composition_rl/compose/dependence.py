@@ -15,6 +15,9 @@ later problem and the places the variable replaced, and says one of :data:`OUTCO
   variable is a coefficient that quantity does not use ("What is the sum of the roots of
   $x^2 - 4x + Y = 0$?" is 4): proved in sympy, with the roots distinct at v2 (and real
   when real values are asked), so the values the problem means keep their sum around v2.
+  Or the question asks about the asymptotes of a rational function, and the variable is a
+  coefficient they do not use (a numerator's coefficient for a vertical one, with no root
+  shared at v2; one outside the quotient's polynomial part for a horizontal or slant one).
 * ``dependent``: proved. The problem asks for the value of one expression of numbers
   ("Compute $\\frac{Y}{4}+2$.", "Simplify $(2x+Y)-(x+3)$."), and that expression takes
   other values at other values of the variable, so the answer changes with it.
