@@ -513,6 +513,32 @@ ASYMPTOTES = [
 ]
 
 
+
+
+# a code review's counter-examples (2026-12-05): each was "independent" before, and the answer
+# moves with the value (checked in sympy at two values)
+@pytest.mark.parametrize("question,literal", [
+    # other math of the question asks something else of the function
+    ("Let $f(x) = \\frac{x+2}{5x-7}$. At what value of $x$ does $g(x) = \\frac{1}{f(x)}$ have a vertical asymptote?",
+     "2"),
+    ("Let $f(x) = \\frac{2x+1}{x-3}$. At what value of $x$ does the graph of $f^{-1}(x)$ have a vertical asymptote?",
+     "2"),
+    ("Let $f(x)=\\frac{2x^2+3x+1}{x^2+5}$, and let $y=L$ be its horizontal asymptote. Compute $f(L)$.", "3"),
+    ("For $y=\\frac{x+2}{5x-7}$, what is the sum of the $x$-value of the vertical asymptote and the value of $y$ at "
+     "$x=0$?", "2"),
+    # words the first list missed
+    ("For which value of $x$ does the graph of $f(x) = \\frac{2x^2 - 5x - 7}{x^2 - 4x + 1}$ meet its horizontal "
+     "asymptote?", "5"),
+    ("Find the points of intersection of the asymptotes with the graph of $y=\\frac{2x^2-5x-7}{x^2-4x+1}$.", "5"),
+    # a kind named only to set it aside: the asymptote asked is the vertical one
+    ("Besides its horizontal asymptote, at what value of $x$ does the graph of $y=\\frac{3x+5}{x-4}$ have an "
+     "asymptote?", "4"),
+    ("At what value of $x$ does the graph of $y=\\frac{3x+5}{x-4}$ have its non-horizontal asymptote?", "4"),
+])
+def test_asymptotes_are_not_claimed_where_the_question_asks_more(question, literal):
+    assert decide(question, _places(question, literal), literal) == "unknown"
+
+
 @pytest.mark.parametrize("what,idx,question,literal,outcome", ASYMPTOTES, ids=[c[0] for c in ASYMPTOTES])
 def test_the_asymptotes_decide_a_coefficient_they_do_not_use(what, idx, question, literal, outcome):
     assert decide(question, _places(question, literal), literal) == outcome

@@ -689,14 +689,21 @@ def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], l
 # whatever Y is). The vertical asymptotes are the roots of the denominator the numerator does
 # not share; the horizontal or slant one is the polynomial part of the quotient. Read only where
 # the question asks about asymptotes and nothing else of the function.
-_ASKS_ASYMPTOTE = re.compile(r"\basymptot", re.I)
-_ASYMPTOTE_KIND = re.compile(r"\b(vertical|horizontal|slant|oblique)\b", re.I)
-# another property of the function or its graph, which the variable may move
+# each mention of an asymptote, with the kind named right before it ("the vertical asymptote");
+# a mention without a kind, or "non-horizontal", asks about all of them
+_ASYMPTOTE_MENTION = re.compile(r"(?:\b(?P<non>non-?)?(?P<kind>vertical|horizontal|slant|oblique)\s+)?\basymptot", re.I)
+# another property of the function or its graph, which the variable may move (a review found
+# "meet", "equal", "zeroes" and "solutions" missing from the first list)
 _OTHER_OF_GRAPH = re.compile(
-    r"\b(?:cross\w*|hole\w*|intercept\w*|pass\w*|through|domain|range|continuous|undefined|defined|intersect\w*"
-    r"|maximum|minimum|zeros?|roots?|foci|focus|vert(?:ex|ices)|tangent|increasing|decreasing)\b", re.I)
+    r"\b(?:cross\w*|hole\w*|intercept\w*|pass\w*|through|domain|ranges?|continuous|undefined|defined|intersect\w*"
+    r"|maxim\w*|minim\w*|extrem\w*|zero(?:e?s)?|roots?|solutions?|foci|focus|vert(?:ex|ices)|tangent\w*"
+    r"|increasing|decreasing|meets?|meeting|touch\w*|equals?|equal\w*|hits?|besides|except|other)\b", re.I)
+# other math of the question may only name letters ("$x$", "$y = a$", "$y = mx + b$", "$\infty$"):
+# a number, a function applied or a command there may ask something else of the function
+_NAMES_ONLY = re.compile(r"\s*(?:[A-Za-z]|\\infty|[-+=,.\s])*\s*")
 _MAX_RATIONAL = 160  # tree nodes of a rational function read (polynomial division and a gcd: fast)
-_MEETING = re.compile(r"\b(?:the\s+)?(?:point\s+of\s+)?intersection\s+of\s+(?:the\s+)?(?:two\s+)?asymptotes\b", re.I)
+_MEETING = re.compile(r"\b(?:the\s+)?(?:point\s+of\s+)?intersection\s+of\s+(?:the\s+)?(?:two\s+)?asymptotes\b"
+                      r"(?!\s+(?:with|and)\b)", re.I)  # where they meet each other, not the graph
 
 
 def _asymptotes_fix_answer(question: str, spans, held: dict[tuple[int, int], list[int]], literal: str,
@@ -712,10 +719,16 @@ def _asymptotes_fix_answer(question: str, spans, held: dict[tuple[int, int], lis
 
     "asymptotes" with no kind named asks for all of them (their intersection point)."""
     prose = _MEETING.sub(" asymptotes ", _prose(question, spans))  # where they meet is theirs alone
-    if len(held) != 1 or not _ASKS_ASYMPTOTE.search(prose) or _OTHER_OF_GRAPH.search(prose):
+    mentions = list(_ASYMPTOTE_MENTION.finditer(prose))
+    if len(held) != 1 or not mentions or _OTHER_OF_GRAPH.search(prose):
         return False
-    kinds = {k.lower().replace("oblique", "slant") for k in _ASYMPTOTE_KIND.findall(prose)} or {"vertical", "slant"}
     (a, b), ps = next(iter(held.items()))
+    if any(not _NAMES_ONLY.fullmatch(question, s, e) for s, e in spans if (s, e) != (a, b)):
+        return False  # "$g(x) = \frac{1}{f(x)}$", "at $x = 0$": other math about the function
+    kinds = set()
+    for m in mentions:
+        kind = (m.group("kind") or "").lower().replace("oblique", "slant")
+        kinds |= {"vertical", "slant"} if not kind or m.group("non") else {kind}
     try:
         stmts = _statements(_marked(question, a, b, tuple(ps), literal))
         mine = [st for st in stmts if any(t[0] == "var" for t in st)]
