@@ -125,7 +125,7 @@ class Naturalness:
         "help": "largest ``|d|`` a relation may state (\"Y is 2999980 less than X\" is out; a blind "
                 "audit found offsets in the hundreds the commonest reason a link reads unnaturally)."})
     max_denominator: int = field(default=12, metadata={
-        "help": "largest denominator of ``d`` (\"\\frac{6953}{7}\" and \"\\frac{663}{100}\" are out)."})
+        "help": "largest denominator of ``d`` (\"\\frac{127}{50}\" and \"\\frac{663}{100}\" are out)."})
     irrational_q1: bool = field(default=False, metadata={
         "help": "allow q1s with irrational answers (every offset is then irrational)."})
     approximate_q1: bool = field(default=False, metadata={
