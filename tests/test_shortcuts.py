@@ -507,6 +507,21 @@ ASYMPTOTES = [
      "How many vertical asymptotes does the equation $y=\\frac{x-1}{x^2+6x-7}$ have?", "7", "unknown"),
 
 
+    ("a hyperbola's asymptotes do not use its constant term", 4322,
+     "The hyperbola given by the equation \\[\\frac{x^2}{100} - \\frac{y^2}{64} = 1\\]has asymptotes $y = \\pm mx,$ "
+     "where $m$ is positive. Find $m.$", "1", "independent"),
+    ("the same with y first", 3836,
+     "The hyperbola given by the equation \\[\\frac{y^2}{9}-\\frac{x^2}{4} = 1\\]has asymptotes $y = \\pm mx,$ "
+     "where $m$ is positive. Find $m.$", "1", "independent"),
+    ("but its quadratic part sets their slopes", 4322,
+     "The hyperbola given by the equation \\[\\frac{x^2}{100} - \\frac{y^2}{64} = 1\\]has asymptotes $y = \\pm mx,$ "
+     "where $m$ is positive. Find $m.$", "100", "unknown"),
+    # not from MATH: a linear term moves the centre, and so the asymptotes; foci are not asymptotes
+    ("a hyperbola's centre moves with a linear coefficient", None,
+     "Find the intersection of the asymptotes of the hyperbola $x^2 - 4y^2 - 6x = 11$.", "6", "unknown"),
+    ("the foci use the constant term", None,
+     "The hyperbola $\\frac{x^2}{16} - \\frac{y^2}{9} = 1$ has asymptotes and foci. Find the distance between its foci.",
+     "1", "unknown"),
     # not from MATH: at 6 the numerator (x+3)(x-2) shares the root 2 (a hole, no asymptote); at 7 x = 2 is one
     ("a hole at v2 that is an asymptote at every other value", None,
      "How many vertical asymptotes does the graph of $y=\\frac{x^2+x-6}{x-2}$ have?", "6", "unknown"),

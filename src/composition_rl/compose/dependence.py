@@ -700,7 +700,7 @@ _OTHER_OF_GRAPH = re.compile(
     r"|increasing|decreasing|meets?|meeting|touch\w*|equals?|equal\w*|hits?|besides|except|other)\b", re.I)
 # other math of the question may only name letters ("$x$", "$y = a$", "$y = mx + b$", "$\infty$"):
 # a number, a function applied or a command there may ask something else of the function
-_NAMES_ONLY = re.compile(r"\s*(?:[A-Za-z]|\\infty|[-+=,.\s])*\s*")
+_NAMES_ONLY = re.compile(r"\s*(?:[A-Za-z]|\\infty|\\pm|[-+=,.\s])*\s*")
 _MAX_RATIONAL = 160  # tree nodes of a rational function read (polynomial division and a gcd: fast)
 _MEETING = re.compile(r"\b(?:the\s+)?(?:point\s+of\s+)?intersection\s+of\s+(?:the\s+)?(?:two\s+)?asymptotes\b"
                       r"(?!\s+(?:with|and)\b)", re.I)  # where they meet each other, not the graph
@@ -737,8 +737,10 @@ def _asymptotes_fix_answer(question: str, spans, held: dict[tuple[int, int], lis
         read = _polynomial(mine[0])
     except (_Unknown, RecursionError):
         return False
-    if read is None or read[1] == "" or _size(read[0]) > _MAX_RATIONAL:
-        return False  # "y = R", "f(x) = R" or the expression R itself, not an equation
+    if read is None or _size(read[0]) > _MAX_RATIONAL:
+        return False
+    if read[1] == "":  # an equation: a hyperbola's, or nothing this reads
+        return _conic_constant_term(read[0], v2)
     node = read[0]
     letters = _letters(node, set()) - {_VAR}
     if len(letters) != 1 or next(iter(letters)).startswith("\\"):
@@ -764,6 +766,36 @@ def _asymptotes_fix_answer(question: str, spans, held: dict[tuple[int, int], lis
                 return False
         return True
     except Exception:  # noqa: BLE001 - any failure of the proof (sympy's own errors included) decides nothing
+        return False
+
+
+def _conic_constant_term(node, v2: Fraction) -> bool:
+    """Whether ``node`` (left side minus right side of an equation in x and y) is a hyperbola
+    whose constant term alone holds the variable: its asymptotes are the lines through its
+    centre along the directions of its quadratic part, and neither uses the constant term
+    ("$\\frac{x^2}{100} - \\frac{y^2}{64} = Y$" has the asymptotes $y = \\pm \\frac45 x$ for every
+    Y but the one that makes it the pair of lines itself, which v2 must not be)."""
+    if _letters(node, set()) - {_VAR} != {"x", "y"}:
+        return False
+    x, y, v = sympy.Symbol("x"), sympy.Symbol("y"), sympy.Symbol("Y")
+    try:
+        expr = sympy.expand(_sym(node, {"x": x, "y": y, _VAR: v}))
+        if not expr.is_polynomial(x, y, v):
+            return False
+        poly = sympy.Poly(expr, x, y)
+        if poly.total_degree() != 2:
+            return False
+        coeff = {m: poly.coeff_monomial(x ** m[0] * y ** m[1]) for m in
+                 ((2, 0), (1, 1), (0, 2), (1, 0), (0, 1), (0, 0))}
+        if any(c.has(v) for m, c in coeff.items() if m != (0, 0)):
+            return False  # the variable outside the constant term moves the asymptotes
+        a, b, c, d, e, f = (coeff[m] for m in ((2, 0), (1, 1), (0, 2), (1, 0), (0, 1), (0, 0)))
+        if not b ** 2 - 4 * a * c > 0:
+            return False  # an ellipse or a parabola: no asymptotes
+        at = sympy.Rational(v2.numerator, v2.denominator)
+        conic = sympy.Matrix([[a, b / 2, d / 2], [b / 2, c, e / 2], [d / 2, e / 2, f.subs(v, at)]])
+        return conic.det() != 0  # at v2 a hyperbola, not its pair of asymptotes
+    except Exception:  # noqa: BLE001 - any failure of the proof decides nothing
         return False
 
 
