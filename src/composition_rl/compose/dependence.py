@@ -17,7 +17,8 @@ later problem and the places the variable replaced, and says one of :data:`OUTCO
   when real values are asked), so the values the problem means keep their sum around v2.
   Or the question asks about the asymptotes of a rational function, and the variable is a
   coefficient they do not use (a numerator's coefficient for a vertical one, with no root
-  shared at v2; one outside the quotient's polynomial part for a horizontal or slant one).
+  shared at v2; one outside the quotient's polynomial part for a horizontal or slant one),
+  or of a hyperbola, and the variable is its constant term alone.
 * ``dependent``: proved. The problem asks for the value of one expression of numbers
   ("Compute $\\frac{Y}{4}+2$.", "Simplify $(2x+Y)-(x+3)$."), and that expression takes
   other values at other values of the variable, so the answer changes with it.
