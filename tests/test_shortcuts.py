@@ -549,6 +549,17 @@ ASYMPTOTES = [
     ("Besides its horizontal asymptote, at what value of $x$ does the graph of $y=\\frac{3x+5}{x-4}$ have an "
      "asymptote?", "4"),
     ("At what value of $x$ does the graph of $y=\\frac{3x+5}{x-4}$ have its non-horizontal asymptote?", "4"),
+    # a second review's (hyperbolas, 2026-12-05): what is asked involves the curve, not only its asymptotes
+    ("Let $P$ be any point on the hyperbola $\\frac{x^2}{4} - y^2 = 1$. What is the product of the distances from $P$ "
+     "to the two asymptotes?", "1"),
+    ("Find the area of the triangle formed by the asymptotes and the right directrix of the hyperbola "
+     "$\\frac{x^2}{4} - \\frac{y^2}{5} = 1$.", "1"),
+    ("The hyperbola $\\frac{x^2}{4} - \\frac{y^2}{9} = 1$ has two asymptotes. What is the length of its transverse "
+     "axis?", "1"),
+    ("The hyperbola $\\frac{x^2}{4} - \\frac{y^2}{9} = 1$ has two asymptotes. What is its eccentricity?", "1"),
+    ("The hyperbola $x^2 - y^2 = 6$ has asymptotes. How far apart are its two branches?", "6"),
+    ("A point $P$ lies on the graph of $y = \\frac{x^2 + 5}{x}$. Find the product of its distances to the asymptotes.",
+     "5"),
 ])
 def test_asymptotes_are_not_claimed_where_the_question_asks_more(question, literal):
     assert decide(question, _places(question, literal), literal) == "unknown"

@@ -702,6 +702,18 @@ _OTHER_OF_GRAPH = re.compile(
 # other math of the question may only name letters ("$x$", "$y = a$", "$y = mx + b$", "$\infty$"):
 # a number, a function applied or a command there may ask something else of the function
 _NAMES_ONLY = re.compile(r"\s*(?:[A-Za-z]|\\infty|\\pm|[-+=,.\s])*\s*")
+# every word the question may use around its formulas: what it asks must be the asymptotes
+# themselves (where they are, their equations, slopes, kind, count, where they meet). A list of
+# words to refuse was not enough: a review wrote "the product of the distances from a point on
+# the hyperbola to its asymptotes", "the area of the triangle the asymptotes and the directrix
+# form", "its eccentricity", each moving with the constant term
+_ASYMPTOTE_WORDS = frozenset("""
+    a an the this that it its there is are be will would does do has have given by of in at as on for if or and
+    what which where how many find compute determine enter write state your answer form value values
+    x y m b equation equations expression rational function graph hyperbola curve line lines
+    approached approaches positive negative asymptote asymptotes vertical horizontal slant oblique
+""".split())
+_WORD = re.compile(r"[A-Za-z]+")
 _MAX_RATIONAL = 160  # tree nodes of a rational function read (polynomial division and a gcd: fast)
 _MEETING = re.compile(r"\b(?:the\s+)?(?:point\s+of\s+)?intersection\s+of\s+(?:the\s+)?(?:two\s+)?asymptotes\b"
                       r"(?!\s+(?:with|and)\b)", re.I)  # where they meet each other, not the graph
@@ -723,6 +735,8 @@ def _asymptotes_fix_answer(question: str, spans, held: dict[tuple[int, int], lis
     mentions = list(_ASYMPTOTE_MENTION.finditer(prose))
     if len(held) != 1 or not mentions or _OTHER_OF_GRAPH.search(prose):
         return False
+    if any(w.lower() not in _ASYMPTOTE_WORDS for w in _WORD.findall(prose)):
+        return False  # a word that may ask something else of the curve ("point", "distance", "area")
     (a, b), ps = next(iter(held.items()))
     if any(not _NAMES_ONLY.fullmatch(question, s, e) for s, e in spans if (s, e) != (a, b)):
         return False  # "$g(x) = \frac{1}{f(x)}$", "at $x = 0$": other math about the function
