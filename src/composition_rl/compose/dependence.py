@@ -623,6 +623,21 @@ def _polynomial(stmt: list[tuple[str, str]]) -> tuple[object, str] | None:
     return ("-", _Reader(left).read(), _Reader(right).read()), ""
 
 
+def _read_statement(question: str, a: int, b: int, ps, literal: str):
+    """(the statements of span ``a:b`` with the variable at ``ps``, what :func:`_polynomial`
+    reads from the one statement that holds it, that statement), or None when none or several
+    hold it or it does not read."""
+    try:
+        stmts = _statements(_marked(question, a, b, tuple(ps), literal))
+        mine = [st for st in stmts if any(t[0] == "var" for t in st)]
+        if len(mine) != 1:
+            return None
+        read = _polynomial(mine[0])
+    except (_Unknown, RecursionError):
+        return None
+    return None if read is None else (stmts, read, mine[0])
+
+
 def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], list[int]], literal: str,
                              v2: Fraction) -> bool:
     """Whether the question asks Vieta's sum or product, or the vertex, of a polynomial in one
@@ -636,17 +651,11 @@ def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], l
         return False
     what, named, real = asked
     (a, b), ps = next(iter(held.items()))
-    try:
-        stmts = _statements(_marked(question, a, b, tuple(ps), literal))
-        mine = [s for s in stmts if any(t[0] == "var" for t in s)]
-        if len(mine) != 1:
-            return False
-        read = _polynomial(mine[0])
-    except (_Unknown, RecursionError):
+    read = _read_statement(question, a, b, ps, literal)
+    if read is None or _size(read[1][0]) > _MAX_PROOF:
         return False
-    if read is None or _size(read[0]) > _MAX_PROOF:
-        return False
-    node, name = read
+    stmts, mine = read[0], [read[2]]
+    node, name = read[1]
     letters = _letters(node, set()) - {_VAR}
     if len(letters) != 1 or (named and letters != {named}) or (what == "vertex" and not name):
         return False
@@ -744,16 +753,10 @@ def _asymptotes_fix_answer(question: str, spans, held: dict[tuple[int, int], lis
     for m in mentions:
         kind = (m.group("kind") or "").lower().replace("oblique", "slant")
         kinds |= {"vertical", "slant"} if not kind or m.group("non") else {kind}
-    try:
-        stmts = _statements(_marked(question, a, b, tuple(ps), literal))
-        mine = [st for st in stmts if any(t[0] == "var" for t in st)]
-        if len(mine) != 1 or len(stmts) != 1:
-            return False
-        read = _polynomial(mine[0])
-    except (_Unknown, RecursionError):
+    got = _read_statement(question, a, b, ps, literal)
+    if got is None or len(got[0]) != 1 or _size(got[1][0]) > _MAX_RATIONAL:
         return False
-    if read is None or _size(read[0]) > _MAX_RATIONAL:
-        return False
+    read = got[1]
     if read[1] == "":  # an equation: a hyperbola's, or nothing this reads
         return _conic_constant_term(read[0], v2)
     node = read[0]
