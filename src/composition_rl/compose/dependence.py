@@ -654,8 +654,7 @@ def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], l
     read = _read_statement(question, a, b, ps, literal)
     if read is None or _size(read[1][0]) > _MAX_PROOF:
         return False
-    stmts, mine = read[0], [read[2]]
-    node, name = read[1]
+    stmts, (node, name), own = read
     letters = _letters(node, set()) - {_VAR}
     if len(letters) != 1 or (named and letters != {named}) or (what == "vertex" and not name):
         return False
@@ -663,7 +662,7 @@ def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], l
     if letter.startswith("\\") or _degree(node, letter) is None:
         return False  # \pi; a power too large or not whole
     word = re.compile(rf"(?<![A-Za-z\\]){letter}(?![A-Za-z])")
-    if any(word.search(" ".join(v for _, v in st)) for st in stmts if st is not mine[0]):
+    if any(word.search(" ".join(v for _, v in st)) for st in stmts if st is not own):
         return False  # another statement about the letter in the same span ("x^2 = 16, x > 0")
     if any(_REL_TEXT.search(question, s, e) and word.search(question, s, e) for s, e in spans if (s, e) != (a, b)):
         return False  # a condition on the letter elsewhere may drop roots
@@ -700,14 +699,8 @@ def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], l
 # not share; the horizontal or slant one is the polynomial part of the quotient. Read only where
 # the question asks about asymptotes and nothing else of the function.
 # each mention of an asymptote, with the kind named right before it ("the vertical asymptote");
-# a mention without a kind, or "non-horizontal", asks about all of them
-_ASYMPTOTE_MENTION = re.compile(r"(?:\b(?P<non>non-?)?(?P<kind>vertical|horizontal|slant|oblique)\s+)?\basymptot", re.I)
-# another property of the function or its graph, which the variable may move (a review found
-# "meet", "equal", "zeroes" and "solutions" missing from the first list)
-_OTHER_OF_GRAPH = re.compile(
-    r"\b(?:cross\w*|hole\w*|intercept\w*|pass\w*|through|domain|ranges?|continuous|undefined|defined|intersect\w*"
-    r"|maxim\w*|minim\w*|extrem\w*|zero(?:e?s)?|roots?|solutions?|foci|focus|vert(?:ex|ices)|tangent\w*"
-    r"|increasing|decreasing|meets?|meeting|touch\w*|equals?|equal\w*|hits?|besides|except|other)\b", re.I)
+# a mention without a kind asks about all of them
+_ASYMPTOTE_MENTION = re.compile(r"(?:\b(?P<kind>vertical|horizontal|slant|oblique)\s+)?\basymptot", re.I)
 # other math of the question may only name letters ("$x$", "$y = a$", "$y = mx + b$", "$\infty$"):
 # a number, a function applied or a command there may ask something else of the function
 _NAMES_ONLY = re.compile(r"\s*(?:[A-Za-z]|\\infty|\\pm|[-+=,.\s])*\s*")
@@ -742,17 +735,15 @@ def _asymptotes_fix_answer(question: str, spans, held: dict[tuple[int, int], lis
     "asymptotes" with no kind named asks for all of them (their intersection point)."""
     prose = _MEETING.sub(" asymptotes ", _prose(question, spans))  # where they meet is theirs alone
     mentions = list(_ASYMPTOTE_MENTION.finditer(prose))
-    if len(held) != 1 or not mentions or _OTHER_OF_GRAPH.search(prose):
-        return False
-    if any(w.lower() not in _ASYMPTOTE_WORDS for w in _WORD.findall(prose)):
-        return False  # a word that may ask something else of the curve ("point", "distance", "area")
+    if len(held) != 1 or not mentions or any(w.lower() not in _ASYMPTOTE_WORDS for w in _WORD.findall(prose)):
+        return False  # a word that may ask something else of the curve ("point", "distance", "area", "hole")
     (a, b), ps = next(iter(held.items()))
     if any(not _NAMES_ONLY.fullmatch(question, s, e) for s, e in spans if (s, e) != (a, b)):
         return False  # "$g(x) = \frac{1}{f(x)}$", "at $x = 0$": other math about the function
     kinds = set()
     for m in mentions:
         kind = (m.group("kind") or "").lower().replace("oblique", "slant")
-        kinds |= {"vertical", "slant"} if not kind or m.group("non") else {kind}
+        kinds |= {kind} if kind else {"vertical", "slant"}
     got = _read_statement(question, a, b, ps, literal)
     if got is None or len(got[0]) != 1 or _size(got[1][0]) > _MAX_RATIONAL:
         return False
