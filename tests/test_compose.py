@@ -394,7 +394,7 @@ def test_the_composition_key_ignores_the_wording_and_names_but_not_the_place_or_
     (and v1 derivations) in common: the MATH depth-2 output held three pairs that differed only
     in the relation sentence ("Let $X$ denote the value you obtain above." against "Call the
     answer to this problem $X$.")."""
-    from composition_rl.compose.run import composition_key
+    from composition_rl.compose.base import composition_key
 
     rec = next(c for c in compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1)).accepted
                if c.parents == (Q1.id, Q3.id))
@@ -453,8 +453,7 @@ def test_a_repeated_composition_is_rejected_in_its_candidates_place(shared_data,
     assert len(set(keys)) == len(keys) and partnered > 0  # no repeat among 300 problems, and partners taken
 
     # coarsened: the key is the later problem alone, and every record is checked
-    monkeypatch.setattr(run_mod, "composition_key", lambda rec: hash(rec.parents[-1]) & (2**64 - 1))
-    monkeypatch.setattr(run_mod, "took_partner", lambda rec, chain: True)
+    monkeypatch.setattr(run_mod, "repeat_key", lambda rec, chain: hash(rec.parents[-1]) & (2**64 - 1) or 1)
     # chunks small enough that these few thousand candidates go to two forked workers: the
     # parent, which composed nothing itself, then reads each repeat back from a worker's
     # spill file and composes it again

@@ -21,8 +21,8 @@ from typing import Protocol
 from composition_rl.records import Problem
 from composition_rl.registry import Registry
 
-__all__ = ["CHECK_STAGES", "COMPOSERS", "REPEAT", "Composer", "FUNNEL_STAGES", "LLM_STAGES", "Rejection", "Stage",
-           "composition_key", "funnel", "took_partner"]
+__all__ = ["CHECK_STAGES", "COMPOSERS", "Composer", "FUNNEL_STAGES", "LLM_STAGES", "Rejection", "Stage",
+           "composition_key", "funnel", "repeat_key", "repeat_rejection", "took_partner"]
 
 
 class Stage(str, Enum):
@@ -119,9 +119,16 @@ def took_partner(rec: Problem, chain: Sequence[Problem]) -> bool:
     return len(rec.parents) != len(chain) or any(a != b.id for a, b in zip(rec.parents, chain))
 
 
-#: the row of a record whose composition an earlier record already has (see composition_key)
-REPEAT = Rejection("duplicate", "duplicate", "the same parents, replaced places and offsets as an earlier record "
-                   "(only the variable names or the relation's wording differ)")
+def repeat_key(rec: Problem, chain: Sequence[Problem]) -> int:
+    """:func:`composition_key` of a record that can repeat another (:func:`took_partner`), 0 for
+    one that cannot: what the executor and ``compose_problems`` check for repeats."""
+    return composition_key(rec) if took_partner(rec, chain) else 0
+
+
+def repeat_rejection(parents: Sequence[str]) -> Rejection:
+    """The row of a record whose composition an earlier record already has."""
+    return Rejection(Stage.DUPLICATE.value, "duplicate", "the same parents, replaced places and offsets as an earlier "
+                     f"record (only the variable names or the relation's wording differ): parents {', '.join(parents)}")
 
 
 def funnel(candidates: int, rejected_by_stage: dict[str, int], stages: Sequence[str] = FUNNEL_STAGES) -> list[dict]:

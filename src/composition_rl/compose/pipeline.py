@@ -18,10 +18,9 @@ from typing import Any
 from composition_rl.compose.base import (
     COMPOSERS,
     FUNNEL_STAGES,
-    REPEAT,
     Rejection,
-    composition_key,
-    took_partner,
+    repeat_key,
+    repeat_rejection,
 )
 from composition_rl.compose.natural import Naturalness
 from composition_rl.compose.pools import (
@@ -193,9 +192,8 @@ def compose_problems(
         cid = candidate_id(chain)
         out = engine.compose(chain, cid)
         res.candidates += 1
-        if (not isinstance(out, Rejection) and took_partner(out, chain)
-                and ((key := composition_key(out)) in seen or seen.add(key))):
-            out = Rejection(REPEAT.stage, REPEAT.reason, f"{REPEAT.detail}: parents {', '.join(out.parents)}")
+        if not isinstance(out, Rejection) and (key := repeat_key(out, chain)) and (key in seen or seen.add(key)):
+            out = repeat_rejection(out.parents)
         if isinstance(out, Rejection):
             res.rejected.append(out.row(cid, chain))
             ok = False

@@ -40,12 +40,11 @@ from composition_rl.compose.base import (
     CHECK_STAGES,
     COMPOSERS,
     FUNNEL_STAGES,
-    REPEAT,
     Rejection,
     Stage,
-    composition_key,
     funnel,
-    took_partner,
+    repeat_key,
+    repeat_rejection,
 )
 from composition_rl.compose.pools import (
     build_pools,
@@ -220,7 +219,7 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
                 results = stack.enter_context(ForkedWorkers(task, workers)).imap(chunks)
             else:
                 results = map(task, chunks)
-            seen: set[int] = set()  # composition_key of every line kept so far
+            seen: set[int] = set()  # repeat_key of every line kept so far
             with atomic_open(out / "composed.jsonl", "wb") as fa, atomic_open(out / "rejected.jsonl", "wb") as fr:
                 for n_acc, acc, rej_blob, rej_keys, links, (same, where) in results:
                     tally.update(links)
@@ -334,7 +333,7 @@ def _compose_chunk(
     the full product, or the chains themselves. Returns the number accepted, where
     ``spill`` put the accepted lines (file, offset, line lengths), the rejected lines as
     UTF-8, the (stage, reason) of each rejection, the offset kinds of the accepted links
-    (``SymbolicComposer.take_tally``), and the :func:`composition_key` and place in the chunk of
+    (``SymbolicComposer.take_tally``), and the :func:`repeat_key` and place in the chunk of
     each accepted line."""
     if isinstance(chunk, range):
         chunk = iter_index_range(pools, chunk.start, chunk.stop)
@@ -345,7 +344,7 @@ def _compose_chunk(
     # splices each parent's pre-encoded JSON: JSON 2.8-3.0 s -> ~2.2 s single-process on MATH
     # depth 2, docs/benchmarks.md; tests hold it equal to dumps(to_dict()))
     record_json = getattr(engine, "record_json", None) or _plain_json
-    same = array("Q")  # each accepted record's composition_key (0: unique by construction), for the parent
+    same = array("Q")  # each accepted record's repeat_key (0: unique by construction), for the parent
     where = array("I")  # and its place in the chunk (a repeat's rejection goes there)
     for n, ix in enumerate(chunk):
         chain = tuple([pools[k][i] for k, i in enumerate(ix)])
@@ -356,7 +355,7 @@ def _compose_chunk(
             rej.append(res.row_json(cid, chain))
         else:
             acc.append(record_json(res, chain))
-            same.append(composition_key(res) if took_partner(res, chain) else 0)
+            same.append(repeat_key(res, chain))
             where.append(n)
     return len(acc), spill.put(acc), _jsonl_bytes(rej), keys, engine.take_tally(), (same, where)
 
@@ -377,8 +376,7 @@ def _with_repeats(engine: Any, pools: list[list[Problem]], acc: SpilledChunk, wh
         if isinstance(again, Rejection) or again.id != rec["id"]:
             raise RuntimeError(f"candidate {cid} composed again gave another result: a bug (record {rec['id']})")
         tally.subtract(engine.take_tally())
-        why = Rejection(REPEAT.stage, REPEAT.reason, f"{REPEAT.detail}: parents {', '.join(rec['parents'])}")
-        rows[where[j]] = (why.row_json(cid, drawn) + "\n").encode()
+        rows[where[j]] = (repeat_rejection(rec["parents"]).row_json(cid, drawn) + "\n").encode()
     # the chunk's candidates in order: each was accepted (its place is in ``where``) or is the
     # next rejected line
     rejected = iter(rej_blob.splitlines(keepends=True))

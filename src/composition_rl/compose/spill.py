@@ -87,15 +87,12 @@ class SpillIndex:
         if f is None:
             f = self._file_no[path] = len(self._paths)
             self._paths.append(path)
-        starts = itertools.accumulate(lengths, initial=offset)
+        starts = itertools.islice(itertools.accumulate(lengths, initial=offset), len(lengths))
         if skip:
             dropped = set(skip)
             kept = [(o, n) for j, (o, n) in enumerate(zip(starts, lengths)) if j not in dropped]
-            self._offsets.extend(o for o, _ in kept)
-            self._files.extend(itertools.repeat(f, len(kept)))
-            self._lengths.extend(n for _, n in kept)
-            return sum(n for _, n in kept)
-        self._offsets.extend(itertools.islice(starts, len(lengths)))
+            starts, lengths = [o for o, _ in kept], array("I", [n for _, n in kept])
+        self._offsets.extend(starts)
         self._files.extend(itertools.repeat(f, len(lengths)))
         self._lengths.extend(lengths)
         return sum(lengths)
