@@ -42,7 +42,7 @@ def _by_id(*sets):
 
 
 def test_compose_follows_section_3_4():
-    res = compose_problems([Q1, Q2], ComposeConfig(depth=2, pool_size=1, seed=0))
+    res = compose_problems([Q1, Q2], ComposeConfig(depth=2, pool_size=1, seed=0), first_pool=[Q1])
     ok = [c for c in res.accepted if c.parents == (Q1.id, Q2.id)]
     assert len(ok) == 1
     c = ok[0]
@@ -59,7 +59,7 @@ def test_compose_follows_section_3_4():
 
 
 def test_checks_catch_each_kind_of_broken_record():
-    c = compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1)).accepted[0]
+    c = compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1), first_pool=[Q1]).accepted[0]
     (lk,) = c.links
     parents = [Q1, Q3]
 
@@ -94,7 +94,7 @@ def test_checks_catch_each_kind_of_broken_record():
     assert run_checks(both, parents).reason == "arithmetic_mismatch"
     assert run_checks(c, parents) is None
     clash = Problem.new("Let $X = 3$. What is $X + 4$?", "7")
-    c2 = compose_problems([Q1, clash], ComposeConfig(depth=2, pool_size=1)).accepted[0]
+    c2 = compose_problems([Q1, clash], ComposeConfig(depth=2, pool_size=1), first_pool=[Q1]).accepted[0]
     forced = dataclasses.replace(c2, links=(dataclasses.replace(c2.links[0], x="X"),))
     assert run_checks(forced, [Q1, clash]) is not None
     assert run_checks(c, parents, max_chars=len(c.question) - 1).reason == "too_long"
@@ -121,6 +121,33 @@ def test_pools_small_first_full_last_and_no_repeats():
     assert len(chains) == len(set(tuple(p.id for p in ch) for ch in chains))
     sample = list(iter_candidates(pools, seed=1, max_candidates=50))
     assert len(sample) == 50 and set(map(tuple, sample)) <= set(map(tuple, chains))
+
+
+def test_a_pool_moves_only_when_a_changed_problem_is_drawn():
+    """Pools are drawn by a seeded key of each problem: a problem that turns ineligible (a rule
+    change, a row fixed in the input) changes a pool only if the pool drew it, and the input's
+    order does not change which problems are drawn. Before, the sample was taken over the
+    list of eligible problems, so one problem fewer moved almost every pool."""
+    probs = load_reasoning_gym(seed=0, scale=200).problems
+    base = build_pools([probs, probs], [20, None], seed=4)[0]
+    drawn = {p.id for p in base}
+    undrawn = [p.id for p in probs if p.id not in drawn][:30]
+    for gone in undrawn:  # any problem the pool did not draw
+        pool = build_pools([probs, probs], [20, None], seed=4, eligible=lambda p, k, g=gone: p.id != g)[0]
+        assert pool == base
+    # one the pool drew: that problem gives way to the next by key, the other 19 stay
+    victim = base[7].id
+    pool = build_pools([probs, probs], [20, None], seed=4, eligible=lambda p, k: p.id != victim)[0]
+    assert len(pool) == 20 and len({p.id for p in pool} & drawn) == 19 and victim not in {p.id for p in pool}
+    # the same problems in another order: the same problems drawn (each pool in its input order)
+    shuffled = build_pools([probs[::-1], probs[::-1]], [20, None], seed=4)[0]
+    assert {p.id for p in shuffled} == drawn
+    # the reserve continues the key order: drawing 21 takes the reserve's first problem
+    reserve: dict[int, list] = {}
+    build_pools([probs, probs], [20, None], seed=4, reserve=reserve)
+    assert {p.id for p in build_pools([probs, probs], [21, None], seed=4)[0]} == drawn | {reserve[0][0].id}
+    # and another seed draws another pool
+    assert {p.id for p in build_pools([probs, probs], [20, None], seed=5)[0]} != drawn
 
 
 def test_index_ranges_tile_the_candidate_order():
@@ -320,7 +347,7 @@ def test_contract_depth3_and_cross_domain(shared_data, tmp_path):
 def test_exports_match_verl_and_trl_schemas(tmp_path):
     from composition_rl.io.export import export, instruction
 
-    c = compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1)).accepted
+    c = compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1), first_pool=[Q1]).accepted
     verl = pq.read_table(export(c + [Q2], "verl", tmp_path)).to_pylist()
     assert set(verl[0]) == {"data_source", "prompt", "ability", "reward_model", "extra_info"}
     assert verl[0]["prompt"][0]["role"] == "user" and verl[0]["prompt"][0]["content"].endswith(instruction())
@@ -336,7 +363,7 @@ def test_exports_match_verl_and_trl_schemas(tmp_path):
 
 
 def test_record_roundtrip():
-    c = compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1)).accepted[0]
+    c = compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1), first_pool=[Q1]).accepted[0]
     assert Problem.from_dict(json.loads(json.dumps(c.to_dict()))) == c
     assert isinstance(c.links[0], Link)
 
@@ -396,7 +423,7 @@ def test_the_composition_key_ignores_the_wording_and_names_but_not_the_place_or_
     answer to this problem $X$.")."""
     from composition_rl.compose.base import composition_key
 
-    rec = next(c for c in compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1)).accepted
+    rec = next(c for c in compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1), first_pool=[Q1]).accepted
                if c.parents == (Q1.id, Q3.id))
     link = rec.links[0]
     renamed = dataclasses.replace(link, x="U", y="W")
@@ -416,7 +443,7 @@ def test_only_a_record_that_took_a_partner_is_keyed():
     from composition_rl.compose.natural import Naturalness
     from composition_rl.compose.symbolic import SymbolicComposer
 
-    own = next(c for c in compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1)).accepted
+    own = next(c for c in compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1), first_pool=[Q1]).accepted
                if c.parents == (Q1.id, Q3.id))
     assert not took_partner(own, (Q1, Q3))
     q2 = Problem.new("How many positive divisors does $2400$ have?", "36")
@@ -441,7 +468,8 @@ def test_a_repeated_composition_is_rejected_in_its_candidates_place(shared_data,
     from composition_rl.compose.run import build_engine, engine_pools
 
     probs = load_problems(shared_data / "train/math_train.json").problems[:300]
-    cfg = ComposeConfig(depth=2, pool_size=20, seed=0, workers=1, max_candidates=sample)
+    # seed 1: a run with no repeat of its own (seed 0 has one, from the member-step of _partner)
+    cfg = ComposeConfig(depth=2, pool_size=20, seed=1, workers=1, max_candidates=sample)
     plain = run_compose(probs, cfg, tmp_path / "plain", progress=False)
     assert plain["rejected_by_reason"].get("duplicate", 0) == 0
     plain_rows = [json.loads(x) for x in (tmp_path / "plain/composed.jsonl").read_text().splitlines()]

@@ -1090,7 +1090,8 @@ def test_a_chain_takes_the_same_partners_whichever_chain_was_composed_first(shar
     probs = load_problems(shared_data / "train/math_train.json").problems
     by_id = {p.id: p for p in probs}
     cfg = ComposeConfig(depth=3, pool_size=20, seed=0)
-    target = tuple(by_id[i] for i in ("55e43160bdff7f8a", "ed730142ce2fac19", "8f08e46ae4482b70"))
+    # a drawn chain whose first two problems both give way to partners (pools drawn by key)
+    target = tuple(by_id[i] for i in ("0fe9957c76f5eed0", "323cd3a5422e9328", "8af59910f8043537"))
 
     def compose(first):
         eng = build_engine(cfg)
@@ -1101,7 +1102,7 @@ def test_a_chain_takes_the_same_partners_whichever_chain_was_composed_first(shar
         return eng.compose(target, candidate_id(target)).parents
 
     alone = compose(None)
-    assert alone[0] != target[0].id  # this chain takes a partner
+    assert alone[0] != target[0].id and alone[1] != target[1].id  # partners at both places
     assert {compose(i) for i in range(20)} == {alone}
 
 
