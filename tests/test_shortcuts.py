@@ -291,6 +291,66 @@ def test_a_problem_that_points_at_a_figure_it_does_not_hold_is_composed_nowhere(
     assert eng.pool_flaw(with_graph, 0, 2) != "missing_figure"
 
 
+_TWO_POINTS = ("Two parabolas are the graphs of the equations $y=2x^2-10x-10$ and $y=x^2-4x+6$. Find all points "
+               "where they intersect. List the points in order of increasing $x$-coordinate, separated by semicolons.")
+
+
+def test_an_answer_that_lists_fewer_items_than_asked_is_composed_nowhere():
+    """The fourth derived-q1 audit's only invalid item: MATH train answers the parabolas above
+    with `(8,38)` alone, though $(-2, 18)$ is a point too (2x^2-10x-10 = x^2-4x+6 at x = -2
+    and 8). A record takes its answer from the last problem and X from the earlier ones, so
+    such a problem stands nowhere in a chain, for either engine; the full answer is composed."""
+    from composition_rl.compose.natural import incomplete_answer
+
+    short, full = Problem.new(_TWO_POINTS, "(8,38)"), Problem.new(_TWO_POINTS, "(-2,18);(8,38)")
+    assert incomplete_answer(short.question, short.answer) and not incomplete_answer(full.question, full.answer)
+    first = Problem.new("What is $3 + 4$?", "7")
+    eng = SymbolicComposer()
+    rej = eng.compose((first, short), "c")
+    assert (rej.stage, rej.reason) == ("constant", "incomplete_answer")
+    assert not isinstance(eng.compose((first, full), "c"), Rejection)
+    # never a q1: "the answer to the problem above" would be 18 where the answer is 12 and 18
+    cos = ("There are infinitely many positive integers $k$ which satisfy the equation "
+           "\\[\\cos^2 (k^2 + 6^2)^\\circ = 1.\\]Enter the two smallest solutions, separated by commas.")
+    assert not eng.eligible(Problem.new(cos, "18"), 0, 2) and eng.eligible(Problem.new(cos, "12, 18"), 0, 2)
+    assert eng.lead(Problem.new(cos, "12, 18")).value == 18  # read as the larger of the two
+    rej = eng.compose((Problem.new(cos, "18"), Problem.new("A box holds $12$ eggs. How many eggs do $3$ boxes hold?",
+                                                           "36")), "c")
+    assert (rej.stage, rej.reason) == ("check1_v1", "q1_incomplete_answer")
+    from composition_rl.compose.llm import LLMComposeConfig
+    from composition_rl.compose.run import build_engine
+    llm = build_engine(ComposeConfig(engine="llm"), llm_config=LLMComposeConfig(model="m"))
+    assert llm._prefilter((first, short)).reason == "incomplete_answer"
+    assert llm._prefilter((short, first)).reason == "q1_incomplete_answer"
+    assert llm._prefilter((first, full)) is None
+    # only the list sentence's stated or implied count is read: a unique solution is complete
+    assert not incomplete_answer("Find all real solutions. Enter all the solutions, separated by commas.", "3")
+    assert not incomplete_answer("Enter the two smallest solutions, separated by commas.", "12, 18")
+    assert incomplete_answer("Enter the two smallest solutions, separated by commas.", "18")
+    assert incomplete_answer("Enter the angles of the triangle in degrees, separated by commas.", "75^\\circ, 75^\\circ")
+    assert not incomplete_answer("Enter the angles of the triangle in degrees, separated by commas.",
+                                 "30^\\circ, 75^\\circ, 75^\\circ")
+    assert not incomplete_answer("List the points in order of increasing $x$, separated by semicolons.", "(1, 2) and (3, 4)")
+
+
+@pytest.mark.shared_data
+def test_the_incomplete_answers_of_the_shared_data_are_the_five_math_rows(shared_data):
+    """Every row of every shared benchmark file the rule flags, each checked by hand: MATH
+    train's parabolas (two points each, one given), "the two smallest solutions" of
+    $\\cos^2(k^2 + 36)^\\circ = 1$ (12 and 18, one given) and two triangles whose three angles
+    are asked (30, 75, 75 and 45, 60, 75 degrees, two and one given). No other row is flagged."""
+    from composition_rl.compose.natural import incomplete_answer
+    from composition_rl.io.readers import load_problems
+
+    flagged = {}
+    for path in sorted(shared_data.rglob("*.json")):
+        for p in load_problems(path).problems:
+            if incomplete_answer(p.question, p.answer):
+                flagged[p.answer] = path.name
+    assert flagged == {"(8,38)": "math_train.json", "(0, 1)": "math_train.json", "18": "math_train.json",
+                       "75^\\circ": "math_train.json", "75^\\circ, 75^\\circ": "math_train.json"}
+
+
 @pytest.mark.parametrize("what,idx,snippet,literal", [
     ("a coefficient of a subscripted name (x_2) stays out", 3826,
      "Let $x_1,$ $x_2,$ $x_3$ be positive real numbers such that $x_1 + 2x_2 + 3x_3 = 60.$", "2"),

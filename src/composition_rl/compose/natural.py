@@ -24,7 +24,8 @@ from functools import lru_cache
 
 from composition_rl.values.parse import inexact_answer
 
-__all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "inexact_q1", "offset_kind"]
+__all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "incomplete_answer", "inexact_q1",
+           "offset_kind"]
 
 # The kinds an offset ``d = v1 - v2`` can have, in order of preference ("equal to" and an
 # integer read equally well, so they share a rank).
@@ -70,6 +71,55 @@ def missing_figure(text: str) -> bool:
     return m is not None and _HOLDS_FIGURE.search(text) is None
 
 
+# A gold answer that lists fewer items than its question asks for: MATH train keeps only the
+# last of several boxed items in four rows ("List the points in order of increasing
+# $x$-coordinate, separated by semicolons." answered `(8,38)` where $(-2, 18)$ is a point too;
+# "Enter the two smallest solutions, separated by commas." answered `18`; "Enter the angles of
+# the triangle ..." answered `75^\circ`). A composed record takes its answer from the last
+# problem and X from the earlier ones, so such a problem may stand nowhere in a chain (the
+# fourth derived-q1 audit's only invalid item). Only the sentence that asks for a separated
+# list is read, and only a count it states or implies: an order to list in (two or more), a
+# number word ("the two smallest"), or the angles of a triangle (three).
+_LIST_ASKED = re.compile(r"[^.?!]*\bseparated\s+by\s+(commas|semicolons)\b[^.?!]*", re.I)
+_IN_ORDER = re.compile(r"\bin\s+order\s+of\s+(?:increasing|decreasing)\b|\bin\s+(?:increasing|decreasing|ascending|descending)"
+                       r"\s+order\b|\bfrom\s+(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b"
+                       r"|\bfrom\s+(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b", re.I)
+_COUNTED = re.compile(r"\bthe\s+(two|three|four|five|six)\s+(?:[a-z]+\s+)?(?:solutions|values|numbers|roots|points|integers)\b",
+                      re.I)
+_TRIANGLE_ANGLES = re.compile(r"\b(?:the\s+)?angles\s+of\s+(?:the|a|this)\s+triangle\b", re.I)
+_WORD_COUNT = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+@lru_cache(maxsize=1 << 16)
+def incomplete_answer(question: str, answer: str) -> bool:
+    """Whether ``answer`` lists fewer items than ``question`` asks for in its list sentence.
+
+    >>> q = "Find all points where they intersect. List the points in order of increasing $x$-coordinate, separated by semicolons."
+    >>> incomplete_answer(q, "(8,38)"), incomplete_answer(q, "(-2,18);(8,38)")
+    (True, False)
+    >>> incomplete_answer("Find all real solutions. Enter all the solutions, separated by commas.", "3")
+    False
+    """
+    from composition_rl.values.derive import split_top
+
+    m = _LIST_ASKED.search(question)
+    if m is None:
+        return False
+    sentence = m.group(0)
+    need = 0
+    if _IN_ORDER.search(sentence):
+        need = 2
+    if (c := _COUNTED.search(sentence)) is not None:
+        need = max(need, _WORD_COUNT[c.group(1).lower()])
+    if _TRIANGLE_ANGLES.search(sentence):
+        need = max(need, 3)
+    if need == 0:
+        return False
+    sep = ";" if m.group(1).lower() == "semicolons" else ","
+    body = re.sub(r"\\text\s*\{\s*,?\s*(?:and|or)\s*\}|(?<![A-Za-z])(?:and|or)(?![A-Za-z])", sep, answer)
+    return len([x for x in split_top(body, sep) if x]) < need
+
+
 def approximate_question(text: str) -> bool:
     """Whether ``text`` asks for a rounded or estimated answer.
 
@@ -96,6 +146,8 @@ def inexact_q1(answers, question: str, solution: str = "") -> str:
     >>> inexact_q1(["0.01", "0.02"], "What is the angular resolution?"), inexact_q1(["9.6"], "to two significant figures", "\\log 2")
     ('answers_disagree', '')
     """
+    if answers and incomplete_answer(question, str(answers[0])):
+        return "incomplete_answer"  # it lists fewer items than the question asks: no X can be read
     why = inexact_answer(answers, solution)
     if why and why != "answers_disagree" and approximate_question(question):
         return ""

@@ -34,6 +34,7 @@ from composition_rl.compose.dependence import OUTCOMES, decide
 from composition_rl.compose.natural import (
     OFFSET_KINDS,
     Naturalness,
+    incomplete_answer,
     inexact_q1,
     missing_figure,
     offset_kind,
@@ -259,6 +260,9 @@ class SymbolicComposer:
         if top is None and missing_figure(p.question):  # no constant of it can be asked about
             top = self._best[p.id] = ()
             self._why_none[p.id] = ("constant", "missing_figure")
+        if top is None and incomplete_answer(p.question, p.answer):  # the record's answer would be wrong
+            top = self._best[p.id] = ()
+            self._why_none[p.id] = ("constant", "incomplete_answer")
         if top is None:
             cs = self.constants(p)
             reject = self.risks == "reject"

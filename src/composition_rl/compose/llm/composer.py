@@ -42,7 +42,7 @@ from composition_rl.compose.llm.prompts import (
     load_prompt,
 )
 from composition_rl.compose.llm.proposal import Draft, Usage
-from composition_rl.compose.natural import inexact_q1, missing_figure
+from composition_rl.compose.natural import incomplete_answer, inexact_q1, missing_figure
 from composition_rl.compose.spc import VARIABLE_NAMES
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
@@ -161,6 +161,9 @@ class LLMComposer:
             if missing_figure(p.question):
                 stage = "check1_v1" if k < K - 1 else "constant"
                 return Rejection(stage, "missing_figure", f"position {k + 1}: problem {p.id} points at a figure it does not hold")
+        if incomplete_answer(chain[-1].question, chain[-1].answer):  # the record's answer (earlier ones: _inexact)
+            return Rejection("constant", "incomplete_answer", f"position {K}: answer {chain[-1].answer!r} of "
+                             f"{chain[-1].id} lists fewer items than its question asks for")
         for k in range(K - 1):
             if not self._answer_has_number(chain[k]):
                 return Rejection("check1_v1", "q1_no_number", f"position {k + 1}: answer {chain[k].answer!r} has no number")
