@@ -148,6 +148,20 @@ def test_a_pool_moves_only_when_a_changed_problem_is_drawn():
     assert {p.id for p in build_pools([probs, probs], [21, None], seed=4)[0]} == drawn | {reserve[0][0].id}
     # and another seed draws another pool
     assert {p.id for p in build_pools([probs, probs], [20, None], seed=5)[0]} != drawn
+    # too few unflawed problems to swap every flawed one out: the flawed ones that stay are
+    # chosen by key too, not by their place in the input (a review found them input-ordered)
+    few = probs[:30]
+    flawed = {p.id for p in few[12:]}
+
+    def flaw(p, k):
+        return "x" if p.id in flawed else ""
+
+    fwd = build_pools([few, few], [20, None], seed=4, flaw=flaw)[0]
+    rev = build_pools([few[::-1], few[::-1]], [20, None], seed=4, flaw=flaw)[0]
+    assert {p.id for p in fwd} == {p.id for p in rev} and len(fwd) == 20
+    # a problem listed twice has one key and is drawn once
+    twice = build_pools([probs + probs, probs], [20, None], seed=4)[0]
+    assert len({p.id for p in twice}) == 20 and {p.id for p in twice} == drawn
 
 
 def test_index_ranges_tile_the_candidate_order():

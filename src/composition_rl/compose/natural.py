@@ -80,7 +80,7 @@ def missing_figure(text: str) -> bool:
 # fourth derived-q1 audit's only invalid item). Only the sentence that asks for a separated
 # list is read, and only a count it states or implies: an order to list in (two or more), a
 # number word ("the two smallest"), or the angles of a triangle (three).
-_LIST_ASKED = re.compile(r"[^.?!]*\bseparated\s+by\s+(commas|semicolons)\b[^.?!]*", re.I)
+_SEP_ASKED = re.compile(r"\bseparated\s+by\s+(commas|semicolons)\b", re.I)
 _IN_ORDER = re.compile(r"\bin\s+order\s+of\s+(?:increasing|decreasing)\b|\bin\s+(?:increasing|decreasing|ascending|descending)"
                        r"\s+order\b|\bfrom\s+(?:least|smallest|lowest)\s+to\s+(?:greatest|largest|highest)\b"
                        r"|\bfrom\s+(?:greatest|largest|highest)\s+to\s+(?:least|smallest|lowest)\b", re.I)
@@ -88,6 +88,8 @@ _COUNTED = re.compile(r"\bthe\s+(two|three|four|five|six)\s+(?:[a-z]+\s+)?(?:sol
                       re.I)
 _TRIANGLE_ANGLES = re.compile(r"\b(?:the\s+)?angles\s+of\s+(?:the|a|this)\s+triangle\b", re.I)
 _WORD_COUNT = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_SET_BRACES = re.compile(r"^\\\{(.*)\\\}$", re.S)
+_JOINED = re.compile(r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*,?\s*(?:and|or)\s*\}|\\q?quad\b|(?<![A-Za-z])(?:and|or)(?![A-Za-z])")
 
 
 @lru_cache(maxsize=1 << 16)
@@ -102,10 +104,12 @@ def incomplete_answer(question: str, answer: str) -> bool:
     """
     from composition_rl.values.derive import split_top
 
-    m = _LIST_ASKED.search(question)
+    m = _SEP_ASKED.search(question)
     if m is None:
         return False
-    sentence = m.group(0)
+    start = max(question.rfind(c, 0, m.start()) for c in ".?!") + 1
+    ends = [i for i in (question.find(c, m.end()) for c in ".?!") if i >= 0]
+    sentence = question[start : min(ends, default=len(question))]
     need = 0
     if _IN_ORDER.search(sentence):
         need = 2
@@ -115,9 +119,13 @@ def incomplete_answer(question: str, answer: str) -> bool:
         need = max(need, 3)
     if need == 0:
         return False
-    sep = ";" if m.group(1).lower() == "semicolons" else ","
-    body = re.sub(r"\\text\s*\{\s*,?\s*(?:and|or)\s*\}|(?<![A-Za-z])(?:and|or)(?![A-Za-z])", sep, answer)
-    return len([x for x in split_top(body, sep) if x]) < need
+    # the items, whichever of the two separators the answer uses ("(-2, 18), (8, 38)" where
+    # semicolons were asked), with "and"/"or" and \quad as separators, a set's braces taken
+    # off, and "3 \pm \sqrt{5}" counted as the two values it writes
+    body = _SET_BRACES.sub(r"\1", answer.strip())
+    body = _JOINED.sub(",", body)
+    items = max(([x for x in split_top(body, sep) if x] for sep in ",;"), key=len)
+    return sum(2 if "\\pm" in x or "\\mp" in x else 1 for x in items) < need
 
 
 def approximate_question(text: str) -> bool:

@@ -69,7 +69,10 @@ def build_pools(
             continue
         if size < 1:
             raise ValueError(f"pool size {size} at position {k + 1} must be >= 1 or None")
-        cands = [p for p in items if eligible is None or eligible(p, k)]
+        # a problem listed twice (an API caller's list; the readers drop repeated questions)
+        # has one key, so it is drawn once
+        seen: set[str] = set()
+        cands = [p for p in items if (eligible is None or eligible(p, k)) and not (p.id in seen or seen.add(p.id))]
         order = _pool_order(cands, seed, k)
         idx = sorted(order[:size])
         if flaw is not None:
@@ -82,8 +85,7 @@ def build_pools(
 
 
 def _pool_order(cands: Sequence[Problem], seed: int, k: int) -> list[int]:
-    """The indices of ``cands`` by their seeded key at position ``k`` (ties, such as one
-    problem listed twice, by index)."""
+    """The indices of ``cands`` by their seeded key at position ``k`` (ties by index)."""
     def key(i: int) -> tuple[bytes, int]:
         return hashlib.blake2b(f"pool:{seed}:{k}:{cands[i].id}".encode(), digest_size=8).digest(), i
     return sorted(range(len(cands)), key=key)
@@ -94,7 +96,8 @@ def _prefer(cands: Sequence[Problem], idx: list[int], order: list[int], k: int,
     """``idx`` with every flawed problem swapped for an unflawed one not yet drawn (as many
     as there are), the next ones in key ``order``."""
     flaws = [flaw(p, k) for p in cands]
-    bad = [i for i in idx if flaws[i]]
+    rank = {i: r for r, i in enumerate(order)}
+    bad = sorted((i for i in idx if flaws[i]), key=rank.__getitem__, reverse=True)  # largest key first out
     keep = [i for i in idx if not flaws[i]]
     drawn = set(idx)
     spare = [i for i in order if not flaws[i] and i not in drawn]

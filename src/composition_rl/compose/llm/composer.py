@@ -161,9 +161,6 @@ class LLMComposer:
             if missing_figure(p.question):
                 stage = "check1_v1" if k < K - 1 else "constant"
                 return Rejection(stage, "missing_figure", f"position {k + 1}: problem {p.id} points at a figure it does not hold")
-        if incomplete_answer(chain[-1].question, chain[-1].answer):  # the record's answer (earlier ones: _inexact)
-            return Rejection("constant", "incomplete_answer", f"position {K}: answer {chain[-1].answer!r} of "
-                             f"{chain[-1].id} lists fewer items than its question asks for")
         for k in range(K - 1):
             if not self._answer_has_number(chain[k]):
                 return Rejection("check1_v1", "q1_no_number", f"position {k + 1}: answer {chain[k].answer!r} has no number")
@@ -171,6 +168,10 @@ class LLMComposer:
             if why:
                 return Rejection("check1_v1", f"q1_{why}", f"position {k + 1}: answer {list(chain[k].answers)!r} "
                                  f"cannot be an exact value ({why})")
+        # the record's answer (the earlier ones: _inexact), after the q1 checks as in the symbolic engine
+        if incomplete_answer(chain[-1].question, chain[-1].answer):
+            return Rejection("constant", "incomplete_answer", f"position {K}: answer {chain[-1].answer!r} of "
+                             f"{chain[-1].id} lists fewer items than its question asks for")
         for k in range(1, K):
             if not self._has_constant(chain[k]):
                 return Rejection("constant", "no_constant", f"position {k + 1}: problem {chain[k].id} has no number to replace")
