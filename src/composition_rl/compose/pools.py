@@ -3,14 +3,11 @@
 ``|D_k| = 20`` for positions k < K and ``D_K = D`` (the full set) by default; the Section 5.1
 ablations are ``pool_sizes=(500, 500)`` and ``pool_sizes=(None, 20)`` (None means the full set).
 Chains never hold one problem twice. Everything derives from the seed, so the same inputs
-give the same candidates in the same order. A pool is drawn by a seeded key of each problem's
-content id, so a problem that becomes eligible or ineligible (a rule change, a row fixed in
-the input) moves a pool only when it is drawn there itself.
+give the same candidates in the same order.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import sys
@@ -43,22 +40,16 @@ def build_pools(
     (the whole set when the size is None or not smaller). Small pools sample only problems
     ``eligible(p, k)``; a full pool keeps every problem, so the rejections stay visible.
 
-    The sample is the ``sizes[k]`` eligible problems of smallest key, a seeded hash of
-    (seed, position, problem id) (:func:`_pool_order`): a uniform sample that depends on each
-    problem alone, not on how many others are eligible or where they sit in the input. A
-    problem that changes eligibility or flaw changes the pool only when it is, or would be,
-    drawn; the pool is kept in input order.
-
     ``flaw(p, k)`` ranks pool partners (issue 16): it names why an eligible problem reads
     poorly at position k ("" if it does not). A sampled problem with a flaw is swapped for
-    the next problem without one in key order, so a pool whose first draw has no flawed
+    one without, drawn by a second seeded generator, so a pool whose first draw has no flawed
     problem is exactly the pool drawn without ``flaw`` (outputs stay byte-identical where the
     rule changes nothing). ``report``, if given, receives per position the flaws met among
     the eligible problems and among the first draw, and how many were swapped.
 
     ``reserve``, if given, receives per sampled position the eligible problems the pool did
-    not draw, in key order: the partners an engine may take next when a drawn one cannot be
-    composed naturally (issue 26). A full pool has no reserve.
+    not draw, in a seeded order of their own: the partners an engine may take next when a
+    drawn one cannot be composed naturally (issue 26). A full pool has no reserve.
     """
     if len(sets) != len(sizes):
         raise ValueError(f"{len(sets)} sets but {len(sizes)} pool sizes")
@@ -70,38 +61,32 @@ def build_pools(
         if size < 1:
             raise ValueError(f"pool size {size} at position {k + 1} must be >= 1 or None")
         # a problem listed twice (an API caller's list; the readers drop repeated questions)
-        # has one key, so it is drawn once
+        # is drawn at most once
         seen: set[str] = set()
         cands = [p for p in items if (eligible is None or eligible(p, k)) and not (p.id in seen or seen.add(p.id))]
-        order = _pool_order(cands, seed, k)
-        idx = sorted(order[:size])
+        rng = random.Random(f"pool:{seed}:{k}")
+        idx = sorted(rng.sample(range(len(cands)), min(size, len(cands))))
         if flaw is not None:
-            idx = _prefer(cands, idx, order, k, flaw, report)
+            idx = _prefer(cands, idx, k, seed, flaw, report)
         pools.append([cands[i] for i in idx])
         if reserve is not None:
             drawn = set(idx)
-            reserve[k] = [cands[i] for i in order if i not in drawn]
+            rest = [i for i in range(len(cands)) if i not in drawn]
+            random.Random(f"pool-reserve:{seed}:{k}").shuffle(rest)
+            reserve[k] = [cands[i] for i in rest]
     return pools
 
 
-def _pool_order(cands: Sequence[Problem], seed: int, k: int) -> list[int]:
-    """The indices of ``cands`` by their seeded key at position ``k`` (ties by index)."""
-    def key(i: int) -> tuple[bytes, int]:
-        return hashlib.blake2b(f"pool:{seed}:{k}:{cands[i].id}".encode(), digest_size=8).digest(), i
-    return sorted(range(len(cands)), key=key)
-
-
-def _prefer(cands: Sequence[Problem], idx: list[int], order: list[int], k: int,
+def _prefer(cands: Sequence[Problem], idx: list[int], k: int, seed: int,
             flaw: Callable[[Problem, int], str], report: dict[str, Any] | None) -> list[int]:
     """``idx`` with every flawed problem swapped for an unflawed one not yet drawn (as many
-    as there are), the next ones in key ``order``."""
+    as there are); the replacements come from their own seeded stream."""
     flaws = [flaw(p, k) for p in cands]
-    rank = {i: r for r, i in enumerate(order)}
-    bad = sorted((i for i in idx if flaws[i]), key=rank.__getitem__, reverse=True)  # largest key first out
+    bad = [i for i in idx if flaws[i]]
     keep = [i for i in idx if not flaws[i]]
     drawn = set(idx)
-    spare = [i for i in order if not flaws[i] and i not in drawn]
-    extra = spare[: len(bad)]
+    spare = [i for i, f in enumerate(flaws) if not f and i not in drawn]
+    extra = random.Random(f"pool-prefer:{seed}:{k}").sample(spare, min(len(bad), len(spare)))
     kept_bad = bad[len(extra):]  # too few good ones: the rest stay, flawed but eligible
     if report is not None:
         report[f"position_{k + 1}"] = {
