@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 
+from composition_rl.values.derive import list_items
 from composition_rl.values.parse import inexact_answer
 
 __all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "incomplete_answer", "inexact_q1",
@@ -88,8 +89,6 @@ _COUNTED = re.compile(r"\bthe\s+(two|three|four|five|six)\s+(?:[a-z]+\s+)?(?:sol
                       re.I)
 _TRIANGLE_ANGLES = re.compile(r"\b(?:the\s+)?angles\s+of\s+(?:the|a|this)\s+triangle\b", re.I)
 _WORD_COUNT = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
-_SET_BRACES = re.compile(r"^\\\{(.*)\\\}$", re.S)
-_JOINED = re.compile(r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*,?\s*(?:and|or)\s*\}|\\q?quad\b|(?<![A-Za-z])(?:and|or)(?![A-Za-z])")
 
 
 @lru_cache(maxsize=1 << 16)
@@ -102,8 +101,6 @@ def incomplete_answer(question: str, answer: str) -> bool:
     >>> incomplete_answer("Find all real solutions. Enter all the solutions, separated by commas.", "3")
     False
     """
-    from composition_rl.values.derive import split_top
-
     m = _SEP_ASKED.search(question)
     if m is None:
         return False
@@ -119,12 +116,9 @@ def incomplete_answer(question: str, answer: str) -> bool:
         need = max(need, 3)
     if need == 0:
         return False
-    # the items, whichever of the two separators the answer uses ("(-2, 18), (8, 38)" where
-    # semicolons were asked), with "and"/"or" and \quad as separators, a set's braces taken
-    # off, and "3 \pm \sqrt{5}" counted as the two values it writes
-    body = _SET_BRACES.sub(r"\1", answer.strip())
-    body = _JOINED.sub(",", body)
-    items = max(([x for x in split_top(body, sep) if x] for sep in ",;"), key=len)
+    # the items under whichever separator the answer uses ("(-2, 18), (8, 38)" where
+    # semicolons were asked), "3 \pm \sqrt{5}" counted as the two values it writes
+    items = list_items(answer.strip(), ",;")
     return sum(2 if "\\pm" in x or "\\mp" in x else 1 for x in items) < need
 
 

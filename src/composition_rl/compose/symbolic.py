@@ -257,12 +257,14 @@ class SymbolicComposer:
         and, when it is an integer, its value as an int. Which of them the answer depends on
         is decided when one comes into question (:meth:`dependence`)."""
         top = self._best.get(p.id)
-        if top is None and missing_figure(p.question):  # no constant of it can be asked about
-            top = self._best[p.id] = ()
-            self._why_none[p.id] = ("constant", "missing_figure")
-        if top is None and incomplete_answer(p.question, p.answer):  # the record's answer would be wrong
-            top = self._best[p.id] = ()
-            self._why_none[p.id] = ("constant", "incomplete_answer")
+        if top is None:
+            # a problem no later place may hold: no constant of it can be asked about (its figure
+            # is missing), or the record's answer would be wrong (its answer lists too few items)
+            unusable = ("missing_figure" if missing_figure(p.question)
+                        else "incomplete_answer" if incomplete_answer(p.question, p.answer) else "")
+            if unusable:
+                top = self._best[p.id] = ()
+                self._why_none[p.id] = ("constant", unusable)
         if top is None:
             cs = self.constants(p)
             reject = self.risks == "reject"

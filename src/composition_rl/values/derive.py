@@ -41,7 +41,8 @@ from composition_rl.values.parse import (
     parse_number,
 )
 
-__all__ = ["DERIVATION_KINDS", "Derivation", "DerivedValue", "derivations", "derive", "lead_value", "split_top"]
+__all__ = ["DERIVATION_KINDS", "Derivation", "DerivedValue", "derivations", "derive", "lead_value", "list_items",
+           "split_top"]
 
 Kind = Literal[
     "interval_length", "interval_left", "interval_right", "union_max_end", "union_min_end",
@@ -267,14 +268,26 @@ def _tuple(s: str):
 
 
 _SET_WRAP = re.compile(r"^\\\{(.*)\\\}$", re.S)
-_AND = re.compile(r"\\text\{\s*,?\s*(?:and|or)\s*\}|\\(?:quad|qquad)|(?<![a-zA-Z])(?:and|or)(?![a-zA-Z])")
+_AND = re.compile(r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*,?\s*(?:and|or)\s*\}|\\(?:quad|qquad)"
+                  r"|(?<![a-zA-Z])(?:and|or)(?![a-zA-Z])")
+
+
+def list_items(s: str, seps: str = ",") -> list[str]:
+    """The items of an answer written as a list: a set's braces taken off, "and", "or"
+    (``\\text{ and }``, ``\\mbox{ or }``, ...) and ``\\quad`` read as separators, split at the
+    top level at whichever separator of ``seps`` gives the most items.
+
+    >>> list_items("\\\\{1, 2\\\\}"), list_items("(-2, 18); (8, 38)", ",;"), list_items("12 \\\\mbox{ and } 18")
+    (['1', '2'], ['(-2, 18)', '(8, 38)'], ['12', '18'])
+    """
+    m = _SET_WRAP.match(s)
+    body = _AND.sub(",", m.group(1) if m else s)
+    return max(([p for p in split_top(body, sep) if p] for sep in seps), key=len)
 
 
 def _set(s: str, question: str):
     m = _SET_WRAP.match(s)
-    body = m.group(1) if m else s
-    body = _AND.sub(",", body)
-    parts = [p for p in split_top(body) if p]
+    parts = list_items(s)
     if len(parts) < 2 or len(parts) > 12:
         return None
     if m is None and (not _ASKS_ALL.search(question) or _several_quantities(question)):
