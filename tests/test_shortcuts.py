@@ -336,8 +336,6 @@ def test_an_answer_that_lists_fewer_items_than_asked_is_composed_nowhere():
     assert not incomplete_answer(_TWO_POINTS, "(-2, 18), (8, 38)")
     for two in ("\\{18, 54\\}", "3 \\pm \\sqrt{5}", "12 \\mbox{ and } 18", "12 \\quad 18", "12 \\textrm{ or } 18"):
         assert not incomplete_answer("Enter the two smallest solutions, separated by commas.", two), two
-    # a sentence of any length is read in one pass (the first pattern backtracked: seconds at 8,000 characters)
-    assert not incomplete_answer("Let " + "x + " * 5000 + "1 be given, separated by commas", "3")
 
 
 @pytest.mark.shared_data
