@@ -96,13 +96,21 @@ def test_the_wheel_asks_for_ranges_of_math_verify_and_reasoning_gym(installed):
 
 
 @pytest.mark.slow
-def test_crl_compose_runs_from_the_wheel_and_names_the_demo_extra_when_asked_for_it(installed, tmp_path):
+def test_crl_compose_score_and_browse_run_from_the_wheel_and_the_demo_extra_is_named_when_needed(installed, tmp_path):
     bin_, env = installed
     out = tmp_path / "d2"
     _run([str(bin_ / "crl"), "compose", "--input", str(FIXTURE), "--depth", "2", "--out", str(out),
           "--no-progress"], tmp_path, env)
     rows = [json.loads(line) for line in (out / "composed.jsonl").read_text().splitlines()]
     assert rows and all(r["depth"] == 2 for r in rows)
+    # the other commands the core install promises: score, browse, the help
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text(json.dumps({"response": r"so $\boxed{7}$", "answer": "7"}) + "\n")
+    _run([str(bin_ / "crl"), "score", "--input", str(responses), "--out", str(tmp_path / "scored.jsonl")], tmp_path, env)
+    assert json.loads((tmp_path / "scored.jsonl").read_text())["outcome"] == "correct"
+    _run([str(bin_ / "crl"), "browse", str(out)], tmp_path, env)
+    assert (out / "report.html").stat().st_size > 0
+    assert "compose" in _run([str(bin_ / "crl"), "--help"], tmp_path, env).stdout
     # the built-in data source needs reasoning-gym: one line that names the extra, exit 2
     r = subprocess.run([str(bin_ / "crl"), "compose", "--out", str(tmp_path / "rg"), "--no-progress"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
