@@ -89,6 +89,9 @@ def test_the_wheel_asks_for_ranges_of_math_verify_and_reasoning_gym(installed):
     assert any(r.startswith("math-verify") and "extra ==" not in r for r in engines), requires
     assert any(r.startswith("reasoning-gym") and 'extra == "demo"' in r for r in engines), requires
     assert not [r for r in engines if "==" in r.split(";")[0]], engines
+    code = "import importlib.metadata as m, json; print(json.dumps([str(f) for f in m.distribution('composition-rl').files]))"
+    files = json.loads(_run([str(bin_ / "python"), "-c", code], bin_, env).stdout)
+    assert any(f.endswith(".dist-info/licenses/LICENSE") for f in files), files  # the Apache-2.0 text ships
     code = "import importlib.metadata as m; print(m.version('composition-rl'))"
     from composition_rl import __version__
 
