@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 VERL_STAMP := .venv-verl/.installed
 LLM_STAMP := .venv-llm/.installed
+LLAMA_STAMP := $(VENV)/.llama
 CHROMIUM_STAMP := $(VENV)/.chromium
 CONSTRAINTS := constraints/ci.txt
 OUT ?= runs/demo
@@ -55,8 +56,13 @@ test-verl: $(VERL_STAMP)
 $(LLM_STAMP): scripts/serve_real_llm.sh
 	bash scripts/serve_real_llm.sh --setup
 
-test-real-llm: $(STAMP) $(LLM_STAMP)
-	$(BIN)/python -m pytest -q -m real_llm tests/test_real_llm.py $(PYTEST_ARGS)
+# crl's in-process `llama` backend in the main venv: the same portable build as .venv-llm's
+$(LLAMA_STAMP): $(LLM_STAMP) | $(STAMP)
+	bash scripts/serve_real_llm.sh --install-into $(VENV)
+	touch $(LLAMA_STAMP)
+
+test-real-llm: $(STAMP) $(LLM_STAMP) $(LLAMA_STAMP)
+	$(BIN)/python -m pytest -q -m real_llm tests/test_real_llm.py tests/test_rollout_llama.py $(PYTEST_ARGS)
 
 # Not part of `make test`: what qwen-0.5b does with compose, profile and grow (hours on 2 cores;
 # resumable). The tables in docs/llm_engine.md come from it. REPORT_ARGS="--parts compose".

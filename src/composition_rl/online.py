@@ -266,7 +266,7 @@ def compose_from_retired(q1: Problem, pool: Sequence[Problem], config: OnlineCon
 
     Partners are the depth-1 problems of ``pool``, tried in a seeded order that depends only on
     ``config.seed`` and ``q1.id`` (``config.partners * config.partner_candidates`` of them). The
-    symbolic engine composes ``[q1, partner]`` and runs the four checks (seed 000, Section 3.4 /
+    symbolic engine composes ``[q1, partner]`` and runs the four checks (Composition-RL, Section 3.4 /
     Appendix D). When ``q1`` is itself a composition, the result is written as the flat chain
     it is (q1's parents, then the partner; q1's links, then the new one; depth ``q1.depth + 1``)
     and the checks are run again on that chain, so the record is an ordinary depth-K SPC record

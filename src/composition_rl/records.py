@@ -29,7 +29,7 @@ def content_id(*parts: str, n: int = 16) -> str:
 
 @dataclass(frozen=True)
 class Link:
-    """One link of a sequential composition (seed 000, Section 3.4, sub-steps 1-3).
+    """One link of a sequential composition (Composition-RL, Section 3.4, sub-steps 1-3).
 
     ``x`` names v1 (the value taken from the earlier problem's answer); ``y`` replaces the
     constant v2 in the later problem; the stated relation is ``y = x - d`` with ``d = v1 - v2``.
@@ -49,7 +49,7 @@ class Link:
     # offsets of further occurrences of the same literal that Y also replaces (the text
     # repeats the quantity: leaving one would show Y's value); () for one occurrence
     v2_also: tuple[int, ...] = ()
-    # how v1 was derived from an earlier answer that is not one number (issue 27): the
+    # how v1 was derived from an earlier answer that is not one number: the
     # (key, value) pairs of ``values.Derivation.to_dict()``, sorted ("kind", and "arg" and
     # "name" when set); () when v1 is the answer's own value
     v1_derivation: tuple[tuple[str, str], ...] = ()

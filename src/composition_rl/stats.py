@@ -12,7 +12,7 @@ from statistics import NormalDist
 __all__ = ["BANDS", "GROUP_KIND_OF_BAND", "band", "mean", "mean_interval", "pass_at_k", "mean_pass_at_k", "t_quantile",
            "wilson_interval"]
 
-#: The three difficulty classes of a prompt at a rollout budget (seed 000, Figure 2; seed 002).
+#: The three difficulty classes of a prompt at a rollout budget (Composition-RL, Figure 2; MagicBeanStalk).
 #: "goldilocks" is the class :func:`composition_rl.verify.groups.classify_group` calls
 #: "informative" (0 < correct < n): the same partition, named for a prompt (its difficulty
 #: band) there and for a rollout group (what dynamic sampling keeps) here. The names are kept

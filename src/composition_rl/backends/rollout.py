@@ -118,6 +118,7 @@ ROLLOUT_BACKENDS: Registry[str] = Registry("rollout backend")
 ROLLOUT_BACKENDS.register("hf")("composition_rl.backends.rollout_hf:HFRollout")
 ROLLOUT_BACKENDS.register("openai")("composition_rl.backends.rollout_openai:OpenAIRollout")
 ROLLOUT_BACKENDS.register("vllm")("composition_rl.backends.vllm_offline:VLLMRollout")
+ROLLOUT_BACKENDS.register("llama")("composition_rl.backends.rollout_llama:LlamaCppRollout")
 
 
 def build_backend(name: str, **kwargs: Any) -> RolloutBackend:
@@ -126,7 +127,7 @@ def build_backend(name: str, **kwargs: Any) -> RolloutBackend:
     >>> build_backend("nope")
     Traceback (most recent call last):
     ...
-    KeyError: "unknown rollout backend 'nope'; known: hf, openai, vllm"
+    KeyError: "unknown rollout backend 'nope'; known: hf, llama, openai, vllm"
     """
     return ROLLOUT_BACKENDS.build(name, **kwargs)
 

@@ -35,12 +35,18 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
         "--backend",
         choices=["auto", *ROLLOUT_BACKENDS.names()],
         default="auto",
-        help="auto: openai with --base-url, else hf (local transformers)",
+        help="auto: openai with --base-url, llama for a .gguf file (llama.cpp, batched), else hf "
+        "(local transformers)",
     )
     g.add_argument("--concurrency", type=int, default=16, help="parallel requests to an endpoint")
     g.add_argument("--device", help="hf backend: cpu, cuda, cuda:1 (default: cuda if available)")
     g.add_argument("--dtype", default="auto", help="hf backend: auto, float32, bfloat16, float16")
-    g.add_argument("--batch-size", type=int, default=64, help="hf backend: most sequences per generate call")
+    g.add_argument(
+        "--batch-size",
+        type=int,
+        help="most sequences decoded together: per generate call for hf (default 64), per decode "
+        "step for llama (default 16)",
+    )
     g.add_argument("--tensor-parallel-size", type=int, default=1, help="vllm backend: GPUs per model")
     g.add_argument(
         "--no-chat-template",
@@ -98,7 +104,7 @@ def backend_from_args(args: argparse.Namespace):
     """The executor the flags ask for, holding (or placing) the rollout backend they ask for."""
     name = args.backend
     if name == "auto":
-        name = "openai" if args.base_url else "hf"
+        name = "openai" if args.base_url else "llama" if str(args.model).lower().endswith(".gguf") else "hf"
     chat = False if args.no_chat_template else None
     if name == "openai":
         if not args.base_url:
@@ -117,9 +123,13 @@ def backend_from_args(args: argparse.Namespace):
             "model": args.model,
             "device": args.device,
             "dtype": args.dtype,
-            "max_batch_sequences": args.batch_size,
+            "max_batch_sequences": args.batch_size or 64,
             "chat_template": chat,
         }
+    elif name == "llama":
+        if args.base_url:
+            raise UsageError("--base-url goes with --backend openai, not llama")
+        kw = {"model": args.model, "n_parallel": args.batch_size or 16, "chat_template": chat}
     else:
         kw = {"model": args.model, "tensor_parallel_size": args.tensor_parallel_size, "chat_template": chat}
     from composition_rl.executors import BackendSpec, ExecutorConfig, build_executor

@@ -1,4 +1,4 @@
-"""Candidate pools and candidate chains (seed 000, Section 3.4, "Surrogate Dataset Construction").
+"""Candidate pools and candidate chains (Composition-RL, Section 3.4, "Surrogate Dataset Construction").
 
 ``|D_k| = 20`` for positions k < K and ``D_K = D`` (the full set) by default; the Section 5.1
 ablations are ``pool_sizes=(500, 500)`` and ``pool_sizes=(None, 20)`` (None means the full set).
@@ -40,7 +40,7 @@ def build_pools(
     (the whole set when the size is None or not smaller). Small pools sample only problems
     ``eligible(p, k)``; a full pool keeps every problem, so the rejections stay visible.
 
-    ``flaw(p, k)`` ranks pool partners (issue 16): it names why an eligible problem reads
+    ``flaw(p, k)`` ranks pool partners: it names why an eligible problem reads
     poorly at position k ("" if it does not). A sampled problem with a flaw is swapped for
     one without, drawn by a second seeded generator, so a pool whose first draw has no flawed
     problem is exactly the pool drawn without ``flaw`` (outputs stay byte-identical where the
@@ -49,7 +49,7 @@ def build_pools(
 
     ``reserve``, if given, receives per sampled position the eligible problems the pool did
     not draw, in a seeded order of their own: the partners an engine may take next when a
-    drawn one cannot be composed naturally (issue 26). A full pool has no reserve.
+    drawn one cannot be composed naturally. A full pool has no reserve.
     """
     if len(sets) != len(sizes):
         raise ValueError(f"{len(sets)} sets but {len(sizes)} pool sizes")

@@ -1,4 +1,4 @@
-"""The text of Sequential Prompt Composition (seed 000, Section 3.4).
+"""The text of Sequential Prompt Composition (Composition-RL, Section 3.4).
 
 ``Compose(q1, q2) = q1_bar (+) r (+) q2_bar`` where ``q1_bar`` is q1 followed by a definition of
 a variable X for v1 (sub-step 1), ``q2_bar`` is q2 with the constant v2 replaced by Y
@@ -77,7 +77,7 @@ def glue_text(x: str, y: str, d_abs_latex: str, direction: str, variant: int, un
     return f"{definition} {relation_sentence(x, y, d_abs_latex, direction)}"
 
 
-# Sub-step 1 for a v1 derived from an answer that is not one number (issue 27,
+# Sub-step 1 for a v1 derived from an answer that is not one number (see
 # ``values.derive``): the noun phrase a problem writer would use for each derivation. The
 # definition sentence is "Let $X$ be <phrase>." (:func:`derived_glue`); the checks rebuild the
 # phrase from the recorded derivation and compare it with the text, and :func:`find_glue`
@@ -151,7 +151,7 @@ def derived_phrase(kind: str, arg: str = "", name: str = "") -> str:
 
 
 def derived_glue(x: str, y: str, phrase: str, d_abs_latex: str, direction: str) -> str:
-    """The glue paragraph of a derived v1: "Let $X$ be <phrase>. <relation>" (issue 27)."""
+    """The glue paragraph of a derived v1: "Let $X$ be <phrase>. <relation>"."""
     return definition_glue(x, y, phrase, d_abs_latex, direction)
 
 

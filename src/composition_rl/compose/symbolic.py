@@ -1,7 +1,7 @@
 """The symbolic composition engine: SPC done exactly by program, no LLM.
 
-For every chain whose non-last answers are single exact numbers, sub-steps 1-3 of seed 000
-(Section 3.4) are carried out by rule: v1 is the exact value of q_k's answer, v2 is a ranked
+For every chain whose non-last answers are single exact numbers, sub-steps 1-3 of the Composition-RL
+paper (Section 3.4) are carried out by rule: v1 is the exact value of q_k's answer, v2 is a ranked
 literal of q_{k+1} (see :func:`composition_rl.values.find_constants`), ``d = v1 - v2`` is
 computed in sympy and written in LaTeX. The result is correct by construction and is then
 checked again by :mod:`composition_rl.compose.checks` on the record itself.
@@ -9,7 +9,7 @@ checked again by :mod:`composition_rl.compose.checks` on the record itself.
 Everything that depends on one problem alone (its constants, their roles and flaws, why none
 is safe, and, for each constant that comes into question, whether the answer is proved
 independent of it) is computed once and kept by id; per chain only the offsets ``v1 - v2``
-and the text are new work (issue 26).
+and the text are new work, so composing stays cheap per chain.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class _Lead(NamedTuple):
     latex: str
     expr: str
     r_str: str  # sympy string of the irrational part ("" if rational)
-    derivation: Derivation | None = None  # how v1 is read off a non-numeric answer (issue 27)
+    derivation: Derivation | None = None  # how v1 is read off a non-numeric answer
     phrase: str = ""  # the derivation's wording in the glue (spc.derived_phrase)
     derivation_items: tuple[tuple[str, str], ...] = ()  # as Link.v1_derivation records it
 
@@ -164,7 +164,7 @@ class SymbolicComposer:
         self._best: dict[str, tuple] = {}
         self._why_none: dict[str, tuple[str, str]] = {}  # id -> (stage, reason) when no constant is safe
         self._dep: dict[tuple[str, int], str] = {}  # (problem id, offset) -> check 5's outcome
-        # partners past the pools (issue 26): per position, the eligible problems no pool drew,
+        # partners past the pools: per position, the eligible problems no pool drew,
         # in seeded order (filled by compose/run.engine_pools); a chain whose link has no
         # natural offset takes the next partner whose answer gives one
         self.partners: dict[int, list[Problem]] = {}
@@ -240,7 +240,7 @@ class SymbolicComposer:
             return None
         if not self.derive_q1:
             return parse_answer_value(p.answer)
-        # issue 27: an answer that is not one number leads with a number derived from it
+        # an answer that is not one number leads with a number derived from it
         nat = self.natural
         return lead_value(p.answer, p.question, nat.max_q1, nat.max_denominator)
 
@@ -381,8 +381,8 @@ class SymbolicComposer:
     def _partner(self, k: int, chain: Sequence[Problem], safe, h: int,
                  drawn: Sequence[Problem] = (), top=()) -> Problem | None:
         """The next partner for position ``k`` when v1 of ``chain[k]`` gives no natural offset
-        with any constant of ``chain[k + 1]`` (issue 26: the chain goes to another partner,
-        not to rejection): among the reserve problems whose v1 lies within ``small_offset`` of
+        with any constant of ``chain[k + 1]`` (the chain goes to another
+        partner, not to rejection): among the reserve problems whose v1 lies within ``small_offset`` of
         some safe constant (else within ``max_offset``), the pick is ``h``. Reserve partners
         are preferred problems whose answer is a plain integer (a large one is allowed: a
         large constant needs it), grouped by value once."""
@@ -475,7 +475,7 @@ class SymbolicComposer:
         v1; else it is not eligible there), v1 when rational, and its q1 flaw ("" if none);
         once per problem. Pure per problem, so the executor asks it of the whole input in
         forked workers, in parallel, and hands the answers to :meth:`learn_pool_facts`
-        (issue 28: the parent spent ~1.1 s of one core on it before any worker started)."""
+        (done in the parent, it cost ~1.1 s of one core before any worker started)."""
         facts = self._pool_facts.get(p.id)
         if facts is None:
             lead = self.lead(p)
@@ -513,7 +513,7 @@ class SymbolicComposer:
     def _q1_flaw(self, p: Problem, v1: Fraction | None) -> str:
         """``natural.q1_flaw`` of ``p`` as a lead with value ``v1``, once per (problem, value):
         the parent asks it of every q1 for the pools, and each forked worker again of the
-        reserve's problems for its partner index (issue 28)."""
+        reserve's problems for its partner index."""
         key = (p.id, v1)
         why = self._q1_flaws.get(key)
         if why is None:
@@ -604,7 +604,7 @@ class SymbolicComposer:
                                  f"gives an offset from v1 = {lead.latex} within the naturalness limits")
             c, dep = picked
             if c.risk and k in self.partners and swaps < K - 1:
-                # a constant with a risk only as a last resort (issue 26): another partner whose
+                # a constant with a risk only as a last resort: another partner whose
                 # answer gives an integer offset to an integer constant without one comes first
                 # (choose ranks the offset's kind before the risk, so a decimal constant would
                 # not win over the risky one); a chain the partner cannot complete (at depth 3
@@ -625,7 +625,7 @@ class SymbolicComposer:
             dv = lead.derivation
             if dv is None:
                 glue = spc.glue_text(x, y, d_abs_latex, direction, (h >> 32) % len(spc.DEFINITIONS), lead.unit)
-            else:  # issue 27: "Let $X$ be the sum of the values that answer the problem above."
+            else:  # a derived v1: "Let $X$ be the sum of the values that answer the problem above."
                 glue = spc.derived_glue(x, y, lead.phrase, d_abs_latex, direction)
             if c.also:  # a repeated quantity: every occurrence becomes Y
                 text = _replace_all(text, y, c)

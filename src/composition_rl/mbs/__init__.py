@@ -1,4 +1,4 @@
-"""MagicBeanStalk (seed 002): grow hard seeds into problems calibrated to a target policy.
+"""MagicBeanStalk: grow hard seeds into problems calibrated to a target policy.
 
 >>> from composition_rl.mbs import GrowConfig
 >>> GrowConfig().alpha_leaf, GrowConfig().alpha_parent, GrowConfig().compose_trials

@@ -1,4 +1,4 @@
-"""The settings of one MagicBeanStalk run (seed 002, Methodology), declared once.
+"""The settings of one MagicBeanStalk run (MagicBeanStalk, Methodology), declared once.
 
 Every parameter the paper names has its value as the default; the ones the paper leaves
 open (N_t, N_l, how many parents a node keeps) are marked "ours" with the value we chose.

@@ -1,5 +1,5 @@
 """Students: accuracy of one or more rollout backends on problems, with or without
-in-context worked examples (seed 002, Methodology: effectivity test and calibration).
+in-context worked examples (MagicBeanStalk, Methodology: effectivity test and calibration).
 
 A student is any rollout backend (:mod:`composition_rl.backends.rollout`): a local
 transformers model or an OpenAI-compatible endpoint. "The weakest student" is measured

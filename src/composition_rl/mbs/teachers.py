@@ -1,4 +1,4 @@
-"""Teachers: who writes traces, decompositions and synthetic problems (seed 002, Methodology).
+"""Teachers: who writes traces, decompositions and synthetic problems (MagicBeanStalk, Methodology).
 
 Every teacher offers the same five verbs, so the algorithm in :mod:`composition_rl.mbs.grow`
 never asks which one it holds:
@@ -121,7 +121,7 @@ def build_teacher(name: str, **kwargs: Any) -> Teacher:
 
 
 # --------------------------------------------------------------------------- program teacher
-# The chain format is train/arithmetic.py's (seed 000, Section 3.4 wording made terse):
+# The chain format is train/arithmetic.py's (Composition-RL, Section 3.4 wording made terse):
 # step 0 "X=a+b.", then per later step a link "Y=X-d." (d = previous value - a_k) and
 # "Z=Y+b." or, last, "Y+b=?". A chain is stored as its steps [(a, op, b), ...] where a_k of
 # a later step is the constant the link stands for. tests/test_mbs_program.py proves that

@@ -1,4 +1,4 @@
-"""``crl reproduce``: seed 000's mechanism (Figure 2, Table 1 / Figure 3) at toy scale on CPU.
+"""``crl reproduce``: the Composition-RL paper's mechanism (Figure 2, Table 1 / Figure 3) at toy scale on CPU.
 
 A tiny Qwen2 policy learns reasoning-gym arithmetic; GRPO on a depth-1 pool drives its
 solve_all up; the same checkpoint meets compositions of that pool; four arms continue from

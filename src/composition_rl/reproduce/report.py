@@ -321,7 +321,7 @@ COLORS = {"continue": "tab:blue", "depth2": "tab:orange", "curriculum": "tab:gre
 
 
 def fig_curve(cfg: ReproduceConfig, res: dict[str, Any], out: Path) -> Path:
-    """Fig. 3 of seed 000 at toy scale: new-pairs depth-2 accuracy against generated tokens."""
+    """Fig. 3 of the Composition-RL paper at toy scale: new-pairs depth-2 accuracy against generated tokens."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for a, c in res["curves"].items():
@@ -452,7 +452,7 @@ def render_online(cfg: ReproduceConfig, o: dict[str, Any]) -> list[str]:
     """The report section of :func:`online_vs_curriculum`."""
     sh, tk = o["informative_share"], o["tokens"]
     above, total = o["steps_online_at_or_above"]
-    lines = ["## Online composition vs the static curriculum (issue 17)", "",
+    lines = ["## Online composition vs the static curriculum", "",
              f"Both arms start from the depth-1 checkpoint and train {cfg.arm_steps} steps. Informative share: "
              "informative groups / all groups sampled (before dynamic-sampling filtering), over the arm's steps.", "",
              "| | online | curriculum | online - curriculum |", "|---|---|---|---|",

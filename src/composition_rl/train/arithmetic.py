@@ -1,7 +1,7 @@
 """A tiny arithmetic task family with sequential composition, for CPU-sized models.
 
 Depth 1 is a two-digit sum or difference (``59+63``). Depth K chains K of them the way SPC
-does (seed 000, Section 3.4): the answer of step k becomes a variable, and a constant of step
+does (Composition-RL, Section 3.4): the answer of step k becomes a variable, and a constant of step
 k+1 is replaced by ``Y = X - d`` with ``d = v1 - v2``, so the composed prompt has one
 verifiable final answer. Every problem comes with a short scratchpad solution, which the
 tiny model's SFT warm-up imitates (without a scratchpad, a 1M-parameter model stays near

@@ -1,4 +1,4 @@
-"""The training half of ``crl demo``: the mechanism of seed 000 on CPU, in a few minutes.
+"""The training half of ``crl demo``: the mechanism of the Composition-RL paper on CPU, in a few minutes.
 
 1. a tiny model is built offline and warmed up (SFT) on reasoning-gym arithmetic and its
    compositions by the symbolic engine (:class:`composition_rl.train.toy.ToyRecipe`);
@@ -96,7 +96,7 @@ def mechanism(rows: list[dict[str, Any]], transitions: list[dict[str, Any]], k: 
     The first three checks are the ones ``../shared/tools/demo_science_check.py`` applies:
     depth-1 solve_all (mean of the last ``k`` steps minus the first ``k``) rises by at least
     0.15; the first transition is ``threshold`` (saturation); on depth 2 the median
-    informative share is at least 0.5. The fourth (issue 23) asks for learning, not only
+    informative share is at least 0.5. The fourth asks for learning, not only
     signal: over the depth-2 stage, the mean reward of its last ``k`` steps is at least 0.10
     above that of its first ``k``.
 

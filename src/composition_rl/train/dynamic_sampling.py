@@ -1,4 +1,4 @@
-"""Dynamic sampling (seed 000, Equation 5), independent of any trainer.
+"""Dynamic sampling (Composition-RL, Equation 5), independent of any trainer.
 
 Each step needs ``B`` prompt groups of ``G`` completions. Rounds of prompts are drawn,
 generated and scored; a group is kept when its pass rate is strictly between 0 and 1 (or

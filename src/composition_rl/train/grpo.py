@@ -331,7 +331,7 @@ def run_training(
     if resume is True and ckpt is None:
         raise ValueError(f"resume=True but no checkpoint with {CRL_STATE} under {out / 'checkpoints'}")
     # what the checkpoints were trained from: resuming them with another model, other data or
-    # other GRPO settings would report one run's training as another's (issue 25)
+    # other GRPO settings would report one run's training as another's
     ident = run_identity(model=cfg.model, inputs={f"stage {st.name}": st.data for st in cfg.stages if st.data},
                          seed=cfg.seed, grpo=asdict(cfg.grpo),
                          dynamic_sampling=asdict(cfg.dynamic_sampling), instruction=cfg.instruction)

@@ -2,7 +2,7 @@
 
 ``metrics.jsonl`` holds one JSON object per optimizer step. The required keys are
 ``step, depth, solve_all, solve_none, informative, reward_mean`` (ratios over all groups
-sampled in the step, before filtering, as in seed 000 Figure 2 left); the row also has the
+sampled in the step, before filtering, as in Figure 2 left); the row also has the
 stage, response length, dynamic-sampling counters and a ``per_depth`` breakdown.
 ``pass_rates.jsonl`` holds one row per sampled group: ``step, id, depth, pass_rate, ...``.
 """
@@ -82,7 +82,7 @@ def truncate_after(path: str | os.PathLike, step: int) -> int:
 def plot_solve_rates(metrics_path: str | os.PathLike, out_png: str | os.PathLike,
                      transitions: list[dict[str, Any]] | None = None, title: str | None = None,
                      captions: tuple[str, str] | None = None) -> Path:
-    """Plot solve_all and solve_none over steps (the shape of seed 000 Figure 2, left).
+    """Plot solve_all and solve_none over steps (the shape of Figure 2, left).
 
     Stage transitions are drawn as dashed vertical lines labelled with the new stage.
     ``captions`` puts one line of plain words under each panel (what rose, what fell, why).

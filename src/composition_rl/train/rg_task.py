@@ -152,7 +152,7 @@ class RGTask:
                 first: list[Problem] | None = None) -> list[Problem]:
         """Depth-``depth`` compositions of ``problems`` (seeded, shuffled).
 
-        ``first`` restricts q1 to those problems (the engine's first pool, as in seed 000:
+        ``first`` restricts q1 to those problems (the engine's first pool, as in the Composition-RL paper:
         compose the prompts the policy has mastered, with any problem of the set after them).
         """
         return list(_composed(self.seed, tuple(problems), depth, max_candidates or self.n_composed,

@@ -1,6 +1,6 @@
 """Pre-rollout skipping of stale prompts (GRESO, arXiv 2506.02177), independent of any trainer.
 
-Dynamic sampling (seed 000, Equation 5) drops a zero-variance group *after* generating it.
+Dynamic sampling (Composition-RL, Equation 5) drops a zero-variance group *after* generating it.
 GRESO predicts one *before* generating: a prompt whose last ``z`` groups were all correct
 (or all wrong) is skipped with probability ``1 - max(p ** z, floor)``, where ``p`` is an
 exploration probability kept per side (``p_easy`` for all-correct streaks, ``p_hard`` for

@@ -4,7 +4,7 @@ The toy domain is reasoning-gym's ``basic_arithmetic`` (one-digit operands) and 
 compositions by the project's symbolic engine (:class:`composition_rl.train.rg_task.RGTask`).
 The policy is the tiny Qwen2 of :mod:`composition_rl.train.tiny_model`, warmed up by SFT on
 scratchpads of depth 1, 2 and 3. GRPO then trains on a small depth-1 pool, which the
-policy masters within tens of steps (solve_all rises, as in seed 000 Figure 2 left), and on
+policy masters within tens of steps (solve_all rises, as in Figure 2 left), and on
 compositions built on that pool (q1 from the pool, as the paper composes the prompts a
 policy has mastered), which it has not mastered (Figure 2 right).
 
@@ -125,7 +125,7 @@ class ToyRecipe:
         partners = pool if self.partners == "pool" else train
         sets: dict[str, list[Problem]] = {"pool": pool}
         for depth in (2, 3):
-            # seed 000's pools: q1 from the prompts being mastered (the RL pool), the later
+            # the Composition-RL paper's pools: q1 from the prompts being mastered (the RL pool), the later
             # problems from the partners' whole set
             sets[f"depth{depth}"] = task.compose(partners, depth, self.composed_per_depth, first=pool)
         sets["mix"] = pool + sets["depth2"][: len(pool)]

@@ -39,8 +39,8 @@ def _serve(ctrl: socket.socket, settings: dict) -> None:
     gc.freeze()  # keep the warmed heap shared copy-on-write with the workers
     # Parsing allocates many short-lived objects (ANTLR configs, sympy nodes) and few cycles:
     # with the default threshold (700) the cycle collector ran often enough to take about 10%
-    # of a worker's CPU (8,184 MATH pairs in one process: 7.6-7.9 s CPU, 6.95 s with this;
-    # issue 28). Verdicts do not depend on when garbage is collected.
+    # of a worker's CPU (8,184 MATH pairs in one process: 7.6-7.9 s CPU, 6.95 s with this).
+    # Verdicts do not depend on when garbage is collected.
     gc.set_threshold(*_WORKER_GC_THRESHOLD)
     ctrl.sendall(_PID.pack(os.getpid()))
     children: set[int] = set()

@@ -3,7 +3,7 @@
 A *group* is the G responses sampled for one prompt (G = 8 in the paper), each scored 1.0
 (correct) or 0.0 by the verifier.
 
-- :func:`pass_rate`: the mean score (seed 000, Section 3.2: the per-prompt pass rate).
+- :func:`pass_rate`: the mean score (Composition-RL, Section 3.2: the per-prompt pass rate).
 - :func:`classify_group`: ``solve_all`` (mean 1), ``solve_none`` (mean 0), else
   ``informative`` -- exactly the dynamic-sampling filter of Equation 5, which keeps the
   prompts with 0 < mean < 1.
