@@ -111,6 +111,13 @@ def make_reward_fn(
 
     ``asynchronous=True`` returns the coroutine version (TRL runs async reward functions
     concurrently with each other on its own event loop thread).
+
+    Example:
+        >>> reward = make_reward_fn()
+        >>> reward(prompts=["..."], completions=[[{"role": "assistant", "content": r"so \\boxed{6630}"}]],
+        ...        answers=[["6630.65", "6630"]])
+        [1.0]
+        >>> GRPOTrainer(model, reward_funcs=[reward], train_dataset=ds)  # doctest: +SKIP
     """
     cls = AsyncMathVerifyReward if asynchronous else MathVerifyReward
     return cls(config=config, answer_column=answer_column, name=name, verifier=verifier)
