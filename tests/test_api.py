@@ -93,6 +93,10 @@ def test_compose_symbolic_is_the_in_memory_pipeline():
     assert got.accepted and got.candidates == want.candidates
     with pytest.raises(ValueError, match="uses no model"):
         crl.compose(PROBLEMS, llm=LLMComposeConfig(base_urls=("http://x",), model="m"))
+    with pytest.raises(TypeError, match=r"\['detph'\].*'depth'"):
+        crl.compose(PROBLEMS, detph=3)
+    with pytest.raises(ValueError, match="depth=1"):
+        crl.compose(PROBLEMS, depth=1)
 
 
 @pytest.mark.parametrize("engine", ["llm", "auto"])

@@ -57,7 +57,13 @@ def compose(
     from composition_rl.compose.pipeline import ComposeConfig, compose_problems
     from composition_rl.compose.run import is_resumable
 
-    cfg = dataclasses.replace(config or ComposeConfig(), **options) if options else (config or ComposeConfig())
+    cfg = config or ComposeConfig()
+    if options:
+        known = [f.name for f in dataclasses.fields(ComposeConfig)]
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise TypeError(f"compose() got unknown options {unknown}; the ComposeConfig fields are {known}")
+        cfg = dataclasses.replace(cfg, **options)
     if is_resumable(cfg.engine):
         from composition_rl.compose.llm import compose_in_memory
 
