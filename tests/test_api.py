@@ -119,7 +119,6 @@ def test_compose_with_a_model_in_memory_gives_the_records_the_executor_writes(en
     assert got.rejected == rejected
     assert got.candidates == len(written) + len(rejected) == 20
     assert len(got.accepted) >= 10 and calls > 0
-    assert all(crl.verify(f"\\boxed{{{p.answer}}}", p).correct for p in got.accepted)
 
 
 def test_compose_with_a_model_and_an_endpoint_that_is_down_raises_instead_of_rejecting():

@@ -142,6 +142,7 @@ def test_training_doc_curriculum_blocks_run_and_make_the_files_they_name(shared_
     assert [s["depth"] for s in recipe["config"]["stages"]] == [1, 2, 3]
 
 
+@pytest.mark.slow
 def test_api_doc_examples_run(tmp_path, monkeypatch):
     """Every example of docs/api.md, run as a doctest in one session (a fresh folder as the
     working directory); the endpoint it names is a loopback stand-in that composes like a
