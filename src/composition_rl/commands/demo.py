@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from composition_rl.commands.compose import print_summary, write_exports
+    from composition_rl.commands.compose import print_summary
     from composition_rl.compose import ComposeConfig, run_compose
     from composition_rl.io.files import atomic_write_jsonl
     from composition_rl.io.readers import load_reasoning_gym
@@ -63,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
         cfg = ComposeConfig(depth=depth, pool_size=20, seed=args.seed, max_candidates=args.max_candidates)
         d = out / "compose" / f"depth{depth}"
         stats = run_compose(data.problems, cfg, d, input_rejects=data.rejects, progress=not args.no_progress,
-                            inputs={"main": {"path": "reasoning-gym (built-in default)", "problems": len(data.problems)}})
-        paths = write_exports(d, ["verl", "trl"])
+                            inputs={"main": {"path": "reasoning-gym (built-in default)", "problems": len(data.problems)}},
+                            exports=["verl", "trl"])
+        paths = [d / "verl.parquet", d / "trl.parquet"]
         print_summary(stats, d, paths, stats["elapsed_s"])
         summary["compose"][depth] = {k: stats[k] for k in ("candidates", "accepted", "rejected_by_reason")}
 
