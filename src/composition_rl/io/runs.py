@@ -18,17 +18,19 @@ This is the one implementation of that contract; commands build their identity w
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import shutil
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from composition_rl.io.files import atomic_write_json
+from composition_rl.io.files import atomic_write_json, remove_stale_stages, writable_dir
 
 __all__ = ["LOCK_FILE", "RUN_FILE", "RUN_OUTPUTS", "RunBusy", "RunClash", "RunMismatch", "check_model_source",
            "claim_run", "file_sha256", "folder_owner", "hold_lock", "model_content", "model_identity", "record_run",
@@ -183,7 +185,7 @@ def hold_lock(target: str | os.PathLike, command: str, *, folder: bool = True, f
     """Hold the lock of one output (a folder, or a single file) for the length of a run.
 
     The lock is an ``flock`` on ``TARGET/.crl.lock`` (a file output: ``.NAME.lock`` beside
-    it). The kernel drops the lock of a process that dies, even by ``kill -9``, so the lock
+    it, removed at the end). The kernel drops the lock of a process that dies, even by ``kill -9``, so the lock
     of a dead run is simply taken over; the file only names the holder for the message.
 
     Raises:
@@ -212,7 +214,12 @@ def hold_lock(target: str | os.PathLike, command: str, *, folder: bool = True, f
                           f"another {flag}") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
-        yield lock
+        try:
+            yield lock
+        finally:
+            if not folder:  # no hidden file left beside a user's file; removed while still held
+                with contextlib.suppress(OSError):
+                    lock.unlink()
     finally:
         os.close(fd)  # releases the lock
 
@@ -297,14 +304,17 @@ def _drop_if_bare(folder: Path) -> None:
 @contextmanager
 def run_folder(out: str | os.PathLike, command: str, *, inputs: Mapping[str, str | os.PathLike | None] = {},  # noqa: B006
                files: Mapping[str, str | os.PathLike | None] = {}, flag: str = "--out",  # noqa: B006
-               refusals: tuple[type[BaseException], ...] = (ValueError,)) -> Iterator[Path]:
+               refusals: tuple[type[BaseException], ...] = (ValueError,), work: tuple[str, ...] = ()) -> Iterator[Path]:
     """The run-folder contract around one run of ``command`` into folder ``out``.
 
     Before the run: ``out`` may not be an input, hold another command's run, and no file
     output (``files``) may be an input or another run's file (:func:`refuse_foreign`);
     then ``out`` is locked (:func:`hold_lock`) until the run ends. A run that is refused
     (one of ``refusals`` raised) in a folder it created leaves no folder behind: files it
-    wrote there before the refusal (a run record, a config) are removed with it.
+    wrote there before the refusal (a run record, a config) are removed with it, unless one
+    of ``work`` (finished work a rerun resumes: ``checkpoints``) is there. A ``report.html``
+    of the folder (``crl browse``) is removed when the run starts: it describes what the run
+    is about to change.
     Provenance (what made the folder) is recorded by :func:`claim_run` / :func:`record_run`,
     whole-file outputs are replaced on success only (:class:`composition_rl.io.files.StagedOutputs`).
 
@@ -314,17 +324,22 @@ def run_folder(out: str | os.PathLike, command: str, *, inputs: Mapping[str, str
     out = Path(out)
     refuse_foreign(command, folders={flag: out}, files=files, inputs=inputs)
     created = not out.exists()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise RunClash(f"{flag} {out} is a file, not a folder") from None
+    writable_dir(out, flag)  # one line now (a file in the way, no permission), not a traceback later
     try:
         with hold_lock(out, command, flag=flag):
             refuse_foreign(command, folders={flag: out})  # a run that started meanwhile, now visible
+            remove_stale_stages(out)  # a dead run's staged outputs: never to be committed
+            page = out / "report.html"
+            if page.is_file():
+                page.unlink()
+                print(f"note: removed {page} (it showed the folder before this run; `crl browse {out}` "
+                      "writes it again)", file=sys.stderr)
             yield out
     except refusals:
-        if created:  # refused before it did any work: what it wrote goes with the folder
-            shutil.rmtree(out, ignore_errors=True)
+        if created and not any((out / w).exists() for w in work):
+            shutil.rmtree(out, ignore_errors=True)  # refused before any work: what it wrote goes too
+        elif created:
+            _drop_if_bare(out)
         raise
     except BaseException:
         if created:
