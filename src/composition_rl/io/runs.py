@@ -155,6 +155,7 @@ _MARKERS = {
     "composed.jsonl": "compose", "llm_journal.jsonl": "compose",
     "problems.jsonl": "export",
     "profile.jsonl": "profile",
+    "report.md": "reproduce",  # before results.json: a reproduction writes one too
     "results.json": "eval", "samples": "eval",
     "qualified.jsonl": "grow",
     "metrics.jsonl": "train", "checkpoints": "train",
@@ -312,7 +313,8 @@ def run_folder(out: str | os.PathLike, command: str, *, inputs: Mapping[str, str
     then ``out`` is locked (:func:`hold_lock`) until the run ends. A run that is refused
     (one of ``refusals`` raised) in a folder it created leaves no folder behind: files it
     wrote there before the refusal (a run record, a config) are removed with it, unless one
-    of ``work`` (finished work a rerun resumes: ``checkpoints``) is there. A ``report.html``
+    of ``work`` (names or glob patterns of finished work a rerun resumes: ``checkpoints``)
+    is there. A ``report.html``
     of the folder (``crl browse``) is removed when the run starts: it describes what the run
     is about to change.
     Provenance (what made the folder) is recorded by :func:`claim_run` / :func:`record_run`,
@@ -336,7 +338,7 @@ def run_folder(out: str | os.PathLike, command: str, *, inputs: Mapping[str, str
                       "writes it again)", file=sys.stderr)
             yield out
     except refusals:
-        if created and not any((out / w).exists() for w in work):
+        if created and not any(any(out.glob(w)) for w in work):
             shutil.rmtree(out, ignore_errors=True)  # refused before any work: what it wrote goes too
         elif created:
             _drop_if_bare(out)
