@@ -104,7 +104,7 @@ def test_a_worker_killed_mid_run_ends_compose_with_one_line_and_no_debris(shared
     proc = start("compose", "--input", str(shared_data / "train" / "math_train.json"), "--depth", "2",
                  "--pool-size", "20", "--seed", "0", "--out", str(out), "--workers", "2", "--no-progress")
     t0 = time.monotonic()
-    while time.monotonic() - t0 < 240 and not (out.exists() and list(out.glob(".compose-parts-*/*.part"))):
+    while time.monotonic() - t0 < 240 and not (out.exists() and list(out.glob(".crl-stage-*/.compose-parts-*/*.part"))):
         if proc.poll() is not None:
             pytest.fail(f"the run ended before a worker could be killed: {proc.communicate()}")
         time.sleep(0.05)

@@ -157,7 +157,7 @@ _MARKERS = {
     "profile.jsonl": "profile",
     "report.md": "reproduce",  # before results.json: a reproduction writes one too
     "results.json": "eval", "samples": "eval",
-    "qualified.jsonl": "grow",
+    "qualified.jsonl": "grow", "trees.jsonl": "grow", "candidates.jsonl": "grow",
     "metrics.jsonl": "train", "checkpoints": "train",
     "build_info.json": "tiny-model",
     "launch.sh": "verl-recipe",
