@@ -524,7 +524,7 @@ def test_out_under_a_file_and_other_setup_errors_are_one_line(math300, tmp_path)
           str(afile / "p")), "is a file, not a folder"),
         (("grow", "--input", str(seeds), "--policy", dead, "--out", str(afile / "g")), "is a file, not a folder"),
         (("audit", str(tmp_path), "--out", str(afile / "a.html")), "is a file, not a folder"),
-        (("browse", str(tmp_path), "--out", str(tmp_path)), "is a folder: give the name of a file"),
+        (("browse", str(tmp_path), "--out", str(afile / "r.html")), "is a file, not a folder"),
         (("train", "--config", str(bad_yaml)), "not valid YAML at line 2, column 6"),
         (("train", "--config", str(no_model)), "no such model folder"),
     ]

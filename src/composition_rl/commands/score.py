@@ -155,8 +155,9 @@ def run(args: argparse.Namespace) -> int:
 
     with contextlib.ExitStack() as stack:
         try:
-            refuse_foreign("score", inputs={"--input": args.input},
-                           files={"--out": out, "its rejects file": rejects_path, "its options file": meta_path})
+            # (an output that is the input is refused with the others in _prepare_outputs)
+            refuse_foreign("score", files={"--out": out, "its rejects file": rejects_path,
+                                           "its options file": meta_path})
             # two runs appending to one file would write every row twice
             stack.enter_context(hold_lock(out, "score", folder=False))
         except (RunBusy, ValueError) as e:

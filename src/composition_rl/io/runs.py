@@ -30,7 +30,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from composition_rl.io.files import atomic_write_json, remove_stale_stages, writable_dir
+from composition_rl.io.files import (
+    atomic_write_json,
+    remove_stale_stages,
+    writable_dir,
+    writable_file,
+)
 
 __all__ = ["LOCK_FILE", "RUN_FILE", "RUN_OUTPUTS", "RunBusy", "RunClash", "RunMismatch", "check_model_source",
            "claim_run", "file_sha256", "folder_owner", "hold_lock", "model_content", "model_identity", "record_run",
@@ -191,6 +196,7 @@ def hold_lock(target: str | os.PathLike, command: str, *, folder: bool = True, f
 
     Raises:
         RunBusy: one line naming the running command and its pid.
+        ValueError: the output cannot be written there (one line naming ``flag``).
 
     >>> import tempfile
     >>> d = tempfile.mkdtemp()
@@ -203,7 +209,8 @@ def hold_lock(target: str | os.PathLike, command: str, *, folder: bool = True, f
     """
     target = Path(target)
     lock = _lock_path(target, folder)
-    lock.parent.mkdir(parents=True, exist_ok=True)
+    # a folder that cannot be written is one line (ValueError naming the flag), not a traceback
+    (writable_dir if folder else writable_file)(target, flag)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
