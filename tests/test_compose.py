@@ -206,7 +206,7 @@ def test_worker_pool_output_equals_one_process(tmp_path):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
     assert one["accepted"] == two["accepted"] > 0
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == [
-        ".compose.lock", "composed.jsonl", "input_rejects.jsonl", "rejected.jsonl", "stats.json"]  # no spill left
+        ".crl.lock", "composed.jsonl", "input_rejects.jsonl", "rejected.jsonl", "run.json", "stats.json"]  # no spill left
 
 
 @pytest.mark.shared_data

@@ -86,20 +86,29 @@ def build_compositional(problems, depths, args):
 
 
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.backends.rollout import RolloutError
-    from composition_rl.evaluate import EvalConfig, evaluate_benchmarks
-    from composition_rl.io.files import writable_dir
-    from composition_rl.io.runs import run_identity
-    from composition_rl.profile import RunMismatch
+    from composition_rl.evaluate import EvalConfig
 
     try:
         config = EvalConfig(n=args.n, sampling=sampling_from_args(args), template=args.template, chunk=chunk_from_args(args))
     except ValueError as e:
         raise UsageError(str(e)) from None
+    from composition_rl.io.runs import RunBusy, run_folder
+
     try:
-        writable_dir(args.out)  # before any model is loaded: one line, not a traceback later
-    except ValueError as e:
+        with run_folder(args.out, "eval", inputs={f"--benchmark {b}": b for b in args.benchmark},
+                        refusals=(UsageError, ValueError), work=("samples",)):
+            return _evaluate(args, config)
+    except (RunBusy, ValueError) as e:
         raise UsageError(str(e)) from None
+
+
+def _evaluate(args: argparse.Namespace, config) -> int:
+    """The evaluation itself, with ``--out`` held (see :func:`run`)."""
+    from composition_rl.backends.rollout import RolloutError
+    from composition_rl.evaluate import evaluate_benchmarks
+    from composition_rl.io.runs import run_identity
+    from composition_rl.profile import RunMismatch
+
     depths = _depths(args.compositional) if args.compositional else []
     benchmarks = {name: load_input(path, args) for name, path in zip(_names(args.benchmark), args.benchmark)}
     compositional = None
@@ -124,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             extra_run_info={"benchmarks": list(args.benchmark)},
             identity=run_identity(model=args.model, backend=backend.name,
-                                  inputs={f"benchmark {n}": p for n, p in zip(benchmarks, args.benchmark)}),
+                                  inputs={f"benchmark {n}": p for n, p in zip(benchmarks, args.benchmark)},
+                                  command="eval"),
         )
     except RunMismatch as e:
         raise UsageError(str(e)) from None

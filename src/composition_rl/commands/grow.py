@@ -116,28 +116,10 @@ def _teacher(args: argparse.Namespace, seed: int, out: Path):
 
 
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.backends.base import ChatError
-    from composition_rl.backends.rollout import RolloutError, SamplingConfig
-    from composition_rl.executors import ExecutorConfig, build_executor
-    from composition_rl.flags import from_flags
-    from composition_rl.io.export import clear_exports, export
-    from composition_rl.io.files import atomic_write_jsonl
-    from composition_rl.io.readers import InputError, load_problems
-    from composition_rl.io.runs import (
-        RUN_FILE,
-        RunMismatch,
-        claim_run,
-        model_identity,
-        run_identity,
-    )
-    from composition_rl.mbs import GrowConfig, Students, grow
-    from composition_rl.profile import (
-        ProfileConfig,
-        load_profile,
-        parse_bands,
-        profile_problems,
-    )
-    from composition_rl.verify import VerifyConfig, shared_verifier
+    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.io.runs import RunBusy, run_folder
+    from composition_rl.mbs import GrowConfig
+    from composition_rl.profile import ProfileConfig, parse_bands
 
     try:
         config = GrowConfig(**{f.name: getattr(args, f"cfg_{f.name}") for f in dataclasses.fields(GrowConfig)
@@ -148,13 +130,42 @@ def run(args: argparse.Namespace) -> int:
         bands = parse_bands(args.select)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    from composition_rl.io.files import writable_dir
-
     try:
-        out = writable_dir(args.out)
-    except ValueError as e:
+        with run_folder(args.out, "grow", inputs={"--input": args.input, "--from-profile": args.from_profile},
+                        refusals=(UsageError, ValueError),
+                        work=("seed_profile", "teacher_cache.jsonl", "trees.jsonl", "candidates.jsonl")):
+            return _grow(args, config, sampling, prof_cfg, bands)
+    except (RunBusy, ValueError) as e:
         raise UsageError(str(e)) from None
-    had_work = any(f.name != RUN_FILE for f in out.iterdir())  # before this run writes anything
+
+
+def _grow(args: argparse.Namespace, config, sampling, prof_cfg, bands) -> int:
+    """The grow run itself, with ``--out`` held (see :func:`run`)."""
+    from composition_rl.backends.base import ChatError
+    from composition_rl.backends.rollout import RolloutError
+    from composition_rl.executors import ExecutorConfig, build_executor
+    from composition_rl.flags import from_flags
+    from composition_rl.io.export import clear_exports, export
+    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.io.readers import InputError, load_problems
+    from composition_rl.io.runs import (
+        LOCK_FILE,
+        RUN_FILE,
+        RunMismatch,
+        claim_run,
+        model_content,
+        model_identity,
+        run_identity,
+    )
+    from composition_rl.mbs import Students, grow
+    from composition_rl.profile import (
+        load_profile,
+        profile_problems,
+    )
+    from composition_rl.verify import VerifyConfig, shared_verifier
+
+    out = Path(args.out)
+    had_work = any(f.name not in (RUN_FILE, LOCK_FILE) for f in out.iterdir())  # before this run writes anything
     # bad rows (no answer, no question) are kept with their reason, never silently lost
     try:
         loaded = load_problems(args.input)
@@ -189,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
     identity = run_identity(inputs={"input": args.input}, method=args.method, config=config.to_dict(),
                             teacher=args.teacher, teacher_model=args.teacher_model,
                             policy=model_identity(args.policy), students=[model_identity(m) for m in args.students],
+                            models_content=[model_content(m) for m in [args.policy, *args.students]],
+                            command="grow",
                             profile=prof_cfg.run_record(), select=sorted(bands))
     try:
         claim_run(out / RUN_FILE, identity, info={"input": str(args.input)}, what="a grow run", has_work=had_work)

@@ -177,16 +177,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.backends.rollout import RolloutError
-    from composition_rl.io.files import atomic_write_jsonl, writable_dir
-    from composition_rl.io.runs import run_identity
-    from composition_rl.profile import (
-        ProfileConfig,
-        RunMismatch,
-        keep_from_profile,
-        parse_bands,
-        profile_problems,
-    )
+    from composition_rl.profile import ProfileConfig, parse_bands
 
     if args.keep:
         try:
@@ -204,15 +195,32 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
+    out = Path(args.out)
+    keep_out = Path(args.keep_out) if args.keep_out else out / "kept.jsonl"
+    keep_rejects = keep_out.with_name(keep_out.stem + ".rejects.jsonl")
+    from composition_rl.io.runs import RunBusy, run_folder
+
     try:
-        writable_dir(args.out)  # before any model is loaded: one line, not a traceback later
-    except ValueError as e:
+        with run_folder(out, "profile", inputs={"--input": args.input},
+                        files={"--keep-out": keep_out if args.keep else None,
+                               "the --keep-out rejects file": keep_rejects if args.keep else None},
+                        refusals=(UsageError, ValueError), work=("profile.jsonl",)):
+            return _profile(args, config, out, keep_out, keep_rejects)
+    except (RunBusy, ValueError) as e:
         raise UsageError(str(e)) from None
+
+
+def _profile(args: argparse.Namespace, config, out: Path, keep_out: Path, rej_path: Path) -> int:
+    """The profile run itself, with ``out`` held (see :func:`run`)."""
+    from composition_rl.backends.rollout import RolloutError
+    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.io.runs import run_identity
+    from composition_rl.profile import RunMismatch, keep_from_profile, profile_problems
+
     problems = load_input(args.input, args)
     backend = backend_from_args(args)
     from composition_rl.verify import VerifyConfig, shared_verifier
 
-    out = Path(args.out)
     try:
         # The process-wide pool: one per process, closed at exit (see verify.shared_verifier).
         verifier = shared_verifier(VerifyConfig(timeout_s=args.verify_timeout))
@@ -224,7 +232,8 @@ def run(args: argparse.Namespace) -> int:
             config,
             progress=not args.no_progress,
             extra_run_info={"input": str(args.input)},
-            identity=run_identity(model=args.model, backend=backend.name, inputs={"input": args.input}),
+            identity=run_identity(model=args.model, backend=backend.name, inputs={"input": args.input},
+                                  command="profile"),
         )
     except RunMismatch as e:
         raise UsageError(str(e)) from None
@@ -241,10 +250,8 @@ def run(args: argparse.Namespace) -> int:
         f"solve_none {c['solve_none']} ({100 * (summary['solve_none'] or 0):.1f}%) -> {out}"
     )
     if args.keep:
-        keep_out = Path(args.keep_out) if args.keep_out else out / "kept.jsonl"
         kept, rejected = keep_from_profile(problems, out, args.keep)
         atomic_write_jsonl(keep_out, (p.to_dict() for p in kept))
-        rej_path = keep_out.with_name(keep_out.stem + ".rejects.jsonl")
         atomic_write_jsonl(rej_path, rejected)
         print(f"--keep {args.keep}: kept {len(kept)} -> {keep_out}; dropped {len(rejected)} -> {rej_path}")
     return 0

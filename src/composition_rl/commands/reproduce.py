@@ -70,9 +70,13 @@ def run(args: argparse.Namespace) -> int:
     con = Console()
     out = Path(args.out)
     con.print(f"reproducing with seeds {list(cfg.seeds)} on {cfg.workers} worker(s) -> {out}/")
+    from composition_rl.io.runs import RunBusy, record_run, run_folder
+
     try:
-        res = run_reproduce(cfg, out, progress=not args.no_progress, log=con.print)
-    except ValueError as e:
+        with run_folder(out, "reproduce", refusals=(UsageError, ValueError), work=("seed_*",)):
+            record_run(out, "reproduce")
+            res = run_reproduce(cfg, out, progress=not args.no_progress, log=con.print)
+    except (RunBusy, ValueError) as e:
         raise UsageError(str(e)) from e
     for line in summary_lines(res):
         con.print(f"- {line}")

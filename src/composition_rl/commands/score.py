@@ -149,10 +149,23 @@ def run(args: argparse.Namespace) -> int:
     meta_path = out.with_name(out.stem + ".options.json")
     if not Path(args.input).is_file():
         raise UsageError(f"--input {args.input} is not a file")
-    _prepare_outputs(args.input, out, rejects_path, meta_path, _options(args, fallbacks), args.fresh)
-    # The workers start (Math-Verify imports, ~1-2 s) while this process reads the input.
-    with Verifier(config).start() as verifier:
-        return _score(args, verifier, out, rejects_path)
+    import contextlib
+
+    from composition_rl.io.runs import RunBusy, hold_lock, refuse_foreign
+
+    with contextlib.ExitStack() as stack:
+        try:
+            # (an output that is the input is refused with the others in _prepare_outputs)
+            refuse_foreign("score", files={"--out": out, "its rejects file": rejects_path,
+                                           "its options file": meta_path})
+            # two runs appending to one file would write every row twice
+            stack.enter_context(hold_lock(out, "score", folder=False))
+        except (RunBusy, ValueError) as e:
+            raise UsageError(str(e)) from None
+        _prepare_outputs(args.input, out, rejects_path, meta_path, _options(args, fallbacks), args.fresh)
+        # The workers start (Math-Verify imports, ~1-2 s) while this process reads the input.
+        with Verifier(config).start() as verifier:
+            return _score(args, verifier, out, rejects_path)
 
 
 def _score(args: argparse.Namespace, verifier, out: Path, rejects_path: Path) -> int:

@@ -334,7 +334,7 @@ def run_training(
     # other GRPO settings would report one run's training as another's
     ident = run_identity(model=cfg.model, inputs={f"stage {st.name}": st.data for st in cfg.stages if st.data},
                          seed=cfg.seed, grpo=asdict(cfg.grpo),
-                         dynamic_sampling=asdict(cfg.dynamic_sampling), instruction=cfg.instruction)
+                         dynamic_sampling=asdict(cfg.dynamic_sampling), instruction=cfg.instruction, command="train")
     claim_run(out / RUN_FILE, ident, has_work=ckpt is not None, what="a training run",
               fix="use another output_dir, or start over with crl train --fresh")
     if ckpt is not None:
