@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         required=True,
         metavar="FILE",
-        help="benchmark file (json, jsonl, parquet); repeat for several",
+        help="benchmark file (json, jsonl, csv, tsv, parquet; also .gz/.zst); repeat for several",
     )
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     c = p.add_argument_group("compositional analyses (seed 000, Section 5.2)")
@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     c.add_argument("--comp-max", type=int, default=200, help="most composed prompts per benchmark and depth")
     c.add_argument("--comp-pool-size", type=int, default=20, help="|D_k| for the earlier positions")
-    c.add_argument("--comp-seed", type=int, default=0)
+    c.add_argument("--comp-seed", type=int, default=0, help="seed of the composed test sets")
 
 
 def _depths(spec: str) -> list[int]:

@@ -48,12 +48,11 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
         help="feed the prompt raw even if the tokenizer has a chat template (base models)",
     )
     s = p.add_argument_group("decoding (defaults: the paper preset)")
-    s.add_argument("-n", type=int, default=8, help="samples per prompt")
-    s.add_argument("--temperature", type=float, default=0.6)
-    s.add_argument("--top-p", type=float, default=0.95)
-    s.add_argument("--top-k", type=int, default=20)
-    s.add_argument("--max-tokens", type=int, default=4096)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("-n", type=int, default=8, help="samples per prompt (1 to 1024)")
+    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.flags import add_flags
+
+    add_flags(s, SamplingConfig)  # --temperature, --top-p, --top-k, --max-tokens, --seed
     s.add_argument("--template", default="boxed", help="prompts/rollout_<NAME>.txt or a .txt path")
     s.add_argument(
         "--chunk",
@@ -62,7 +61,6 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
         "for an endpoint, so slow requests overlap)",
     )
     from composition_rl.executors import ExecutorConfig
-    from composition_rl.flags import add_flags
 
     add_flags(p.add_argument_group("executor (where sampling and grading run; see docs/scale.md)"), ExecutorConfig)
     i = p.add_argument_group("input")
@@ -70,20 +68,17 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--answer-field", help="force the answer field")
     i.add_argument("--limit", type=positive_int, help="use only the first N problems of each file (N >= 1)")
     i.add_argument("--verify-timeout", type=float, default=5.0, help="seconds per answer check")
-    i.add_argument("--no-progress", action="store_true")
+    from composition_rl.progress import progress_help
+
+    i.add_argument("--no-progress", action="store_true", help=progress_help())
 
 
 def sampling_from_args(args: argparse.Namespace):
     from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.flags import from_flags
 
     try:
-        return SamplingConfig(
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k,
-            max_tokens=args.max_tokens,
-            seed=args.seed,
-        )
+        return from_flags(SamplingConfig, args)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -155,7 +150,8 @@ def load_input(path: str, args: argparse.Namespace):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_backend_arguments(p)
-    p.add_argument("--input", required=True, help="problems file (json, jsonl, parquet)")
+    p.add_argument("--input", required=True,
+                   help="problems file (json, jsonl, csv, tsv, parquet; also .gz/.zst), or a composed.jsonl")
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     p.add_argument("--confidence", type=float, default=0.95, help="Wilson interval level")
     p.add_argument("--keep-responses", action="store_true", help="store every response in profile.jsonl")
