@@ -234,6 +234,9 @@ def read_rows(path: str | os.PathLike) -> list[Any]:
             if i == 1:
                 hint = _tabular_hint(text)
             rows.append(_BadLine(i, f"line {i} is not valid JSON: {e.msg}{hint}"))
+    if hint and all(isinstance(r, _BadLine) for r in rows):
+        # a table under a JSON name: one line that says so, not a bad_json reason per row
+        raise InputError(f"{p}: not JSON or JSONL{hint}")
     return rows
 
 
@@ -255,7 +258,7 @@ def _tabular_hint(text: str) -> str:
     lines = [x for x in text.splitlines()[:3] if x.strip()]
     if not lines or lines[0].lstrip().startswith(("{", "[")):
         return ""
-    for sep, name in (("\t", "TSV (.tsv)"), (",", "CSV (.csv)")):
+    for sep, name in (("\t", "TSV (.tsv)"), (",", "CSV (.csv)"), (";", "CSV with ';' separators (.csv)")):
         n = lines[0].count(sep)
         if n and all(x.count(sep) >= n for x in lines[1:]):
             return f"; it looks like {name}: the format comes from the file name, so rename it"
@@ -269,6 +272,9 @@ def _csv_rows(p: Path, text: str, delimiter: str) -> list[Any]:
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     if not reader.fieldnames:
         raise InputError(f"{p}: no header row (a {'TSV' if delimiter == chr(9) else 'CSV'} file needs column names)")
+    if delimiter == "," and len(reader.fieldnames) == 1 and ";" in reader.fieldnames[0]:
+        # the CSV that spreadsheets write where the comma is the decimal mark
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=";")
     other, other_name = ("\t", "tab-separated: rename it .tsv") if delimiter == "," else (",", "comma-separated: rename it .csv")
     if len(reader.fieldnames) == 1 and other in reader.fieldnames[0]:
         raise InputError(f"{p}: its header {reader.fieldnames[0][:60]!r} is one column, but {other_name} "
@@ -347,6 +353,13 @@ def _pick(row: dict[str, Any], forced: str | None, names: Sequence[str]) -> str 
     if forced is not None:
         return forced if forced in row else None
     return next((n for n in names if n in row and row[n] is not None), None)
+
+
+def _blank(value: Any) -> bool:
+    """An answer cell that holds nothing: null, or a string of only spaces. The two are one
+    case because a table cannot tell them apart: an empty CSV cell is how pandas and
+    spreadsheets write a missing value, and it reads back as ``""``."""
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def load_problems(
@@ -429,11 +442,15 @@ def problems_from_rows(
         raw_answer: Any = row.get(af) if af else None
         if af is None and cfg.answer_field is None and isinstance(row.get("reward_model"), dict):
             af, raw_answer = "reward_model.ground_truth", row["reward_model"].get("ground_truth")
-        if af is None or raw_answer is None:
+        if af is None or _blank(raw_answer):
+            # no answer given (null or blank alike): the solution's last box, when it has one
             sol = row.get("solution")
             boxed = last_boxed(sol) if isinstance(sol, str) else None
             if boxed:
                 af, raw_answer = "solution", boxed
+            elif af is not None and raw_answer is not None:
+                reject(i, f"empty_field: field {af!r} is empty and no \\boxed{{}} in a solution", row)
+                continue
             else:
                 want = cfg.answer_field or "/".join(ANSWER_FIELDS)
                 reject(i, f"missing_field: no answer field ({want}) and no \\boxed{{}} in a solution", row)
