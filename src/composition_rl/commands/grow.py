@@ -163,6 +163,13 @@ def run(args: argparse.Namespace) -> int:
     problems = loaded.problems
     if not problems:
         raise UsageError(f"{args.input}: no usable problems ({len(loaded.rejects)} rows rejected)")
+    from composition_rl.commands.profile import fit_to_context
+
+    # a seed whose prompt fills the policy's context can only be solve_none: set it aside, said
+    problems, too_long = fit_to_context(problems, args, model=args.policy, where=args.input)
+    loaded.rejects.extend(too_long)
+    if not problems:
+        raise UsageError(f"{args.input}: no seed fits the context of {args.policy} ({len(too_long)} set aside)")
     if loaded.rejects:
         print(loaded.rejected_note(args.input) + " (each in OUT/input_rejects.jsonl)", file=sys.stderr)
     teacher, cache = _teacher(args, config.seed, out)

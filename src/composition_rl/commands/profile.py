@@ -126,7 +126,32 @@ def backend_from_args(args: argparse.Namespace):
         raise UsageError(f"cannot start the {name} backend ({args.executor} executor): {e}") from None
 
 
-def load_input(path: str, args: argparse.Namespace):
+def fit_to_context(problems, args: argparse.Namespace, model: str | None = None, where: str = ""):
+    """``problems`` whose prompt fits the local model's context, and the rest as rejects
+    (reason ``prompt_too_long``). A prompt that fills the context cannot be answered, so it
+    is set aside by itself before sampling instead of being sampled to nothing. An endpoint's
+    context is not known here: its problems all pass.
+    """
+    model = model or args.model
+    if getattr(args, "base_url", None) or not Path(model).is_dir():
+        return list(problems), []
+    from composition_rl.backends.context import PromptFit
+    from composition_rl.backends.rollout import load_template, render_prompt
+    from composition_rl.io.readers import set_aside
+
+    try:
+        template = load_template(args.template)
+        fit = PromptFit.for_model(model, False if getattr(args, "no_chat_template", False) else None)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--model {model}: cannot read its tokenizer and config ({e})") from None
+    kept, rejects = set_aside(problems, lambda p: fit.reason(render_prompt(template, p.question)))
+    if rejects:
+        print(f"{where or 'input'}: {len(rejects):,} of {len(problems):,} prompts are longer than the context of "
+              f"{model} ({fit.context:,} tokens): set aside (e.g. {rejects[0]['detail']})", file=sys.stderr)
+    return kept, rejects
+
+
+def load_input(path: str, args: argparse.Namespace, rejects: list | None = None):
     """Problems of one input file (rejected rows are reported, not fatal).
 
     Problem records (composed sets) are read back as they are, keeping their ids, links and
@@ -142,6 +167,8 @@ def load_input(path: str, args: argparse.Namespace):
     problems = res.problems
     if res.rejects:
         print(res.rejected_note(path), file=sys.stderr)
+        if rejects is not None:
+            rejects.extend(res.rejects)
     problems = problems[: args.limit] if args.limit else problems
     if not problems:
         raise UsageError(f"{path}: no usable problems")
@@ -194,7 +221,12 @@ def run(args: argparse.Namespace) -> int:
         writable_dir(args.out)  # before any model is loaded: one line, not a traceback later
     except ValueError as e:
         raise UsageError(str(e)) from None
-    problems = load_input(args.input, args)
+    input_rejects: list = []
+    problems = load_input(args.input, args, input_rejects)
+    problems, too_long = fit_to_context(problems, args, where=args.input)
+    input_rejects += too_long
+    if not problems:
+        raise UsageError(f"{args.input}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
     backend = backend_from_args(args)
     from composition_rl.verify import VerifyConfig, shared_verifier
 
@@ -219,12 +251,15 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         backend.close()
+    # every input row is accounted for: profiled, or here with its reason
+    atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
     c = summary["counts"]
     print(
         f"profiled {summary['prompts']} prompts at n={summary['n']}: "
         f"solve_all {c['solve_all']} ({100 * (summary['solve_all'] or 0):.1f}%), "
         f"goldilocks {c['goldilocks']} ({100 * (summary['goldilocks'] or 0):.1f}%), "
         f"solve_none {c['solve_none']} ({100 * (summary['solve_none'] or 0):.1f}%) -> {out}"
+        + (f"; {len(input_rejects)} input rows rejected -> {out / 'input_rejects.jsonl'}" if input_rejects else "")
     )
     if args.keep:
         keep_out = Path(args.keep_out) if args.keep_out else out / "kept.jsonl"

@@ -15,7 +15,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ __all__ = [
     "load_problems",
     "load_reasoning_gym",
     "read_rows",
+    "set_aside",
 ]
 
 QUESTION_FIELDS = ("problem", "question", "prompt")
@@ -482,6 +483,30 @@ def problems_from_rows(
         if cfg.answer_field and not forced_seen["answer"]:
             raise InputError(f"{where}: field {cfg.answer_field!r} (--answer-field) is in no row")
     return res
+
+
+def set_aside(problems: Iterable[Problem], why: Callable[[Problem], str | None], source: str = ""
+              ) -> tuple[list[Problem], list[dict[str, Any]]]:
+    """``problems`` split into those ``why`` passes (None) and rejects in the reader's shape
+    (``reason: detail`` strings, as the readers give them), for a check made after loading,
+    such as a prompt that does not fit the model's context.
+
+    >>> kept, rejects = set_aside([Problem.new("Q?", "1")], lambda p: "too_long: 9 > 8")
+    >>> kept, rejects[0]["reason"], rejects[0]["detail"].endswith(": 9 > 8")
+    ([], 'too_long', True)
+    """
+    kept: list[Problem] = []
+    rejects: list[dict[str, Any]] = []
+    for p in problems:
+        reason = why(p)
+        if reason is None:
+            kept.append(p)
+            continue
+        kind, _, detail = reason.partition(": ")
+        row = p.metadata.get("row") if isinstance(p.metadata.get("row"), int) else None
+        rejects.append({"row": row, "source": source or p.source, "reason": kind,
+                        "detail": f"row {row if row is not None else p.id}: {detail or kind}", "record": p.to_dict()})
+    return kept, rejects
 
 
 _RECORD_KEYS = frozenset({"id", "question", "answers", "depth"})
