@@ -87,3 +87,31 @@ def test_the_trainer_sets_them_aside_per_stage(tiny, questions):
     assert kept == problems[1:] and [(r["stage"], r["reason"]) for r in rejects] == [("d1", TOO_LONG)]
     with pytest.raises(ValueError, match="none of its 1 prompts fits the context"):
         fit_stage(problems[:1], "d1", tiny)
+
+
+def test_the_chat_backend_fails_only_the_over_long_request(tiny, questions):
+    """The local chat backend (the LLM compose engine): the over-long request fails by itself,
+    not transient (a retry cannot help), and the other one is answered."""
+    from composition_rl.backends.base import (
+        ChatError,
+        ChatRequest,
+        build_chat_backend,
+        run_chat_batch,
+    )
+
+    b = build_chat_backend("local_hf", model=str(tiny), device="cpu")
+    reqs = [ChatRequest(messages=({"role": "user", "content": questions[t]},), max_tokens=8) for t in (670, 240)]
+    long_, short = run_chat_batch(b, reqs)
+    assert isinstance(long_, ChatError) and long_.kind == TOO_LONG and not long_.transient
+    assert short.choices and short.prompt_tokens < 512
+
+
+def test_grow_sets_aside_seeds_the_policy_cannot_read(tiny, questions):
+    import argparse
+
+    from composition_rl.commands.profile import fit_to_context
+    from composition_rl.records import Problem
+
+    seeds = [Problem.new(questions[t], "7") for t in (670, 240)]
+    kept, rejects = fit_to_context(seeds, argparse.Namespace(template="boxed"), model=str(tiny))
+    assert kept == seeds[1:] and [r["reason"] for r in rejects] == [TOO_LONG]
