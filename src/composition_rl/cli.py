@@ -74,7 +74,7 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
         silent = (action.default is None or action.default is argparse.SUPPRESS or action.required
                   or not action.option_strings or action.nargs == 0 or action.default == [])
         if not shown and not silent:
-            text += " (default %(default)s)"
+            text += " (default none)" if action.default == "" else " (default %(default)s)"
         return text
 
 
