@@ -28,10 +28,13 @@ HELP = "run the main job end to end on the built-in default data"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder (everything is written under it)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the data, the composition, the tiny model and training (same seed, same run)")
     p.add_argument("--compose-only", action="store_true", help="stop after composing (no model, no training)")
     p.add_argument("--max-candidates", type=int, default=4000, help="candidates per depth (default 4000)")
-    p.add_argument("--no-progress", action="store_true")
+    from composition_rl.progress import progress_help
+
+    p.add_argument("--no-progress", action="store_true", help=progress_help())
 
 
 def run(args: argparse.Namespace) -> int:

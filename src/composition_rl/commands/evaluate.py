@@ -17,6 +17,7 @@ from composition_rl.commands.profile import (
     add_backend_arguments,
     backend_from_args,
     chunk_from_args,
+    fit_to_context,
     load_input,
     sampling_from_args,
 )
@@ -32,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         required=True,
         metavar="FILE",
-        help="benchmark file (json, jsonl, parquet); repeat for several",
+        help="benchmark file (json, jsonl, csv, tsv, parquet; also .gz/.zst); repeat for several",
     )
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     c = p.add_argument_group("compositional analyses (seed 000, Section 5.2)")
@@ -43,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     c.add_argument("--comp-max", type=int, default=200, help="most composed prompts per benchmark and depth")
     c.add_argument("--comp-pool-size", type=int, default=20, help="|D_k| for the earlier positions")
-    c.add_argument("--comp-seed", type=int, default=0)
+    c.add_argument("--comp-seed", type=int, default=0, help="seed of the composed test sets")
 
 
 def _depths(spec: str) -> list[int]:
@@ -110,13 +111,25 @@ def _evaluate(args: argparse.Namespace, config) -> int:
     from composition_rl.profile import RunMismatch
 
     depths = _depths(args.compositional) if args.compositional else []
-    benchmarks = {name: load_input(path, args) for name, path in zip(_names(args.benchmark), args.benchmark)}
+    input_rejects: list = []
+    benchmarks = {}
+    for name, path in zip(_names(args.benchmark), args.benchmark):
+        rejects: list = []
+        benchmarks[name] = load_input(path, args, rejects)
+        benchmarks[name], too_long = fit_to_context(benchmarks[name], args, where=path)
+        input_rejects += [{"benchmark": name, **r} for r in rejects + too_long]
+        if not benchmarks[name]:
+            raise UsageError(f"{path}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
     compositional = None
     if depths:
         compositional = {}
         for name, probs in benchmarks.items():
             print(f"composing {name}:")
             compositional[name] = build_compositional(probs, depths, args)
+            for d in depths:
+                compositional[name][d], too_long = fit_to_context(compositional[name][d], args,
+                                                                  where=f"{name} depth {d}")
+                input_rejects += [{"benchmark": name, "depth": d, **r} for r in too_long]
     backend = backend_from_args(args)
     from composition_rl.verify import VerifyConfig, shared_verifier
 
@@ -143,6 +156,13 @@ def _evaluate(args: argparse.Namespace, config) -> int:
         return 1
     finally:
         backend.close()
+    from composition_rl.io.files import atomic_write_jsonl
+
+    # every benchmark row is accounted for: evaluated, or here with its reason
+    atomic_write_jsonl(Path(args.out) / "input_rejects.jsonl", input_rejects)
+    if input_rejects:
+        print(f"{len(input_rejects)} rows set aside before sampling -> {Path(args.out) / 'input_rejects.jsonl'}",
+              file=sys.stderr)
     print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
     print(f"wrote {Path(args.out) / 'results.json'} and per-sample responses under {Path(args.out) / 'samples'}")
     return 0 if results["benchmarks"] else 1

@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from composition_rl.flags import positive_int, switch
     from composition_rl.mbs.config import GrowConfig
 
-    p.add_argument("--input", required=True, help="seed problems (json, jsonl, parquet) with answers")
+    p.add_argument("--input", required=True, help="seed problems with answers (json, jsonl, csv, tsv, parquet; also .gz/.zst)")
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     p.add_argument("--policy", required=True, help="target policy: a local model folder or NAME@URL")
     p.add_argument("--students", action="append", default=[],
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--teacher", default="program", help="teacher: program (exact, arithmetic chains) or openai")
     p.add_argument("--teacher-base-url", action="append", help="openai teacher: endpoint (repeat for several)")
     p.add_argument("--teacher-model", help="openai teacher: served model name")
-    p.add_argument("--teacher-temperature", type=float, default=0.7)
+    p.add_argument("--teacher-temperature", type=float, default=0.7, help="openai teacher: sampling temperature")
     p.add_argument("--teacher-cache", help="openai teacher: response cache file (default OUT/teacher_cache.jsonl)")
     p.add_argument("--method", choices=["mbs", "direct"], default="mbs",
                    help="mbs, or the direct-synthesis baseline (variations of the seed)")
@@ -57,16 +57,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=positive_int, help="use only the first N hard seeds (N >= 1)")
     s = p.add_argument_group("rollouts (policy and students)")
     s.add_argument("-n", type=int, default=8, help="rollouts per problem for the policy profile (the band's budget)")
-    s.add_argument("--temperature", type=float, default=0.6)
-    s.add_argument("--top-p", type=float, default=0.95)
-    s.add_argument("--top-k", type=int, default=20)
-    s.add_argument("--max-tokens", type=int, default=4096)
+    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.flags import add_flags
+
+    add_flags(s, SamplingConfig, skip=("seed",))  # --temperature, --top-p, --top-k, --max-tokens
     s.add_argument("--template", default="boxed", help="prompts/rollout_<NAME>.txt or a .txt path (tiny models: plain)")
     s.add_argument("--rollout-seed", type=int, default=0, help="sampling seed of every rollout")
     s.add_argument("--batch-size", type=int, default=64, help="local models: most sequences per generate call")
-    s.add_argument("--verify-timeout", type=float, default=5.0)
+    s.add_argument("--verify-timeout", type=float, default=5.0, help="hard bound per answer check, in seconds")
     from composition_rl.executors import ExecutorConfig
-    from composition_rl.flags import add_flags
 
     add_flags(p.add_argument_group("executor of the seed profile (qualification rounds stay in this process; "
                                    "see docs/scale.md)"), ExecutorConfig)
@@ -80,7 +79,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         elif isinstance(f.default, (int, float, str)):
             kw["type"] = type(f.default)
         g.add_argument(flag, dest=f"cfg_{f.name}", **kw)
-    p.add_argument("--no-progress", action="store_true")
+    from composition_rl.progress import progress_help
+
+    p.add_argument("--no-progress", action="store_true", help=progress_help())
 
 
 def _rollout_spec(spec: str, args: argparse.Namespace):
@@ -124,8 +125,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = GrowConfig(**{f.name: getattr(args, f"cfg_{f.name}") for f in dataclasses.fields(GrowConfig)
                                if getattr(args, f"cfg_{f.name}") is not None})
-        sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-                                  max_tokens=args.max_tokens, seed=args.rollout_seed)
+        sampling = from_flags(SamplingConfig, args, skip=("seed",), seed=args.rollout_seed)
         prof_cfg = ProfileConfig(n=args.n, sampling=sampling, template=args.template)
         bands = parse_bands(args.select)
     except ValueError as e:
@@ -174,6 +174,13 @@ def _grow(args: argparse.Namespace, config, sampling, prof_cfg, bands) -> int:
     problems = loaded.problems
     if not problems:
         raise UsageError(f"{args.input}: no usable problems ({len(loaded.rejects)} rows rejected)")
+    from composition_rl.commands.profile import fit_to_context
+
+    # a seed whose prompt fills the policy's context can only be solve_none: set it aside, said
+    problems, too_long = fit_to_context(problems, args, model=args.policy, where=args.input)
+    loaded.rejects.extend(too_long)
+    if not problems:
+        raise UsageError(f"{args.input}: no seed fits the context of {args.policy} ({len(too_long)} set aside)")
     if loaded.rejects:
         print(loaded.rejected_note(args.input) + " (each in OUT/input_rejects.jsonl)", file=sys.stderr)
     teacher, cache = _teacher(args, config.seed, out)

@@ -22,7 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     p.add_argument("--quick", action="store_true",
                    help="1 seed and shorter phases (about 8 min on 2 cores): a smoke run, not evidence")
-    p.add_argument("--no-progress", action="store_true")
+    from composition_rl.progress import progress_help
+
+    p.add_argument("--no-progress", action="store_true", help=progress_help())
     for name, default, help_ in ReproduceConfig.fields_help():
         flag = "--" + name.replace("_", "-")
         if name == "seeds":

@@ -44,7 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "repeat for several, tried in order; 'none' requires a box",
     )
     p.add_argument("--fresh", action="store_true", help="discard an existing --out (and its rejects) and score again")
-    p.add_argument("--no-progress", action="store_true")
+    from composition_rl.progress import progress_help
+
+    p.add_argument("--no-progress", action="store_true", help=progress_help())
 
 
 def _read_rows(path: Path) -> list:

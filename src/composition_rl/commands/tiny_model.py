@@ -12,8 +12,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--sft-steps", type=int, default=None, help="SFT warm-up steps (default 300; the whole build ~1.5 min on 2 cores)")
     parser.add_argument("--digits", type=int, choices=(1, 2, 3), default=None,
                         help="operand digits of the arithmetic task (default 1; 2 needs far more SFT)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the weights' initialisation and the SFT data")
+    from composition_rl.progress import progress_help
+
+    parser.add_argument("--no-progress", action="store_true", help=progress_help())
 
 
 def run(args) -> int:

@@ -53,7 +53,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--chunk-steps", type=_positive, default=50, help="train this many steps between probes")
     parser.add_argument("--probe-size", type=_positive, default=256, help="probe prompts per stage")
     parser.add_argument("--gpus", type=_positive, default=8, help="GPUs per node (>= 1)")
-    parser.add_argument("--nnodes", type=_positive, default=1)
+    parser.add_argument("--nnodes", type=_positive, default=1, help="machines of the verl run (>= 1)")
     parser.add_argument("--online", nargs="*", metavar="KEY=VALUE",
                         help="run the online curriculum (one depth-1 stage; retired prompts are replaced by "
                         "compositions during training): verl's dataset and replay buffer become "

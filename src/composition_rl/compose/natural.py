@@ -26,7 +26,7 @@ from composition_rl.values.derive import list_items
 from composition_rl.values.parse import inexact_answer
 
 __all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "incomplete_answer", "inexact_q1",
-           "offset_kind"]
+           "offset_kind", "rounded_integer"]
 
 # The kinds an offset ``d = v1 - v2`` can have, in order of preference ("equal to" and an
 # integer read equally well, so they share a rank).
@@ -139,6 +139,45 @@ def approximate_question(text: str) -> bool:
     return True
 
 
+# An approximation sign; a decimal with a non-zero fractional digit, or scientific notation;
+# what follows a box when the boxed number is a quantity with a unit (a letter, \AA, \mu or
+# a \mathrm/\text word) rather than punctuation or the end of the math.
+_APPROX_SIGN = re.compile(r"\\approx|\\simeq|≈")
+_MEASURED_NUMBER = re.compile(r"(?<![\d.])\d*\.\d*[1-9]|\\times\s*10\s*\^")
+_UNIT_AFTER = re.compile(r"(?:\s|~|\\[,;:! ])*(?:\\(?:mathrm|text|rm|mbox)\s*\{\s*~?\s*[A-Za-z\\]|\\AA|\\mu|[A-Za-z])")
+
+
+def rounded_integer(answers, question: str, solution: str) -> bool:
+    """Whether an integer gold is a rounding its worked ``solution`` shows: the computation
+    that ends in the box has an approximation sign, or computes a quantity with a unit from
+    a decimal or scientific-notation number (a measured value, so the integer keeps only its
+    significant figures: ``0.29 / T cm = \\boxed{48} \\AA`` where 0.29/T is 48.3 Å). The
+    computation is the text from the last line or sentence break before the box to the box.
+    A question that asks for the rounding defines the integer, so it stays eligible.
+
+    >>> rounded_integer(["560"], "What is the threshold wavelength?",
+    ...                 r"$=5.6 \\times 10^{-7} m= \\boxed{560} nm$")
+    True
+    >>> rounded_integer(["65"], "Find the volume.", r"\\[\\frac{1}{3}(30)(6.5) = \\boxed{65}.\\]")
+    False
+    """
+    first = str(answers[0]).strip() if answers else ""
+    at = solution.rfind("\\boxed{")
+    if not re.fullmatch(r"-?\d+", first) or at < 0 or approximate_question(question):
+        return False
+    start = max(solution.rfind(c, 0, at) for c in ("\n", "$$", "\\[", ". ", "\\\\"))
+    computation = solution[max(start, 0) : at]
+    if _APPROX_SIGN.search(computation):
+        return True
+    depth, end = 0, at + len("\\boxed")
+    while end < len(solution):  # to the box's closing brace
+        depth += {"{": 1, "}": -1}.get(solution[end], 0)
+        if depth == 0:
+            break
+        end += 1
+    return bool(_MEASURED_NUMBER.search(computation)) and bool(_UNIT_AFTER.match(solution, end + 1))
+
+
 def inexact_q1(answers, question: str, solution: str = "") -> str:
     """Why a problem cannot lead a link for its answer ("" if it can), for every engine: its
     gold answer is no exact value (:func:`composition_rl.values.parse.inexact_answer`, issue
@@ -153,6 +192,8 @@ def inexact_q1(answers, question: str, solution: str = "") -> str:
     why = inexact_answer(answers, solution)
     if why and why != "answers_disagree" and approximate_question(question):
         return ""
+    if not why and solution and rounded_integer(answers, question, solution):
+        return "rounded_result"
     return why
 
 

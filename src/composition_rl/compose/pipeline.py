@@ -122,6 +122,8 @@ class ComposeConfig:
         if self.depth < 2:
             raise ValueError(f"depth={self.depth}: composition needs at least 2 problems "
                              "(for depth-1 trainer data, use `crl export`)")
+        if self.depth > 16:  # far above any use (the paper stops at 3); a typo fails here
+            raise ValueError(f"depth={self.depth} must be <= 16")
         if self.pool_size < 1:
             raise ValueError(f"pool_size={self.pool_size} must be >= 1")
         if self.pool_sizes is not None:
@@ -134,8 +136,8 @@ class ComposeConfig:
             raise ValueError(f"max_candidates={self.max_candidates} must be >= 1")
         if self.max_chars < 100:
             raise ValueError(f"max_chars={self.max_chars} is too small for any composition")
-        if self.workers < 0:
-            raise ValueError(f"workers={self.workers} must be >= 0 (0 = one per core)")
+        if not 0 <= self.workers <= 1024:  # a typo must not fork a hundred thousand processes
+            raise ValueError(f"workers={self.workers} must be in [0, 1024] (0 = one per core)")
         if self.risks not in RISK_POLICIES:
             raise ValueError(f"risks={self.risks!r}: one of {', '.join(RISK_POLICIES)}")
         if self.engine not in COMPOSERS:

@@ -16,7 +16,7 @@ from typing import Any
 from composition_rl.records import Problem
 from composition_rl.train.config import StageConfig
 
-__all__ = ["PromptStream", "load_stage_problems", "problem_row", "stage_depth"]
+__all__ = ["PromptStream", "fit_stage", "load_stage_problems", "problem_row", "stage_depth"]
 
 
 def load_stage_problems(stage: StageConfig) -> list[Problem]:
@@ -114,6 +114,28 @@ def _read_problems(path: Path) -> list[Problem]:
     if res.rejects:  # never dropped without a word
         print(f"note: {res.rejected_note(str(path))}", file=sys.stderr)
     return list(res.problems)
+
+
+def fit_stage(problems: Sequence[Problem], stage: str, model: str | Path, instruction: bool = False
+              ) -> tuple[list[Problem], list[dict[str, Any]]]:
+    """The stage's problems whose prompt fits the context of the local model ``model``, and
+    the others as rejects (reason ``prompt_too_long``, with the stage's name).
+
+    A prompt that fills the context leaves no room for a completion, so it cannot be trained
+    on; set aside here, it is said once instead of being sampled to nothing at every draw.
+    A model that is not a local folder (a hub name) is not checked.
+    """
+    if not Path(model).is_dir():
+        return list(problems), []
+    from composition_rl.backends.context import PromptFit
+    from composition_rl.io.readers import set_aside
+
+    fit = PromptFit.for_model(model)  # TRL applies the tokenizer's chat template to the rows
+    kept, rejects = set_aside(problems, lambda p: fit.reason(problem_row(p, stage, instruction)["prompt"][0]["content"]))
+    if not kept:
+        raise ValueError(f"stage {stage!r}: none of its {len(problems)} prompts fits the context of {model} "
+                         f"({fit.context} tokens)")
+    return kept, [{"stage": stage, **r} for r in rejects]
 
 
 def stage_depth(stage: StageConfig, problems: Sequence[Problem]) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -108,7 +109,7 @@ class _Run:
                 self.streams.append(None)
                 specs.append(StageSpec(st.name, st.depth or int(st.compose["depth"]), st.max_steps, st.min_steps))
                 continue
-            probs = load_stage_problems(st)
+            probs = self._fit(st.name, load_stage_problems(st))
             self.problems.append(probs)
             self.streams.append(PromptStream(probs, st.name, seed=cfg.seed, instruction=cfg.instruction))
             specs.append(StageSpec(st.name, stage_depth(st, probs), st.max_steps, st.min_steps))
@@ -125,6 +126,20 @@ class _Run:
         # online mode has one stage, run for its budget; the pool, not the stage, changes
         self.curriculum = Curriculum(specs, mode="manual" if c.mode == "online" else c.mode,
                                      threshold=c.threshold, window=c.window, total_steps=c.total_steps)
+
+    def _fit(self, stage: str, problems: list) -> list:
+        """The stage's prompts that fit the model's context; the others go, with their
+        reason, to input_rejects.jsonl (rewritten whole, so a resumed run lists them once)."""
+        from composition_rl.io.files import atomic_write_jsonl
+        from composition_rl.train.data import fit_stage
+
+        kept, rejects = fit_stage(problems, stage, self.cfg.model, self.cfg.instruction)
+        self.rejects = {**getattr(self, "rejects", {}), stage: rejects}
+        if rejects:
+            print(f"stage {stage}: {len(rejects)} of {len(problems)} prompts are longer than the model's context: "
+                  f"set aside -> {self.out / 'input_rejects.jsonl'}", file=sys.stderr)
+            atomic_write_jsonl(self.out / "input_rejects.jsonl", (r for rs in self.rejects.values() for r in rs))
+        return kept
 
     def _online_pool(self):
         from composition_rl.online import OnlineConfig, OnlinePool
@@ -149,6 +164,7 @@ class _Run:
         log = self.out / "pass_rates.jsonl"
         rates = list(read_jsonl(log)) if log.exists() else []
         probs, info = compose_from_mastered(st, self.problems[i - 1], prev.name, rates)
+        probs = self._fit(st.name, probs)
         self.problems[i] = probs
         atomic_write_jsonl(self.out / "stages" / f"{st.name}.jsonl", (p.to_dict() for p in probs))
         stream = PromptStream(probs, st.name, seed=self.cfg.seed, instruction=self.cfg.instruction)

@@ -56,6 +56,11 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+#: Most seconds one answer check may be given, and most worker processes.
+MAX_TIMEOUT_S = 3600
+MAX_WORKERS = 1024
+
+
 @dataclass(frozen=True)
 class VerifyConfig:
     """How answers are checked.
@@ -88,10 +93,12 @@ class VerifyConfig:
     def __post_init__(self) -> None:
         if isinstance(self.fallbacks, str) or not isinstance(self.fallbacks, tuple):
             object.__setattr__(self, "fallbacks", (self.fallbacks,) if isinstance(self.fallbacks, str) else tuple(self.fallbacks))
-        if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
-            raise ValueError(f"timeout_s must be a number > 0, got {self.timeout_s!r}")
-        if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 1):
-            raise ValueError(f"workers must be None or an int >= 1, got {self.workers!r}")
+        # The upper bounds stop a typo (1e9 s, a million workers) before it overflows a
+        # C timeout or forks without end; they are far above any real use.
+        if not (isinstance(self.timeout_s, (int, float)) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise ValueError(f"timeout_s must be a number in (0, {MAX_TIMEOUT_S}] seconds, got {self.timeout_s!r}")
+        if self.workers is not None and (not isinstance(self.workers, int) or not 1 <= self.workers <= MAX_WORKERS):
+            raise ValueError(f"workers must be None or an int in [1, {MAX_WORKERS}], got {self.workers!r}")
         if self.chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
         if self.gold_cache_size < 1:
