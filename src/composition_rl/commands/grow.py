@@ -118,6 +118,7 @@ def _teacher(args: argparse.Namespace, seed: int, out: Path):
 
 def run(args: argparse.Namespace) -> int:
     from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.flags import from_flags
     from composition_rl.io.runs import RunBusy, run_folder
     from composition_rl.mbs import GrowConfig
     from composition_rl.profile import ProfileConfig, parse_bands
