@@ -96,6 +96,14 @@ def run(args: argparse.Namespace) -> int:
         config = EvalConfig(n=args.n, sampling=sampling_from_args(args), template=args.template, chunk=chunk_from_args(args))
     except ValueError as e:
         raise UsageError(str(e)) from None
+    from composition_rl.verify import VerifyConfig, shared_verifier
+    from composition_rl.verify.verifier import fallbacks_from_names
+
+    fallbacks = fallbacks_from_names(args.fallback)
+    try:
+        verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     try:
         writable_dir(args.out)  # before any model is loaded: one line, not a traceback later
     except ValueError as e:
@@ -109,11 +117,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"composing {name}:")
             compositional[name] = build_compositional(probs, depths, args)
     backend = backend_from_args(args)
-    from composition_rl.verify import VerifyConfig, shared_verifier
-
     try:
         # The process-wide pool: one per process, closed at exit (see verify.shared_verifier).
-        verifier = shared_verifier(VerifyConfig(timeout_s=args.verify_timeout))
+        verifier = shared_verifier(verify_config)
         results = evaluate_benchmarks(
             benchmarks,
             backend,
@@ -124,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             extra_run_info={"benchmarks": list(args.benchmark)},
             identity=run_identity(model=args.model, backend=backend.name,
-                                  inputs={f"benchmark {n}": p for n, p in zip(benchmarks, args.benchmark)}),
+                                  inputs={f"benchmark {n}": p for n, p in zip(benchmarks, args.benchmark)},
+                                  fallbacks=list(fallbacks)),
         )
     except RunMismatch as e:
         raise UsageError(str(e)) from None

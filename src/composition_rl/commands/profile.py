@@ -70,6 +70,9 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--answer-field", help="force the answer field")
     i.add_argument("--limit", type=positive_int, help="use only the first N problems of each file (N >= 1)")
     i.add_argument("--verify-timeout", type=float, default=5.0, help="seconds per answer check")
+    from composition_rl.verify.verifier import FALLBACK_HELP
+
+    i.add_argument("--fallback", action="append", help=FALLBACK_HELP)
     i.add_argument("--no-progress", action="store_true")
 
 
@@ -194,18 +197,24 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
+    from composition_rl.verify import VerifyConfig, shared_verifier
+    from composition_rl.verify.verifier import fallbacks_from_names
+
+    fallbacks = fallbacks_from_names(args.fallback)
+    try:
+        verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     try:
         writable_dir(args.out)  # before any model is loaded: one line, not a traceback later
     except ValueError as e:
         raise UsageError(str(e)) from None
     problems = load_input(args.input, args)
     backend = backend_from_args(args)
-    from composition_rl.verify import VerifyConfig, shared_verifier
-
     out = Path(args.out)
     try:
         # The process-wide pool: one per process, closed at exit (see verify.shared_verifier).
-        verifier = shared_verifier(VerifyConfig(timeout_s=args.verify_timeout))
+        verifier = shared_verifier(verify_config)
         summary = profile_problems(
             problems,
             backend,
@@ -214,7 +223,8 @@ def run(args: argparse.Namespace) -> int:
             config,
             progress=not args.no_progress,
             extra_run_info={"input": str(args.input)},
-            identity=run_identity(model=args.model, backend=backend.name, inputs={"input": args.input}),
+            identity=run_identity(model=args.model, backend=backend.name, inputs={"input": args.input},
+                                  fallbacks=list(fallbacks)),
         )
     except RunMismatch as e:
         raise UsageError(str(e)) from None
