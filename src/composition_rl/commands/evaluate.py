@@ -93,17 +93,25 @@ def run(args: argparse.Namespace) -> int:
         config = EvalConfig(n=args.n, sampling=sampling_from_args(args), template=args.template, chunk=chunk_from_args(args))
     except ValueError as e:
         raise UsageError(str(e)) from None
+    from composition_rl.verify import VerifyConfig
+    from composition_rl.verify.verifier import fallbacks_from_names
+
+    fallbacks = fallbacks_from_names(args.fallback)
+    try:
+        verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     from composition_rl.io.runs import RunBusy, run_folder
 
     try:
         with run_folder(args.out, "eval", inputs={f"--benchmark {b}": b for b in args.benchmark},
                         refusals=(UsageError, ValueError), work=("samples",)):
-            return _evaluate(args, config)
+            return _evaluate(args, config, verify_config, fallbacks)
     except (RunBusy, ValueError) as e:
         raise UsageError(str(e)) from None
 
 
-def _evaluate(args: argparse.Namespace, config) -> int:
+def _evaluate(args: argparse.Namespace, config, verify_config, fallbacks) -> int:
     """The evaluation itself, with ``--out`` held (see :func:`run`)."""
     from composition_rl.backends.rollout import RolloutError
     from composition_rl.evaluate import evaluate_benchmarks
@@ -131,11 +139,11 @@ def _evaluate(args: argparse.Namespace, config) -> int:
                                                                   where=f"{name} depth {d}")
                 input_rejects += [{"benchmark": name, "depth": d, **r} for r in too_long]
     backend = backend_from_args(args)
-    from composition_rl.verify import VerifyConfig, shared_verifier
+    from composition_rl.verify import shared_verifier
 
     try:
         # The process-wide pool: one per process, closed at exit (see verify.shared_verifier).
-        verifier = shared_verifier(VerifyConfig(timeout_s=args.verify_timeout))
+        verifier = shared_verifier(verify_config)
         results = evaluate_benchmarks(
             benchmarks,
             backend,
@@ -147,7 +155,7 @@ def _evaluate(args: argparse.Namespace, config) -> int:
             extra_run_info={"benchmarks": list(args.benchmark)},
             identity=run_identity(model=args.model, backend=backend.name,
                                   inputs={f"benchmark {n}": p for n, p in zip(benchmarks, args.benchmark)},
-                                  command="eval"),
+                                  command="eval", fallbacks=list(fallbacks)),
         )
     except RunMismatch as e:
         raise UsageError(str(e)) from None

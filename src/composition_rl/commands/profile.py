@@ -74,6 +74,9 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--answer-field", help="force the answer field")
     i.add_argument("--limit", type=positive_int, help="use only the first N problems of each file (N >= 1)")
     i.add_argument("--verify-timeout", type=float, default=5.0, help="seconds per answer check")
+    from composition_rl.verify.verifier import FALLBACK_HELP
+
+    i.add_argument("--fallback", action="append", help=FALLBACK_HELP)
     from composition_rl.progress import progress_help
 
     i.add_argument("--no-progress", action="store_true", help=progress_help())
@@ -218,6 +221,14 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
+    from composition_rl.verify import VerifyConfig
+    from composition_rl.verify.verifier import fallbacks_from_names
+
+    fallbacks = fallbacks_from_names(args.fallback)
+    try:
+        verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     out = Path(args.out)
     keep_out = Path(args.keep_out) if args.keep_out else out / "kept.jsonl"
     keep_rejects = keep_out.with_name(keep_out.stem + ".rejects.jsonl")
@@ -228,12 +239,13 @@ def run(args: argparse.Namespace) -> int:
                         files={"--keep-out": keep_out if args.keep else None,
                                "the --keep-out rejects file": keep_rejects if args.keep else None},
                         refusals=(UsageError, ValueError), work=("profile.jsonl",)):
-            return _profile(args, config, out, keep_out, keep_rejects)
+            return _profile(args, config, out, keep_out, keep_rejects, verify_config, fallbacks)
     except (RunBusy, ValueError) as e:
         raise UsageError(str(e)) from None
 
 
-def _profile(args: argparse.Namespace, config, out: Path, keep_out: Path, rej_path: Path) -> int:
+def _profile(args: argparse.Namespace, config, out: Path, keep_out: Path, rej_path: Path, verify_config,
+             fallbacks) -> int:
     """The profile run itself, with ``out`` held (see :func:`run`)."""
     from composition_rl.backends.rollout import RolloutError
     from composition_rl.io.files import atomic_write_jsonl
@@ -247,11 +259,11 @@ def _profile(args: argparse.Namespace, config, out: Path, keep_out: Path, rej_pa
     if not problems:
         raise UsageError(f"{args.input}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
     backend = backend_from_args(args)
-    from composition_rl.verify import VerifyConfig, shared_verifier
+    from composition_rl.verify import shared_verifier
 
     try:
         # The process-wide pool: one per process, closed at exit (see verify.shared_verifier).
-        verifier = shared_verifier(VerifyConfig(timeout_s=args.verify_timeout))
+        verifier = shared_verifier(verify_config)
         summary = profile_problems(
             problems,
             backend,
@@ -261,7 +273,7 @@ def _profile(args: argparse.Namespace, config, out: Path, keep_out: Path, rej_pa
             progress=not args.no_progress,
             extra_run_info={"input": str(args.input)},
             identity=run_identity(model=args.model, backend=backend.name, inputs={"input": args.input},
-                                  command="profile"),
+                                  command="profile", fallbacks=list(fallbacks)),
         )
     except RunMismatch as e:
         raise UsageError(str(e)) from None

@@ -36,13 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--answer-field", default="answer", help="field holding the gold answer(s) (default: answer)")
     p.add_argument("--timeout", type=float, default=5.0, help="hard bound per item in seconds (default: 5)")
     p.add_argument("--workers", type=int, help="worker processes (default: one per usable core)")
-    p.add_argument(
-        "--fallback",
-        action="append",
-        help="answer extraction when there is no \\boxed{}: answer_line (default), answer_is, whole (a short "
-        "response that is one expression or one math span: '7,425,000', '$(3,2)$', 'Answer $9$'); "
-        "repeat for several, tried in order; 'none' requires a box",
-    )
+    from composition_rl.verify.verifier import FALLBACK_HELP
+
+    p.add_argument("--fallback", action="append", help=FALLBACK_HELP)
     p.add_argument("--fresh", action="store_true", help="discard an existing --out (and its rejects) and score again")
     from composition_rl.progress import progress_help
 
@@ -138,10 +134,9 @@ def _check(row: Any, response_field: str, answer_field: str) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from composition_rl.verify import Verifier, VerifyConfig
+    from composition_rl.verify.verifier import fallbacks_from_names
 
-    fallbacks = tuple(args.fallback or ("answer_line",))
-    if fallbacks == ("none",):
-        fallbacks = ()
+    fallbacks = fallbacks_from_names(args.fallback)
     try:
         config = VerifyConfig(timeout_s=args.timeout, workers=args.workers, fallbacks=fallbacks)
     except ValueError as e:

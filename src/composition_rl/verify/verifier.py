@@ -31,6 +31,7 @@ __all__ = [
     "VerifyConfig",
     "VerifyResult",
     "close_shared_verifiers",
+    "fallbacks_from_names",
     "shared_verifier",
     "summarize",
 ]
@@ -72,10 +73,13 @@ class VerifyConfig:
         workers: worker processes; ``None`` means one per usable core.
         fallbacks: answer extraction when there is no ``\\boxed{}``, tried in order; names
             from ``composition_rl.verify.extract.FALLBACKS``: ``answer_line``, ``answer_is``,
-            ``whole`` (a short response that is one expression, or one math span with a
-            short phrase: ``7,425,000``, ``$(3,2)$``, ``Answer $9$``). ``()`` means a box is
-            required. The default keeps ``whole`` off, as RL rewards should: a policy could
-            learn to drop the box.
+            ``last_line``, ``whole`` (a short response that is one expression, or one math span
+            with a short phrase: ``7,425,000``, ``$(3,2)$``, ``Answer $9$``), and ``prose``
+            (the common unboxed endings, for evaluation: "The answer is X", "Final Answer:
+            ...", "**Answer:** X", a last line that is only the answer, then ``whole``; an
+            answer read from prose also compares ``1,22`` with ``1.22``). ``()`` means a box
+            is required. An empty final box counts as no box. The default keeps ``prose`` and
+            ``whole`` off, as RL rewards should: a policy could learn to drop the box.
         chunk_size: at most this many items sharing a gold go to a worker as one task.
         float_rounding, numeric_precision, strict: passed to ``math_verify.verify``.
         gold_cache_size: parsed gold answers kept per worker.
@@ -119,6 +123,25 @@ class VerifyConfig:
             "strict": self.strict,
             "gold_cache_size": self.gold_cache_size,
         }
+
+
+FALLBACK_HELP = (
+    "answer extraction when there is no \\boxed{} (or it is empty): answer_line (default: an 'Answer: X' line), "
+    "prose (the common unboxed endings: 'The answer is X', 'Final Answer: ...', '**Answer:** X', a last line "
+    "that is only the answer, a short response that is its own answer; decimal commas such as 1,22 read against "
+    "1.22), or one of answer_is, last_line, whole; repeat for several, tried in order; 'none' requires a box"
+)
+
+
+def fallbacks_from_names(names: Iterable[str] | None) -> tuple[str, ...]:
+    """The fallbacks a command line names (``--fallback`` repeated): none given means the
+    default, ``none`` alone means a box is required. Names are checked by :class:`VerifyConfig`.
+
+    >>> fallbacks_from_names(None), fallbacks_from_names(["none"]), fallbacks_from_names(["prose"])
+    (('answer_line',), (), ('prose',))
+    """
+    got = tuple(names or VerifyConfig.fallbacks)
+    return () if got == ("none",) else got
 
 
 @dataclass(frozen=True)
