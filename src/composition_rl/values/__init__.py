@@ -3,7 +3,8 @@
 Three modules, one job each, all exact (sympy / ``Fraction``, never floats):
 
 * :mod:`.parse`: :func:`parse_number` and :func:`parse_answer_value` read exact values out of
-  LaTeX (v1 from an answer, sub-step 1 of seed 000, Section 3.4);
+  LaTeX (v1 from an answer, sub-step 1 of the paper's Section 3.4), through the one LaTeX
+  arithmetic reader :mod:`.latex`;
 * :mod:`.exact`: arithmetic, the one equality (:func:`exact_equal`) and LaTeX rendering of
   values and offsets (sub-step 3);
 * :mod:`.constants`: :func:`find_constants`, the literals of a question that may be replaced
@@ -40,8 +41,6 @@ from composition_rl.values.parse import (
     AnswerValue,
     Lin,
     NotLinear,
-    _clean,  # noqa: F401  (tests read the parser's parts)
-    _Parser,  # noqa: F401
     parse_answer_value,
     parse_number,
 )
