@@ -28,6 +28,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from composition_rl.values.derive import list_items
+from composition_rl.values.numwords import CARDINALS
 from composition_rl.values.parse import inexact_answer
 
 __all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "incomplete_answer", "inexact_q1",
@@ -93,7 +94,6 @@ _IN_ORDER = re.compile(r"\bin\s+order\s+of\s+(?:increasing|decreasing)\b|\bin\s+
 _COUNTED = re.compile(r"\bthe\s+(two|three|four|five|six)\s+(?:[a-z]+\s+)?(?:solutions|values|numbers|roots|points|integers)\b",
                       re.I)
 _TRIANGLE_ANGLES = re.compile(r"\b(?:the\s+)?angles\s+of\s+(?:the|a|this)\s+triangle\b", re.I)
-_WORD_COUNT = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 
 
 @lru_cache(maxsize=1 << 16)
@@ -116,7 +116,7 @@ def incomplete_answer(question: str, answer: str) -> bool:
     if _IN_ORDER.search(sentence):
         need = 2
     if (c := _COUNTED.search(sentence)) is not None:
-        need = max(need, _WORD_COUNT[c.group(1).lower()])
+        need = max(need, CARDINALS[c.group(1).lower()])
     if _TRIANGLE_ANGLES.search(sentence):
         need = max(need, 3)
     if need == 0:
