@@ -171,7 +171,7 @@ def test_leftovers_of_a_run_killed_with_kill_9_are_removed_by_the_next_run(share
     assert any(n.startswith(".crl-stage-") for n in left)
     assert any(n.startswith(".composed.jsonl.") for n in staged) and any(n.startswith(".compose-parts-") for n in staged)
     # a live run holds the lock: another run refuses and leaves its files alone
-    from composition_rl.compose.pipeline import lock_output
+    from composition_rl.compose.run import lock_output
 
     with lock_output(tmp_path / "busy"):
         (tmp_path / "busy" / ".composed.jsonl.x.tmp").write_text("live")

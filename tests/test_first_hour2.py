@@ -561,12 +561,12 @@ def test_a_latin1_row_is_rejected_by_line_and_a_misnamed_table_gets_a_hint(tmp_p
 
 
 def test_profile_and_train_say_which_rows_they_dropped(tmp_path, capsys):
-    from composition_rl.train.data import _read_problems
+    from composition_rl.train.data import read_problems
 
     f = tmp_path / "bad.jsonl"
     f.write_text(json.dumps({"problem": "What is 1+1?", "answer": "2"}) + "\n{bad json\n"
                  + json.dumps({"problem": "no answer"}) + "\n")
-    assert len(_read_problems(f)) == 1
+    assert len(read_problems(f)) == 1
     err = capsys.readouterr().err
     assert "2 of 3 rows rejected, 1 problems kept" in err and "line 2 is not valid JSON" in err
     with FakeOpenAIServer(_numbered) as srv:

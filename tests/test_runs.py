@@ -246,8 +246,8 @@ def test_a_second_train_at_once_is_refused(w, capsys, tiny_qwen):
 # 4. an interrupted rerun leaves the previous complete run as it was
 # --------------------------------------------------------------------------------------------
 def _interrupt_exports(monkeypatch):
-    from composition_rl.compose import run as compose_run
     import composition_rl.io.export as io_export
+    from composition_rl.compose import run as compose_run
 
     real = io_export.export
     calls = []

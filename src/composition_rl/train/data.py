@@ -16,7 +16,7 @@ from typing import Any
 from composition_rl.records import Problem
 from composition_rl.train.config import StageConfig
 
-__all__ = ["PromptStream", "fit_stage", "load_stage_problems", "problem_row", "stage_depth"]
+__all__ = ["PromptStream", "fit_stage", "load_stage_problems", "problem_row", "read_problems", "stage_depth"]
 
 
 def load_stage_problems(stage: StageConfig) -> list[Problem]:
@@ -37,7 +37,7 @@ def load_stage_problems(stage: StageConfig) -> list[Problem]:
         path = Path(stage.data)
         if not path.is_file():
             raise ValueError(f"stage {stage.name!r}: data file not found: {path}")
-        problems = _read_problems(path)
+        problems = read_problems(path)
     if stage.limit is not None:
         problems = problems[: stage.limit]
     if not problems:
@@ -56,7 +56,7 @@ def _compose_stage(stage: StageConfig, first: Sequence[Problem] | None = None) -
     src = Path(str(c["from"]))
     if not src.is_file():
         raise ValueError(f"stage {stage.name!r}: compose.from file not found: {src}")
-    base = _read_problems(src)
+    base = read_problems(src)
     depth = int(c["depth"])
     if depth == 1:
         return base
@@ -103,7 +103,8 @@ def compose_from_mastered(stage: StageConfig, previous: Sequence[Problem], previ
     return problems, info
 
 
-def _read_problems(path: Path) -> list[Problem]:
+def read_problems(path: Path) -> list[Problem]:
+    """The problems of one file, with the input rows it had to reject noted on stderr."""
     # the project's reader maps heterogeneous fields and keeps our own Problem rows
     # (composed.jsonl) whole, links and all
     import sys

@@ -143,7 +143,7 @@ class _Run:
 
     def _online_pool(self):
         from composition_rl.online import OnlineConfig, OnlinePool
-        from composition_rl.train.data import _read_problems
+        from composition_rl.train.data import read_problems
 
         c = self.cfg.curriculum
         rule = OnlineConfig.from_dict({"seed": self.cfg.seed, **(c.online or {})})
@@ -151,7 +151,7 @@ class _Run:
         if c.partners is not None:
             if not Path(c.partners).is_file():
                 raise ValueError(f"curriculum.partners file not found: {c.partners}")
-            partners = _read_problems(Path(c.partners))
+            partners = read_problems(Path(c.partners))
         # the pool appends online.jsonl itself; a resume cuts it back with the pool's state
         return OnlinePool(self.problems[0], rule, partners=partners, log_path=str(self.out / "online.jsonl"))
 

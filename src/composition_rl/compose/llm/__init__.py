@@ -1,6 +1,6 @@
 """The LLM composition engine: the paper's SPC with any chat model, in 1-2 calls per link.
 
-Seed 000, Section 3.4 has an LLM do the three sub-steps and three self-checks (about 11
+The Composition-RL paper (Section 3.4) has an LLM do the three sub-steps and three self-checks (about 11
 chained calls per pair in the public release, with the arithmetic done by LLM-written,
 executed Python). Here, per link ``q_k -> q_{k+1}``:
 
@@ -40,26 +40,11 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-# (the noqa names are kept for code that imported them from the one-file module this replaced)
 from composition_rl.compose.base import LLM_STAGES
-from composition_rl.compose.checks import run_checks
 from composition_rl.compose.llm.composer import AutoComposer, LLMComposer
-from composition_rl.compose.llm.config import (  # noqa: F401
-    STRUCTURED,
-    VERIFY_MODES,
-    LLMComposeConfig,
-    build_backend,
-)
-from composition_rl.compose.llm.numbers import answer_numbers, relation, word_number  # noqa: F401
-from composition_rl.compose.llm.prompts import (  # noqa: F401
-    MARKER,
-    PROPOSE_SCHEMA,
-    VERIFY_SCHEMA,
-    load_prompt,
-    parse_json_object,
-)
-from composition_rl.compose.llm.proposal import Usage  # noqa: F401
-from composition_rl.compose.spc import VARIABLE_NAMES  # noqa: F401
+from composition_rl.compose.llm.config import LLMComposeConfig, build_backend
+from composition_rl.compose.llm.prompts import PROPOSE_SCHEMA, VERIFY_SCHEMA, parse_json_object
+from composition_rl.compose.llm.proposal import Usage
 from composition_rl.records import Problem
 
 __all__ = [
@@ -69,17 +54,10 @@ __all__ = [
     "LLMComposer",
     "PROPOSE_SCHEMA",
     "VERIFY_SCHEMA",
-    "check_llm_record",
     "compose_candidates",
     "compose_in_memory",
     "parse_json_object",
-    "run_llm_compose",
 ]
-
-
-def check_llm_record(c: Problem, parents: Sequence[Problem], max_chars: int = 8000):
-    """:func:`composition_rl.compose.checks.run_checks` (kept under its old name)."""
-    return run_checks(c, parents, max_chars)
 
 
 def compose_candidates(
@@ -110,18 +88,6 @@ def compose_candidates(
     composer = build_engine(cfg, llm_config=llm_config, backend=backend)
     return run_journaled(composer, candidates, Path(out_dir), engine, total=total, progress=progress,
                          extra_stats=extra_stats)
-
-
-def run_llm_compose(problems: Sequence[Problem], config: Any, out_dir: str | os.PathLike, *args: Any,
-                    **kwargs: Any) -> dict[str, Any]:
-    """``crl compose --engine llm|auto`` without the output lock: the executor's
-    :func:`composition_rl.compose.run.execute` (same arguments as ``run_compose``; kept
-    under its old name)."""
-    from pathlib import Path
-
-    from composition_rl.compose.run import execute
-
-    return execute(problems, config, Path(out_dir), *args, **kwargs)
 
 
 def compose_in_memory(
@@ -199,7 +165,6 @@ def compose_in_memory(
 
 async def _compose_all(engine: Any, backend: Any, chains: list, concurrency: int, own_backend: bool) -> list:
     from composition_rl.backends.base import ChatError
-
 
     slots = asyncio.Semaphore(concurrency)
 
