@@ -93,10 +93,21 @@ def test_checks_catch_each_kind_of_broken_record():
     )
     assert run_checks(both, parents).reason == "arithmetic_mismatch"
     assert run_checks(c, parents) is None
+    # q2 uses X: a record that names v1 X in its glue and its link (checks 1-3 pass) is
+    # caught by check 4 alone
     clash = Problem.new("Let $X = 3$. What is $X + 4$?", "7")
     c2 = compose_problems([Q1, clash], ComposeConfig(depth=2, pool_size=1), first_pool=[Q1]).accepted[0]
-    forced = dataclasses.replace(c2, links=(dataclasses.replace(c2.links[0], x="X"),))
-    assert run_checks(forced, [Q1, clash]) is not None
+    (lk2,) = c2.links
+    assert lk2.x != "X" and f"${lk2.x}$" not in clash.question
+    glue_start = len(Q1.question)
+    forced = dataclasses.replace(
+        c2,
+        question=c2.question[:glue_start] + c2.question[glue_start:].replace(f"${lk2.x}$", "$X$"),
+        links=(dataclasses.replace(lk2, x="X"),),
+    )
+    why = run_checks(forced, [Q1, clash])
+    assert (why.stage, why.reason, why.detail) == ("check4_names_length", "name_collision",
+                                                   "['X'] already used as symbols")
     assert run_checks(c, parents, max_chars=len(c.question) - 1).reason == "too_long"
 
 

@@ -153,7 +153,9 @@ def test_leaf_at_threshold_is_kept(tmp_path):
     # weakest 6/8 = alpha_leaf keeps: only accuracy that *exceeds* alpha drops, as the paper words it
     world = good_world(acc={("weak", "leaf"): 6, ("strong", "leaf"): 8})
     res, rows = run_grow(world, tmp_path, max_depth=1, leaf_variants=1, alpha_leaf=0.75)
-    assert all(s["kept"] for s in rows[0]["synthetic"] if s["kind"] == "leaf")
+    leaves = [s for s in rows[0]["synthetic"] if s["kind"] == "leaf"]
+    assert [(s["weakest"], s["kept"]) for s in leaves] == [(0.75, True), (0.75, True)]  # one per child
+    assert "leaves_kept" in rows[0]["stages"] and rows[0]["reason"] == ""
 
 
 def test_parent_calibration_drop_and_the_n_c_limit(tmp_path):
