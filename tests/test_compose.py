@@ -510,3 +510,23 @@ def test_a_repeated_composition_is_rejected_in_its_candidates_place(shared_data,
     kinds = stats["links"]["offset_kinds"]
     assert sum(v["count"] for v in kinds.values()) == len(rows)  # depth 2: one link a record
     assert sum(stats["links"]["dependence"].values()) == len(rows)
+
+
+def test_every_engine_keeps_an_inexact_q1_out_of_the_lead_with_its_reason():
+    from composition_rl.compose.llm import LLMComposeConfig
+    from composition_rl.compose.run import build_engine
+    from composition_rl.records import Problem
+
+    two = Problem.new("What is the angular resolution of a single dish, in radians?", ["0.01", "0.02"])
+    asked = Problem.new("Give the wavelength to two significant figures.", "9.6", metadata={"solution": "\\log 2"})
+    q2 = Problem.new("What is $2+3$?", "5")
+    from composition_rl.compose.pipeline import ComposeConfig
+
+    llm = LLMComposeConfig(model="m", base_urls=("http://unused",))
+    sym = build_engine(ComposeConfig(depth=2))
+    engines = [sym] + [build_engine(ComposeConfig(depth=2, engine=n), llm_config=llm) for n in ("llm", "auto")]
+    for eng in engines:
+        assert not eng.eligible(two, 0, 2), eng
+        assert eng.eligible(asked, 0, 2), eng  # the question asks for the rounding: X is defined
+    rej = sym.compose([two, q2], "c")
+    assert rej.reason == "q1_answers_disagree" and "['0.01', '0.02']" in rej.detail
