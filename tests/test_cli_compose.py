@@ -78,7 +78,7 @@ def test_an_absurd_depth_is_refused_with_an_estimate_before_any_work(math300, tm
     line = one_error_line(r)
     assert "7,680,000,000,000 candidate chains" in line and "--limit-candidates" in line
     assert "--max-candidates" in line and "--yes" in line and " of output" in line
-    assert not (tmp_path / "o").exists()  # nothing written, and no empty --out left (issue 25)
+    assert not (tmp_path / "o").exists()  # nothing written, and no empty --out left
     assert time.perf_counter() - t0 < 120
     # a seeded sample is the way out
     r = crl("compose", "--input", str(math300["math300.jsonl"]), "--depth", "3", "--max-candidates", "50",
