@@ -39,6 +39,7 @@ def test_an_unwritable_out_is_one_line_before_any_work(math300, argv):
     assert "/proc/crl/x" in line and "--out" in line
 
 
+@pytest.mark.slow
 def test_out_under_a_file_and_other_setup_errors_are_one_line(math300, tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("x")

@@ -182,6 +182,7 @@ def test_the_head_of_composed_jsonl_is_a_fair_sample(math300, tmp_path):
     assert (tmp_path / "o" / "composed.jsonl").read_bytes() == (tmp_path / "p" / "composed.jsonl").read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_minerva_q1s_with_two_values_or_rounded_results_never_lead_a_link(shared_data, tmp_path):
     from composition_rl.compose.natural import approximate_question

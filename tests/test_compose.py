@@ -250,6 +250,7 @@ def test_pool_facts_from_workers_give_the_same_run(shared_data, tmp_path, monkey
     assert one["accepted"] > 0 and one["pool_preference"]["position_1"]["eligible"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_throughput_benchmark_composes_in_a_fresh_process(shared_data, tmp_path):
     # issue 28: the benchmark's parent RSS was its own (probe, floor, caches, the previous
@@ -320,6 +321,7 @@ def test_contract_on_real_math_depth2_sample(shared_data, tmp_path):
     _contract(_read(tmp_path / "composed.jsonl"), _by_id(res.problems))
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_contract_depth3_and_cross_domain(shared_data, tmp_path):
     math = load_problems(shared_data / "train/math_train.json").problems

@@ -17,6 +17,7 @@ def _numbered(body: dict) -> list[str]:
     return [f"The answer is \\boxed{{{i}}}" for i in range(int(body.get("n") or 1))]
 
 
+@pytest.mark.slow
 def test_profile_and_eval_refuse_a_folder_made_with_another_model(tmp_path):
     from composition_rl.cli import main
 

@@ -174,6 +174,7 @@ def test_score_rejects_a_bad_json_line_by_number_and_scores_the_rest(tmp_path):
     assert rej["line"] == 2 and "line 2 is not valid JSON" in rej["reason"]
 
 
+@pytest.mark.slow
 def test_score_rerun_with_other_options_refuses_and_fresh_rescores(tmp_path):
     inp, out = _responses(tmp_path), tmp_path / "s.jsonl"
     base = ("score", "--input", str(inp), "--out", str(out), "--no-progress", "--workers", "1")
