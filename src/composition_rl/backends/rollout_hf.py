@@ -186,7 +186,7 @@ class HFRollout:
 
     def _max_new(self, wanted: int, prompt_len: int) -> int:
         """``wanted`` new tokens, capped at what the model's context leaves after the prompt
-        (issue 25: a 512-token model asked for 4,096 sampled past its positions for minutes);
+        (a 512-token model asked for 4,096 sampled past its positions for minutes);
         the cap is said once per backend."""
         if self.context is None or prompt_len + wanted <= self.context:
             return wanted

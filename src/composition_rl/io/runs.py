@@ -3,7 +3,7 @@
 Every resumable command (``profile``, ``eval``, ``grow``, ``score``, ``compose --engine
 llm/auto``) keeps finished work and a rerun continues from it. That is only right when the
 rerun is the same run: another model, another input file or other options would mix two
-runs' results in one folder and report them as one (issue 25: ``crl eval --model B`` into a
+runs' results in one folder and report them as one (``crl eval --model B`` into a
 folder made with model A sent no request and reported A's results as B's). So each run
 writes one record of what produced it (its *identity*: input hashes, model, engine or
 backend, the options that change a result) and :func:`claim_run` compares a rerun's

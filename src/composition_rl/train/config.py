@@ -60,7 +60,7 @@ class StageConfig:
             ``{from: FILE, depth: K, pool_size: 20, max_candidates: 512, seed: 0, risks: last}``
             (``composition_rl.compose.pipeline.compose_problems``). With ``first: mastered``
             the stage is composed when the curriculum reaches it, and q1 comes only from the
-            previous stage's prompts whose latest sampled group was solve_all (seed 000:
+            previous stage's prompts whose latest sampled group was solve_all (the paper's rule:
             compose what the policy has mastered); ``min_mastered`` (default 2) is the fewest
             such prompts it accepts before falling back to all of the previous stage's.
         depth: the stage's depth for logs; default the most common depth in its data.
@@ -109,7 +109,7 @@ class StageConfig:
 
 @dataclass
 class DynamicSamplingConfig:
-    """Dynamic sampling (seed 000, Equation 5).
+    """Dynamic sampling (Composition-RL, Equation 5).
 
     Args:
         enabled: filter groups; off means plain GRPO batches (metrics are still written).
@@ -191,7 +191,7 @@ class GRPOSettings:
     the defaults here are this project's (the presets set the paper's).
 
     ``prompts_per_step`` groups of ``num_generations`` completions make one optimizer step.
-    ``loss_type: dapo`` is TRL's token-level normalisation over the whole batch (seed 000,
+    ``loss_type: dapo`` is TRL's token-level normalisation over the whole batch (Composition-RL,
     Equation 3); ``epsilon``/``epsilon_high`` are the asymmetric clip; ``beta: 0`` is no KL.
     ``trl`` passes any other ``GRPOConfig`` field through unchanged.
     """
@@ -202,7 +202,7 @@ class GRPOSettings:
     temperature: float = 1.0
     top_p: float = 1.0
     max_completion_length: int = 96
-    beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no KL, as in seed 000)"})
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no KL, as in the paper)"})
     epsilon: float = field(default=0.2, metadata={"help": "lower clip ratio"})
     epsilon_high: float = field(default=0.28, metadata={"help": "upper clip ratio (clip-higher)"})
     loss_type: str = field(default="dapo", metadata={"help": "TRL loss normalisation; dapo is token-level"})
