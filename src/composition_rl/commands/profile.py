@@ -24,7 +24,9 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     from composition_rl.flags import positive_int
 
     g = p.add_argument_group("policy")
-    g.add_argument("--model", required=True, help="local model folder, or the served model name with --base-url")
+    g.add_argument("--model", required=True,
+                   help="local model folder, a .gguf file or a GGUF by name (smollm2, qwen-0.5b, qwen-1.5b), "
+                        "or the served model name with --base-url")
     g.add_argument(
         "--base-url",
         action="append",
@@ -111,8 +113,11 @@ def backend_from_args(args: argparse.Namespace):
     elif name == "hf":
         if args.base_url:
             raise UsageError("--base-url goes with --backend openai, not hf")
-        if not Path(args.model).is_dir():
-            raise UsageError(f"--model {args.model!r} is not a local model folder (use --base-url for an endpoint)")
+        from composition_rl.backends.hf_model import is_local_model
+
+        if not is_local_model(args.model):
+            raise UsageError(f"--model {args.model!r} is not a local model folder or GGUF (use --base-url for an "
+                             "endpoint)")
         kw = {
             "model": args.model,
             "device": args.device,
