@@ -3,6 +3,7 @@ or, with ``--preset real-cpu``, where the time of a real model's GRPO step goes.
 
     .venv/bin/python benchmarks/train_step.py [--model DIR] [--steps 8] [--prompts 8] [--gens 8]
     .venv/bin/python benchmarks/train_step.py --preset real-cpu [--steps 4] [--model smollm2]
+    .venv/bin/python benchmarks/train_step.py --preset real-cpu --metrics RUN/metrics.jsonl   # a finished run
 
 ``--preset real-cpu`` runs ``crl train --config real-cpu`` (SmolLM2-135M-Instruct from its
 GGUF, 4 prompts x 4 completions of at most 64 tokens, dynamic sampling) for ``--steps``
@@ -116,7 +117,7 @@ def real_preset(args) -> int:
         over["output_dir"] = str(Path(tmp) / "run")
         cfg = load_config(args.preset, over)
         t0 = time.perf_counter()
-        rows = list(read_jsonl(run_training(cfg, resume=False, log=None)))
+        rows = list(read_jsonl(args.metrics or run_training(cfg, resume=False, log=None)))
         total = time.perf_counter() - t0
     g = cfg.grpo
     print(f"preset {args.preset}: model {cfg.model}, {g.prompts_per_step} prompts x {g.num_generations} "
@@ -132,8 +133,9 @@ def real_preset(args) -> int:
     steps_s = sum(r["step_seconds"] for r in rows)
     print(f"mean over steps {later[0]['step']}..{later[-1]['step']}: {mean['step_seconds']:.1f} s/step, generation "
           f"{mean['gen_seconds']:.1f} s ({mean['gen_seconds'] / mean['step_seconds']:.0%}), update "
-          f"{mean['step_seconds'] - mean['gen_seconds']:.1f} s; run {total:.0f} s of which steps {steps_s:.0f} s "
-          f"(the rest: loading the model and data, saving the final model)")
+          f"{mean['step_seconds'] - mean['gen_seconds']:.1f} s"
+          + ("" if args.metrics else f"; run {total:.0f} s of which steps {steps_s:.0f} s (the rest: loading the "
+             "model and data, saving the final model)"))
     print(json.dumps({"args": vars(args), "steps": rows, "total_seconds": total}, sort_keys=True, default=str))
     return 0
 
@@ -163,6 +165,7 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ours-first", action="store_true", help="run ours before plain TRL (order check)")
     p.add_argument("--preset", help="instead: time the steps of this whole-run preset (real-cpu) and split them")
+    p.add_argument("--metrics", help="with --preset: split the steps of this finished run's metrics.jsonl instead")
     args = p.parse_args()
     if args.preset:
         return real_preset(args)
