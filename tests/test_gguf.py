@@ -119,8 +119,9 @@ def test_train_into_another_models_folder_is_refused_in_one_line_before_any_mode
     monkeypatch.setattr("composition_rl.backends.hf_model.load_causal_lm", _fail)
     loaded = []
 
-    def first_load(model, **kw):  # the first run: stop at the load, after the folder is claimed
+    def first_load(model, **kw):  # the first run: its log holds a step, then it stops
         loaded.append(model)
+        (out / "metrics.jsonl").write_text('{"step": 1}\n')  # what a finished step leaves
         raise OSError("stopped here by the test")
 
     monkeypatch.setattr("composition_rl.backends.hf_model.load_causal_lm", first_load)
@@ -129,7 +130,6 @@ def test_train_into_another_models_folder_is_refused_in_one_line_before_any_mode
     assert "stopped here by the test" in capsys.readouterr().err
     record = (out / RUN_FILE).read_text()
     assert run_identity(model="smollm2")["model"] in record
-    (out / "metrics.jsonl").write_text('{"step": 1}\n')  # what a finished step leaves
 
     monkeypatch.setattr("composition_rl.backends.hf_model.load_causal_lm", _fail)
     assert main([*argv, "--model", "qwen-0.5b", "--max-steps", "2"]) == 2

@@ -48,7 +48,7 @@ def test_sampling_config_names_the_bad_value(kw, bad):
 
 
 def test_registry_lists_backends_and_rejects_unknown():
-    assert ROLLOUT_BACKENDS.names() == ["hf", "openai", "vllm"]
+    assert ROLLOUT_BACKENDS.names() == ["hf", "llama", "openai", "vllm"]
     with pytest.raises(KeyError, match="known: hf, llama, openai, vllm"):
         build_backend("sglang-offline")
 
