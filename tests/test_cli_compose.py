@@ -185,16 +185,15 @@ def test_the_head_of_composed_jsonl_is_a_fair_sample(math300, tmp_path):
 @pytest.mark.slow
 @pytest.mark.shared_data
 def test_minerva_q1s_with_two_values_or_rounded_results_never_lead_a_link(shared_data, tmp_path):
-    from composition_rl.compose.natural import approximate_question
+    from composition_rl.compose.natural import inexact_q1
     from composition_rl.io.readers import load_problems
-    from composition_rl.values.parse import inexact_answer
 
     minerva = load_problems(shared_data / "eval" / "minerva.json").problems
     # a rounding the question itself asks for defines X (left to the pool preference); the
     # others are no exact value at all and never lead a link
-    why = {p.id: inexact_answer(p.answers, str(p.metadata.get("solution") or "")) for p in minerva}
-    flagged = {p.id for p in minerva if why[p.id] == "answers_disagree"
-               or (why[p.id] and not approximate_question(p.question))}
+    # the engine's one reading: no exact value, or an integer its solution reached by rounding
+    why = {p.id: inexact_q1(p.answers, p.question, str(p.metadata.get("solution") or "")) for p in minerva}
+    flagged = {p.id for p in minerva if why[p.id] and why[p.id] != "incomplete_answer"}
     assert len(flagged) >= 20
     out = tmp_path / "o"
     r = crl("compose", "--input", str(shared_data / "train" / "math_train.json"), "--first-pool",
@@ -236,7 +235,8 @@ def test_an_interrupt_ends_with_one_line_and_no_temp_file(shared_data, tmp_path,
     assert proc.returncode == 130
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     lines = [x for x in err.splitlines() if x.strip()]
-    assert lines[-1] == "crl compose: interrupted; this command keeps no partial work: rerun it to start over"
+    assert lines[-1] == (f"crl compose: interrupted; a symbolic run keeps no partial work; {out} holds the previous "
+                         "complete run, if any, as it was: rerun the command to start over")
     assert all(x.startswith("crl compose: note: about ") for x in lines[:-1]), lines  # the size estimate
     assert "resume" not in err  # the symbolic engine has nothing to resume
     assert leftovers(out) == [] and not (out / "composed.jsonl").exists()

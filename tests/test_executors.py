@@ -200,6 +200,11 @@ def test_scale_md_local_vs_ray_block_on_200_prompts_through_hf_gives_the_same_by
             if toks[:2] == ["crl", "profile"]:
                 argv = [str(model) if t == "runs/tiny" else str(inp) if t.endswith("math500.parquet") else t
                         for t in toks[1:]]
+                for flag in ("-n", "--max-tokens", "--temperature", "--device"):  # `small` sets these
+                    while flag in argv:
+                        i = argv.index(flag)
+                        del argv[i:i + 2]
+                argv = [t for t in argv if t not in ("--keep-responses", "--no-progress")]
                 t = time.perf_counter()
                 assert crl([*argv, *small]) == 0, toks
                 walls["ray" if "ray" in argv else "local"] = time.perf_counter() - t

@@ -70,7 +70,8 @@ def test_quick_reproduction_wiring_resume_and_refusal(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((out / "results.json").read_text())["resumed_jobs"] == JOBS
     # other settings into the same folder are refused, not mixed
-    other = _crl("--quick", "--out", str(out), *TINY[:-1], "--eval-n", "3", "--no-progress")
+    n_at = TINY.index("--eval-n") + 1
+    other = _crl("--quick", "--out", str(out), *TINY[:n_at], "3", *TINY[n_at + 1:])
     assert other.returncode == 2 and "eval_n" in other.stderr
     # adding the curriculum and online arms (issue 17) reuses every finished job, reruns the continue
     # arm's evaluation for its matched-token snapshots, and reports online vs curriculum

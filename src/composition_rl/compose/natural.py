@@ -185,8 +185,8 @@ def rounded_integer(answers, question: str, solution: str) -> bool:
 
 def inexact_q1(answers, question: str, solution: str = "") -> str:
     """Why a problem cannot lead a link for its answer ("" if it can), for every engine: its
-    gold answer is no exact value (:func:`composition_rl.values.parse.inexact_answer`, issue
-    25), unless the question itself asks for that rounding, which defines X (then only the
+    gold answer is no exact value (:func:`composition_rl.values.parse.inexact_answer`), or an
+    integer its worked solution reached by rounding (:func:`rounded_integer`), unless the question itself asks for that rounding, which defines X (then only the
     pool preference ``approximate_q1`` applies). Forms that disagree never define X.
 
     >>> inexact_q1(["0.01", "0.02"], "What is the angular resolution?"), inexact_q1(["9.6"], "to two significant figures", "\\log 2")
