@@ -7,16 +7,18 @@ VERL_STAMP := .venv-verl/.installed
 LLM_STAMP := .venv-llm/.installed
 LLAMA_STAMP := $(VENV)/.llama
 CHROMIUM_STAMP := $(VENV)/.chromium
+CONSTRAINTS := constraints/ci.txt
 OUT ?= runs/demo
 
 .PHONY: setup verl-env demo test test-main test-verl test-real-llm real-llm-report lint clean
 
-$(STAMP): pyproject.toml
+# pyproject.toml gives users ranges; CI installs the exact versions of constraints/ci.txt.
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned: the CPU build on local disk. A newer torch would pull a CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[all]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) torch
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[all,dev]"
 	touch $(STAMP)
 
 # verl 0.9.1 pins another transformers than TRL 1.16: its interop tests get their own venv.

@@ -22,8 +22,13 @@ def test_installed_trl_is_the_pinned_one_and_has_the_hooks_we_override():
 
 def test_a_different_trl_version_is_refused(monkeypatch):
     monkeypatch.setattr(trl_adapter.trl, "__version__", "1.17.0")
-    with pytest.raises(TRLCompatError, match="pinned to trl==1.16.0"):
+    with pytest.raises(TRLCompatError, match=r"written for trl 1\.16\.x"):
         check_trl_compat()
+
+
+def test_a_patch_release_of_the_same_series_is_accepted(monkeypatch):
+    monkeypatch.setattr(trl_adapter.trl, "__version__", "1.16.3")
+    check_trl_compat()
 
 
 def test_a_changed_hook_signature_is_refused(monkeypatch):

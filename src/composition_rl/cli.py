@@ -54,14 +54,11 @@ command's options. Docs: README.md and docs/ in the repository."""
 
 
 def version() -> str:
-    """The installed package version (the source tree's when run from a checkout)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as _v
+    """The version of the code that runs: ``composition_rl.__version__``, which is also where
+    the package metadata reads it from (pyproject.toml's dynamic version)."""
+    from composition_rl import __version__
 
-    try:
-        return _v("composition-rl")
-    except PackageNotFoundError:  # pragma: no cover - run from a source tree without install
-        return "0+unknown"
+    return __version__
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

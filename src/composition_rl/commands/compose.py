@@ -112,7 +112,10 @@ def load_inputs(
         if args.input:
             main = load_problems(args.input, cfg)
         else:
-            main = load_reasoning_gym(seed=args.seed, config=cfg, **({"scale": args.rg_size} if args.rg_size else {}))
+            try:
+                main = load_reasoning_gym(seed=args.seed, config=cfg, **({"scale": args.rg_size} if args.rg_size else {}))
+            except ImportError as e:  # the demo extra is not installed: say which one, no traceback
+                raise UsageError(str(e)) from e
         first = load_problems(args.first_pool, cfg) if args.first_pool else None
     except InputError as e:
         raise UsageError(str(e)) from e

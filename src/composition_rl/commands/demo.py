@@ -51,7 +51,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot create {out}: {e}") from e
 
     con.rule("[bold]1. data: reasoning-gym numeric generators (built-in default)")
-    data = load_reasoning_gym(seed=args.seed)
+    try:
+        data = load_reasoning_gym(seed=args.seed)
+    except ImportError as e:  # the demo extra is not installed: say which one, no traceback
+        raise UsageError(str(e)) from e
     atomic_write_jsonl(out / "data" / "depth1.jsonl", (p.to_dict() for p in data.problems))
     atomic_write_jsonl(out / "data" / "input_rejects.jsonl", data.rejects)
     con.print(f"{len(data.problems)} problems from {len({p.metadata['generator'] for p in data.problems})} generators "

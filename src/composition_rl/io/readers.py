@@ -30,6 +30,7 @@ __all__ = [
     "LoadResult",
     "RGSpec",
     "ReaderConfig",
+    "import_reasoning_gym",
     "last_boxed",
     "load_problems",
     "load_reasoning_gym",
@@ -517,6 +518,23 @@ DEFAULT_RG_SPECS: tuple[RGSpec, ...] = (
 )
 
 
+#: What fixes a missing reasoning-gym: it is an extra, not a core dependency, because it pins
+#: its own dependencies exactly and only the built-in data source needs it.
+RG_INSTALL = "pip install 'composition-rl[demo]'  (or only the generators: pip install 'reasoning-gym>=0.1.25,<0.2')"
+
+
+def import_reasoning_gym() -> Any:
+    """``reasoning_gym``, or an ImportError that names the extra to install."""
+    try:
+        import reasoning_gym
+    except ImportError as e:
+        raise ImportError(
+            f"the built-in reasoning-gym data source (crl demo, crl compose without --input) needs "
+            f"reasoning-gym, which is not installed: {RG_INSTALL} [{e}]"
+        ) from None
+    return reasoning_gym
+
+
 def load_reasoning_gym(
     specs: Sequence[RGSpec] = DEFAULT_RG_SPECS,
     seed: int = 0,
@@ -532,8 +550,7 @@ def load_reasoning_gym(
         config: field limits.
         scale: resize the specs proportionally to about this many problems in total.
     """
-    import reasoning_gym
-
+    reasoning_gym = import_reasoning_gym()
     if scale is not None:
         if scale < len(specs):
             raise ValueError(f"scale={scale} must be at least the number of generators ({len(specs)})")

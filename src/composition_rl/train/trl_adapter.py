@@ -1,4 +1,4 @@
-"""The one place that touches TRL internals (pinned: trl==1.16.0).
+"""The one place that touches TRL internals (written for the trl 1.16 series; CI runs 1.16.0).
 
 TRL's ``GRPOTrainer`` has no public hook between "generate and score" and "train on the
 batch", which is where dynamic sampling must sit. We override the non-public
@@ -8,7 +8,8 @@ returns a batch with exactly TRL's layout. Everything this relies on is asserted
 :func:`check_trl_compat`, which runs when the trainer is built and in
 tests/test_train_adapter.py, so a TRL upgrade fails loudly instead of training wrongly:
 
-- the installed version is the pinned one;
+- the installed version is of the series the adapter was written for (a patch release keeps
+  the private method; a minor release may not);
 - ``_generate_and_score_completions(self, inputs)`` exists and ``_prepare_inputs`` calls it
   once per generation batch;
 - the batch dict holds only keys we know how to select and re-pad (prompt tensors padded
@@ -34,9 +35,10 @@ from trl import GRPOTrainer
 from composition_rl.train.dynamic_sampling import DynamicSampler, StepSample
 from composition_rl.train.reward import VerifierReward
 
-__all__ = ["PINNED_TRL", "DynamicSamplingGRPOTrainer", "assemble_batch", "check_trl_compat"]
+__all__ = ["PINNED_TRL", "TRL_SERIES", "DynamicSamplingGRPOTrainer", "assemble_batch", "check_trl_compat"]
 
-PINNED_TRL = "1.16.0"
+PINNED_TRL = "1.16.0"  # what CI installs (constraints/ci.txt)
+TRL_SERIES = "1.16"  # what the adapter accepts: pyproject's train extra asks for trl>=1.16,<1.17
 LEFT_PADDED = {"prompt_ids": "pad", "prompt_mask": 0}
 RIGHT_PADDED = {
     "completion_ids": "pad",
@@ -57,8 +59,10 @@ class TRLCompatError(RuntimeError):
 def check_trl_compat() -> None:
     """Raise :class:`TRLCompatError` if TRL no longer matches what the adapter overrides."""
     problems = []
-    if trl.__version__ != PINNED_TRL:
-        problems.append(f"trl=={trl.__version__} is installed; the adapter is pinned to trl=={PINNED_TRL}")
+    if trl.__version__.split(".")[:2] != TRL_SERIES.split("."):
+        major, minor = TRL_SERIES.split(".")
+        problems.append(f"trl=={trl.__version__} is installed; the adapter is written for trl {TRL_SERIES}.x "
+                        f"(pip install 'trl>={TRL_SERIES},<{major}.{int(minor) + 1}')")
     fn = getattr(GRPOTrainer, "_generate_and_score_completions", None)
     if fn is None:
         problems.append("GRPOTrainer._generate_and_score_completions no longer exists")
