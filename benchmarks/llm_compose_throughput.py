@@ -82,8 +82,9 @@ def main() -> int:
 
     from composition_rl.backends.base import ChatRequest, run_chat_batch
     from composition_rl.backends.openai_chat import OpenAIChat
-    from composition_rl.compose.llm import LLMComposeConfig, run_llm_compose
+    from composition_rl.compose.llm import LLMComposeConfig
     from composition_rl.compose.pipeline import ComposeConfig
+    from composition_rl.compose.run import run_compose
 
     problems, source = _problems()
     ctx = mp.get_context("spawn")
@@ -113,14 +114,14 @@ def main() -> int:
         warm = LLMComposeConfig(
             base_urls=(url,), model="fake-model", concurrency=args.concurrency, no_cache=True
         )
-        run_llm_compose(problems, cc, Path(tmp_root.name) / "warm", llm_config=warm, progress=False)
+        run_compose(problems, cc, Path(tmp_root.name) / "warm", llm_config=warm, progress=False)
         t0 = time.perf_counter()
-        stats = run_llm_compose(
+        stats = run_compose(
             problems, cc, Path(tmp_root.name) / "run", llm_config=cfg, progress=False
         )
         wall = time.perf_counter() - t0
         # the engine alone: the same job again into a fresh folder, every reply from the cache
-        replay = run_llm_compose(
+        replay = run_compose(
             problems, cc, Path(tmp_root.name) / "replay", llm_config=cfg, progress=False
         )
         assert replay["this_run"]["calls"] == 0

@@ -1,8 +1,11 @@
-"""Regenerate ``tests/data/math_verify_cases.py`` from a checkout of Math-Verify's repository.
+"""Regenerate ``tests/fixtures/math_verify_cases.py`` from Math-Verify's source.
 
-    python scripts/math_verify_cases.py /path/to/Math-Verify [COMMIT] > tests/data/math_verify_cases.py
+    python scripts/math_verify_cases.py /path/to/Math-Verify [SOURCE] > tests/fixtures/math_verify_cases.py
 
-(COMMIT names the commit in the header when the checkout is not a git work tree.)
+The path is a git checkout of huggingface/Math-Verify or an unpacked sdist; SOURCE names
+where it came from in the header when it is not a git work tree. The fixture is made from
+the sdist of the version we pin (math-verify 0.9.0 on PyPI): its tests are the ones that
+version passes, and GitHub's newest stored commit (5d148cf, 0.8.0) lacks six of its cases.
 
 Reads the ``@pytest.mark.parametrize`` tables of its test files with :mod:`ast` (literals
 only; nothing of Math-Verify is imported or run) and writes every labelled
@@ -28,7 +31,7 @@ prediction strings as written there, the expected verdict (1 = equal), and the o
 test passes to ``verify``.
 """
 
-# Copied from huggingface/Math-Verify (https://github.com/huggingface/Math-Verify), commit
+# Copied from huggingface/Math-Verify (https://github.com/huggingface/Math-Verify),
 # {commit}, files tests/{{{files}}}.
 # Licensed under the Apache License, Version 2.0 (the repository's LICENCE); tests/test_all.py
 # also carries "MIT License, Copyright (c) 2024 The HuggingFace Team". Only the case tables
@@ -66,7 +69,7 @@ def main(argv: list[str]) -> int:
     try:
         if len(argv) > 2:
             raise OSError
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+        commit = "commit " + subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                                 check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = argv[2] if len(argv) > 2 else "(unknown)"

@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 import sympy
 
-from composition_rl.compose import ComposeConfig, compose_problems, pipeline, run_compose
+from composition_rl.compose import ComposeConfig, compose_problems, run_compose
+from composition_rl.compose import run as executor
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.pools import (
     build_pools,
@@ -201,12 +202,12 @@ def test_worker_pool_output_equals_one_process(tmp_path):
     cfg = ComposeConfig(depth=2, pool_size=20, seed=5)
     one = run_compose(probs, dataclasses.replace(cfg, workers=1), tmp_path / "one", progress=False)
     two = run_compose(probs, dataclasses.replace(cfg, workers=2), tmp_path / "two", progress=False)
-    assert one["candidates"] > 4 * pipeline._CHUNK and pipeline._worker_count(2, one["candidates"]) == 2
+    assert one["candidates"] > 4 * executor._CHUNK and executor._worker_count(2, one["candidates"]) == 2
     for name in ("composed.jsonl", "rejected.jsonl"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
     assert one["accepted"] == two["accepted"] > 0
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == [
-        ".compose.lock", "composed.jsonl", "input_rejects.jsonl", "rejected.jsonl", "stats.json"]  # no spill left
+        ".crl.lock", "composed.jsonl", "input_rejects.jsonl", "rejected.jsonl", "run.json", "stats.json"]  # no spill left
 
 
 @pytest.mark.shared_data

@@ -12,9 +12,9 @@ import pytest
 from fakes.composer_script import good_composer
 from fakes.openai_server import FakeOpenAIServer
 
-from composition_rl.compose import COMPOSERS, ComposeConfig
+from composition_rl.compose import COMPOSERS, ComposeConfig, compose_problems
 from composition_rl.compose.base import LLM_STAGES, Rejection, Stage
-from composition_rl.compose.checks import Failure, run_checks
+from composition_rl.compose.checks import run_checks
 from composition_rl.compose.llm import LLMComposeConfig
 from composition_rl.compose.pipeline import parse_pool_sizes
 from composition_rl.compose.run import build_engine, engine_pools, funnel
@@ -64,7 +64,12 @@ def test_every_engine_keeps_the_contract_and_its_records_check_out(name):
 
 
 def test_one_rejection_type_and_stage_names():
-    assert Failure is Rejection
+    q1, q2 = Problem.new("What is $3+4$?", "7"), Problem.new("Compute $2 + 5$.", "7")
+    record = compose_problems([q1, q2], ComposeConfig(depth=2)).accepted[0]
+    chain = [{p.id: p for p in (q1, q2)}[i] for i in record.parents]
+    assert run_checks(record, chain) is None
+    failed = run_checks(dataclasses.replace(record, answers=("8",)), chain)  # a check's failure is a Rejection
+    assert type(failed) is Rejection and (failed.stage, failed.reason) == ("check1_v1", "answer_mismatch")
     assert LLM_STAGES == tuple(s.value for s in Stage)
     assert str(Stage.CHECK3_RELATION) == "check3_relation"
     assert [r["kept"] for r in funnel(10, {"check1_v1": 3, "constant": 2, "check5_dependence": 1, "duplicate": 1})] == [

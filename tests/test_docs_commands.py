@@ -140,3 +140,37 @@ def test_training_doc_curriculum_blocks_run_and_make_the_files_they_name(shared_
             assert Path(stage["data"]).is_file(), f"the YAML reads {stage['data']}, which no documented command made"
     recipe = json.loads(next(Path("runs").rglob("recipe.json")).read_text())
     assert [s["depth"] for s in recipe["config"]["stages"]] == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_api_doc_examples_run(tmp_path, monkeypatch):
+    """Every example of docs/api.md, run as a doctest in one session (a fresh folder as the
+    working directory); the endpoint it names is a loopback stand-in that composes like a
+    good model (tests/fakes/composer_script.py) and, as a policy, answers 20 to everything."""
+    import doctest
+
+    from fakes.composer_script import good_composer
+    from fakes.openai_server import FakeOpenAIServer
+
+    from composition_rl.verify import close_shared_verifiers
+
+    def model(body: dict):
+        reply = good_composer(body)
+        if reply != "unrecognised request":
+            return reply
+        return ["Halving 30 gives 20, so the answer is $\\boxed{20}$."] * int(body.get("n") or 1)
+
+    text = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
+    assert text.count("http://localhost:8000/v1") >= 2  # the placeholder the stand-in replaces
+    monkeypatch.chdir(tmp_path)
+    failures: list[str] = []
+    try:
+        with FakeOpenAIServer(model) as srv:
+            test = doctest.DocTestParser().get_doctest(text.replace("http://localhost:8000/v1", srv.url), {},
+                                                       "docs/api.md", str(REPO / "docs" / "api.md"), 0)
+            runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+            runner.run(test, out=lambda s: failures.append(s))
+    finally:
+        close_shared_verifiers()
+    assert len(test.examples) >= 20
+    assert runner.failures == 0, "".join(failures)

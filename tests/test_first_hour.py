@@ -120,7 +120,7 @@ def test_a_depth_the_variable_names_cannot_support_is_refused_before_workers(tmp
 
 
 def _leftovers(out: Path) -> list[str]:
-    return sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp") or p.name.startswith(".compose-parts-"))
+    return sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp") or p.name.startswith((".compose-parts-", ".crl-stage-")))
 
 
 def _wait_for_work(proc, out: Path, timeout: float = 240) -> None:
@@ -129,8 +129,8 @@ def _wait_for_work(proc, out: Path, timeout: float = 240) -> None:
     while time.monotonic() - t0 < timeout:
         if proc.poll() is not None:
             pytest.fail(f"the run ended before it could be interrupted: {proc.communicate()}")
-        parts = list(out.glob(".compose-parts-*/*.part")) if out.exists() else []
-        if parts and list(out.glob(".composed.jsonl.*.tmp")) and any(p.stat().st_size for p in parts):
+        parts = list(out.glob(".crl-stage-*/.compose-parts-*/*.part")) if out.exists() else []
+        if parts and list(out.glob(".crl-stage-*/.composed.jsonl.*.tmp")) and any(p.stat().st_size for p in parts):
             return
         time.sleep(0.05)
     pytest.fail("no spill file appeared")
@@ -166,14 +166,17 @@ def test_leftovers_of_a_run_killed_with_kill_9_are_removed_by_the_next_run(share
     os.killpg(proc.pid, signal.SIGKILL)  # kill -9 of the run and its workers: no cleanup runs
     proc.communicate(timeout=60)
     left = _leftovers(out)
-    assert any(n.startswith(".composed.jsonl.") for n in left) and any(n.startswith(".compose-parts-") for n in left)
+    # the run works in a staging folder: its temporaries and spill parts are inside it
+    staged = [n for p in out.glob(".crl-stage-*") for n in _leftovers(p)]
+    assert any(n.startswith(".crl-stage-") for n in left)
+    assert any(n.startswith(".composed.jsonl.") for n in staged) and any(n.startswith(".compose-parts-") for n in staged)
     # a live run holds the lock: another run refuses and leaves its files alone
-    from composition_rl.compose.pipeline import lock_output
+    from composition_rl.compose.run import lock_output
 
     with lock_output(tmp_path / "busy"):
         (tmp_path / "busy" / ".composed.jsonl.x.tmp").write_text("live")
         r = crl(*args[:3], "--out", str(tmp_path / "busy"), "--max-candidates", "20", "--no-progress")
-        assert r.returncode == 2 and "in use by another running compose" in one_error_line(r)
+        assert r.returncode == 2 and "is in use by a running `crl compose`" in one_error_line(r)
         assert (tmp_path / "busy" / ".composed.jsonl.x.tmp").exists()
     # the dead run holds no lock: the next run removes what it left, then runs
     r = crl(*args[:3], "--out", str(out), "--max-candidates", "200", "--no-progress")

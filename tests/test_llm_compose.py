@@ -27,18 +27,17 @@ from fakes.openai_server import FakeOpenAIServer, Fault, body_key
 from composition_rl.backends.base import RequestRefused
 from composition_rl.backends.cache import ResponseCache
 from composition_rl.backends.openai_chat import OpenAIChat
+from composition_rl.compose.checks import run_checks
 from composition_rl.compose.llm import (
     LLM_STAGES,
     LLMComposeConfig,
-    answer_numbers,
-    check_llm_record,
     compose_candidates,
     parse_json_object,
-    relation,
-    run_llm_compose,
-    word_number,
 )
+from composition_rl.compose.llm.numbers import answer_numbers, relation
+from composition_rl.compose.run import run_compose
 from composition_rl.records import Problem
+from composition_rl.values.numwords import word_number
 
 # (question, answer) from MATH train, chosen for their answer forms
 MATH = [
@@ -120,7 +119,7 @@ def assert_contract(out: Path) -> None:
     by_id = {p.id: p for p in PROBLEMS}
     for r in rows(out / "composed.jsonl"):
         c = Problem.from_dict(r)
-        assert check_llm_record(c, [by_id[i] for i in c.parents]) is None, r["question"]
+        assert run_checks(c, [by_id[i] for i in c.parents]) is None, r["question"]
 
 
 # ------------------------------------------------------------------------------------------
@@ -485,7 +484,7 @@ def test_rephrased_problems_and_word_constants(tmp_path):
     assert stats["llm"]["requests"] == 6
     assert five["metadata"]["dependence"] == "unknown" and five["metadata"]["dependence_by"] == ["none"]
     for r, q in ((five, word_q), (dozen, dozen_q)):
-        assert check_llm_record(Problem.from_dict(r), [PROBLEMS[0], q]) is None
+        assert run_checks(Problem.from_dict(r), [PROBLEMS[0], q]) is None
 
 
 @pytest.mark.parametrize(
@@ -568,7 +567,7 @@ def test_depth_3_cross_domain_and_auto_through_the_pipeline(tmp_path):
     ]
     with FakeOpenAIServer(good_composer) as srv:
         b = backend(srv.url)
-        d3 = run_llm_compose(
+        d3 = run_compose(
             PROBLEMS,
             ComposeConfig(depth=3, pool_size=4, max_candidates=40, seed=1, engine="llm"),
             tmp_path / "d3",
@@ -577,7 +576,7 @@ def test_depth_3_cross_domain_and_auto_through_the_pipeline(tmp_path):
             progress=False,
             llm_config=CFG,
         )
-        auto = run_llm_compose(
+        auto = run_compose(
             PROBLEMS,
             ComposeConfig(depth=2, pool_size=14, seed=0, engine="auto"),
             tmp_path / "auto",
@@ -594,7 +593,7 @@ def test_depth_3_cross_domain_and_auto_through_the_pipeline(tmp_path):
     )
     for r in composed:
         c = Problem.from_dict(r)
-        assert check_llm_record(c, [by_id[i] for i in c.parents]) is None
+        assert run_checks(c, [by_id[i] for i in c.parents]) is None
         assert r["question"].startswith(by_id[r["parents"][0]].question)
         assert len({n for lk in r["links"] for n in (lk["x"], lk["y"])}) == 4
     # the budget is 4 per link pair, plus check 5's solve call for each link exact reading leaves open

@@ -128,3 +128,39 @@ def test_problem_records_are_read_whole(tmp_path):
     res = load_problems(path)
     assert res.problems[0] == c and res.problems[0].links and res.problems[1] == q1
     assert [r["reason"] for r in res.rejects] == ["empty_field"] and res.counts_add_up
+
+
+@pytest.mark.parametrize("answer", [None, "", "  "], ids=["null", "empty", "blank"])
+def test_a_missing_answer_falls_back_to_the_boxed_solution_whether_null_or_blank(tmp_path, answer):
+    """``answer: ""`` was rejected while ``answer: null`` took the box: a table writes a
+    missing value as an empty cell, so the two are one case."""
+    rows = [{"problem": "Halve 1.", "answer": answer, "solution": "Half of 1 is \\boxed{\\frac12}."},
+            {"problem": "Halve 3.", "answer": answer}]
+    res = load_problems(_write_jsonl(tmp_path / "p.jsonl", rows))
+    assert [p.answers for p in res.problems] == [("\\frac12",)] and res.counts_add_up
+    reason = "missing_field" if answer is None else "empty_field"
+    assert [r["reason"] for r in res.rejects] == [reason]
+
+
+def test_an_empty_answer_cell_of_a_csv_takes_the_box(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text('problem,answer,solution\nHalve 1.,,"so \\boxed{\\frac12}"\nDouble 2.,4,\n')
+    res = load_problems(path)
+    assert [p.answers for p in res.problems] == [("\\frac12",), ("4",)] and not res.rejects
+
+
+def test_a_semicolon_csv_is_read(tmp_path):
+    """The CSV that spreadsheets write where the comma is the decimal mark."""
+    path = tmp_path / "p.csv"
+    path.write_text("question;answer\nWhat is 1,5 + 1?;2,5\nWhat is 2+2?;4\n")
+    res = load_problems(path)
+    assert [(p.question, p.answers) for p in res.problems] == [("What is 1,5 + 1?", ("2,5",)), ("What is 2+2?", ("4",))]
+
+
+@pytest.mark.parametrize("name", ["p.txt", "p.jsonl", "p"])
+def test_a_table_under_a_json_name_is_one_error_naming_it_not_bad_json_rows(tmp_path, name):
+    """A semicolon table named .txt was rejected row by row as ``bad_json``."""
+    path = tmp_path / name
+    path.write_text("question;answer\nWhat is 1+1?;2\nWhat is 2+2?;4\n")
+    with pytest.raises(InputError, match=r"not JSON or JSONL; it looks like CSV with ';' separators"):
+        load_problems(path)

@@ -29,7 +29,8 @@ import pytest
 
 from composition_rl.backends.base import ChatRequest, RequestRefused, run_chat_batch
 from composition_rl.backends.openai_chat import OpenAIChat
-from composition_rl.compose.llm import LLM_STAGES, PROPOSE_SCHEMA, check_llm_record
+from composition_rl.compose.checks import run_checks
+from composition_rl.compose.llm import LLM_STAGES, PROPOSE_SCHEMA
 from composition_rl.io.files import read_jsonl
 from composition_rl.io.readers import load_problems
 from composition_rl.records import Problem
@@ -200,7 +201,7 @@ def _check_compose_outputs(out: Path, shared_data: Path) -> dict:
         for c in composed:
             parents = [by_id[i] for i in c.parents]
             if c.engine == "llm":
-                assert check_llm_record(c, parents) is None, c.question
+                assert run_checks(c, parents) is None, c.question
             assert c.answers == parents[-1].answers
     return stats
 

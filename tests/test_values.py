@@ -8,8 +8,6 @@ import pytest
 import sympy
 
 from composition_rl.values import (
-    _clean,
-    _Parser,
     exact_equal,
     exact_sub,
     exact_value,
@@ -19,6 +17,8 @@ from composition_rl.values import (
     render_offset,
     symbols_used,
 )
+from composition_rl.values.latex import clean, evaluate, read
+from composition_rl.values.parse import SYMPY
 
 sqrt, pi, R = sympy.sqrt, sympy.pi, sympy.Rational
 
@@ -192,7 +192,7 @@ def test_offsets_render_and_parse_back_exactly(v1, v2, direction, mag):
 def test_fast_exact_parse_gives_the_same_sympy_value(text):
     # parse_number tries exact Q-linear arithmetic first; it must return the very expression
     # (same tree, same LaTeX) the general sympy parse gives, or defer to it
-    general = _Parser(_clean(text)).parse()
+    general = evaluate(read(clean(text)), SYMPY)
     assert sympy.srepr(parse_number(text)) == sympy.srepr(general)
 
 
@@ -224,7 +224,7 @@ def test_relation_values_split_at_spaced_signs_equal_the_full_parse(text, value)
     if value is None:
         assert got is None
         return
-    assert sympy.simplify(_Parser(_clean(text)).parse() - value) == 0
+    assert sympy.simplify(evaluate(read(clean(text)), SYMPY) - value) == 0
     if isinstance(got, Fraction):
         got_sym = sympy.Rational(got.numerator, got.denominator)
     else:  # Lin (Q-linear radicals and pi) or, beyond that, sympy itself

@@ -1,10 +1,119 @@
 """composition-rl: compose stale RLVR prompts into harder verifiable ones.
 
-The public surface is the record type, the verbs and their config classes. Heavy pieces
-(training, backends) are imported from their subpackages on demand.
+The verbs, their config classes and the record type, importable from here:
+
+>>> import composition_rl as crl
+>>> q1 = crl.Problem.new("What is $3+4$?", "7")
+>>> q2 = crl.Problem.new("Compute $2 + 5$.", "7")
+>>> composed = crl.compose([q1, q2], depth=2).accepted[0]
+>>> crl.verify(r"So the total is $\\boxed{7}$.", composed).correct
+True
+
+- :func:`compose` (symbolic, ``llm`` or ``auto`` engine; in memory), with
+  :class:`ComposeConfig` and :class:`LLMComposeConfig`;
+- :func:`verify` one completion, :func:`score` many (the reward), with :class:`VerifyConfig`;
+- :func:`export` problems as TRL or verl parquet; :func:`make_reward_fn` for TRL's
+  ``GRPOTrainer`` and :func:`compute_score` for verl: the same reward as :func:`score` and
+  ``crl train``;
+- :func:`profile` a policy's pass rates, with :class:`ProfileConfig`;
+- :func:`load_problems` from JSON, JSONL or parquet, and the record types :class:`Problem`
+  and :class:`Link`.
+
+Every name loads on first use: importing the package imports neither torch, transformers
+nor openai (docs/api.md has an example of each verb).
+
+Three verbs share their names with a subpackage or module (``composition_rl.compose``,
+``composition_rl.verify``, ``composition_rl.profile``): as attributes of the package they are
+always the verbs; import from the modules with ``from composition_rl.compose import ...``.
 """
 
-from composition_rl.records import Link, Problem
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Link", "Problem", "__version__"]
+
+# name -> the module that defines it (loaded on first access, PEP 562)
+_EXPORTS = {
+    "Problem": "composition_rl.records",
+    "Link": "composition_rl.records",
+    "load_problems": "composition_rl.io.readers",
+    "compose": "composition_rl.api",
+    "ComposeConfig": "composition_rl.compose.pipeline",
+    "LLMComposeConfig": "composition_rl.compose.llm.config",
+    "verify": "composition_rl.api",
+    "score": "composition_rl.api",
+    "VerifyConfig": "composition_rl.verify.verifier",
+    "export": "composition_rl.io.export",
+    "make_reward_fn": "composition_rl.integrations.trl",
+    "compute_score": "composition_rl.integrations.verl",
+    "profile": "composition_rl.api",
+    "ProfileConfig": "composition_rl.profile",
+}
+
+__all__ = [
+    "ComposeConfig",
+    "LLMComposeConfig",
+    "Link",
+    "Problem",
+    "ProfileConfig",
+    "VerifyConfig",
+    "__version__",
+    "compose",
+    "compute_score",
+    "export",
+    "load_problems",
+    "make_reward_fn",
+    "profile",
+    "score",
+    "verify",
+]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from composition_rl.api import compose, profile, score, verify
+    from composition_rl.compose.llm.config import LLMComposeConfig
+    from composition_rl.compose.pipeline import ComposeConfig
+    from composition_rl.integrations.trl import make_reward_fn
+    from composition_rl.integrations.verl import compute_score
+    from composition_rl.io.export import export
+    from composition_rl.io.readers import load_problems
+    from composition_rl.profile import ProfileConfig
+    from composition_rl.records import Link, Problem
+    from composition_rl.verify.verifier import VerifyConfig
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'composition_rl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next access skips this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+_VERBS = frozenset({"compose", "verify", "profile"})
+
+
+class _Package(types.ModuleType):
+    """The package, whose verb attributes a submodule of the same name cannot replace.
+
+    Importing ``composition_rl.compose`` makes Python set the attribute ``compose`` of this
+    package to the subpackage; that would turn ``composition_rl.compose(...)`` into "module
+    is not callable" for whoever imported a submodule first. The subpackage stays in
+    ``sys.modules``, where every import statement finds it.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _VERBS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from composition_rl.compose.quality import DEFECTS, NOTES, glues, scan_record
+from composition_rl.io.files import atomic_open
 from composition_rl.records import Problem
 from composition_rl.stats import wilson_interval
 
@@ -196,14 +197,16 @@ def write_csv(items: Sequence[AuditItem], path: str | Path, classes: bool = Fals
     for it in items:
         w.writerow({"item": it.item, "first_problem": it.first_problem, "relations": "\n\n".join(it.relations),
                     "later_problems": "\n\n".join(it.later_problems), "answer": it.answer})
-    Path(path).write_text(buf.getvalue(), encoding="utf-8")
+    with atomic_open(path) as f:  # a form being written never replaces a filled one half-way
+        f.write(buf.getvalue())
 
 
 def write_key(items: Sequence[AuditItem], path: str | Path, run_dir: str | Path, seed: int,
               where: str | None = None) -> None:
     """Which record each item is (kept apart from the form, so the review stays blind)."""
-    Path(path).write_text(json.dumps({"run": str(run_dir), "seed": seed, "where": where,
-                                      "items": {it.item: it.record_id for it in items}}, indent=1) + "\n")
+    with atomic_open(path) as f:
+        f.write(json.dumps({"run": str(run_dir), "seed": seed, "where": where,
+                            "items": {it.item: it.record_id for it in items}}, indent=1) + "\n")
 
 
 _PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>composition audit</title>
@@ -254,8 +257,8 @@ def write_html(items: Sequence[AuditItem], path: str | Path) -> None:
             f"<p>Answer: <code>{html.escape(it.answer)}</code></p><p>{qs}</p>"
             f'<textarea rows="2" cols="80" placeholder="note"></textarea></div>'
         )
-    Path(path).write_text(_PAGE.format(n=len(items), items="\n".join(parts), fields=json.dumps(list(FIELDS))),
-                          encoding="utf-8")
+    with atomic_open(path) as f:
+        f.write(_PAGE.format(n=len(items), items="\n".join(parts), fields=json.dumps(list(FIELDS))))
 
 
 @dataclass(frozen=True)

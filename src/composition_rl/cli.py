@@ -61,9 +61,55 @@ def version() -> str:
     return __version__
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option's help ends with its default, unless it already names one: a switch's
+    default is off, an option without a default value is simply not used when left out."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        shown = "default" in text.lower()
+        silent = (action.default is None or action.default is argparse.SUPPRESS or action.required
+                  or not action.option_strings or action.nargs == 0 or action.default == [])
+        if not shown and not silent:
+            text += " (default none)" if action.default == "" else " (default %(default)s)"
+        return text
+
+
+class _Once(argparse._StoreAction):
+    """A single-value option given twice is refused, never silently reduced to the last one:
+    ``--input a --input b`` would otherwise drop ``a`` without a word."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault(_GIVEN, {})
+        if self.dest in given:
+            parser.error(f"{option_string} given twice ({given[self.dest]!r} and {values!r}): "
+                         "this option takes one value; give it once")
+        given[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
+
+
+_GIVEN = "_crl_given_options"
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of ``crl`` and its commands: the help formatter above, single-value
+    options checked by :class:`_Once`."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+        # argument groups share these registries, so their options are checked too
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
+
+    def parse_known_args(self, args=None, namespace=None):
+        ns, rest = super().parse_known_args(args, namespace)
+        ns.__dict__.pop(_GIVEN, None)
+        return ns, rest
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="crl", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="crl", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"crl (composition-rl) {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (mod, help_) in COMMANDS.items():

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.backends.rollout import (
+    MAX_CHUNK,
+    MAX_SAMPLES,
     PAPER_SAMPLING,
     RolloutBackend,
     SamplingConfig,
@@ -72,8 +74,8 @@ class EvalConfig:
     chunk: int = 32
 
     def __post_init__(self) -> None:
-        if self.n < 1 or self.chunk < 1:
-            raise ValueError(f"n={self.n} and chunk={self.chunk} must both be >= 1")
+        if not (1 <= self.n <= MAX_SAMPLES and 1 <= self.chunk <= MAX_CHUNK):
+            raise ValueError(f"n={self.n} must be in [1, {MAX_SAMPLES}] and chunk={self.chunk} in [1, {MAX_CHUNK}]")
 
     def run_record(self) -> dict[str, Any]:
         return {"n": self.n, "sampling": self.sampling.to_dict(), "template": self.template}

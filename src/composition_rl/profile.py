@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.backends.rollout import (
+    MAX_CHUNK,
+    MAX_SAMPLES,
     PAPER_SAMPLING,
     RolloutBackend,
     SamplingConfig,
@@ -75,10 +77,10 @@ class ProfileConfig:
 
     def __post_init__(self) -> None:
         bad = []
-        if self.n < 1:
-            bad.append(f"n={self.n} (must be >= 1)")
-        if self.chunk < 1:
-            bad.append(f"chunk={self.chunk} (must be >= 1)")
+        if not 1 <= self.n <= MAX_SAMPLES:
+            bad.append(f"n={self.n} (must be in [1, {MAX_SAMPLES}])")
+        if not 1 <= self.chunk <= MAX_CHUNK:
+            bad.append(f"chunk={self.chunk} (must be in [1, {MAX_CHUNK}])")
         if not (0.0 < self.confidence < 1.0):
             bad.append(f"confidence={self.confidence} (must be in (0, 1))")
         if bad:

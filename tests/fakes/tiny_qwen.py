@@ -18,4 +18,6 @@ CORPUS = [
 
 def build_tiny_qwen(out: str | Path, seed: int = 0) -> Path:
     """Write a tiny Qwen2ForCausalLM + tokenizer to ``out`` and return the path."""
-    return _build(out, seed=seed, hidden=32, layers=1, max_positions=2048, corpus=CORPUS)
+    # 8,192 positions: the LLM engine's proposal prompts (about 2,500 byte-level tokens) fit,
+    # so the tests reach the model's replies (a prompt over the context fails by itself)
+    return _build(out, seed=seed, hidden=32, layers=1, max_positions=8192, corpus=CORPUS)

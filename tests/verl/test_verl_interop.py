@@ -74,6 +74,26 @@ def test_verl_custom_reward_loading_finds_and_calls_our_compute_score():
     assert good["acc"] and not bad["acc"]  # the key algorithm.filter_groups.metric=acc reads
 
 
+def test_every_accepted_answer_reaches_our_reward_through_verls_dataset(tokenizer, tmp_path):
+    """A record with two accepted forms: verl's RLHFDataset hands ground_truth (one string,
+    for verl's own scorers) and extra_info (every form) to the reward as its managers do."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from composition_rl.records import Problem
+
+    parquet = export([Problem.new("What is the velocity in km/s?", ["6630.65", "6630"])], "verl", tmp_path)
+    cfg = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 512, "cache_dir": str(tmp_path)})
+    row = RLHFDataset(data_files=[str(parquet)], tokenizer=tokenizer, config=cfg)[0]
+    assert row["reward_model"]["ground_truth"] == "6630.65"
+    fn = get_custom_reward_fn(OmegaConf.create({"reward": {"custom_reward_function": {
+        "path": REWARD_PATH, "name": REWARD_NAME, "reward_kwargs": {}}}}))
+    out = fn(data_source=row["data_source"], solution_str="so \\boxed{6630}",
+             ground_truth=row["reward_model"]["ground_truth"], extra_info=row["extra_info"])
+    assert out["acc"] == 1.0
+
+
 def test_launch_overrides_pass_verl_config_composition_and_validation(exported, tmp_path):
     from hydra import compose, initialize_config_dir
     from verl.trainer.ppo.utils import need_critic, need_reference_policy

@@ -25,6 +25,7 @@ from composition_rl.backends.base import (
     ChatRequest,
     ChatResponse,
 )
+from composition_rl.backends.context import TOO_LONG, context_of
 
 __all__ = ["LocalHFChat"]
 
@@ -113,10 +114,16 @@ class LocalHFChat(ChatBackend):
             ) from None
         enc = tok(text, return_tensors="pt", add_special_tokens=False).to(self.device)
         n_prompt = int(enc["input_ids"].shape[1])
+        # a prompt that fills the context cannot be answered: this request fails by itself
+        # (not transient: a retry cannot change it) and says why
+        context = context_of(self.lm.config)
+        if context is not None and n_prompt >= context:
+            raise ChatError(TOO_LONG, f"the prompt is {n_prompt:,} tokens and the model's context {context:,}")
+        max_new = req.max_tokens if context is None else min(req.max_tokens, context - n_prompt)
         eos = tok.eos_token_id
         pad = tok.pad_token_id if tok.pad_token_id is not None else eos
         gen_kw: dict[str, Any] = {
-            "max_new_tokens": req.max_tokens,
+            "max_new_tokens": max_new,
             "num_return_sequences": req.n,
             "pad_token_id": pad,
         }
@@ -141,7 +148,7 @@ class LocalHFChat(ChatBackend):
             new = ids[:stop_at]
             while new and pad is not None and new[-1] == pad and pad != eos:
                 new.pop()
-            finish = "stop" if stop_at < len(ids) or len(ids) < req.max_tokens else "length"
+            finish = "stop" if stop_at < len(ids) or len(ids) < max_new else "length"
             total_new += len(new)
             choices.append(
                 ChatChoice(

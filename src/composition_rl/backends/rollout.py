@@ -10,8 +10,9 @@ This module knows nothing about problems, verification or profiling.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -19,6 +20,9 @@ from typing import Any, Protocol, runtime_checkable
 from composition_rl.registry import Registry
 
 __all__ = [
+    "MAX_CHUNK",
+    "MAX_NEW_TOKENS",
+    "MAX_SAMPLES",
     "PAPER_SAMPLING",
     "Completion",
     "RolloutBackend",
@@ -29,6 +33,17 @@ __all__ = [
     "load_template",
     "render_prompt",
 ]
+
+
+#: Upper bounds of the decoding settings: far above any real use (the paper allows 32K new
+#: tokens; vocabularies are ~150K), low enough that a typo fails in one line instead of
+#: allocating terabytes or overflowing a C integer deep inside a backend.
+MAX_NEW_TOKENS = 1_048_576
+MAX_TOP_K = 1_000_000
+#: Most samples per prompt (pass@1024 is the largest budget in common use) and most prompts
+#: per generate call, for the configs that ask for them.
+MAX_SAMPLES = 1024
+MAX_CHUNK = 100_000
 
 
 @dataclass(frozen=True)
@@ -47,22 +62,30 @@ class SamplingConfig:
     is 4096 so a CPU run stays bounded: pass ``max_tokens=32768`` to match it.
     """
 
-    temperature: float = 0.6
-    top_p: float = 0.95
-    top_k: int = 20
-    max_tokens: int = 4096
-    seed: int = 0
+    temperature: float = field(default=0.6, metadata={
+        "help": "softmax temperature of sampling; 0 decodes greedily (0 to 100)"})
+    top_p: float = field(default=0.95, metadata={
+        "help": "nucleus sampling: keep the smallest token set holding this much probability; 1 keeps all"})
+    top_k: int = field(default=20, metadata={
+        "help": "keep only the K most likely tokens at each step; 0 or -1 keeps all"})
+    max_tokens: int = field(default=4096, metadata={
+        "help": f"most new tokens per completion (1 to {MAX_NEW_TOKENS:,}); a local model also "
+        "stops where its context ends"})
+    seed: int = field(default=0, metadata={
+        "help": "base sampling seed; each batch's seed derives from it and the batch, so a rerun repeats"})
 
     def __post_init__(self) -> None:
         bad = []
-        if self.temperature < 0:
-            bad.append(f"temperature={self.temperature} (must be >= 0)")
+        if not (math.isfinite(self.temperature) and 0 <= self.temperature <= 100):
+            bad.append(f"temperature={self.temperature} (must be in [0, 100])")
         if not (0.0 < self.top_p <= 1.0):
             bad.append(f"top_p={self.top_p} (must be in (0, 1])")
-        if self.top_k < -1:
-            bad.append(f"top_k={self.top_k} (must be >= -1; 0 or -1 disables)")
-        if self.max_tokens < 1:
-            bad.append(f"max_tokens={self.max_tokens} (must be >= 1)")
+        if not (-1 <= self.top_k <= MAX_TOP_K):
+            bad.append(f"top_k={self.top_k} (must be in [-1, {MAX_TOP_K:,}]; 0 or -1 disables)")
+        if not (1 <= self.max_tokens <= MAX_NEW_TOKENS):
+            bad.append(f"max_tokens={self.max_tokens} (must be in [1, {MAX_NEW_TOKENS:,}])")
+        if not (0 <= self.seed < 2**63):
+            bad.append(f"seed={self.seed} (must be in [0, 2**63))")
         if bad:
             raise ValueError("invalid sampling config: " + "; ".join(bad))
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from composition_rl.backends.context import TOO_LONG, PromptFit, context_of
 from composition_rl.backends.rollout import Completion, SamplingConfig
 
 log = logging.getLogger(__name__)
@@ -75,9 +76,10 @@ class HFRollout:
         self.max_batch_sequences = max_batch_sequences
         self.share_prefill = share_prefill
         self.stop_ids = self._stop_ids()
-        cfg = self.model.config
         #: the longest sequence (prompt + completion) the model was built for, or None if unknown
-        self.context = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+        self.context = context_of(self.model.config)
+        #: the check every prompt passes before it joins a batch (and commands ask before sampling)
+        self.fit = PromptFit(self.tokenizer, self.context, self.use_chat)
         self._capped_said = False
 
     def _stop_ids(self) -> set[int]:
@@ -91,40 +93,45 @@ class HFRollout:
 
     def format(self, prompt: str) -> str:
         """The exact text fed to the model for ``prompt`` (chat template or raw)."""
-        if not self.use_chat:
-            return prompt
-        return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-        )
+        return self.fit.text(prompt)
 
     def generate(
         self, prompts: Sequence[str], n: int, sampling: SamplingConfig
     ) -> list[list[Completion]]:
-        """``n`` completions per prompt, batching up to ``max_batch_sequences`` sequences."""
+        """``n`` completions per prompt, batching up to ``max_batch_sequences`` sequences.
+
+        A prompt that fills the context by itself gets ``n`` empty completions with finish
+        reason ``prompt_too_long`` and stays out of every batch; the others are batched with
+        prompts that have the same room left, so no prompt's length shortens another's answer.
+        """
         if n < 1:
             raise ValueError(f"n must be >= 1; got {n}")
         texts = [self.format(p) for p in prompts]
-        # Similar lengths share a batch so little compute goes to padding.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        per_batch = max(1, self.max_batch_sequences // n)
+        lengths = [len(self.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
         out: list[list[Completion] | None] = [None] * len(texts)
-        for start in range(0, len(order), per_batch):
-            idx = order[start : start + per_batch]
-            for i, comps in zip(idx, self._generate_batch([texts[i] for i in idx], n, sampling)):
-                out[i] = comps
+        room: dict[int, list[int]] = {}  # new tokens allowed -> prompts, shortest text first
+        # Similar lengths share a batch so little compute goes to padding.
+        for i in sorted(range(len(texts)), key=lambda i: len(texts[i])):
+            if self.fit.reason("", tokens=lengths[i]) is not None:
+                out[i] = [Completion(text="", tokens=0, finish_reason=TOO_LONG) for _ in range(n)]
+            else:
+                room.setdefault(self._max_new(sampling.max_tokens, lengths[i]), []).append(i)
+        per_batch = max(1, self.max_batch_sequences // n)
+        for max_new, order in room.items():
+            for start in range(0, len(order), per_batch):
+                idx = order[start : start + per_batch]
+                for i, comps in zip(idx, self._generate_batch([texts[i] for i in idx], n, sampling, max_new)):
+                    out[i] = comps
         return [c for c in out if c is not None]
 
     def _generate_batch(
-        self, texts: list[str], n: int, sampling: SamplingConfig
+        self, texts: list[str], n: int, sampling: SamplingConfig, max_new: int
     ) -> list[list[Completion]]:
         import torch
 
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         ids = enc["input_ids"].to(self.device)
         mask = enc["attention_mask"].to(self.device)
-        max_new = self._max_new(sampling.max_tokens, ids.shape[1])
-        if max_new < 1:  # the prompt alone fills the context: nothing can be generated
-            return [[Completion(text="", tokens=0, finish_reason="length") for _ in range(n)] for _ in texts]
         kwargs: dict[str, Any] = {
             "max_new_tokens": max_new,
             "pad_token_id": self.tokenizer.pad_token_id,

@@ -15,7 +15,6 @@ Wilson intervals (``--json`` also writes them). See docs/composition.md, "Auditi
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from composition_rl.cli import UsageError
@@ -40,7 +39,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from composition_rl.io.runs import RunBusy, hold_lock, refuse_foreign
+
+    out = Path(args.out) if args.out else None
+    key = out.with_name(out.name + ".key.json") if out is not None else None
+    with contextlib.ExitStack() as stack:
+        try:
+            # the forms and figures never land on what the audit reads (the run's records, a
+            # filled form) or on another run's files
+            refuse_foreign("audit", files={"--out": out, "the key file": key, "--json": args.json},
+                           inputs={"the run folder": args.run, "--score": args.score,
+                                   "its composed.jsonl": Path(args.run) / "composed.jsonl" if args.run else None})
+            for flag, path in (("--out", out), ("--json", args.json)):
+                if path is not None:
+                    stack.enter_context(hold_lock(Path(path), "audit", folder=False, flag=flag))
+        except (RunBusy, ValueError) as e:
+            raise UsageError(str(e)) from None
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from composition_rl import audit
+    from composition_rl.io.files import atomic_write_json
 
     if args.score:
         if args.run or args.out:
@@ -61,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         for cls, count in (d.get("shortcut_classes") or {}).items():
             print(f"    shortcut class {cls:20s} {count:>3}")
         if args.json:
-            Path(args.json).write_text(json.dumps(d, indent=1) + "\n")
+            atomic_write_json(args.json, d, indent=1)
         return 0
     if args.scan:
         if not args.run or args.out or args.where:
@@ -77,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             for rid, detail in ex[:2]:
                 print(f"    e.g. {cls}: {rid} {detail}")
         if args.json:
-            Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+            atomic_write_json(args.json, res, indent=1)
         return 0
     if not args.run or not args.out:
         raise UsageError("give a run folder and --out audit.html|audit.csv (or --score FILLED, or --scan)")

@@ -20,18 +20,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-depth", type=int, default=3, help="how many folders deep to look for nested runs (default 3)")
 
 
+def report_path(run_dir: str, out: str | None):
+    """Where the page goes: ``--out`` as given, inside it when it names a folder (an existing
+    one, or one written with a trailing slash), else ``RUN_DIR/report.html``."""
+    import os
+    from pathlib import Path
+
+    if not out:
+        return Path(run_dir) / "report.html"
+    if out.endswith((os.sep, "/")) or Path(out).is_dir():
+        return Path(out) / "report.html"
+    return Path(out)
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from composition_rl.browse import BrowseConfig, build_report
     from composition_rl.io.files import writable_file
+    from composition_rl.io.runs import RunBusy, hold_lock, refuse_foreign
 
+    out = report_path(args.run_dir, args.out)
     try:
         cfg = BrowseConfig(max_records=args.max_records, max_rejects=args.max_rejects, seed=args.seed,
                            max_depth=args.max_depth)
-        writable_file(args.out if args.out else Path(args.run_dir) / "report.html")
-        path = build_report(args.run_dir, args.out, cfg)
-    except (FileNotFoundError, ValueError) as e:
+        # the page never replaces a file of the run it shows, or of any other run
+        refuse_foreign("browse", files={"--out": out}, inputs={"RUN_DIR": args.run_dir})
+        writable_file(out)
+        with hold_lock(out, "browse", folder=False):
+            path = build_report(args.run_dir, out, cfg)
+    except (FileNotFoundError, ValueError, RunBusy) as e:
         raise UsageError(str(e)) from e
     size = Path(path).stat().st_size
     print(f"wrote {path} ({size / 1e6:.1f} MB); open it in a browser (no server needed)")

@@ -15,30 +15,17 @@ HELP = "compose a verifiable prompt set into a harder one (SPC, depth K)"
 
 
 def RESUMABLE(args: argparse.Namespace) -> bool | str:  # noqa: N802 - read by cli.main on Ctrl-C
-    """Only the journaled engines (llm, auto) keep finished work; a symbolic run starts over.
-    Interrupted while writing the exports, a run has complete records but no exports."""
+    """Only the journaled engines (llm, auto) keep finished work; a symbolic run starts over,
+    and the folder keeps the previous complete run (outputs are replaced only at the end)."""
     from composition_rl.compose.run import is_resumable
 
-    if getattr(args, "phase", "") == "export" or _stats_written(args):
-        return (f"composed.jsonl and stats.json in {args.out} are complete, but the trainer exports "
-                f"({args.export}) were not written: rerun the same command to write them")
-
     try:
-        return is_resumable(getattr(args, "engine", "symbolic"))
+        if is_resumable(getattr(args, "engine", "symbolic")):
+            return True
     except KeyError:
-        return False
-
-
-def _stats_written(args: argparse.Namespace) -> bool:
-    """Whether this run has written stats.json, its last record file: an interrupt that lands
-    after that (before ``phase`` says so) leaves every record file complete."""
-    started = getattr(args, "started", None)
-    if started is None or not getattr(args, "out", None):
-        return False
-    try:
-        return (Path(args.out) / "stats.json").stat().st_mtime >= started
-    except OSError:
-        return False
+        pass
+    return (f"a symbolic run keeps no partial work; {getattr(args, 'out', 'the output folder')} holds the "
+            "previous complete run, if any, as it was: rerun the command to start over")
 
 
 def _pool_sizes(text: str) -> tuple[int | None, ...]:
@@ -248,7 +235,6 @@ def run(args: argparse.Namespace) -> int:
     from composition_rl.flags import from_flags
 
     t0 = time.perf_counter()
-    args.started = time.time()  # stats.json written after this is this run's (RESUMABLE)
     try:
         config = from_flags(ComposeConfig, args, natural=natural.from_args(args))
         exports = [e.strip() for e in args.export.split(",") if e.strip()]
@@ -267,10 +253,13 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     from composition_rl.compose.run import output_paths
     from composition_rl.io.files import refuse_overwrite
+    from composition_rl.io.runs import refuse_foreign
 
     try:
         refuse_overwrite({"--input": args.input, "--first-pool": args.first_pool}, output_paths(out),
                          fix="choose another --out (a composed set is composed again from a copy or another folder)")
+        refuse_foreign("compose", folders={"--out": out},
+                       inputs={"--input": args.input, "--first-pool": args.first_pool, "--from-profile": args.from_profile})
     except ValueError as e:
         raise UsageError(str(e)) from None
     check_out_dir(out)
@@ -283,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         stats = run_compose(problems, config, out, first_pool=first, inputs=inputs, input_rejects=rejects,
-                            progress=not args.no_progress, **llm_kw)
+                            progress=not args.no_progress, exports=exports, **llm_kw)
     except OutputBusy as e:
         raise UsageError(str(e)) from e
     except WorkerDied as e:  # killed from outside (OOM killer, kill -9): the run has no output
@@ -301,11 +290,13 @@ def run(args: argparse.Namespace) -> int:
     empty = _empty_outcome(stats, len(problems), config.depth)
     if empty:
         print_summary(stats, out, [], time.perf_counter() - t0)
-        print(f"crl compose: error: {empty}; no trainer export written", file=sys.stderr)
+        kept = (f"; {out} keeps the previous run as it was (its composed.jsonl, stats.json and exports); rerun "
+                "into a new --out to see this run's rejected.jsonl") if stats.get("kept_previous") else ""
+        print(f"crl compose: error: {empty}; no trainer export written{kept}", file=sys.stderr)
         return 1
-    args.phase = "export"  # what an interrupt from here on leaves behind (RESUMABLE)
-    paths = write_exports(out, exports)
-    print_summary(stats, out, paths, time.perf_counter() - t0)
+    from composition_rl.io.export import export_path
+
+    print_summary(stats, out, [export_path(out, e) for e in exports], time.perf_counter() - t0)
     return 0
 
 
@@ -321,18 +312,6 @@ def _empty_outcome(stats: dict[str, Any], n_problems: int, depth: int) -> str | 
         return (f"0 of {stats['candidates']:,} candidates accepted; top reasons: "
                 + ", ".join(f"{k} {v:,}" for k, v in top) + " (each chain's reason in rejected.jsonl)")
     return None
-
-
-def write_exports(out: Path, exports: list[str]) -> list[Path]:
-    """Read back ``composed.jsonl`` and write each requested trainer dataset beside it."""
-    if not exports:
-        return []
-    from composition_rl.io.export import export
-    from composition_rl.io.files import read_jsonl
-    from composition_rl.records import Problem
-
-    composed = [Problem.from_dict(r) for r in read_jsonl(out / "composed.jsonl")]
-    return [export(composed, name, out) for name in exports]
 
 
 def print_summary(stats: dict[str, Any], out: Path, exports: list[Path], wall: float) -> None:

@@ -28,27 +28,38 @@ HELP = "run the main job end to end on the built-in default data"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder (everything is written under it)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the data, the composition, the tiny model and training (same seed, same run)")
     p.add_argument("--compose-only", action="store_true", help="stop after composing (no model, no training)")
     p.add_argument("--max-candidates", type=int, default=4000, help="candidates per depth (default 4000)")
-    p.add_argument("--no-progress", action="store_true")
+    from composition_rl.progress import progress_help
+
+    p.add_argument("--no-progress", action="store_true", help=progress_help())
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from composition_rl.commands.compose import print_summary, write_exports
-    from composition_rl.compose import ComposeConfig, run_compose
-    from composition_rl.io.files import atomic_write_jsonl
-    from composition_rl.io.readers import load_reasoning_gym
+    from composition_rl.io.runs import RunBusy, record_run, run_folder
 
     con = Console()
     out = Path(args.out)
     t0 = time.perf_counter()
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create {out}: {e}") from e
+        with run_folder(out, "demo", refusals=(UsageError, ValueError)):
+            record_run(out, "demo", {"seed": args.seed, "compose_only": args.compose_only,
+                                     "max_candidates": args.max_candidates})
+            return _demo(args, con, out, t0)
+    except (RunBusy, ValueError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _demo(args: argparse.Namespace, con, out: Path, t0: float) -> int:
+    """The demo itself, with ``--out`` held (see :func:`run`)."""
+    from composition_rl.commands.compose import print_summary
+    from composition_rl.compose import ComposeConfig, run_compose
+    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.io.readers import load_reasoning_gym
 
     con.rule("[bold]1. data: reasoning-gym numeric generators (built-in default)")
     try:
@@ -66,8 +77,9 @@ def run(args: argparse.Namespace) -> int:
         cfg = ComposeConfig(depth=depth, pool_size=20, seed=args.seed, max_candidates=args.max_candidates)
         d = out / "compose" / f"depth{depth}"
         stats = run_compose(data.problems, cfg, d, input_rejects=data.rejects, progress=not args.no_progress,
-                            inputs={"main": {"path": "reasoning-gym (built-in default)", "problems": len(data.problems)}})
-        paths = write_exports(d, ["verl", "trl"])
+                            inputs={"main": {"path": "reasoning-gym (built-in default)", "problems": len(data.problems)}},
+                            exports=["verl", "trl"])
+        paths = [d / "verl.parquet", d / "trl.parquet"]
         print_summary(stats, d, paths, stats["elapsed_s"])
         summary["compose"][depth] = {k: stats[k] for k in ("candidates", "accepted", "rejected_by_reason")}
 

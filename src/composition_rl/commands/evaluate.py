@@ -17,6 +17,7 @@ from composition_rl.commands.profile import (
     add_backend_arguments,
     backend_from_args,
     chunk_from_args,
+    fit_to_context,
     load_input,
     sampling_from_args,
 )
@@ -32,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         required=True,
         metavar="FILE",
-        help="benchmark file (json, jsonl, parquet); repeat for several",
+        help="benchmark file (json, jsonl, csv, tsv, parquet; also .gz/.zst); repeat for several",
     )
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     c = p.add_argument_group("compositional analyses (seed 000, Section 5.2)")
@@ -43,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     c.add_argument("--comp-max", type=int, default=200, help="most composed prompts per benchmark and depth")
     c.add_argument("--comp-pool-size", type=int, default=20, help="|D_k| for the earlier positions")
-    c.add_argument("--comp-seed", type=int, default=0)
+    c.add_argument("--comp-seed", type=int, default=0, help="seed of the composed test sets")
 
 
 def _depths(spec: str) -> list[int]:
@@ -86,34 +87,63 @@ def build_compositional(problems, depths, args):
 
 
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.backends.rollout import RolloutError
-    from composition_rl.evaluate import EvalConfig, evaluate_benchmarks
-    from composition_rl.io.files import writable_dir
-    from composition_rl.io.runs import run_identity
-    from composition_rl.profile import RunMismatch
+    from composition_rl.evaluate import EvalConfig
 
     try:
         config = EvalConfig(n=args.n, sampling=sampling_from_args(args), template=args.template, chunk=chunk_from_args(args))
     except ValueError as e:
         raise UsageError(str(e)) from None
+    from composition_rl.verify import VerifyConfig
+    from composition_rl.verify.verifier import fallbacks_from_names
+
+    fallbacks = fallbacks_from_names(args.fallback)
     try:
-        writable_dir(args.out)  # before any model is loaded: one line, not a traceback later
+        verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    from composition_rl.io.runs import RunBusy, run_folder
+
+    try:
+        with run_folder(args.out, "eval", inputs={f"--benchmark {b}": b for b in args.benchmark},
+                        refusals=(UsageError, ValueError), work=("samples",)):
+            return _evaluate(args, config, verify_config, fallbacks)
+    except (RunBusy, ValueError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _evaluate(args: argparse.Namespace, config, verify_config, fallbacks) -> int:
+    """The evaluation itself, with ``--out`` held (see :func:`run`)."""
+    from composition_rl.backends.rollout import RolloutError
+    from composition_rl.evaluate import evaluate_benchmarks
+    from composition_rl.io.runs import run_identity
+    from composition_rl.profile import RunMismatch
+
     depths = _depths(args.compositional) if args.compositional else []
-    benchmarks = {name: load_input(path, args) for name, path in zip(_names(args.benchmark), args.benchmark)}
+    input_rejects: list = []
+    benchmarks = {}
+    for name, path in zip(_names(args.benchmark), args.benchmark):
+        rejects: list = []
+        benchmarks[name] = load_input(path, args, rejects)
+        benchmarks[name], too_long = fit_to_context(benchmarks[name], args, where=path)
+        input_rejects += [{"benchmark": name, **r} for r in rejects + too_long]
+        if not benchmarks[name]:
+            raise UsageError(f"{path}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
     compositional = None
     if depths:
         compositional = {}
         for name, probs in benchmarks.items():
             print(f"composing {name}:")
             compositional[name] = build_compositional(probs, depths, args)
+            for d in depths:
+                compositional[name][d], too_long = fit_to_context(compositional[name][d], args,
+                                                                  where=f"{name} depth {d}")
+                input_rejects += [{"benchmark": name, "depth": d, **r} for r in too_long]
     backend = backend_from_args(args)
-    from composition_rl.verify import VerifyConfig, shared_verifier
+    from composition_rl.verify import shared_verifier
 
     try:
         # The process-wide pool: one per process, closed at exit (see verify.shared_verifier).
-        verifier = shared_verifier(VerifyConfig(timeout_s=args.verify_timeout))
+        verifier = shared_verifier(verify_config)
         results = evaluate_benchmarks(
             benchmarks,
             backend,
@@ -124,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             extra_run_info={"benchmarks": list(args.benchmark)},
             identity=run_identity(model=args.model, backend=backend.name,
-                                  inputs={f"benchmark {n}": p for n, p in zip(benchmarks, args.benchmark)}),
+                                  inputs={f"benchmark {n}": p for n, p in zip(benchmarks, args.benchmark)},
+                                  command="eval", fallbacks=list(fallbacks)),
         )
     except RunMismatch as e:
         raise UsageError(str(e)) from None
@@ -133,6 +164,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         backend.close()
+    from composition_rl.io.files import atomic_write_jsonl
+
+    # every benchmark row is accounted for: evaluated, or here with its reason
+    atomic_write_jsonl(Path(args.out) / "input_rejects.jsonl", input_rejects)
+    if input_rejects:
+        print(f"{len(input_rejects)} rows set aside before sampling -> {Path(args.out) / 'input_rejects.jsonl'}",
+              file=sys.stderr)
     print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
     print(f"wrote {Path(args.out) / 'results.json'} and per-sample responses under {Path(args.out) / 'samples'}")
     return 0 if results["benchmarks"] else 1

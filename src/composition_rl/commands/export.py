@@ -30,9 +30,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.io.export import EXPORTERS, clear_exports, export, export_path
-    from composition_rl.io.files import atomic_write_jsonl, refuse_overwrite, writable_dir
+    from composition_rl.io.export import EXPORTERS, export, export_path
+    from composition_rl.io.files import (
+        StagedOutputs,
+        atomic_write_jsonl,
+        refuse_overwrite,
+    )
     from composition_rl.io.readers import InputError, ReaderConfig, load_problems
+    from composition_rl.io.runs import RunBusy, record_run, refuse_foreign, run_folder, run_identity
 
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     try:
@@ -41,25 +46,45 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as e:
         raise UsageError(str(e).strip("'\"")) from None
     out = Path(args.out)
+    exports = [export_path(out, e).name for e in EXPORTERS.names()]
     try:
         refuse_overwrite({"--input": args.input}, [out / "problems.jsonl", out / "input_rejects.jsonl",
-                                                   *(export_path(out, e) for e in EXPORTERS.names())])
-        writable_dir(out)
+                                                   *(out / e for e in exports)])
+        refuse_foreign("export", folders={"--out": out}, inputs={"--input": args.input})
     except ValueError as e:
         raise UsageError(str(e)) from None
     try:
         res = load_problems(args.input, ReaderConfig(question_field=args.question_field, answer_field=args.answer_field))
     except InputError as e:
         raise UsageError(str(e)) from None
-    atomic_write_jsonl(out / "input_rejects.jsonl", res.rejects)
     if not res.problems:
-        raise UsageError(res.why_empty(f"--input {args.input}")
-                         + f". Every rejected row, with its reason: {out / 'input_rejects.jsonl'}")
-    stale = [p.name for p in clear_exports(out) if p.stem not in formats]  # made from the problems.jsonl replaced now
-    atomic_write_jsonl(out / "problems.jsonl", (p.to_dict() for p in res.problems))
-    paths = [export(res.problems, f, out) for f in formats]
+        msg = res.why_empty(f"--input {args.input}")
+        if (out / "problems.jsonl").exists():  # the previous export stays whole
+            raise UsageError(msg + f"; {out} keeps its previous export as it was")
+        atomic_write_jsonl(out / "input_rejects.jsonl", res.rejects)
+        raise UsageError(msg + f". Every rejected row, with its reason: {out / 'input_rejects.jsonl'}")
+    try:
+        with run_folder(out, "export", inputs={"--input": args.input}, refusals=(UsageError, ValueError)):
+            # every file of the export is replaced together, and only when all are written
+            with StagedOutputs(out, ["problems.jsonl", "input_rejects.jsonl", "run.json", *exports,
+                                     "report.html"]) as stage:
+                atomic_write_jsonl(stage.dir / "input_rejects.jsonl", res.rejects)
+                atomic_write_jsonl(stage.dir / "problems.jsonl", (p.to_dict() for p in res.problems))
+                for f in formats:
+                    export(res.problems, f, stage.dir)
+                record_run(stage.dir, "export", run_identity(inputs={"input": args.input}, formats=formats,
+                                                             question_field=args.question_field,
+                                                             answer_field=args.answer_field),
+                           info={"input": str(args.input)})
+                stale = [n for n in stage.commit() if n in exports or n == "report.html"]
+    except RunBusy as e:
+        raise UsageError(str(e)) from None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    paths = [export_path(out, f) for f in formats]
     if stale:
-        print(f"removed {', '.join(stale)} of an earlier export in {out} (not asked for with --format)", file=sys.stderr)
+        print(f"removed {', '.join(stale)} of an earlier export in {out} (not asked for with --format, or made "
+              "from the records replaced now)", file=sys.stderr)
     depths = sorted({p.depth for p in res.problems})
     print(f"exported {len(res.problems):,} problems (depth {', '.join(map(str, depths))}) of {res.rows:,} rows "
           f"to {out}/: problems.jsonl" + "".join(f", {p.name}" for p in paths))

@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from composition_rl.flags import positive_int, switch
     from composition_rl.mbs.config import GrowConfig
 
-    p.add_argument("--input", required=True, help="seed problems (json, jsonl, parquet) with answers")
+    p.add_argument("--input", required=True, help="seed problems with answers (json, jsonl, csv, tsv, parquet; also .gz/.zst)")
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     p.add_argument("--policy", required=True, help="target policy: a local model folder or NAME@URL")
     p.add_argument("--students", action="append", default=[],
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--teacher", default="program", help="teacher: program (exact, arithmetic chains) or openai")
     p.add_argument("--teacher-base-url", action="append", help="openai teacher: endpoint (repeat for several)")
     p.add_argument("--teacher-model", help="openai teacher: served model name")
-    p.add_argument("--teacher-temperature", type=float, default=0.7)
+    p.add_argument("--teacher-temperature", type=float, default=0.7, help="openai teacher: sampling temperature")
     p.add_argument("--teacher-cache", help="openai teacher: response cache file (default OUT/teacher_cache.jsonl)")
     p.add_argument("--method", choices=["mbs", "direct"], default="mbs",
                    help="mbs, or the direct-synthesis baseline (variations of the seed)")
@@ -57,16 +57,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=positive_int, help="use only the first N hard seeds (N >= 1)")
     s = p.add_argument_group("rollouts (policy and students)")
     s.add_argument("-n", type=int, default=8, help="rollouts per problem for the policy profile (the band's budget)")
-    s.add_argument("--temperature", type=float, default=0.6)
-    s.add_argument("--top-p", type=float, default=0.95)
-    s.add_argument("--top-k", type=int, default=20)
-    s.add_argument("--max-tokens", type=int, default=4096)
+    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.flags import add_flags
+
+    add_flags(s, SamplingConfig, skip=("seed",))  # --temperature, --top-p, --top-k, --max-tokens
     s.add_argument("--template", default="boxed", help="prompts/rollout_<NAME>.txt or a .txt path (tiny models: plain)")
     s.add_argument("--rollout-seed", type=int, default=0, help="sampling seed of every rollout")
     s.add_argument("--batch-size", type=int, default=64, help="local models: most sequences per generate call")
-    s.add_argument("--verify-timeout", type=float, default=5.0)
+    s.add_argument("--verify-timeout", type=float, default=5.0, help="hard bound per answer check, in seconds")
     from composition_rl.executors import ExecutorConfig
-    from composition_rl.flags import add_flags
 
     add_flags(p.add_argument_group("executor of the seed profile (qualification rounds stay in this process; "
                                    "see docs/scale.md)"), ExecutorConfig)
@@ -80,7 +79,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         elif isinstance(f.default, (int, float, str)):
             kw["type"] = type(f.default)
         g.add_argument(flag, dest=f"cfg_{f.name}", **kw)
-    p.add_argument("--no-progress", action="store_true")
+    from composition_rl.progress import progress_help
+
+    p.add_argument("--no-progress", action="store_true", help=progress_help())
 
 
 def _rollout_spec(spec: str, args: argparse.Namespace):
@@ -116,45 +117,56 @@ def _teacher(args: argparse.Namespace, seed: int, out: Path):
 
 
 def run(args: argparse.Namespace) -> int:
+    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.flags import from_flags
+    from composition_rl.io.runs import RunBusy, run_folder
+    from composition_rl.mbs import GrowConfig
+    from composition_rl.profile import ProfileConfig, parse_bands
+
+    try:
+        config = GrowConfig(**{f.name: getattr(args, f"cfg_{f.name}") for f in dataclasses.fields(GrowConfig)
+                               if getattr(args, f"cfg_{f.name}") is not None})
+        sampling = from_flags(SamplingConfig, args, skip=("seed",), seed=args.rollout_seed)
+        prof_cfg = ProfileConfig(n=args.n, sampling=sampling, template=args.template)
+        bands = parse_bands(args.select)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    try:
+        with run_folder(args.out, "grow", inputs={"--input": args.input, "--from-profile": args.from_profile},
+                        refusals=(UsageError, ValueError),
+                        work=("seed_profile", "teacher_cache.jsonl", "trees.jsonl", "candidates.jsonl")):
+            return _grow(args, config, sampling, prof_cfg, bands)
+    except (RunBusy, ValueError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _grow(args: argparse.Namespace, config, sampling, prof_cfg, bands) -> int:
+    """The grow run itself, with ``--out`` held (see :func:`run`)."""
     from composition_rl.backends.base import ChatError
-    from composition_rl.backends.rollout import RolloutError, SamplingConfig
+    from composition_rl.backends.rollout import RolloutError
     from composition_rl.executors import ExecutorConfig, build_executor
     from composition_rl.flags import from_flags
     from composition_rl.io.export import clear_exports, export
     from composition_rl.io.files import atomic_write_jsonl
     from composition_rl.io.readers import InputError, load_problems
     from composition_rl.io.runs import (
+        LOCK_FILE,
         RUN_FILE,
         RunMismatch,
         claim_run,
+        model_content,
         model_identity,
         run_identity,
     )
-    from composition_rl.mbs import GrowConfig, Students, grow
+    from composition_rl.mbs import Students, grow
     from composition_rl.profile import (
-        ProfileConfig,
         load_profile,
-        parse_bands,
         profile_problems,
     )
     from composition_rl.verify import VerifyConfig, shared_verifier
 
-    try:
-        config = GrowConfig(**{f.name: getattr(args, f"cfg_{f.name}") for f in dataclasses.fields(GrowConfig)
-                               if getattr(args, f"cfg_{f.name}") is not None})
-        sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-                                  max_tokens=args.max_tokens, seed=args.rollout_seed)
-        prof_cfg = ProfileConfig(n=args.n, sampling=sampling, template=args.template)
-        bands = parse_bands(args.select)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    from composition_rl.io.files import writable_dir
-
-    try:
-        out = writable_dir(args.out)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    had_work = any(f.name != RUN_FILE for f in out.iterdir())  # before this run writes anything
+    out = Path(args.out)
+    had_work = any(f.name not in (RUN_FILE, LOCK_FILE) for f in out.iterdir())  # before this run writes anything
     # bad rows (no answer, no question) are kept with their reason, never silently lost
     try:
         loaded = load_problems(args.input)
@@ -163,6 +175,13 @@ def run(args: argparse.Namespace) -> int:
     problems = loaded.problems
     if not problems:
         raise UsageError(f"{args.input}: no usable problems ({len(loaded.rejects)} rows rejected)")
+    from composition_rl.commands.profile import fit_to_context
+
+    # a seed whose prompt fills the policy's context can only be solve_none: set it aside, said
+    problems, too_long = fit_to_context(problems, args, model=args.policy, where=args.input)
+    loaded.rejects.extend(too_long)
+    if not problems:
+        raise UsageError(f"{args.input}: no seed fits the context of {args.policy} ({len(too_long)} set aside)")
     if loaded.rejects:
         print(loaded.rejected_note(args.input) + " (each in OUT/input_rejects.jsonl)", file=sys.stderr)
     teacher, cache = _teacher(args, config.seed, out)
@@ -189,6 +208,8 @@ def run(args: argparse.Namespace) -> int:
     identity = run_identity(inputs={"input": args.input}, method=args.method, config=config.to_dict(),
                             teacher=args.teacher, teacher_model=args.teacher_model,
                             policy=model_identity(args.policy), students=[model_identity(m) for m in args.students],
+                            models_content=[model_content(m) for m in [args.policy, *args.students]],
+                            command="grow",
                             profile=prof_cfg.run_record(), select=sorted(bands))
     try:
         claim_run(out / RUN_FILE, identity, info={"input": str(args.input)}, what="a grow run", has_work=had_work)

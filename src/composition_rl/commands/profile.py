@@ -54,12 +54,11 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
         help="feed the prompt raw even if the tokenizer has a chat template (base models)",
     )
     s = p.add_argument_group("decoding (defaults: the paper preset)")
-    s.add_argument("-n", type=int, default=8, help="samples per prompt")
-    s.add_argument("--temperature", type=float, default=0.6)
-    s.add_argument("--top-p", type=float, default=0.95)
-    s.add_argument("--top-k", type=int, default=20)
-    s.add_argument("--max-tokens", type=int, default=4096)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("-n", type=int, default=8, help="samples per prompt (1 to 1024)")
+    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.flags import add_flags
+
+    add_flags(s, SamplingConfig)  # --temperature, --top-p, --top-k, --max-tokens, --seed
     s.add_argument("--template", default="boxed", help="prompts/rollout_<NAME>.txt or a .txt path")
     s.add_argument(
         "--chunk",
@@ -68,7 +67,6 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
         "for an endpoint, so slow requests overlap)",
     )
     from composition_rl.executors import ExecutorConfig
-    from composition_rl.flags import add_flags
 
     add_flags(p.add_argument_group("executor (where sampling and grading run; see docs/scale.md)"), ExecutorConfig)
     i = p.add_argument_group("input")
@@ -76,20 +74,20 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--answer-field", help="force the answer field")
     i.add_argument("--limit", type=positive_int, help="use only the first N problems of each file (N >= 1)")
     i.add_argument("--verify-timeout", type=float, default=5.0, help="seconds per answer check")
-    i.add_argument("--no-progress", action="store_true")
+    from composition_rl.verify.verifier import FALLBACK_HELP
+
+    i.add_argument("--fallback", action="append", help=FALLBACK_HELP)
+    from composition_rl.progress import progress_help
+
+    i.add_argument("--no-progress", action="store_true", help=progress_help())
 
 
 def sampling_from_args(args: argparse.Namespace):
     from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.flags import from_flags
 
     try:
-        return SamplingConfig(
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k,
-            max_tokens=args.max_tokens,
-            seed=args.seed,
-        )
+        return from_flags(SamplingConfig, args)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -141,7 +139,32 @@ def backend_from_args(args: argparse.Namespace):
         raise UsageError(f"cannot start the {name} backend ({args.executor} executor): {e}") from None
 
 
-def load_input(path: str, args: argparse.Namespace):
+def fit_to_context(problems, args: argparse.Namespace, model: str | None = None, where: str = ""):
+    """``problems`` whose prompt fits the local model's context, and the rest as rejects
+    (reason ``prompt_too_long``). A prompt that fills the context cannot be answered, so it
+    is set aside by itself before sampling instead of being sampled to nothing. An endpoint's
+    context is not known here: its problems all pass.
+    """
+    model = model or args.model
+    if getattr(args, "base_url", None) or not Path(model).is_dir():
+        return list(problems), []
+    from composition_rl.backends.context import PromptFit
+    from composition_rl.backends.rollout import load_template, render_prompt
+    from composition_rl.io.readers import set_aside
+
+    try:
+        template = load_template(args.template)
+        fit = PromptFit.for_model(model, False if getattr(args, "no_chat_template", False) else None)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--model {model}: cannot read its tokenizer and config ({e})") from None
+    kept, rejects = set_aside(problems, lambda p: fit.reason(render_prompt(template, p.question)))
+    if rejects:
+        print(f"{where or 'input'}: {len(rejects):,} of {len(problems):,} prompts are longer than the context of "
+              f"{model} ({fit.context:,} tokens): set aside (e.g. {rejects[0]['detail']})", file=sys.stderr)
+    return kept, rejects
+
+
+def load_input(path: str, args: argparse.Namespace, rejects: list | None = None):
     """Problems of one input file (rejected rows are reported, not fatal).
 
     Problem records (composed sets) are read back as they are, keeping their ids, links and
@@ -157,6 +180,8 @@ def load_input(path: str, args: argparse.Namespace):
     problems = res.problems
     if res.rejects:
         print(res.rejected_note(path), file=sys.stderr)
+        if rejects is not None:
+            rejects.extend(res.rejects)
     problems = problems[: args.limit] if args.limit else problems
     if not problems:
         raise UsageError(f"{path}: no usable problems")
@@ -165,7 +190,8 @@ def load_input(path: str, args: argparse.Namespace):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_backend_arguments(p)
-    p.add_argument("--input", required=True, help="problems file (json, jsonl, parquet)")
+    p.add_argument("--input", required=True,
+                   help="problems file (json, jsonl, csv, tsv, parquet; also .gz/.zst), or a composed.jsonl")
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     p.add_argument("--confidence", type=float, default=0.95, help="Wilson interval level")
     p.add_argument("--keep-responses", action="store_true", help="store every response in profile.jsonl")
@@ -177,16 +203,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.backends.rollout import RolloutError
-    from composition_rl.io.files import atomic_write_jsonl, writable_dir
-    from composition_rl.io.runs import run_identity
-    from composition_rl.profile import (
-        ProfileConfig,
-        RunMismatch,
-        keep_from_profile,
-        parse_bands,
-        profile_problems,
-    )
+    from composition_rl.profile import ProfileConfig, parse_bands
 
     if args.keep:
         try:
@@ -204,18 +221,49 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
+    from composition_rl.verify import VerifyConfig
+    from composition_rl.verify.verifier import fallbacks_from_names
+
+    fallbacks = fallbacks_from_names(args.fallback)
     try:
-        writable_dir(args.out)  # before any model is loaded: one line, not a traceback later
+        verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    problems = load_input(args.input, args)
-    backend = backend_from_args(args)
-    from composition_rl.verify import VerifyConfig, shared_verifier
-
     out = Path(args.out)
+    keep_out = Path(args.keep_out) if args.keep_out else out / "kept.jsonl"
+    keep_rejects = keep_out.with_name(keep_out.stem + ".rejects.jsonl")
+    from composition_rl.io.runs import RunBusy, run_folder
+
+    try:
+        with run_folder(out, "profile", inputs={"--input": args.input},
+                        files={"--keep-out": keep_out if args.keep else None,
+                               "the --keep-out rejects file": keep_rejects if args.keep else None},
+                        refusals=(UsageError, ValueError), work=("profile.jsonl",)):
+            return _profile(args, config, out, keep_out, keep_rejects, verify_config, fallbacks)
+    except (RunBusy, ValueError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _profile(args: argparse.Namespace, config, out: Path, keep_out: Path, rej_path: Path, verify_config,
+             fallbacks) -> int:
+    """The profile run itself, with ``out`` held (see :func:`run`)."""
+    from composition_rl.backends.rollout import RolloutError
+    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.io.runs import run_identity
+    from composition_rl.profile import RunMismatch, keep_from_profile, profile_problems
+
+    input_rejects: list = []
+    problems = load_input(args.input, args, input_rejects)
+    problems, too_long = fit_to_context(problems, args, where=args.input)
+    input_rejects += too_long
+    if not problems:
+        raise UsageError(f"{args.input}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
+    backend = backend_from_args(args)
+    from composition_rl.verify import shared_verifier
+
     try:
         # The process-wide pool: one per process, closed at exit (see verify.shared_verifier).
-        verifier = shared_verifier(VerifyConfig(timeout_s=args.verify_timeout))
+        verifier = shared_verifier(verify_config)
         summary = profile_problems(
             problems,
             backend,
@@ -224,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
             config,
             progress=not args.no_progress,
             extra_run_info={"input": str(args.input)},
-            identity=run_identity(model=args.model, backend=backend.name, inputs={"input": args.input}),
+            identity=run_identity(model=args.model, backend=backend.name, inputs={"input": args.input},
+                                  command="profile", fallbacks=list(fallbacks)),
         )
     except RunMismatch as e:
         raise UsageError(str(e)) from None
@@ -233,18 +282,19 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         backend.close()
+    # every input row is accounted for: profiled, or here with its reason
+    atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
     c = summary["counts"]
     print(
         f"profiled {summary['prompts']} prompts at n={summary['n']}: "
         f"solve_all {c['solve_all']} ({100 * (summary['solve_all'] or 0):.1f}%), "
         f"goldilocks {c['goldilocks']} ({100 * (summary['goldilocks'] or 0):.1f}%), "
         f"solve_none {c['solve_none']} ({100 * (summary['solve_none'] or 0):.1f}%) -> {out}"
+        + (f"; {len(input_rejects)} input rows rejected -> {out / 'input_rejects.jsonl'}" if input_rejects else "")
     )
     if args.keep:
-        keep_out = Path(args.keep_out) if args.keep_out else out / "kept.jsonl"
         kept, rejected = keep_from_profile(problems, out, args.keep)
         atomic_write_jsonl(keep_out, (p.to_dict() for p in kept))
-        rej_path = keep_out.with_name(keep_out.stem + ".rejects.jsonl")
         atomic_write_jsonl(rej_path, rejected)
         print(f"--keep {args.keep}: kept {len(kept)} -> {keep_out}; dropped {len(rejected)} -> {rej_path}")
     return 0

@@ -22,7 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     p.add_argument("--quick", action="store_true",
                    help="1 seed and shorter phases (about 8 min on 2 cores): a smoke run, not evidence")
-    p.add_argument("--no-progress", action="store_true")
+    from composition_rl.progress import progress_help
+
+    p.add_argument("--no-progress", action="store_true", help=progress_help())
     for name, default, help_ in ReproduceConfig.fields_help():
         flag = "--" + name.replace("_", "-")
         if name == "seeds":
@@ -70,9 +72,13 @@ def run(args: argparse.Namespace) -> int:
     con = Console()
     out = Path(args.out)
     con.print(f"reproducing with seeds {list(cfg.seeds)} on {cfg.workers} worker(s) -> {out}/")
+    from composition_rl.io.runs import RunBusy, record_run, run_folder
+
     try:
-        res = run_reproduce(cfg, out, progress=not args.no_progress, log=con.print)
-    except ValueError as e:
+        with run_folder(out, "reproduce", refusals=(UsageError, ValueError), work=("seed_*",)):
+            record_run(out, "reproduce")
+            res = run_reproduce(cfg, out, progress=not args.no_progress, log=con.print)
+    except (RunBusy, ValueError) as e:
         raise UsageError(str(e)) from e
     for line in summary_lines(res):
         con.print(f"- {line}")

@@ -36,15 +36,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--answer-field", default="answer", help="field holding the gold answer(s) (default: answer)")
     p.add_argument("--timeout", type=float, default=5.0, help="hard bound per item in seconds (default: 5)")
     p.add_argument("--workers", type=int, help="worker processes (default: one per usable core)")
-    p.add_argument(
-        "--fallback",
-        action="append",
-        help="answer extraction when there is no \\boxed{}: answer_line (default), answer_is, whole (a short "
-        "response that is one expression or one math span: '7,425,000', '$(3,2)$', 'Answer $9$'); "
-        "repeat for several, tried in order; 'none' requires a box",
-    )
+    from composition_rl.verify.verifier import FALLBACK_HELP
+
+    p.add_argument("--fallback", action="append", help=FALLBACK_HELP)
     p.add_argument("--fresh", action="store_true", help="discard an existing --out (and its rejects) and score again")
-    p.add_argument("--no-progress", action="store_true")
+    from composition_rl.progress import progress_help
+
+    p.add_argument("--no-progress", action="store_true", help=progress_help())
 
 
 def _read_rows(path: Path) -> list:
@@ -136,10 +134,9 @@ def _check(row: Any, response_field: str, answer_field: str) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from composition_rl.verify import Verifier, VerifyConfig
+    from composition_rl.verify.verifier import fallbacks_from_names
 
-    fallbacks = tuple(args.fallback or ("answer_line",))
-    if fallbacks == ("none",):
-        fallbacks = ()
+    fallbacks = fallbacks_from_names(args.fallback)
     try:
         config = VerifyConfig(timeout_s=args.timeout, workers=args.workers, fallbacks=fallbacks)
     except ValueError as e:
@@ -149,10 +146,23 @@ def run(args: argparse.Namespace) -> int:
     meta_path = out.with_name(out.stem + ".options.json")
     if not Path(args.input).is_file():
         raise UsageError(f"--input {args.input} is not a file")
-    _prepare_outputs(args.input, out, rejects_path, meta_path, _options(args, fallbacks), args.fresh)
-    # The workers start (Math-Verify imports, ~1-2 s) while this process reads the input.
-    with Verifier(config).start() as verifier:
-        return _score(args, verifier, out, rejects_path)
+    import contextlib
+
+    from composition_rl.io.runs import RunBusy, hold_lock, refuse_foreign
+
+    with contextlib.ExitStack() as stack:
+        try:
+            # (an output that is the input is refused with the others in _prepare_outputs)
+            refuse_foreign("score", files={"--out": out, "its rejects file": rejects_path,
+                                           "its options file": meta_path})
+            # two runs appending to one file would write every row twice
+            stack.enter_context(hold_lock(out, "score", folder=False))
+        except (RunBusy, ValueError) as e:
+            raise UsageError(str(e)) from None
+        _prepare_outputs(args.input, out, rejects_path, meta_path, _options(args, fallbacks), args.fresh)
+        # The workers start (Math-Verify imports, ~1-2 s) while this process reads the input.
+        with Verifier(config).start() as verifier:
+            return _score(args, verifier, out, rejects_path)
 
 
 def _score(args: argparse.Namespace, verifier, out: Path, rejects_path: Path) -> int:

@@ -12,8 +12,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--sft-steps", type=int, default=None, help="SFT warm-up steps (default 300; the whole build ~1.5 min on 2 cores)")
     parser.add_argument("--digits", type=int, choices=(1, 2, 3), default=None,
                         help="operand digits of the arithmetic task (default 1; 2 needs far more SFT)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the weights' initialisation and the SFT data")
+    from composition_rl.progress import progress_help
+
+    parser.add_argument("--no-progress", action="store_true", help=progress_help())
 
 
 def run(args) -> int:
@@ -27,7 +29,14 @@ def run(args) -> int:
         if args.sft_steps < 0:
             raise UsageError(f"--sft-steps must be >= 0, got {args.sft_steps}")
         kw["sft_steps"] = args.sft_steps
-    out = build_tiny_model(args.out, TinyModelConfig(**kw), progress=not args.no_progress, log=print)
+    from composition_rl.io.runs import RunBusy, run_folder
+
+    try:
+        # two builds into one folder would interleave their weight files
+        with run_folder(args.out, "tiny-model", refusals=(UsageError, ValueError)):
+            out = build_tiny_model(args.out, TinyModelConfig(**kw), progress=not args.no_progress, log=print)
+    except (RunBusy, ValueError) as e:
+        raise UsageError(str(e)) from None
     info = json.loads((out / "build_info.json").read_text())
     acc = ", ".join(f"depth {d}: {a:.0%}" for d, a in info["greedy_accuracy"].items())
     print(f"tiny model in {out}: {info['params'] / 1e6:.2f}M parameters, vocab {info['vocab_size']}, "

@@ -36,11 +36,19 @@ def run(args) -> int:
     except (ValueError, TypeError) as e:
         raise UsageError(f"{path}: {e}") from None
 
-    from composition_rl.train.grpo import run_training
+    from composition_rl.io.runs import RunBusy, check_model_source, run_folder
 
     try:
-        metrics = run_training(cfg, resume=False if args.fresh else "auto")
-    except ValueError as e:
+        # a model that cannot be loaded is refused before anything is written (no folder, no
+        # minute of hub retries on a machine without network)
+        check_model_source(cfg.model)
+        with run_folder(cfg.output_dir, "train", flag="output_dir",
+                        inputs={f"stage {st.name} data": st.data for st in cfg.stages if st.data},
+                        refusals=(UsageError, ValueError), work=("checkpoints", "metrics.jsonl")):
+            from composition_rl.train.grpo import run_training
+
+            metrics = run_training(cfg, resume=False if args.fresh else "auto")
+    except (RunBusy, ValueError) as e:
         raise UsageError(str(e)) from None
     out = Path(cfg.output_dir)
     print(f"metrics: {metrics}")

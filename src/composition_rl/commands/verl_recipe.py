@@ -53,7 +53,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--chunk-steps", type=_positive, default=50, help="train this many steps between probes")
     parser.add_argument("--probe-size", type=_positive, default=256, help="probe prompts per stage")
     parser.add_argument("--gpus", type=_positive, default=8, help="GPUs per node (>= 1)")
-    parser.add_argument("--nnodes", type=_positive, default=1)
+    parser.add_argument("--nnodes", type=_positive, default=1, help="machines of the verl run (>= 1)")
     parser.add_argument("--online", nargs="*", metavar="KEY=VALUE",
                         help="run the online curriculum (one depth-1 stage; retired prompts are replaced by "
                         "compositions during training): verl's dataset and replay buffer become "
@@ -128,12 +128,6 @@ def choose_python(args) -> str:
 
 def run(args) -> int:
     from composition_rl.cli import UsageError
-    from composition_rl.integrations.verl_recipe import (
-        RecipeConfig,
-        RecipeStage,
-        read_stage,
-        write_recipe,
-    )
 
     if args.depths and len(args.depths) != len(args.stages):
         raise UsageError(f"--depths has {len(args.depths)} values for {len(args.stages)} stages")
@@ -141,12 +135,26 @@ def run(args) -> int:
     if online is not None and len(args.stages) != 1:
         raise UsageError(f"--online grows depth during training: give one --stages file (depth-1 data), "
                          f"not {len(args.stages)}")
-    from composition_rl.io.files import writable_dir
+    from composition_rl.io.runs import RunBusy, run_folder
 
     try:
-        writable_dir(args.out)
-    except ValueError as e:
+        with run_folder(args.out, "verl-recipe", inputs={f"--stages {f}": f for f in args.stages},
+                        refusals=(UsageError, ValueError)):
+            return _write(args, online)
+    except (RunBusy, ValueError) as e:
         raise UsageError(str(e)) from None
+
+
+def _write(args: argparse.Namespace, online) -> int:
+    """Write the recipe, with ``--out`` held (see :func:`run`)."""
+    from composition_rl.cli import UsageError
+    from composition_rl.integrations.verl_recipe import (
+        RecipeConfig,
+        RecipeStage,
+        read_stage,
+        write_recipe,
+    )
+
     stages = []
     for k, f in enumerate(args.stages):
         p = Path(f)

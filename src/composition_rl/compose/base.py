@@ -132,7 +132,7 @@ def repeat_rejection(parents: Sequence[str]) -> Rejection:
 
 
 def funnel(candidates: int, rejected_by_stage: dict[str, int], stages: Sequence[str] = FUNNEL_STAGES) -> list[dict]:
-    """What survives each stage, in order (seed 000, Appendix D: 240K -> 231K -> 200K -> 199K)."""
+    """What survives each stage, in order (the paper's Appendix D: 240K -> 231K -> 200K -> 199K)."""
     rows = [{"stage": "candidates", "kept": candidates}]
     kept = candidates
     for s in stages:

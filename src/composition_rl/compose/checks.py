@@ -1,19 +1,24 @@
 """The checks every composed prompt must pass, read from the record itself.
 
 They re-derive everything from the composed text, the links and the parent problems, by a
-separate code path from the engine that wrote them (seed 000, Section 3.4, "three
+separate code path from the engine that wrote them (the paper's Section 3.4, "three
 verification steps"; here exact instead of LLM self-checks):
 
-1. ``check1_v1``: q1's text is intact and v1 re-parses from q1's answer to the same exact value.
+1. ``check1_v1``: q1's text is intact and v1 re-parses from q1's answer to the same exact value
+   (catches a misread answer: ``2\\frac{1}{4}`` read as 2 times 1/4 instead of 9/4).
 2. ``check2_substitution``: putting v2 back for Y in the modified later problem gives the
-   original text character for character.
+   original text character for character (catches a variable put in the wrong place, or a
+   rewrite that changed another word of the problem).
 3. ``check3_relation``: the relation written in the prompt parses back to d, and
-   ``v1 - d == v2`` exactly.
+   ``v1 - d == v2`` exactly (catches wrong arithmetic: "$Y$ is $3$ less than $X$" where
+   v1 = 7 and v2 = 10).
 4. ``check4_names_length``: variable names are distinct, clash with no symbol of any chained
-   problem, and the prompt respects the length limit.
+   problem, and the prompt respects the length limit (catches a ``Y`` in a problem about a
+   point ``Y``).
 5. ``check5_dependence``: the later problem's answer is not proved independent of the
    variable (:func:`composition_rl.compose.dependence.decide` on the original text and the
-   replaced places), and the record does not say so itself (``metadata["dependence"]``).
+   replaced places), and the record does not say so itself (``metadata["dependence"]``)
+   (catches "Compute $\\dbinom{Y}{Y}$.", which is 1 whatever q1 gives).
 
 :func:`run_checks` returns ``None`` for a good record or the first failure.
 """
@@ -44,13 +49,7 @@ from composition_rl.values import (
     to_fraction,
 )
 
-__all__ = ["CHECK_STAGES", "Failure", "exact", "run_checks"]
-
-
-
-Failure = Rejection
-"""The old name of :class:`~composition_rl.compose.base.Rejection`: one rejection type for
-input rows, compositions and checks."""
+__all__ = ["CHECK_STAGES", "exact", "run_checks"]
 
 
 @lru_cache(maxsize=65536)
@@ -149,10 +148,10 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
     K = len(parents)
     links = c.links
     if c.depth != sum(p.depth for p in parents) or len(links) != K - 1 or tuple([p.id for p in parents]) != c.parents:
-        return Failure("check1_v1", "bad_record", f"depth {c.depth}, {len(links)} links, parents {c.parents} do not match the chain")
+        return Rejection("check1_v1", "bad_record", f"depth {c.depth}, {len(links)} links, parents {c.parents} do not match the chain")
     text = c.question
     if tuple(c.answers) != tuple(parents[-1].answers):
-        return Failure("check1_v1", "answer_mismatch", "the composed answer is not the last problem's answer")
+        return Rejection("check1_v1", "answer_mismatch", "the composed answer is not the last problem's answer")
 
     # locate the glue paragraphs in order; they split the text into the K problem segments:
     # text[:glues[0].start] is q1, text[glues[k].end : glues[k+1].start] the modified q_{k+2}
@@ -161,14 +160,14 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
     for k, lk in enumerate(links):
         g = find_glue(text, lk.x, lk.y, pos, free_definition=llm)
         if g is None:
-            return Failure("check3_relation", "relation_missing", f"link {k + 1}: no relation sentence for ${lk.y}$ and ${lk.x}$")
+            return Rejection("check3_relation", "relation_missing", f"link {k + 1}: no relation sentence for ${lk.y}$ and ${lk.x}$")
         glues.append(g)
         pos = g.end
 
     # 1. q1 intact, and v1 from each earlier problem's answer
     q1 = parents[0].question
     if glues[0].start != len(q1) or not text.startswith(q1):
-        return Failure("check1_v1", "q1_modified", "the first problem's text was changed")
+        return Rejection("check1_v1", "q1_modified", "the first problem's text was changed")
     if llm:
         for k, lk in enumerate(links):
             seg = text[glues[k].end : glues[k + 1].start if k + 2 < K else len(text)]
@@ -180,7 +179,7 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
         why = (_derived_v1_failure(parents[k], lk, glues[k]) if lk.v1_derivation or glues[k].derived
                else _v1_failure(parents[k].answer, lk.v1_latex, lk.v1_expr))
         if why is not None:
-            return Failure("check1_v1", why[0], f"link {k + 1}: {why[1]}")
+            return Rejection("check1_v1", why[0], f"link {k + 1}: {why[1]}")
 
     # 2. substituting v2 back restores the later problem exactly
     for k, lk in enumerate(links):
@@ -189,7 +188,7 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
         if lk.v2_also:
             why = _restore_all(seg, original, lk)
             if why is not None:
-                return Failure("check2_substitution", why[0], f"link {k + 1}: {why[1]}")
+                return Rejection("check2_substitution", why[0], f"link {k + 1}: {why[1]}")
         else:
             # the engine wrote one of the token shapes; the substitution is right if one restores q
             found = False
@@ -200,17 +199,17 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
                         break
             else:
                 if not found:
-                    return Failure("check2_substitution", "variable_not_found", f"link {k + 1}: {lk.y} is not at offset {off}")
-                return Failure("check2_substitution", "substitution_mismatch", f"link {k + 1}: restoring {lit!r} does not give the original text")
+                    return Rejection("check2_substitution", "variable_not_found", f"link {k + 1}: {lk.y} is not at offset {off}")
+                return Rejection("check2_substitution", "substitution_mismatch", f"link {k + 1}: restoring {lit!r} does not give the original text")
         why = _v2_failure(lit, lk.v2_expr)
         if why is not None:
-            return Failure("check2_substitution", "v2_mismatch", f"link {k + 1}: {why}")
+            return Rejection("check2_substitution", "v2_mismatch", f"link {k + 1}: {why}")
 
     # 3. the written relation is d, and v1 - d == v2
     for k, (lk, g) in enumerate(zip(links, glues)):
         why = _relation_failure(g.direction, g.d_latex, lk.d_latex, lk.v1_latex, lk.v2_expr)
         if why is not None:
-            return Failure("check3_relation", why[0], f"link {k + 1}: {why[1]}")
+            return Rejection("check3_relation", why[0], f"link {k + 1}: {why[1]}")
 
     return _names_length_failure(text, links, parents, max_chars) or _dependence_failure(c, parents)
 
@@ -219,13 +218,13 @@ def _dependence_failure(c: Problem, parents: Sequence[Problem]) -> Rejection | N
     """Check 5: no link's later problem is proved independent of its variable, and the record
     does not say that it is (the LLM engine records what its model decided)."""
     if c.metadata.get("dependence") == "independent":
-        return Failure("check5_dependence", "independent", "the record says its answer does not depend on the variable")
+        return Rejection("check5_dependence", "independent", "the record says its answer does not depend on the variable")
     for k, lk in enumerate(c.links):
         if lk.v2_offset < 0:
             continue  # a rephrased problem (LLM): there is no original place to read
         places = tuple(sorted((lk.v2_offset, *lk.v2_also))) if lk.v2_also else (lk.v2_offset,)
         if decide(parents[k + 1].question, places, lk.v2_literal) == "independent":
-            return Failure("check5_dependence", "independent",
+            return Rejection("check5_dependence", "independent",
                            f"link {k + 1}: the answer is the same for every value of {lk.y}")
     return None
 
@@ -234,14 +233,14 @@ def _names_length_failure(text: str, links, parents: Sequence[Problem], max_char
     """Check 4: distinct names that clash with no symbol of any parent; the length limit."""
     names = [n for lk in links for n in (lk.x, lk.y)]
     if len(set(names)) != len(names):
-        return Failure("check4_names_length", "name_collision", f"variable names repeat: {names}")
+        return Rejection("check4_names_length", "name_collision", f"variable names repeat: {names}")
     # each name against each parent's (cached) symbols: no union of the parents' sets per record
     used = [symbols_used(p.question) for p in parents]
     clash = {u for u in {n.upper() for n in names} if any(u in s for s in used)}
     if clash:
-        return Failure("check4_names_length", "name_collision", f"{sorted(clash)} already used as symbols")
+        return Rejection("check4_names_length", "name_collision", f"{sorted(clash)} already used as symbols")
     if len(text) > max_chars:
-        return Failure("check4_names_length", "too_long", f"{len(text)} chars > {max_chars}")
+        return Rejection("check4_names_length", "too_long", f"{len(text)} chars > {max_chars}")
     return None
 
 
@@ -254,13 +253,14 @@ def _llm_link_failure(c: Problem, k: int, lk, g, seg: str, parents: Sequence[Pro
        confirmed by the verification call instead and are marked in ``metadata``).
     3. The relation in the text parses back to d, and v1 - d == v2 exactly.
     """
-    from composition_rl.compose.llm.numbers import answer_numbers, word_number
+    from composition_rl.compose.llm.numbers import answer_numbers
+    from composition_rl.values.numwords import word_number
 
     K = len(parents)
     v1 = parse_number(lk.v1_latex)
     if v1 is None or not exact_equal(v1, exact(lk.v1_expr)):
         return Rejection("check1_v1", "v1_mismatch", f"link {k + 1}: v1 {lk.v1_latex!r} != {lk.v1_expr!r}")
-    if lk.v1_derivation:  # a number derived from the answer, from the menu (issue 27)
+    if lk.v1_derivation:  # a number derived from the answer, from the menu
         why = _derived_v1_failure(parents[k], lk, g)
         if why is not None:
             return Rejection("check1_v1", why[0], f"link {k + 1}: {why[1]}")
@@ -304,7 +304,7 @@ def _llm_link_failure(c: Problem, k: int, lk, g, seg: str, parents: Sequence[Pro
 
 
 def _derived_v1_failure(parent: Problem, lk, g) -> tuple[str, str] | None:
-    """Check 1 for a link whose v1 is derived from an answer that is not one number (issue 27):
+    """Check 1 for a link whose v1 is derived from an answer that is not one number:
     the recorded derivation, applied again to the earlier problem's answer, gives v1 exactly,
     and the glue defines X with that derivation's own wording. A glue with derived wording
     on a link that records no derivation is refused too."""
@@ -318,7 +318,7 @@ def _derived_v1_failure(parent: Problem, lk, g) -> tuple[str, str] | None:
 def _derivation_failure(answer: str, question: str, derivation: tuple[tuple[str, str], ...], x: str,
                         definition: str, v1_latex: str, v1_expr: str) -> tuple[str, str] | None:
     """:func:`_derived_v1_failure` past its first test, on strings alone: a pure function, so
-    it is cached (a q1 leads its whole pool with the same derivation, issue 28)."""
+    it is cached (a q1 leads its whole pool with the same derivation)."""
     from composition_rl.values.derive import Derivation, derive
 
     try:

@@ -1,4 +1,4 @@
-"""Check 5: does the composed answer depend on the variable? (issue 26)
+"""Check 5: does the composed answer depend on the variable?
 
 A composition teaches nothing when the later problem's answer is the same for every value of
 the variable: the policy can skip q1 and still be rewarded. :func:`decide` reads the original
@@ -42,7 +42,8 @@ from typing import Literal
 import sympy
 
 from composition_rl.values import constant_value
-from composition_rl.values.constants import _math_spans
+from composition_rl.values.constants import math_spans
+from composition_rl.values.latex import Domain, LatexError, evaluate, ops, read, tokenize
 
 __all__ = ["OUTCOMES", "Dependence", "decide"]
 
@@ -52,245 +53,82 @@ OUTCOMES: tuple[str, ...] = ("dependent", "independent", "unknown")
 _VAR = "\uE000"  # stands for the variable inside a parsed span (no TeX source holds it)
 
 
-class _Unknown(Exception):
-    """The span holds something this reader does not evaluate exactly."""
-
-
-# -- a small exact reader of LaTeX arithmetic -------------------------------------------------
-_TOKEN = re.compile(
-    r"\s+|(?P<num>\d+(?:\.\d+)?)|(?P<var>" + _VAR + r")|(?P<cmd>\\[A-Za-z]+|\\.)|(?P<let>[A-Za-z])|(?P<op>[-+*/^()\[\]{}!=<>,;|])"
-)
-_SKIP = {"\\,", "\\;", "\\!", "\\ ", "\\:", "\\left", "\\right", "\\quad", "\\qquad", "\\displaystyle", "\\big",
-         "\\Big", "\\bigl", "\\bigr", "\\Bigl", "\\Bigr"}
-_TIMES = {"\\cdot", "\\times", "\\ast"}
-_REL = {"=", "<", ">", "\\le", "\\leq", "\\ge", "\\geq", "\\ne", "\\neq", "\\lt", "\\gt", "\\approx", "\\equiv"}
-_GREEK = {"\\pi", "\\alpha", "\\beta", "\\gamma", "\\theta", "\\lambda", "\\mu", "\\omega", "\\phi", "\\varphi", "\\rho",
-          "\\sigma", "\\tau", "\\epsilon", "\\delta"}
-
-
 def _lex(text: str) -> list[tuple[str, str]]:
-    out = []
-    pos = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise _Unknown(text[pos : pos + 10])
-        pos = m.end()
-        kind = m.lastgroup
-        if kind is None:
-            continue
-        tok = m.group()
-        if kind == "cmd":
-            if tok in _SKIP:
-                continue
-            if tok in _TIMES:
-                kind, tok = "op", "*"
-            elif tok == "\\div":
-                kind, tok = "op", "/"
-            elif tok in _REL:
-                kind = "rel"
-            elif tok in ("\\{", "\\}"):
-                kind, tok = "op", "(" if tok == "\\{" else ")"
-        elif kind == "op" and tok in "=<>":
-            kind = "rel"
-        out.append((kind, tok))
-    return out
+    return tokenize(text, letters=True)
 
 
-class _Reader:
-    """Recursive descent over the tokens of one side of a statement; builds a tree of tuples."""
-
-    def __init__(self, toks: list[tuple[str, str]]) -> None:
-        self.t = toks
-        self.i = 0
-
-    def peek(self) -> tuple[str, str] | None:
-        return self.t[self.i] if self.i < len(self.t) else None
-
-    def take(self) -> tuple[str, str]:
-        tok = self.peek()
-        if tok is None:
-            raise _Unknown("end")
-        self.i += 1
-        return tok
-
-    def expect(self, op: str) -> None:
-        if self.take() != ("op", op):
-            raise _Unknown(f"expected {op}")
-
-    def read(self):
-        node = self.expr()
-        if self.peek() is not None:
-            raise _Unknown(f"left over {self.peek()}")
-        return node
-
-    def expr(self):
-        node = self.term()
-        while (tok := self.peek()) is not None and tok[0] == "op" and tok[1] in "+-":
-            self.i += 1
-            node = (tok[1], node, self.term())
-        return node
-
-    def term(self):
-        node = self.factor()
-        while (tok := self.peek()) is not None:
-            if tok[0] == "op" and tok[1] in "*/":
-                self.i += 1
-                node = (tok[1], node, self.factor())
-            elif tok == ("op", "(") and _ends_in_letter(node):
-                raise _Unknown("f(x): a function applied, or a product; not decided")
-            elif node[0] == "n" and tok[0] == "cmd" and tok[1] in ("\\frac", "\\dfrac", "\\tfrac"):
-                node = ("+", node, self.factor())  # a mixed number, 3\frac{1}{5}
-            elif self._starts_factor(tok):
-                node = ("*", node, self.factor())
-            else:
-                break
-        return node
-
-    @staticmethod
-    def _starts_factor(tok) -> bool:
-        kind, v = tok
-        return kind in ("num", "var", "let") or (kind == "op" and v in "([{") or (
-            kind == "cmd" and v in ("\\frac", "\\dfrac", "\\tfrac", "\\sqrt", "\\binom", "\\dbinom", "\\tbinom", *_GREEK))
-
-    def factor(self):
-        tok = self.peek()
-        if tok is not None and tok[0] == "op" and tok[1] in "+-":
-            self.i += 1
-            f = self.factor()
-            return ("neg", f) if tok[1] == "-" else f
-        return self.power()
-
-    def power(self):
-        base = self.postfix()
-        tok = self.peek()
-        if tok == ("op", "^"):
-            self.i += 1
-            return ("^", base, self.group_or_token())
-        return base
-
-    def postfix(self):
-        node = self.atom()
-        while self.peek() == ("op", "!"):
-            self.i += 1
-            node = ("!", node)
-        return node
-
-    def group_or_token(self):
-        """A macro argument: a braced group, or one token (one digit of a number)."""
-        tok = self.take()
-        if tok == ("op", "{"):
-            node = self.expr()
-            self.expect("}")
-            return node
-        if tok[0] == "num":
-            if len(tok[1]) > 1:  # \frac 49: the first digit is the argument, the rest follows
-                self.t[self.i : self.i] = [("num", tok[1][1:])]
-                return ("n", Fraction(tok[1][0]))
-            return ("n", Fraction(tok[1]))
-        if tok[0] in ("var", "let"):
-            return ("v", tok[1])
-        raise _Unknown(f"argument {tok}")
-
-    def atom(self):
-        kind, v = self.take()
-        if kind == "num":
-            return ("n", Fraction(v))
-        if kind in ("var", "let"):
-            return ("v", v)
-        if kind == "op" and v in "([{":
-            close = {"(": ")", "[": "]", "{": "}"}[v]
-            node = self.expr()
-            self.expect(close)
-            return node
-        if kind == "cmd":
-            if v in ("\\frac", "\\dfrac", "\\tfrac"):
-                return ("/", self.group_or_token(), self.group_or_token())
-            if v in ("\\binom", "\\dbinom", "\\tbinom"):
-                return ("C", self.group_or_token(), self.group_or_token())
-            if v == "\\sqrt":
-                if self.peek() == ("op", "["):
-                    raise _Unknown("root index")
-                return ("sqrt", self.group_or_token())
-            if v in _GREEK:
-                return ("v", v)
-        raise _Unknown(f"atom {v}")
-
-
-def _ends_in_letter(node) -> bool:
-    """Whether ``node`` ends in a letter (``f``, ``f^{-1}``, ``2g``): a bracket after it may
-    be a function's argument."""
-    while node[0] in ("*", "^"):
-        node = node[2] if node[0] == "*" else node[1]
-    return node[0] == "v"
+def _read(toks: list[tuple[str, str]]):
+    """The tree of one side of a statement; a letter before a bracket (``f(x)``: a function
+    applied, or a product) and a root with an index are not decided here."""
+    node = read(toks, letters=True)
+    if ops(node) & {"call", "root"}:
+        raise LatexError("a function applied, or a root with an index")
+    return node
 
 
 _MAX_POWER = 64  # no exponent above it is evaluated (_eval) or expanded (_degree)
 
 
-def _eval(node, env: dict[str, Fraction]) -> Fraction:
-    op = node[0]
-    if op == "n":
-        return node[1]
-    if op == "v":
-        return env[node[1]]
-    if op == "neg":
-        return -_eval(node[1], env)
-    if op in "+-*/":
-        a, b = _eval(node[1], env), _eval(node[2], env)
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
-        if op == "*":
-            return a * b
-        if b == 0:
-            raise _Unknown("division by zero")
-        return a / b
-    if op == "^":
-        a, b = _eval(node[1], env), _eval(node[2], env)
+class _AtPoint(Domain):
+    """Exact values with every letter at a test point (``Fraction``); powers, factorials,
+    binomials and roots bounded, an irrational root undecided."""
+
+    def __init__(self, env: dict[str, Fraction]) -> None:
+        self.env = env
+
+    def name(self, name: str) -> Fraction:
+        return self.env[name]
+
+    def power(self, a: Fraction, b: Fraction) -> Fraction:
         if b.denominator != 1 or abs(b) > _MAX_POWER or (a == 0 and b < 0) or abs(a.numerator) > 10**12:
-            raise _Unknown("power")
+            raise LatexError("power")
         return a ** int(b)
-    if op == "!":
-        a = _eval(node[1], env)
+
+    def factorial(self, a: Fraction) -> Fraction:
         if a.denominator != 1 or not 0 <= a <= 60:
-            raise _Unknown("factorial")
+            raise LatexError("factorial")
         return Fraction(math.factorial(int(a)))
-    if op == "C":
-        n, k = _eval(node[1], env), _eval(node[2], env)
+
+    def binomial(self, n: Fraction, k: Fraction) -> Fraction:
         if n.denominator != 1 or k.denominator != 1 or n < 0 or not 0 <= k or n > 10**4:
-            raise _Unknown("binomial")
+            raise LatexError("binomial")
         return Fraction(math.comb(int(n), int(k)))
-    if op == "sqrt":
-        a = _eval(node[1], env)
-        if a < 0:
-            raise _Unknown("sqrt")
-        r = Fraction(math.isqrt(a.numerator), math.isqrt(a.denominator))
-        if r * r != a:
-            raise _Unknown("irrational sqrt")
-        return r
-    raise _Unknown(op)
+
+
+class _Symbolic(Domain):
+    """sympy values with the letters as the given symbols, for the proofs."""
+
+    def __init__(self, names: dict[str, sympy.Symbol]) -> None:
+        self.names = names
+
+    def number(self, q: Fraction) -> sympy.Rational:
+        return sympy.Rational(q.numerator, q.denominator)
+
+    def name(self, name: str) -> sympy.Expr:
+        return self.names[name]
+
+    def divide(self, a, b):
+        return a / b
+
+    def power(self, a, b):
+        return a**b
+
+    def root(self, a, index: int):
+        return sympy.sqrt(a)
+
+    def factorial(self, a):
+        return sympy.factorial(a)
+
+    def binomial(self, n, k):
+        return sympy.binomial(n, k)
+
+
+def _eval(node, env: dict[str, Fraction]) -> Fraction:
+    return evaluate(node, _AtPoint(env))
 
 
 def _sym(node, names: dict[str, sympy.Symbol]) -> sympy.Expr:
-    op = node[0]
-    if op == "n":
-        return sympy.Rational(node[1].numerator, node[1].denominator)
-    if op == "v":
-        return names[node[1]]
-    if op == "neg":
-        return -_sym(node[1], names)
-    if op in "+-*/^":
-        a, b = _sym(node[1], names), _sym(node[2], names)
-        return {"+": a + b, "-": a - b, "*": a * b, "/": a / b, "^": a**b}[op]
-    if op == "!":
-        return sympy.factorial(_sym(node[1], names))
-    if op == "C":
-        return sympy.binomial(_sym(node[1], names), _sym(node[2], names))
-    if op == "sqrt":
-        return sympy.sqrt(_sym(node[1], names))
-    raise _Unknown(op)
+    return evaluate(node, _Symbolic(names))
 
 
 _MAX_PROOF = 40  # tree nodes sympy is given to prove (a long sum of fractions takes it seconds)
@@ -339,7 +177,7 @@ def _domain_moves(node) -> bool:
                 num = sympy.fraction(sympy.together(_sym(den_node, names)))[0]
                 if any(y in f.free_symbols and len(f.free_symbols) > 1 for f, _ in sympy.factor_list(num)[1]):
                     return True
-            except (_Unknown, TypeError, ValueError, sympy.PolynomialError):
+            except (LatexError, TypeError, ValueError, sympy.PolynomialError):
                 return True
     return any(isinstance(c, tuple) and _domain_moves(c) for c in node[1:])
 
@@ -360,7 +198,7 @@ def _constant_in_var(node, v2: Fraction) -> bool | None:
                 return False
             if not letters:
                 break
-    except (_Unknown, ZeroDivisionError, OverflowError, ValueError):
+    except (LatexError, ZeroDivisionError, OverflowError, ValueError):
         return None
     # equal at every test point: prove it (a polynomial may meet one value three times)
     if _size(node) > _MAX_PROOF or (letters and _domain_moves(node)):
@@ -371,7 +209,7 @@ def _constant_in_var(node, v2: Fraction) -> bool | None:
     try:
         expr = _sym(node, names)
         return _simplest(sympy.diff(expr, y)) == 0
-    except (_Unknown, TypeError, ValueError):
+    except (LatexError, TypeError, ValueError):
         return None
 
 
@@ -395,7 +233,7 @@ def _same_zero_set(node, v2: Fraction) -> bool:
                 ratios.add((t, _eval(node, env) / f0))
         if len(ratios) != 2 or any(r == 0 for _, r in ratios):
             return False
-    except (_Unknown, ZeroDivisionError, OverflowError, ValueError):
+    except (LatexError, ZeroDivisionError, OverflowError, ValueError):
         return False
     if _size(node) > _MAX_PROOF:
         return False
@@ -404,7 +242,7 @@ def _same_zero_set(node, v2: Fraction) -> bool:
     try:
         expr = _sym(node, names)
         ratio = _simplest(expr / expr.subs(y, sympy.Rational(v2.numerator, v2.denominator)))
-    except (_Unknown, TypeError, ValueError, ZeroDivisionError):
+    except (LatexError, TypeError, ValueError, ZeroDivisionError):
         return False
     return not (ratio.free_symbols - {y})
 
@@ -495,7 +333,7 @@ def _spans(question: str) -> list[tuple[int, int]]:
     >>> _spans("Calculate 6 - 6."), _spans("Find $x$ if 6 - 6 apples.")
     ([(10, 15)], [(6, 7)])
     """
-    spans = _math_spans(question)
+    spans = math_spans(question)
     if spans:
         return spans
     return [m.span() for m in _PLAIN_RUN.finditer(question) if _PLAIN_EXPR.search(m.group())]
@@ -508,7 +346,7 @@ def _independent(question: str, held: dict[tuple[int, int], list[int]], literal:
             for stmt in _statements(_marked(question, a, b, tuple(ps), literal)):
                 if not any(t[0] == "var" for t in stmt):
                     continue
-                trees = [_Reader(side).read() for side in _sides(stmt)]
+                trees = [_read(side) for side in _sides(stmt)]
                 if len(trees) == 1:
                     checks = trees
                 else:  # a relation holds or fails alike for every value when L - R is constant
@@ -521,7 +359,7 @@ def _independent(question: str, held: dict[tuple[int, int], list[int]], literal:
                     if equation and _same_zero_set(node, v2):
                         continue  # L - R = (part in Y) * (part free of Y): the same equation
                     return False
-    except (_Unknown, RecursionError):
+    except (LatexError, RecursionError):
         return False
     return True
 
@@ -529,7 +367,7 @@ def _independent(question: str, held: dict[tuple[int, int], list[int]], literal:
 # -- what the question asks of a polynomial: Vieta's sum or product, the vertex ----------------
 # "What is the sum of the roots of $x^2 - 4x + Y = 0$?" is 4 for every Y: the sum of the roots
 # is -a_{n-1}/a_n, the product (-1)^n a_0/a_n, the vertex of a parabola lies at -a_1/(2 a_2),
-# whatever the other coefficients are (the audits' answer_independent class). Read only where
+# whatever the other coefficients are. Read only where
 # the question asks that and nothing else of the roots: one such phrase, no word that keeps
 # some roots and drops others, no other condition on the letter, no other use of the function.
 _LETTER = r"\$?(?P<of>[a-z])(?![\w^_{(])\$?"  # "values of $x$", not "values of $x^2$" or "the"
@@ -612,15 +450,15 @@ def _polynomial(stmt: list[tuple[str, str]]) -> tuple[object, str] | None:
     that R does not use) give ``R``; an expression is itself."""
     sides = _sides(stmt)
     if len(sides) == 1:
-        return _Reader(sides[0]).read(), "?"
+        return _read(sides[0]), "?"
     if len(sides) != 2 or [t for t in stmt if t[0] == "rel"] != [("rel", "=")]:
         return None
     left, right = sides
     named = (len(left) == 1 and left[0][0] == "let") or (
         len(left) == 4 and left[0][0] == "let" and left[1] == ("op", "(") and left[2][0] == "let" and left[3] == ("op", ")"))
     if named and left[0] not in right:
-        return _Reader(right).read(), left[0][1]
-    return ("-", _Reader(left).read(), _Reader(right).read()), ""
+        return _read(right), left[0][1]
+    return ("-", _read(left), _read(right)), ""
 
 
 def _read_statement(question: str, a: int, b: int, ps, literal: str):
@@ -633,7 +471,7 @@ def _read_statement(question: str, a: int, b: int, ps, literal: str):
         if len(mine) != 1:
             return None
         read = _polynomial(mine[0])
-    except (_Unknown, RecursionError):
+    except (LatexError, RecursionError):
         return None
     return None if read is None else (stmts, read, mine[0])
 
@@ -694,8 +532,8 @@ def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], l
 
 # -- what the question asks of a rational function's asymptotes ------------------------------
 # "At what value of $x$ is there a vertical asymptote of $y = \frac{x^2+Yx+8}{x-4}$?" is 4 for
-# every Y (the seventh audit's A048: the asymptotes of \frac{x^2-4x+Y}{x^2-4x+4} meet at (2, 1)
-# whatever Y is). The vertical asymptotes are the roots of the denominator the numerator does
+# every Y (and the asymptotes of \frac{x^2-4x+Y}{x^2-4x+4} meet at (2, 1) whatever Y
+# is). The vertical asymptotes are the roots of the denominator the numerator does
 # not share; the horizontal or slant one is the polynomial part of the quotient. Read only where
 # the question asks about asymptotes and nothing else of the function.
 # each mention of an asymptote, with the kind named right before it ("the vertical asymptote");
@@ -860,8 +698,8 @@ def _decide_held(question: str, spans, held: dict[tuple[int, int], list[int]], l
         stmts = _statements(_marked(question, a, b, tuple(held[(a, b)]), literal))
         if len(stmts) != 1 or any(t[0] == "rel" for t in stmts[0]):
             return "unknown"
-        node = _Reader(stmts[0]).read()
-    except (_Unknown, RecursionError):
+        node = _read(stmts[0])
+    except (LatexError, RecursionError):
         return "unknown"
     if not letters_ok and _letters(node, set()) - {_VAR, "\\pi"}:
         return "unknown"

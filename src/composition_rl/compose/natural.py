@@ -1,7 +1,7 @@
 """What makes a link read naturally: the offset kinds, their ranking, and which q1 may lead.
 
-Sub-step 3 of seed 000 (Section 3.4) states ``Y = X - d``. Any exact ``d`` is correct, but a
-blind audit of symbolic compositions (issue 16) found that readers reject links such as
+Sub-step 3 of the paper (Section 3.4) states ``Y = X - d``. Any exact ``d`` is correct, but a
+blind reading of symbolic compositions found that readers reject links such as
 "$Z$ is $\\frac{\\sqrt{13}}{2} + \\frac{1}{2}$ less than $Y$" (an irrational offset built to
 cancel q1's answer) or "$Y$ is $2999980$ less than $X$", and q1s whose answer is approximate
 by construction ("to two significant figures") used as if exact. :class:`Naturalness` turns
@@ -12,7 +12,12 @@ that into explicit, configurable rules:
   first (:func:`composition_rl.compose.pools.build_pools`);
 * a link's offset must be within ``max_offset`` and have a denominator of at most
   ``max_denominator``; among the constants that qualify, the engine ranks by offset kind
-  (:data:`OFFSET_KINDS`: zero and integer first) before the structural rank of the constant.
+  (:data:`OFFSET_KINDS`: zero and integer first) before the structural rank of the constant;
+* a problem that points at a figure it does not hold (``missing_figure``: "The complete graph
+  of $y=f(x)$ ... is shown in red below." with no figure after it) can be solved by nobody,
+  and one whose recorded answer is only part of what it asks (``incomplete_answer``: "Enter
+  the two smallest solutions, separated by commas." answered ``18``) cannot lend a composed
+  record its answer: neither stands anywhere in a chain.
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ from fractions import Fraction
 from functools import lru_cache
 
 from composition_rl.values.derive import list_items
+from composition_rl.values.numwords import CARDINALS
 from composition_rl.values.parse import inexact_answer
 
 __all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "incomplete_answer", "inexact_q1",
-           "offset_kind"]
+           "offset_kind", "rounded_integer"]
 
 # The kinds an offset ``d = v1 - v2`` can have, in order of preference ("equal to" and an
 # integer read equally well, so they share a rank).
@@ -44,8 +50,8 @@ APPROXIMATE = re.compile(
 
 # A problem that points at a figure it does not hold ("The complete graph of $y=f(x)$ ... is
 # shown in red below." with no [asy] after it; MATH 622, AIME 1983-2023 rows 35, 44, 65, ...):
-# nobody can solve it from its text, so it may stand nowhere in a chain (the seventh audit's
-# A005 was such a later problem). A figure, a table or a list in the text is one it holds.
+# nobody can solve it from its text, so it may stand nowhere in a chain, not even
+# as the later problem. A figure, a table or a list in the text is one it holds.
 _POINTS_AT_FIGURE = re.compile(
     r"\bshown\s+in\s+(?:red|blue|green|black|gr[ae]y|bold)\b"
     r"|\bshown\s+in\s+the\s+(?:\w+\s+)?(?:figure|diagram|picture|graph|drawing)"
@@ -77,8 +83,8 @@ def missing_figure(text: str) -> bool:
 # $x$-coordinate, separated by semicolons." answered `(8,38)` where $(-2, 18)$ is a point too;
 # "Enter the two smallest solutions, separated by commas." answered `18`; "Enter the angles of
 # the triangle ..." answered `75^\circ`). A composed record takes its answer from the last
-# problem and X from the earlier ones, so such a problem may stand nowhere in a chain (the
-# fourth derived-q1 audit's only invalid item). Only the sentence that asks for a separated
+# problem and X from the earlier ones, so such a problem may stand nowhere in a chain (its
+# answer cannot be the composed record's). Only the sentence that asks for a separated
 # list is read, and only a count it states or implies: an order to list in (two or more), a
 # number word ("the two smallest"), or the angles of a triangle (three).
 _SEP_ASKED = re.compile(r"\bseparated\s+by\s+(commas|semicolons)\b", re.I)
@@ -88,7 +94,6 @@ _IN_ORDER = re.compile(r"\bin\s+order\s+of\s+(?:increasing|decreasing)\b|\bin\s+
 _COUNTED = re.compile(r"\bthe\s+(two|three|four|five|six)\s+(?:[a-z]+\s+)?(?:solutions|values|numbers|roots|points|integers)\b",
                       re.I)
 _TRIANGLE_ANGLES = re.compile(r"\b(?:the\s+)?angles\s+of\s+(?:the|a|this)\s+triangle\b", re.I)
-_WORD_COUNT = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 
 
 @lru_cache(maxsize=1 << 16)
@@ -111,7 +116,7 @@ def incomplete_answer(question: str, answer: str) -> bool:
     if _IN_ORDER.search(sentence):
         need = 2
     if (c := _COUNTED.search(sentence)) is not None:
-        need = max(need, _WORD_COUNT[c.group(1).lower()])
+        need = max(need, CARDINALS[c.group(1).lower()])
     if _TRIANGLE_ANGLES.search(sentence):
         need = max(need, 3)
     if need == 0:
@@ -139,6 +144,45 @@ def approximate_question(text: str) -> bool:
     return True
 
 
+# An approximation sign; a decimal with a non-zero fractional digit, or scientific notation;
+# what follows a box when the boxed number is a quantity with a unit (a letter, \AA, \mu or
+# a \mathrm/\text word) rather than punctuation or the end of the math.
+_APPROX_SIGN = re.compile(r"\\approx|\\simeq|≈")
+_MEASURED_NUMBER = re.compile(r"(?<![\d.])\d*\.\d*[1-9]|\\times\s*10\s*\^")
+_UNIT_AFTER = re.compile(r"(?:\s|~|\\[,;:! ])*(?:\\(?:mathrm|text|rm|mbox)\s*\{\s*~?\s*[A-Za-z\\]|\\AA|\\mu|[A-Za-z])")
+
+
+def rounded_integer(answers, question: str, solution: str) -> bool:
+    """Whether an integer gold is a rounding its worked ``solution`` shows: the computation
+    that ends in the box has an approximation sign, or computes a quantity with a unit from
+    a decimal or scientific-notation number (a measured value, so the integer keeps only its
+    significant figures: ``0.29 / T cm = \\boxed{48} \\AA`` where 0.29/T is 48.3 Å). The
+    computation is the text from the last line or sentence break before the box to the box.
+    A question that asks for the rounding defines the integer, so it stays eligible.
+
+    >>> rounded_integer(["560"], "What is the threshold wavelength?",
+    ...                 r"$=5.6 \\times 10^{-7} m= \\boxed{560} nm$")
+    True
+    >>> rounded_integer(["65"], "Find the volume.", r"\\[\\frac{1}{3}(30)(6.5) = \\boxed{65}.\\]")
+    False
+    """
+    first = str(answers[0]).strip() if answers else ""
+    at = solution.rfind("\\boxed{")
+    if not re.fullmatch(r"-?\d+", first) or at < 0 or approximate_question(question):
+        return False
+    start = max(solution.rfind(c, 0, at) for c in ("\n", "$$", "\\[", ". ", "\\\\"))
+    computation = solution[max(start, 0) : at]
+    if _APPROX_SIGN.search(computation):
+        return True
+    depth, end = 0, at + len("\\boxed")
+    while end < len(solution):  # to the box's closing brace
+        depth += {"{": 1, "}": -1}.get(solution[end], 0)
+        if depth == 0:
+            break
+        end += 1
+    return bool(_MEASURED_NUMBER.search(computation)) and bool(_UNIT_AFTER.match(solution, end + 1))
+
+
 def inexact_q1(answers, question: str, solution: str = "") -> str:
     """Why a problem cannot lead a link for its answer ("" if it can), for every engine: its
     gold answer is no exact value (:func:`composition_rl.values.parse.inexact_answer`, issue
@@ -153,6 +197,8 @@ def inexact_q1(answers, question: str, solution: str = "") -> str:
     why = inexact_answer(answers, solution)
     if why and why != "answers_disagree" and approximate_question(question):
         return ""
+    if not why and solution and rounded_integer(answers, question, solution):
+        return "rounded_result"
     return why
 
 
@@ -171,7 +217,7 @@ def offset_kind(d: Fraction | None) -> str:
 
 @dataclass(frozen=True)
 class Naturalness:
-    """How natural a link must read (issues 16 and 26). Defaults keep the MATH depth-2 run above 84%
+    """How natural a link must read. Defaults keep the MATH depth-2 run above 84%
     acceptance while removing irrational links, offsets in the hundreds and rounded q1s. Each field's
     help is its documentation; ``crl compose`` generates one flag per field from it."""
 

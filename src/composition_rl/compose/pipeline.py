@@ -4,7 +4,7 @@
 from it), :func:`compose_problems` (compose in memory), :func:`output_order` (the seeded
 order of ``composed.jsonl``) and :func:`estimate_run` (a trial before a large run). Runs
 that write files go through the one executor, :mod:`composition_rl.compose.run`
-(:func:`run_compose` is re-exported here).
+(:func:`~composition_rl.compose.run.run_compose`).
 """
 
 from __future__ import annotations
@@ -30,16 +30,7 @@ from composition_rl.compose.pools import (
     iter_index_chains,
     output_order,
 )
-from composition_rl.compose.run import (  # noqa: F401  (re-exported: the executor moved to compose/run.py)
-    _CHUNK,
-    OutputBusy,
-    _worker_count,
-    engine_pools,
-    funnel,
-    lock_output,
-    remove_leftovers,
-    run_compose,
-)
+from composition_rl.compose.run import engine_pools
 from composition_rl.records import Problem
 from composition_rl.values.shortcuts import RISK_POLICIES
 
@@ -47,13 +38,10 @@ __all__ = [
     "ComposeConfig",
     "ComposeResult",
     "FUNNEL_STAGES",
-    "OutputBusy",
     "RunEstimate",
     "compose_problems",
     "estimate_run",
-    "lock_output",
     "output_order",
-    "run_compose",
 ]
 
 
@@ -107,8 +95,8 @@ class ComposeConfig:
                 "letter, a polynomial, a matrix, a complex number) leads a link with a number derived from it "
                 "('the largest of the values that answer the problem above'); --no-derive-q1 keeps such problems "
                 "out of the positions before the last (symbolic engine; the llm engine's prompt still lists them)",
-        "help_no": "keep problems whose answer is not one number out of the positions before the last, as before "
-                   "issue 27 (symbolic engine and the symbolic half of auto; the llm engine's prompt still lists "
+        "help_no": "keep problems whose answer is not one number out of the positions before the last "
+                   "(symbolic engine and the symbolic half of auto; the llm engine's prompt still lists "
                    "the derived numbers)"})
     risks: str = field(default="last", metadata={
         "help": "constants with a shortcut risk (a bound, a count a figure draws, a count written as a word; "
@@ -122,6 +110,8 @@ class ComposeConfig:
         if self.depth < 2:
             raise ValueError(f"depth={self.depth}: composition needs at least 2 problems "
                              "(for depth-1 trainer data, use `crl export`)")
+        if self.depth > 16:  # far above any use (the paper stops at 3); a typo fails here
+            raise ValueError(f"depth={self.depth} must be <= 16")
         if self.pool_size < 1:
             raise ValueError(f"pool_size={self.pool_size} must be >= 1")
         if self.pool_sizes is not None:
@@ -134,8 +124,8 @@ class ComposeConfig:
             raise ValueError(f"max_candidates={self.max_candidates} must be >= 1")
         if self.max_chars < 100:
             raise ValueError(f"max_chars={self.max_chars} is too small for any composition")
-        if self.workers < 0:
-            raise ValueError(f"workers={self.workers} must be >= 0 (0 = one per core)")
+        if not 0 <= self.workers <= 1024:  # a typo must not fork a hundred thousand processes
+            raise ValueError(f"workers={self.workers} must be in [0, 1024] (0 = one per core)")
         if self.risks not in RISK_POLICIES:
             raise ValueError(f"risks={self.risks!r}: one of {', '.join(RISK_POLICIES)}")
         if self.engine not in COMPOSERS:

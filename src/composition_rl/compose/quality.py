@@ -1,4 +1,4 @@
-"""Scanners for the defect classes a reader finds in composed prompts (issues 16 and 26).
+"""Scanners for the defect classes a reader finds in composed prompts.
 
 The checks (:mod:`composition_rl.compose.checks`) prove a record *correct*; these scanners
 look for records that are correct but poor training data, reading only the composed record
@@ -14,7 +14,7 @@ samples one class):
   v2 (another literal that reads as a quantity with the same value), so the chain can be
   skipped. ``same_value_other_role`` is reported apart: v2's value written as a table cell
   or a list label, which may or may not be the same quantity.
-* ``tex_token`` (issue 26): the variable stands where TeX reads a different number: a
+* ``tex_token``: the variable stands where TeX reads a different number: a
   multi-digit literal in a one-token argument (``\\frac W`` for the 49 of ``\\frac 49``), a
   digit glued to a control word (``\\sqrt2``), a digit run it only began (``x^23``).
 * ``exponent``, ``radix``: the variable is a power (``x^Y``) or a base of notation.
@@ -55,22 +55,13 @@ from composition_rl.compose.spc import Glue, find_glue
 from composition_rl.records import Link, Problem
 from composition_rl.values import find_constants
 from composition_rl.values.constants import UNGROUPED_ROLES
-from composition_rl.values.shortcuts import (
-    answer_range_ends,
-    full_turn_offsets,
-    shape_count_offsets,
-    singular_after,
-    standard_constant_offsets,
-)
 
 __all__ = ["DEFECTS", "glues", "scan_record", "scan_records", "segments"]
 
 DEFECTS = (
-    "latex_dollars_in_math", "latex_bare_in_prose", "notation", "repeated_value",  # issue 16
+    "latex_dollars_in_math", "latex_bare_in_prose", "notation", "repeated_value",
     "tex_token", "exponent", "radix", "role_mix", "figure", "sums_to_one", "pattern", "worked_example",
-    "default_value", "independent", "unnatural_offset",  # issue 26
-    "standard_constant", "zero",  # issue 26's audit
-    "answer_range", "grammar",  # issue 26's third round
+    "default_value", "independent", "unnatural_offset", "standard_constant", "zero", "answer_range", "grammar",
 )
 # reported, not a defect by the finder's reading: v2's value also written in another role
 NOTES = ("same_value_other_role",)
@@ -228,7 +219,7 @@ def _visible_numbers(text: str):
         yield m
 
 
-# -- issue 26's classes: each read from the original later problem and the replaced places,
+# -- the shortcut classes: each read from the original later problem and the replaced places,
 # by code of its own (the finder's rules live in values/constants.py and values/shortcuts.py)
 _NATURAL = Naturalness()
 _MAX_OFFSET, _MAX_DENOMINATOR = _NATURAL.max_offset, _NATURAL.max_denominator
@@ -502,36 +493,174 @@ def _revealed(q: str, places: list[int], lit: str, v2: Fraction):
                 if last is not None and _SEPARATOR.sub("", before[last.end() :]) == "":
                     yield "pattern", f"{lit!r} is one of the terms {nums[a].group()}, {nums[b].group()} after an ellipsis"
                     return
-    # zero and standard_constant
+    # zero, standard_constant, answer_range, grammar, default_value: each by the tables and
+    # tests below, written apart from the rules in values/shortcuts.py that keep such
+    # literals out, so that a count here is a second opinion on those rules
     if v2 == 0:
         yield "zero", f"{lit!r} is 0"
-    if set(places) & standard_constant_offsets(q):
+    if any(_formula_constant(q, off, lit) or _forced_polyhedron_count(q, off) for off in places):
         yield "standard_constant", f"{lit!r} is the constant of a formula the problem states"
-    if (v2.denominator == 1 and any(v2 in (n, n + 1) for n in answer_range_ends(q))) or set(places) & full_turn_offsets(q):
+    if _range_end_or_modulus(q, v2) or any(_full_turn(q, off, lit) for off in places):
         yield "answer_range", f"{lit!r} is a modulus, the end of the range 0..N its residue must lie in, or a full turn"
-    if v2 == 1 and any(not _math_at(q, off) or (q[off - 1 : off] == "$" and q[off + len(lit) : off + len(lit) + 1] == "$")
-                       for off in places if singular_after(q, off, off + len(lit))):
+    if v2 == 1 and any(_count_of_one(q, off, lit) for off in places):
         yield "grammar", f"{lit!r} is a count of 1 before a singular noun"
-    # default_value: the value its context fixes (a deck of 52 cards, 60 minutes in an hour,
-    # a triangle's three sides)
-    from composition_rl.values.shortcuts import _DEFAULTS
+    if v2.denominator == 1 and any(_default_of_context(q, off, lit, int(v2)) for off in places):
+        yield "default_value", f"{v2} is a value its context fixes"
 
-    if v2.denominator == 1 and shape_count_offsets(q, [(off, lit, int(v2)) for off in places]):
-        yield "default_value", f"{v2} is a count the shape the problem names fixes"
-        return
 
-    for off in places:
-        end = off + len(lit)
-        stop = min([x for x in (q.find(". ", end), q.find("?", end), q.find("\n", end)) if x >= 0], default=len(q))
-        start = max(q.rfind(". ", 0, off), q.rfind("\n", 0, off), 0)
-        for v, pat in _DEFAULTS:
-            if v != v2:
-                continue
-            p = pat.pattern
-            target = q[end:stop] if p.startswith("^") else q[start:off] if p.endswith("$") else q[start:stop]
-            if pat.search(target):
-                yield "default_value", f"{v2} is a default of its context"
-                return
+# -- standard_constant: well-known formulas written out, each as (text before, the constant,
+# text after), compared with the problem's text with blanks and dollars taken out
+_FORMULAS: tuple[tuple[str, str, str], ...] = (
+    *((f"{lhs}=", "2", "") for lhs in ("V-E+F", "V+F-E", "F-E+V", "F+V-E", "-E+V+F", "-E+F+V")),  # Euler's
+    ("", "2", "\\pir"), ("", "4", "\\pir^2"),  # a circle's 2 pi r, a sphere's 4 pi r^2
+    ("\\frac{", "5", "}{9}(F-32)"), ("\\frac{5}{9}(F-", "32", ")"),  # Fahrenheit to Celsius and back
+    ("\\frac{", "9", "}{5}C+32"), ("\\frac{9}{5}C+", "32", ""),
+)
+_BLANKS = re.compile(r"[\s$]+")
+
+
+def _formula_constant(q: str, off: int, lit: str) -> bool:
+    """Whether the literal at ``off`` is the constant of a formula of :data:`_FORMULAS`."""
+    for before, const, after in _FORMULAS:
+        if const != lit:
+            continue
+        left = _BLANKS.sub("", q[max(0, off - 3 * len(before) - 8) : off])
+        right = _BLANKS.sub("", q[off + len(lit) : off + len(lit) + 3 * len(after) + 8])
+        rest = left[: len(left) - len(before)]
+        if left.endswith(before) and right.startswith(after) and not rest[-1:].isdigit() and rest[-1:] != "." \
+                and not _letter_follows(q, off + len(lit), len(after)):  # 2\pi r, not 2\pi radians
+            return True
+    return False
+
+
+def _letter_follows(q: str, pos: int, n: int) -> bool:
+    """Whether a letter directly follows the first ``n`` characters of ``q[pos:]`` that are not
+    blanks or dollars (the formula's text ends inside a word)."""
+    while n and pos < len(q):
+        n -= not _BLANKS.fullmatch(q[pos])
+        pos += 1
+    return bool(n == 0 and q[pos : pos + 1].isalpha() and q[pos - 1 : pos].isalpha())
+
+
+_SOLID_COUNT = re.compile(r"(?<![\d.])(\d+)\$?\s*(vertices|edges|faces)\b")
+
+
+def _forced_polyhedron_count(q: str, off: int) -> bool:
+    """Whether ``off`` holds one of a solid's stated vertex, edge and face counts, which
+    Euler's V - E + F = 2 ties together: any two give the third."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    for m in _SOLID_COUNT.finditer(q):
+        found.setdefault(m.group(2), []).append((m.start(1), int(m.group(1))))
+    if sorted(found) != ["edges", "faces", "vertices"] or any(len(v) != 1 for v in found.values()):
+        return False
+    (v_at, v), (e_at, e), (f_at, f) = found["vertices"][0], found["edges"][0], found["faces"][0]
+    return v - e + f == 2 and off in (v_at, e_at, f_at)
+
+
+# -- answer_range: a residue question that states its answer's range 0..N shows the modulus
+# N + 1 (N itself for a strict bound); a full turn bounds an angle
+_ABOUT_RESIDUES = re.compile(r"\bmod|\bresidue|\\equiv", re.I)  # not "congruent rectangles"
+_ZERO = re.compile(r"(?<![\d.,])0(?![\d.])")
+_RANGE_GAP = re.compile(r"(?:\s|\$|,|\\[lc]?dots|\.\.\.|\\leq?|\\lt|<|\bto\b|\band\b|\b[a-z]\b|(?<![\d.])\d+(?![\d.]))*")
+_RANGE_WORD = re.compile(r",|\\le|<|\\lt|\bto\b|\band\b")
+
+
+def _range_end_or_modulus(q: str, v2: Fraction) -> bool:
+    """Whether ``v2`` is N or N + 1 for a range 0..N a residue question states ("from 0 to
+    55", ``0 \\le n \\le 5``, ``0,1,2,\\ldots,22,23``)."""
+    if v2.denominator != 1 or not _ABOUT_RESIDUES.search(q):
+        return False
+    for z in _ZERO.finditer(q):
+        gap = _RANGE_GAP.match(q, z.end(), min(len(q), z.end() + 60)).group()
+        ends = [int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", gap)]
+        if ends and _RANGE_WORD.search(gap) and v2 in (ends[-1], ends[-1] + 1):
+            return True
+    return False
+
+
+_TURN_AFTER = {"360": re.compile(r"\s*(?:\^\s*\{?\s*\\circ|degrees)"), "2": re.compile(r"\s*\\pi\b")}
+_FROM_ZERO_BELOW = re.compile(r"(?<![\d.])0\s*(?:\^\s*\{?\s*\\circ\s*\}?)?\s*(?:\\leq?|<|\\lt)[^$<]{1,20}(?:\\leq?|<|\\lt)\s*$")
+
+
+def _full_turn(q: str, off: int, lit: str) -> bool:
+    """Whether the literal at ``off`` is the upper end of ``0 \\le x < 360^\\circ`` or ``0 \\le
+    \\theta < 2\\pi``: the range of an angle, which every reader knows."""
+    after = _TURN_AFTER.get(lit)
+    return bool(after and after.match(q, off + len(lit)) and _FROM_ZERO_BELOW.search(q[max(0, off - 40) : off]))
+
+
+# -- grammar: "radius $Y$ foot" says Y = 1: a count of 1 in prose right before a singular noun
+_NEXT_WORD = re.compile(r"\s*\$?\s*(?:\\text\s*\{\s*)?([A-Za-z]+)(-?)")
+_NO_NOUN = frozenset("""
+a an the and or but nor to from into onto of on in at by for with than as if when where while that which who whose
+so is are was were be been has have had do does did can could will would shall should may might must not no only
+more less fewer larger smaller greater higher lower other another each every per times plus minus mod modulo
+through over under between after before above below also then there this these those what how
+exactly just about nearly almost approximately twice
+""".split())
+
+
+def _count_of_one(q: str, off: int, lit: str) -> bool:
+    """Whether the 1 at ``off`` is a count in prose right before a singular noun (``1 foot``,
+    ``1 boy``); not a dimension (``1 by 1``), a price, a unit of two letters (``1 cm``) or a
+    word such as "to" or "more"."""
+    end = off + len(lit)
+    if _math_at(q, off) and not (q[off - 1 : off] == "$" and q[end : end + 1] == "$"):
+        return False  # a term of a formula
+    if q[max(0, off - 3) : off].rstrip("$ ").endswith("\\$") or re.search(r"\bby\s*\$?\s*$", q[max(0, off - 8) : off]):
+        return False
+    m = _NEXT_WORD.match(q, end)
+    if m is None or m.group(2):
+        return False
+    w = m.group(1).lower()
+    return len(w) > 2 and w not in _NO_NOUN and not (w.endswith("s") and not w.endswith("ss"))
+
+
+# -- default_value: (value, how the word right after it starts, words one of which its
+# sentence holds besides; none: the word is enough): the units and sets whose size every
+# reader knows. _SHAPES: the counts a shape the problem names fixes.
+_DEFAULT_CONTEXTS: tuple[tuple[int, tuple[str, ...], tuple[str, ...]], ...] = (
+    (52, ("card",), ("deck", "standard")), (13, ("card",), ("suit",)), (13, ("rank",), ()), (4, ("suit",), ()),
+    (6, ("sided", "faced", "side", "face"), ("die", "dice", "cube")), (60, ("minute",), ("hour",)),
+    (60, ("second",), ("minute",)), (24, ("hour",), ("day",)), (7, ("day",), ("week",)), (12, ("month",), ("year",)),
+    (12, ("inch",), ("foot",)), (365, ("day",), ("year",)), (3, ("feet",), ("yard",)), (100, ("centimeter",), ("meter",)),
+    (100, ("cent",), ("dollar",)), (1000, ("meter",), ("kilometer",)), (1000, ("gram",), ("kilogram",)),
+    (1000, ("milliliter",), ("liter",)), (16, ("ounce",), ("pound",)), (5280, ("feet",), ("mile",)),
+    (26, ("letter",), ("alphabet",)), (360, ("degree", "circ"), ("circle", "full")),
+)
+_SHAPES: tuple[tuple[str, dict[str, int]], ...] = (
+    *((name, dict.fromkeys(("side", "sided", "vertice", "vertex", "angle", "corner"), n)) for name, n in (
+        ("triangle", 3), ("quadrilateral", 4), ("rectangle", 4), ("square", 4), ("parallelogram", 4), ("rhombus", 4),
+        ("trapezoid", 4), ("kite", 4), ("pentagon", 5), ("hexagon", 6), ("heptagon", 7), ("octagon", 8),
+        ("nonagon", 9), ("decagon", 10), ("dodecagon", 12))),
+    *((name, {"face": 6, "side": 6, "edge": 12, "vertice": 8, "corner": 8}) for name in ("cube", "box", "cuboid")),
+    ("tetrahedr", {"face": 4, "edge": 6, "vertice": 4, "corner": 4}),
+    ("octahedr", {"face": 8, "edge": 12, "vertice": 6, "corner": 6}),
+    ("cylind", {"end": 2, "base": 2}), ("segment", {"endpoint": 2, "end": 2}),
+)
+_AFTER_VALUE = re.compile(r"(?:\s|\$|-|\\text\s*\{|\^\s*\{?\s*\\)*([A-Za-z]+)")
+_LETTER_FOR = re.compile(r"\b[A-F]\$?\s+(?:for|to represent|to denote)\s*\$?\s*$")
+
+
+def _default_of_context(q: str, off: int, lit: str, v: int) -> bool:
+    """Whether the value ``v`` at ``off`` is fixed by its context: a unit or set of
+    :data:`_DEFAULT_CONTEXTS`, a count a shape of :data:`_SHAPES` the problem names fixes
+    (with the count's noun right after it), or a digit a letter names (``A`` for 10)."""
+    if 10 <= v <= 15 and _LETTER_FOR.search(q, max(0, off - 40), off):
+        return True
+    m = _AFTER_VALUE.match(q, off + len(lit))
+    if m is None:
+        return False
+    word = m.group(1).lower()
+    noun = word[:-1] if word.endswith("s") and not word.endswith("ss") else word
+    start = max(q.rfind(". ", 0, off), q.rfind("\n", 0, off), 0)
+    stops = [x for x in (q.find(". ", m.end()), q.find("?", m.end()), q.find("\n", m.end())) if x >= 0]
+    rest = (q[start:off] + " " + q[m.end() : min(stops, default=len(q))]).lower()  # the sentence, but the value
+    for value, after, around in _DEFAULT_CONTEXTS:
+        if value == v and word.startswith(after) and (not around or any(w in rest for w in around)):
+            return True
+    low = q.lower()
+    return any(counts.get(noun) == v and shape in low for shape, counts in _SHAPES)
 
 
 def scan_record(rec: Problem, parents: Sequence[Problem] | None = None) -> list[tuple[str, str]]:

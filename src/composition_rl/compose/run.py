@@ -20,7 +20,6 @@ Outputs in ``out_dir``: ``composed.jsonl`` (accepted records), ``rejected.jsonl`
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import gc
 import json
@@ -57,13 +56,17 @@ from composition_rl.compose.pools import (
 )
 from composition_rl.compose.spill import Spill, SpilledChunk, SpillIndex
 from composition_rl.compose.workers import ForkedWorkers
-from composition_rl.io.export import EXPORTERS, clear_exports, export_path
+from composition_rl.io.export import EXPORTERS, export, export_path
 from composition_rl.io.files import (
+    STAGE_PREFIX,
+    StagedOutputs,
     atomic_open,
     atomic_write_json,
     atomic_write_jsonl,
     dumps,
+    read_jsonl,
 )
+from composition_rl.io.runs import RUN_FILE, RunBusy, hold_lock, record_run
 from composition_rl.progress import ProgressBar
 from composition_rl.records import Problem
 
@@ -110,9 +113,10 @@ def engine_pools(engine: Any, problems: Sequence[Problem], first_pool: Sequence[
 def output_paths(out: str | os.PathLike) -> list[Path]:
     """Every file a compose run into ``out`` may write (records, stats, journal, exports):
     none of them may be an input of the run."""
-    from composition_rl.compose.journal import JOURNAL, RUN_FILE
+    from composition_rl.compose.journal import JOURNAL
+    from composition_rl.compose.journal import RUN_FILE as LLM_RUN_FILE
 
-    names = ["composed.jsonl", "rejected.jsonl", "input_rejects.jsonl", "stats.json", JOURNAL, RUN_FILE]
+    names = ["composed.jsonl", "rejected.jsonl", "input_rejects.jsonl", "stats.json", JOURNAL, LLM_RUN_FILE, RUN_FILE]
     return [Path(out) / n for n in names] + [export_path(out, e) for e in EXPORTERS.names()]
 
 
@@ -131,9 +135,18 @@ def run_compose(
     progress: bool = True,
     llm_config: Any = None,
     backend: Any = None,
+    exports: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Compose and write ``composed.jsonl``, ``rejected.jsonl``, ``input_rejects.jsonl`` and
-    ``stats.json`` into ``out_dir`` while holding its lock; returns the stats.
+    """Compose and write ``composed.jsonl``, ``rejected.jsonl``, ``input_rejects.jsonl``,
+    ``stats.json``, ``run.json`` and the trainer ``exports`` into ``out_dir`` while holding
+    its lock; returns the stats.
+
+    The batch engines write every file into a staging folder and move them over the previous
+    run's only when the run is complete: an interrupted run, or one that accepts nothing
+    where a previous run accepted something (``stats["kept_previous"]``), leaves the
+    previous run as it was. The journaled engines keep their journal in ``out_dir`` (a rerun
+    resumes it, and other settings are refused); their exports are staged the same way.
+    Exports and a ``report.html`` of the replaced run never stay beside the new records.
 
     Args:
         config: a :class:`~composition_rl.compose.pipeline.ComposeConfig`; its ``engine``
@@ -142,22 +155,45 @@ def run_compose(
             (:class:`~composition_rl.compose.llm.LLMComposeConfig`).
         backend: a ready chat backend (tests, benchmarks) instead of one built from
             ``llm_config``.
+        exports: trainer datasets to write beside the records (``"verl"``, ``"trl"``).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with lock_output(out):
-        return execute(problems, config, out, first_pool, inputs, input_rejects, progress,
-                       llm_config=llm_config, backend=backend)
+    journaled = is_resumable(config.engine)
+    records = [] if journaled else list(RECORD_FILES)
+    with lock_output(out), StagedOutputs(out, [*records, RUN_FILE, *EXPORT_FILES, *DERIVED_FILES]) as stage:
+        stats = execute(problems, config, out if journaled else stage.dir, first_pool, inputs, input_rejects,
+                        progress, llm_config=llm_config, backend=backend)
+        made = out if journaled else stage.dir
+        if stats["accepted"] == 0 and not journaled and (out / "composed.jsonl").is_file():
+            stage.discard()  # nothing to replace the previous complete run with
+            return {**stats, "kept_previous": True}
+        if stats["accepted"]:
+            composed = [Problem.from_dict(r) for r in read_jsonl(made / "composed.jsonl")]
+            for name in exports:
+                export(composed, name, stage.dir)
+        record_run(stage.dir, "compose", {"config": config_stats(config, drop=("workers",)),
+                                          "inputs": {k: v.get("sha256") for k, v in (inputs or {}).items()
+                                                     if isinstance(v, dict)}})
+        removed = [n for n in stage.commit() if (n in EXPORT_FILES and n not in {f"{e}.parquet" for e in exports})
+                   or n in DERIVED_FILES]
+        if removed:
+            print(f"note: removed {', '.join(removed)} of the previous run in {out}: they were made from the "
+                  "records this run replaced", file=sys.stderr)
+    return stats
+
+
+#: the record files of a run, and the files made from them: replaced or removed together
+RECORD_FILES = ("composed.jsonl", "rejected.jsonl", "input_rejects.jsonl", "stats.json")
+EXPORT_FILES = tuple(export_path("", e).name for e in EXPORTERS.names())
+DERIVED_FILES = ("report.html",)
 
 
 def execute(problems, config, out: Path, first_pool=None, inputs=None, input_rejects=(), progress=True,
             **engine_kw: Any) -> dict[str, Any]:
-    """:func:`run_compose` without taking the lock (the caller holds it, or owns ``out``)."""
+    """Compose into ``out`` without the lock or the staging of :func:`run_compose` (the
+    caller holds the lock, or owns ``out``)."""
     out.mkdir(parents=True, exist_ok=True)
-    stale = clear_exports(out)  # made from the composed.jsonl this run replaces
-    if stale:
-        print(f"note: removed {', '.join(p.name for p in stale)} of the previous run in {out}: they were made "
-              "from the composed.jsonl this run replaces", file=sys.stderr)
     if not is_resumable(config.engine):
         return _run_batch(problems, config, out, first_pool, inputs, input_rejects, progress)
     engine = build_engine(config, **engine_kw)
@@ -397,43 +433,40 @@ def _jsonl_bytes(lines: list[str]) -> bytes:
 # ---------------------------------------------------------------------------------------
 # the output folder's lock
 # ---------------------------------------------------------------------------------------
-class OutputBusy(RuntimeError):
+class OutputBusy(RunBusy):
     """Another live run holds the output folder's lock."""
 
 
 # what a run leaves in its output folder while it works: atomic_open temporaries of every
-# output and export, and the workers' spill folders
+# output and export, the workers' spill folders and the staging folder
 _LEFTOVERS = tuple(f".{name}.*.tmp" for name in (
     "composed.jsonl", "rejected.jsonl", "input_rejects.jsonl", "stats.json", "verl.parquet", "trl.parquet",
-)) + (".compose-parts-*",)
+)) + (".compose-parts-*", STAGE_PREFIX + "*")
 
 
 @contextlib.contextmanager
 def lock_output(out: str | os.PathLike):
-    """Hold an exclusive lock on the output folder for a run; first remove what dead runs
-    left there. A run killed with ``kill -9`` leaves its temporaries behind but not its lock
+    """Hold the output folder's lock (the one every command takes,
+    :func:`composition_rl.io.runs.hold_lock`) for a run; first remove what dead runs left
+    there. A run killed with ``kill -9`` leaves its temporaries behind but not its lock
     (the kernel drops a dead process's ``flock``), so a free lock means no live run owns them.
 
     Raises:
         OutputBusy: another live process holds the lock.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out / ".compose.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise OutputBusy(f"{out} is in use by another running compose (it holds {out}/.compose.lock); "
-                             "wait for it or choose another --out") from None
-        removed = remove_leftovers(out)
-        if removed:
-            print(f"note: removed {len(removed)} leftover(s) of an interrupted run in {out}: "
-                  + ", ".join(p.name for p in removed[:4]) + (" ..." if len(removed) > 4 else ""),
-                  file=sys.stderr)
-        yield out
-    finally:
-        os.close(fd)  # releases the lock
+        with hold_lock(out, "compose"):
+            removed = remove_leftovers(out)
+            if removed:
+                print(f"note: removed {len(removed)} leftover(s) of an interrupted run in {out}: "
+                      + ", ".join(p.name for p in removed[:4]) + (" ..." if len(removed) > 4 else ""),
+                      file=sys.stderr)
+            yield out
+    except RunBusy as e:
+        if isinstance(e, OutputBusy):
+            raise
+        raise OutputBusy(str(e)) from None
 
 
 def remove_leftovers(out: Path) -> list[Path]:

@@ -14,7 +14,14 @@ algorithm.filter_groups.metric=acc`` keeps the groups with 0 < mean acc < 1 (Eq.
 verl calls a synchronous ``compute_score`` from a thread pool (its reward loop runs it in
 an executor) and awaits a coroutine one; both are bounded by the verifier's worker pool,
 never by ``signal.alarm``. Each verl reward process gets one shared verifier per settings.
-``ground_truth`` may be a string, a number, or a list/array of accepted forms.
+
+The reward is :func:`composition_rl.verify.reward.score_completions`, the one function behind
+``crl train`` and the TRL reward too, against every accepted answer of the row:
+``ground_truth`` (a string, a number, or a list/array of forms) and ``extra_info["answers"]``.
+verl's reward managers pass the row's ``extra_info`` whole, so the forms ``crl export
+--format verl`` writes there arrive. ``ground_truth`` itself stays one string, the canonical
+answer, because verl's own scorers (``default_compute_score``) and its validation logs read
+it as one.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from composition_rl.verify import VerifyConfig, VerifyResult, shared_verifier
+from composition_rl.verify.reward import accepted_answers, ascore_completions, score_completions
 
 __all__ = ["compute_score", "compute_score_async"]
 
@@ -35,6 +43,15 @@ def _config(timeout_s: float | None, workers: int | None, fallbacks: Any) -> Ver
     if fallbacks is not None:
         kw["fallbacks"] = tuple(fallbacks) if not isinstance(fallbacks, str) else (fallbacks,)
     return VerifyConfig(**kw)
+
+
+def _golds(ground_truth: Any, extra_info: Any) -> tuple[str, ...]:
+    more = extra_info.get("answers") if isinstance(extra_info, dict) else None
+    golds = accepted_answers(ground_truth, more)
+    if not golds:
+        raise ValueError(f"no accepted answer for this row: ground_truth={ground_truth!r}, "
+                         f"extra_info answers={more!r}")
+    return golds
 
 
 def _as_dict(r: VerifyResult) -> dict[str, Any]:
@@ -62,7 +79,7 @@ def compute_score(
         data_source: the dataset name (unused: every source is checked the same way).
         solution_str: the decoded response.
         ground_truth: ``reward_model.ground_truth`` of the row (str, number, or list of forms).
-        extra_info: the row's ``extra_info`` (unused).
+        extra_info: the row's ``extra_info``; its ``answers`` are accepted too.
         timeout_s, workers, fallbacks: verifier settings from ``reward_kwargs``.
 
     Returns:
@@ -72,7 +89,8 @@ def compute_score(
     {'score': 1.0, 'acc': 1.0, 'pred': '\\\\dfrac12', 'outcome': 'correct'}
     """
     v = shared_verifier(_config(timeout_s, workers, fallbacks))
-    return _as_dict(v.score(solution_str, ground_truth))
+    (r,) = score_completions([solution_str], [_golds(ground_truth, extra_info)], v)
+    return _as_dict(r)
 
 
 async def compute_score_async(
@@ -87,4 +105,5 @@ async def compute_score_async(
 ) -> dict[str, Any]:
     """:func:`compute_score` as a coroutine, for verl's async reward loop."""
     v = shared_verifier(_config(timeout_s, workers, fallbacks))
-    return _as_dict(await v.ascore(solution_str, ground_truth))
+    (r,) = await ascore_completions([solution_str], [_golds(ground_truth, extra_info)], v)
+    return _as_dict(r)

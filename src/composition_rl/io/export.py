@@ -2,12 +2,17 @@
 
 * ``verl``: verl's RL parquet schema (``data_source``, ``prompt`` as a chat list, ``ability``,
   ``reward_model = {style: "rule", ground_truth}``, ``extra_info``), which
-  ``verl.utils.dataset.rl_dataset.RLHFDataset`` reads and whose ``ground_truth`` reaches the
-  reward function (``composition_rl.integrations.verl.compute_score``).
-* ``trl``: ``prompt`` (conversational) and ``answer`` columns; TRL passes extra columns to
-  reward functions as keyword arguments, so ``answer`` reaches the reward.
+  ``verl.utils.dataset.rl_dataset.RLHFDataset`` reads. verl's reward managers pass
+  ``ground_truth`` and the whole ``extra_info`` to the reward function
+  (``composition_rl.integrations.verl.compute_score``). ``ground_truth`` is the canonical
+  answer as one string, which verl's own scorers and validation logs expect; every accepted
+  form is in ``extra_info.answers``, and ``compute_score`` accepts each of them.
+* ``trl``: ``prompt`` (conversational), ``answer`` and ``answers`` columns; TRL passes extra
+  columns to reward functions as keyword arguments, and ``make_reward_fn()`` accepts every
+  form in both.
 
-Every accepted answer form travels in ``extra_info.answers`` / ``answers``.
+So a completion gets the same reward from ``crl train``, TRL and verl
+(:mod:`composition_rl.verify.reward`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 __all__ = ["atomic_open", "atomic_write_json", "atomic_write_jsonl", "dumps", "JsonlLog", "read_jsonl",
-           "refuse_overwrite", "writable_dir", "writable_file"]
+           "refuse_overwrite", "remove_stale_stages", "StagedOutputs", "writable_dir", "writable_file"]
 
 
 def _umask() -> int:
@@ -160,6 +160,7 @@ class JsonlLog:
     >>> p = os.path.join(tempfile.mkdtemp(), "out.jsonl")
     >>> with JsonlLog(p, key="id") as log:
     ...     log.append({"id": "a", "v": 1})
+    True
     >>> with JsonlLog(p, key="id") as log:
     ...     "a" in log.done
     True
@@ -205,3 +206,72 @@ class JsonlLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+STAGE_PREFIX = ".crl-stage-"
+
+
+class StagedOutputs:
+    """A run's whole-file outputs, written into a staging folder inside ``folder`` and moved
+    over the previous run's files only when the run succeeds (:meth:`commit`).
+
+    An interrupted, failed or empty run (:meth:`discard`, or an exception in the ``with``
+    block) leaves the previous complete run as it was. On commit every name of ``names``
+    that this run did not write is removed: it was made by, or from, the run being replaced
+    (a verl export of the old composed.jsonl, a report page of the old folder). The renames
+    of a commit follow each other quickly but are not one atomic step.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "a.jsonl").write_text("old"); _ = (d / "b.html").write_text("old")
+    >>> with StagedOutputs(d, ["a.jsonl", "b.html"]) as st:
+    ...     _ = (st.dir / "a.jsonl").write_text("new")
+    ...     st.commit()
+    ['b.html']
+    >>> sorted(p.name for p in d.iterdir()), (d / "a.jsonl").read_text()
+    (['a.jsonl'], 'new')
+    """
+
+    def __init__(self, folder: str | os.PathLike, names: Iterable[str]) -> None:
+        self.folder = Path(folder)
+        self.names = list(dict.fromkeys(names))
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=self.folder))
+        self.done = False
+
+    def commit(self) -> list[str]:
+        """Move the staged files over the old ones; remove the old ones not rebuilt. Returns
+        the names removed."""
+        removed = []
+        for name in self.names:
+            staged, final = self.dir / name, self.folder / name
+            if staged.exists():
+                os.replace(staged, final)
+            elif final.exists() or final.is_symlink():
+                final.unlink()
+                removed.append(name)
+        self.discard()
+        return removed
+
+    def discard(self) -> None:
+        """Drop what this run staged; the folder keeps the previous run."""
+        import shutil
+
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.done = True
+
+    def __enter__(self) -> StagedOutputs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.done:
+            self.discard()
+
+
+def remove_stale_stages(folder: str | os.PathLike) -> list[Path]:
+    """Staging folders of dead runs in ``folder`` (call with the folder's lock held)."""
+    import shutil
+
+    gone = sorted(Path(folder).glob(STAGE_PREFIX + "*"))
+    for p in gone:
+        shutil.rmtree(p, ignore_errors=True)
+    return gone

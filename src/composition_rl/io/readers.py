@@ -15,7 +15,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ __all__ = [
     "load_problems",
     "load_reasoning_gym",
     "read_rows",
+    "set_aside",
 ]
 
 QUESTION_FIELDS = ("problem", "question", "prompt")
@@ -235,6 +236,9 @@ def read_rows(path: str | os.PathLike) -> list[Any]:
             if i == 1:
                 hint = _tabular_hint(text)
             rows.append(_BadLine(i, f"line {i} is not valid JSON: {e.msg}{hint}"))
+    if hint and all(isinstance(r, _BadLine) for r in rows):
+        # a table under a JSON name: one line that says so, not a bad_json reason per row
+        raise InputError(f"{p}: not JSON or JSONL{hint}")
     return rows
 
 
@@ -256,7 +260,7 @@ def _tabular_hint(text: str) -> str:
     lines = [x for x in text.splitlines()[:3] if x.strip()]
     if not lines or lines[0].lstrip().startswith(("{", "[")):
         return ""
-    for sep, name in (("\t", "TSV (.tsv)"), (",", "CSV (.csv)")):
+    for sep, name in (("\t", "TSV (.tsv)"), (",", "CSV (.csv)"), (";", "CSV with ';' separators (.csv)")):
         n = lines[0].count(sep)
         if n and all(x.count(sep) >= n for x in lines[1:]):
             return f"; it looks like {name}: the format comes from the file name, so rename it"
@@ -270,6 +274,9 @@ def _csv_rows(p: Path, text: str, delimiter: str) -> list[Any]:
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     if not reader.fieldnames:
         raise InputError(f"{p}: no header row (a {'TSV' if delimiter == chr(9) else 'CSV'} file needs column names)")
+    if delimiter == "," and len(reader.fieldnames) == 1 and ";" in reader.fieldnames[0]:
+        # the CSV that spreadsheets write where the comma is the decimal mark
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=";")
     other, other_name = ("\t", "tab-separated: rename it .tsv") if delimiter == "," else (",", "comma-separated: rename it .csv")
     if len(reader.fieldnames) == 1 and other in reader.fieldnames[0]:
         raise InputError(f"{p}: its header {reader.fieldnames[0][:60]!r} is one column, but {other_name} "
@@ -348,6 +355,13 @@ def _pick(row: dict[str, Any], forced: str | None, names: Sequence[str]) -> str 
     if forced is not None:
         return forced if forced in row else None
     return next((n for n in names if n in row and row[n] is not None), None)
+
+
+def _blank(value: Any) -> bool:
+    """An answer cell that holds nothing: null, or a string of only spaces. The two are one
+    case because a table cannot tell them apart: an empty CSV cell is how pandas and
+    spreadsheets write a missing value, and it reads back as ``""``."""
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def load_problems(
@@ -430,11 +444,15 @@ def problems_from_rows(
         raw_answer: Any = row.get(af) if af else None
         if af is None and cfg.answer_field is None and isinstance(row.get("reward_model"), dict):
             af, raw_answer = "reward_model.ground_truth", row["reward_model"].get("ground_truth")
-        if af is None or raw_answer is None:
+        if af is None or _blank(raw_answer):
+            # no answer given (null or blank alike): the solution's last box, when it has one
             sol = row.get("solution")
             boxed = last_boxed(sol) if isinstance(sol, str) else None
             if boxed:
                 af, raw_answer = "solution", boxed
+            elif af is not None and raw_answer is not None:
+                reject(i, f"empty_field: field {af!r} is empty and no \\boxed{{}} in a solution", row)
+                continue
             else:
                 want = cfg.answer_field or "/".join(ANSWER_FIELDS)
                 reject(i, f"missing_field: no answer field ({want}) and no \\boxed{{}} in a solution", row)
@@ -466,6 +484,30 @@ def problems_from_rows(
         if cfg.answer_field and not forced_seen["answer"]:
             raise InputError(f"{where}: field {cfg.answer_field!r} (--answer-field) is in no row")
     return res
+
+
+def set_aside(problems: Iterable[Problem], why: Callable[[Problem], str | None], source: str = ""
+              ) -> tuple[list[Problem], list[dict[str, Any]]]:
+    """``problems`` split into those ``why`` passes (None) and rejects in the reader's shape
+    (``reason: detail`` strings, as the readers give them), for a check made after loading,
+    such as a prompt that does not fit the model's context.
+
+    >>> kept, rejects = set_aside([Problem.new("Q?", "1")], lambda p: "too_long: 9 > 8")
+    >>> kept, rejects[0]["reason"], rejects[0]["detail"].endswith(": 9 > 8")
+    ([], 'too_long', True)
+    """
+    kept: list[Problem] = []
+    rejects: list[dict[str, Any]] = []
+    for p in problems:
+        reason = why(p)
+        if reason is None:
+            kept.append(p)
+            continue
+        kind, _, detail = reason.partition(": ")
+        row = p.metadata.get("row") if isinstance(p.metadata.get("row"), int) else None
+        rejects.append({"row": row, "source": source or p.source, "reason": kind,
+                        "detail": f"row {row if row is not None else p.id}: {detail or kind}", "record": p.to_dict()})
+    return kept, rejects
 
 
 _RECORD_KEYS = frozenset({"id", "question", "answers", "depth"})

@@ -18,16 +18,28 @@ This is the one implementation of that contract; commands build their identity w
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+import shutil
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from composition_rl.io.files import atomic_write_json
+from composition_rl.io.files import (
+    atomic_write_json,
+    remove_stale_stages,
+    writable_dir,
+    writable_file,
+)
 
-__all__ = ["RUN_FILE", "RunMismatch", "claim_run", "file_sha256", "model_identity", "run_identity"]
+__all__ = ["LOCK_FILE", "RUN_FILE", "RUN_OUTPUTS", "RunBusy", "RunClash", "RunMismatch", "check_model_source",
+           "claim_run", "file_sha256", "folder_owner", "hold_lock", "model_content", "model_identity", "record_run",
+           "refuse_foreign", "run_folder", "run_identity"]
 
 RUN_FILE = "run.json"
 _NOT_RECORDED = "(not recorded)"
@@ -75,8 +87,8 @@ def model_identity(model: str) -> str:
 
 def run_identity(model: str | None = None, backend: str | None = None,
                  inputs: Mapping[str, str | os.PathLike | None] | None = None, **options: Any) -> dict[str, Any]:
-    """The identity of a run: ``model`` (a local folder by its absolute path, an endpoint's
-    model by its name), ``backend``, each named input file by its content hash, and any
+    """The identity of a run: ``model`` (a local folder by its absolute path and its content,
+    :func:`model_content`; an endpoint's model by its name), ``backend``, each named input file by its content hash, and any
     further ``options`` as given. ``None`` values are left out.
 
     >>> run_identity(model="Qwen3-4B", backend="openai", n=8)
@@ -85,6 +97,9 @@ def run_identity(model: str | None = None, backend: str | None = None,
     ident: dict[str, Any] = {}
     if model is not None:
         ident["model"] = model_identity(model)
+        content = model_content(model)
+        if content is not None:  # a local model: by what is in it, not only where it is
+            ident["model_content"] = content
     if backend is not None:
         ident["backend"] = backend
     for name, path in (inputs or {}).items():
@@ -122,10 +137,335 @@ def claim_run(record: str | os.PathLike, identity: Mapping[str, Any], *, has_wor
             old = None
         if not isinstance(old, dict):
             raise RunMismatch(f"{path.parent} holds {what}, but its record {path.name} is unreadable; {fix}")
-        diff = [f"{k}: {old.get(k, _NOT_RECORDED)!r} -> {v!r}" for k, v in ident.items() if old.get(k, _NOT_RECORDED) != v]
+        # a record made before commands recorded themselves has no "command": its files
+        # already told run_folder which command made it
+        diff = [f"{k}: {old.get(k, _NOT_RECORDED)!r} -> {v!r}" for k, v in ident.items()
+                if old.get(k, _NOT_RECORDED) != v and not (k == "command" and k not in old)]
         if diff:
             raise RunMismatch(f"{path.parent} holds {what} made with other settings ({'; '.join(diff)}); {fix}")
         return
     if has_work:
         raise RunMismatch(f"{path.parent} holds {what} but no record of what made it ({path.name}); {fix}")
     atomic_write_json(path, {**(info or {}), **ident})
+
+
+# ---------------------------------------------------------------------------------------
+# the run-folder contract: one lock per output, the folder's owner, no output onto an input
+# ---------------------------------------------------------------------------------------
+LOCK_FILE = ".crl.lock"
+
+#: Files that say which command made a folder that holds no ``command`` in its run.json
+#: (folders made before commands recorded themselves, or by a library call).
+_MARKERS = {
+    "composed.jsonl": "compose", "llm_journal.jsonl": "compose",
+    "problems.jsonl": "export",
+    "profile.jsonl": "profile",
+    "report.md": "reproduce",  # before results.json: a reproduction writes one too
+    "results.json": "eval", "samples": "eval",
+    "qualified.jsonl": "grow", "trees.jsonl": "grow", "candidates.jsonl": "grow",
+    "metrics.jsonl": "train", "checkpoints": "train",
+    "build_info.json": "tiny-model",
+    "launch.sh": "verl-recipe",
+}
+#: Files a run writes into its folder: no other command may write one of them there.
+RUN_OUTPUTS = frozenset({
+    *_MARKERS, RUN_FILE, "rejected.jsonl", "stats.json", "input_rejects.jsonl", "verl.parquet", "trl.parquet",
+    "llm_run.json", "summary.json", "pass_rates.png", "kept.jsonl", "results.md", "config.json", "recipe.json",
+})
+
+
+class RunBusy(RuntimeError):
+    """Another live run holds the lock of an output."""
+
+
+class RunClash(ValueError):
+    """An output path is an input, or belongs to another command's run."""
+
+
+def _lock_path(target: Path, folder: bool) -> Path:
+    return target / LOCK_FILE if folder else target.with_name(f".{target.name}.lock")
+
+
+@contextmanager
+def hold_lock(target: str | os.PathLike, command: str, *, folder: bool = True, flag: str = "--out") -> Iterator[Path]:
+    """Hold the lock of one output (a folder, or a single file) for the length of a run.
+
+    The lock is an ``flock`` on ``TARGET/.crl.lock`` (a file output: ``.NAME.lock`` beside
+    it, removed at the end). The kernel drops the lock of a process that dies, even by ``kill -9``, so the lock
+    of a dead run is simply taken over; the file only names the holder for the message.
+
+    Raises:
+        RunBusy: one line naming the running command and its pid.
+        ValueError: the output cannot be written there (one line naming ``flag``).
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> with hold_lock(d, "export"):
+    ...     with hold_lock(d, "compose"):  # doctest: +ELLIPSIS
+    ...         pass
+    Traceback (most recent call last):
+    ...
+    composition_rl.io.runs.RunBusy: ... is in use by a running `crl export` (pid ...); wait for it to finish or choose another --out
+    """
+    target = Path(target)
+    lock = _lock_path(target, folder)
+    # a folder that cannot be written is one line (ValueError naming the flag), not a traceback
+    (writable_dir if folder else writable_file)(target, flag)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+            who = f"`crl {holder[1]}` (pid {holder[0]})" if len(holder) >= 2 else "another run"
+            raise RunBusy(f"{flag} {target} is in use by a running {who}; wait for it to finish or choose "
+                          f"another {flag}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
+        try:
+            yield lock
+        finally:
+            if not folder:  # no hidden file left beside a user's file; removed while still held
+                with contextlib.suppress(OSError):
+                    lock.unlink()
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def folder_owner(folder: str | os.PathLike) -> str | None:
+    """The command that made run folder ``folder``: the ``command`` its run.json records,
+    else the one its characteristic files name (``composed.jsonl``: compose); None for a
+    folder that holds no run."""
+    folder = Path(folder)
+    try:
+        rec = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+        if isinstance(rec, dict) and isinstance(rec.get("command"), str):
+            return rec["command"]
+    except (OSError, ValueError):
+        pass
+    for name, command in _MARKERS.items():
+        if (folder / name).exists():
+            return command
+    return None
+
+
+def refuse_foreign(command: str, *, folders: Mapping[str, str | os.PathLike | None] = {},  # noqa: B006 - read only
+                   files: Mapping[str, str | os.PathLike | None] = {},  # noqa: B006
+                   inputs: Mapping[str, str | os.PathLike | None] = {}) -> None:  # noqa: B006
+    """Refuse outputs that would destroy another run's work or this run's inputs.
+
+    Args:
+        command: the command that writes (``"profile"``).
+        folders: flag -> output folder (``{"--out": "runs/p"}``); refused when it holds
+            another command's run or is one of ``inputs``.
+        files: flag -> output file; refused when it is one of ``inputs`` or a file another
+            command's run wrote into its folder (``DIR/composed.jsonl`` of a compose run).
+        inputs: flag -> input file or folder this run reads.
+
+    Raises:
+        RunClash: one line naming the flag, the path and what it would overwrite.
+    """
+    ins = {flag: Path(p) for flag, p in inputs.items() if p is not None}
+    for flag, out in folders.items():
+        if out is None:
+            continue
+        out = Path(out)
+        for iflag, ip in ins.items():
+            if _same_path(out, ip):
+                raise RunClash(f"{flag} {out} is also {iflag}: a run never writes into what it reads; "
+                               f"choose another {flag}")
+        owner = folder_owner(out) if out.is_dir() else None
+        if owner is not None and owner != command:
+            raise RunClash(f"{flag} {out} holds a `crl {owner}` run; `crl {command}` would overwrite or mix with "
+                           f"its files: choose another {flag}")
+    for flag, out in files.items():
+        if out is None:
+            continue
+        out = Path(out)
+        for iflag, ip in ins.items():
+            if _same_path(out, ip) or (ip.is_dir() and _same_path(out.parent, ip) and out.name in RUN_OUTPUTS):
+                raise RunClash(f"{flag} {out} is also an input of this run ({iflag} {ip}); choose another {flag}")
+        owner = folder_owner(out.parent) if out.parent.is_dir() else None
+        if owner is not None and owner != command and out.name in RUN_OUTPUTS:
+            raise RunClash(f"{flag} {out} is a file of the `crl {owner}` run in {out.parent}; writing it would "
+                           f"destroy that run's output: choose another {flag}")
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return a.resolve() == b.resolve()
+
+
+def _drop_if_bare(folder: Path) -> None:
+    """Remove ``folder`` when it holds nothing but its lock (a run that created it and
+    wrote nothing)."""
+    try:
+        if [p.name for p in folder.iterdir()] == [LOCK_FILE]:
+            (folder / LOCK_FILE).unlink()
+            folder.rmdir()
+    except OSError:
+        pass
+
+
+@contextmanager
+def run_folder(out: str | os.PathLike, command: str, *, inputs: Mapping[str, str | os.PathLike | None] = {},  # noqa: B006
+               files: Mapping[str, str | os.PathLike | None] = {}, flag: str = "--out",  # noqa: B006
+               refusals: tuple[type[BaseException], ...] = (ValueError,), work: tuple[str, ...] = ()) -> Iterator[Path]:
+    """The run-folder contract around one run of ``command`` into folder ``out``.
+
+    Before the run: ``out`` may not be an input, hold another command's run, and no file
+    output (``files``) may be an input or another run's file (:func:`refuse_foreign`);
+    then ``out`` is locked (:func:`hold_lock`) until the run ends. A run that is refused
+    (one of ``refusals`` raised) in a folder it created leaves no folder behind: files it
+    wrote there before the refusal (a run record, a config) are removed with it, unless one
+    of ``work`` (names or glob patterns of finished work a rerun resumes: ``checkpoints``)
+    is there. A ``report.html``
+    of the folder (``crl browse``) is removed when the run starts: it describes what the run
+    is about to change.
+    Provenance (what made the folder) is recorded by :func:`claim_run` / :func:`record_run`,
+    whole-file outputs are replaced on success only (:class:`composition_rl.io.files.StagedOutputs`).
+
+    Yields:
+        ``out`` as a Path.
+    """
+    out = Path(out)
+    refuse_foreign(command, folders={flag: out}, files=files, inputs=inputs)
+    created = not out.exists()
+    writable_dir(out, flag)  # one line now (a file in the way, no permission), not a traceback later
+    try:
+        with hold_lock(out, command, flag=flag):
+            refuse_foreign(command, folders={flag: out})  # a run that started meanwhile, now visible
+            remove_stale_stages(out)  # a dead run's staged outputs: never to be committed
+            page = out / "report.html"
+            if page.is_file():
+                page.unlink()
+                print(f"note: removed {page} (it showed the folder before this run; `crl browse {out}` "
+                      "writes it again)", file=sys.stderr)
+            yield out
+    except refusals:
+        if created and not any(any(out.glob(w)) for w in work):
+            shutil.rmtree(out, ignore_errors=True)  # refused before any work: what it wrote goes too
+        elif created:
+            _drop_if_bare(out)
+        raise
+    except BaseException:
+        if created:
+            _drop_if_bare(out)
+        raise
+
+
+def record_run(out: str | os.PathLike, command: str, identity: Mapping[str, Any] | None = None,
+               info: Mapping[str, Any] | None = None) -> None:
+    """Write ``out/run.json`` for a command whose every run replaces the folder's outputs as
+    a whole (nothing is resumed, so nothing is compared but the command, by
+    :func:`run_folder`): the command, its identity and ``info``."""
+    atomic_write_json(Path(out) / RUN_FILE, {**(info or {}), **json.loads(json.dumps(dict(identity or {}))),
+                                             "command": command})
+
+
+# ---------------------------------------------------------------------------------------
+# a model's content identity
+# ---------------------------------------------------------------------------------------
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack", ".model", ".npz")
+_MODEL_FILES = frozenset({"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                          "special_tokens_map.json", "vocab.json", "merges.txt", "chat_template.jinja"})
+_WHOLE = 1 << 30  # files up to 1 GiB are hashed whole; larger ones by three 16 MiB windows
+_WINDOW = 16 << 20
+
+
+def _content_digest(p: Path) -> str:
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    hit = _DIGESTS.get(key)
+    if hit is not None:
+        return hit
+    if st.st_size <= _WHOLE:
+        hit = file_sha256(p)
+    else:  # a multi-GB shard: head, middle and tail (a retrained model differs in all three)
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for start in (0, st.st_size // 2, st.st_size - _WINDOW):
+                f.seek(start)
+                h.update(f.read(_WINDOW))
+        hit = h.hexdigest()[:16]
+    _DIGESTS[key] = hit
+    return hit
+
+
+def model_content(model: str | os.PathLike) -> str | None:
+    """The content identity of a local model: a hash of its weight, config and tokenizer
+    files' names, sizes and contents (a ``.gguf`` file: of that file); None when ``model``
+    is not a local folder or file (a hub or served name).
+
+    New weights copied into the same folder give another identity, so a run folder made
+    with the old ones is not resumed with them.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "model.safetensors").write_bytes(b"w1")
+    >>> a = model_content(d); _ = (d / "model.safetensors").write_bytes(b"w2"); a == model_content(d)
+    False
+    """
+    p = Path(model).expanduser()
+    if p.is_file():
+        files = [p]
+    elif p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and (f.suffix in _WEIGHT_SUFFIXES or f.name in _MODEL_FILES))
+    else:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.name}\0{f.stat().st_size}\0{_content_digest(f)}\n".encode())
+    return h.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------
+# a model that cannot be loaded is refused before anything is written
+# ---------------------------------------------------------------------------------------
+def _truthy(v: str | None) -> bool:
+    return (v or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def check_model_source(model: str, what: str = "model") -> None:
+    """Refuse, at once and in one line, a model that cannot be loaded: a local path that is
+    not there, or a hub name that is neither in the local hub cache nor reachable.
+
+    A name like ``runs/tiny`` is a hub id to transformers; on a machine without network its
+    hub client retries for about a minute before it gives up. Here: a path (``./x``, ``/x``,
+    ``~/x``, more than one ``/``, or a first folder that exists here) that is missing is
+    refused; a hub id is looked up in the local cache; with ``HF_HUB_OFFLINE`` set a miss is
+    refused, otherwise the hub is asked once with a short timeout.
+
+    Raises:
+        ValueError: the model and why it cannot be loaded.
+    """
+    p = Path(model).expanduser()
+    if p.exists():
+        return
+    parts = model.split("/")
+    looks_local = model.startswith((".", "/", "~")) or len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).is_dir())
+    tip = "`crl tiny-model --out runs/tiny` builds a small local one"
+    if looks_local or not model.strip():
+        raise ValueError(f"{what} {model!r}: no such model folder; {tip}")
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - transformers brings it
+        return
+    try:
+        cached = try_to_load_from_cache(model, "config.json")
+    except Exception:  # noqa: BLE001 - an id the hub library rejects: let it go on to the loader's message
+        cached = None
+    if isinstance(cached, str):
+        return
+    if _truthy(os.environ.get("HF_HUB_OFFLINE")) or _truthy(os.environ.get("TRANSFORMERS_OFFLINE")):
+        raise ValueError(f"{what} {model!r}: not a local folder, and not in the hub cache (HF_HUB_OFFLINE is set, so "
+                         f"it cannot be downloaded); {tip}")
+    try:
+        from huggingface_hub import model_info
+
+        model_info(model, timeout=10)
+    except Exception as e:  # noqa: BLE001 - any failure here is the one line the user needs
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ValueError(f"{what} {model!r}: not a local folder, not in the hub cache, and the hub did not give it "
+                         f"({first}); {tip}") from None

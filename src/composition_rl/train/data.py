@@ -16,7 +16,7 @@ from typing import Any
 from composition_rl.records import Problem
 from composition_rl.train.config import StageConfig
 
-__all__ = ["PromptStream", "load_stage_problems", "problem_row", "stage_depth"]
+__all__ = ["PromptStream", "fit_stage", "load_stage_problems", "problem_row", "read_problems", "stage_depth"]
 
 
 def load_stage_problems(stage: StageConfig) -> list[Problem]:
@@ -37,7 +37,7 @@ def load_stage_problems(stage: StageConfig) -> list[Problem]:
         path = Path(stage.data)
         if not path.is_file():
             raise ValueError(f"stage {stage.name!r}: data file not found: {path}")
-        problems = _read_problems(path)
+        problems = read_problems(path)
     if stage.limit is not None:
         problems = problems[: stage.limit]
     if not problems:
@@ -56,7 +56,7 @@ def _compose_stage(stage: StageConfig, first: Sequence[Problem] | None = None) -
     src = Path(str(c["from"]))
     if not src.is_file():
         raise ValueError(f"stage {stage.name!r}: compose.from file not found: {src}")
-    base = _read_problems(src)
+    base = read_problems(src)
     depth = int(c["depth"])
     if depth == 1:
         return base
@@ -103,7 +103,8 @@ def compose_from_mastered(stage: StageConfig, previous: Sequence[Problem], previ
     return problems, info
 
 
-def _read_problems(path: Path) -> list[Problem]:
+def read_problems(path: Path) -> list[Problem]:
+    """The problems of one file, with the input rows it had to reject noted on stderr."""
     # the project's reader maps heterogeneous fields and keeps our own Problem rows
     # (composed.jsonl) whole, links and all
     import sys
@@ -114,6 +115,28 @@ def _read_problems(path: Path) -> list[Problem]:
     if res.rejects:  # never dropped without a word
         print(f"note: {res.rejected_note(str(path))}", file=sys.stderr)
     return list(res.problems)
+
+
+def fit_stage(problems: Sequence[Problem], stage: str, model: str | Path, instruction: bool = False
+              ) -> tuple[list[Problem], list[dict[str, Any]]]:
+    """The stage's problems whose prompt fits the context of the local model ``model``, and
+    the others as rejects (reason ``prompt_too_long``, with the stage's name).
+
+    A prompt that fills the context leaves no room for a completion, so it cannot be trained
+    on; set aside here, it is said once instead of being sampled to nothing at every draw.
+    A model that is not a local folder (a hub name) is not checked.
+    """
+    if not Path(model).is_dir():
+        return list(problems), []
+    from composition_rl.backends.context import PromptFit
+    from composition_rl.io.readers import set_aside
+
+    fit = PromptFit.for_model(model)  # TRL applies the tokenizer's chat template to the rows
+    kept, rejects = set_aside(problems, lambda p: fit.reason(problem_row(p, stage, instruction)["prompt"][0]["content"]))
+    if not kept:
+        raise ValueError(f"stage {stage!r}: none of its {len(problems)} prompts fits the context of {model} "
+                         f"({fit.context} tokens)")
+    return kept, [{"stage": stage, **r} for r in rejects]
 
 
 def stage_depth(stage: StageConfig, problems: Sequence[Problem]) -> int:

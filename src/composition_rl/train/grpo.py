@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -108,7 +109,7 @@ class _Run:
                 self.streams.append(None)
                 specs.append(StageSpec(st.name, st.depth or int(st.compose["depth"]), st.max_steps, st.min_steps))
                 continue
-            probs = load_stage_problems(st)
+            probs = self._fit(st.name, load_stage_problems(st))
             self.problems.append(probs)
             self.streams.append(PromptStream(probs, st.name, seed=cfg.seed, instruction=cfg.instruction))
             specs.append(StageSpec(st.name, stage_depth(st, probs), st.max_steps, st.min_steps))
@@ -126,9 +127,23 @@ class _Run:
         self.curriculum = Curriculum(specs, mode="manual" if c.mode == "online" else c.mode,
                                      threshold=c.threshold, window=c.window, total_steps=c.total_steps)
 
+    def _fit(self, stage: str, problems: list) -> list:
+        """The stage's prompts that fit the model's context; the others go, with their
+        reason, to input_rejects.jsonl (rewritten whole, so a resumed run lists them once)."""
+        from composition_rl.io.files import atomic_write_jsonl
+        from composition_rl.train.data import fit_stage
+
+        kept, rejects = fit_stage(problems, stage, self.cfg.model, self.cfg.instruction)
+        self.rejects = {**getattr(self, "rejects", {}), stage: rejects}
+        if rejects:
+            print(f"stage {stage}: {len(rejects)} of {len(problems)} prompts are longer than the model's context: "
+                  f"set aside -> {self.out / 'input_rejects.jsonl'}", file=sys.stderr)
+            atomic_write_jsonl(self.out / "input_rejects.jsonl", (r for rs in self.rejects.values() for r in rs))
+        return kept
+
     def _online_pool(self):
         from composition_rl.online import OnlineConfig, OnlinePool
-        from composition_rl.train.data import _read_problems
+        from composition_rl.train.data import read_problems
 
         c = self.cfg.curriculum
         rule = OnlineConfig.from_dict({"seed": self.cfg.seed, **(c.online or {})})
@@ -136,7 +151,7 @@ class _Run:
         if c.partners is not None:
             if not Path(c.partners).is_file():
                 raise ValueError(f"curriculum.partners file not found: {c.partners}")
-            partners = _read_problems(Path(c.partners))
+            partners = read_problems(Path(c.partners))
         # the pool appends online.jsonl itself; a resume cuts it back with the pool's state
         return OnlinePool(self.problems[0], rule, partners=partners, log_path=str(self.out / "online.jsonl"))
 
@@ -149,6 +164,7 @@ class _Run:
         log = self.out / "pass_rates.jsonl"
         rates = list(read_jsonl(log)) if log.exists() else []
         probs, info = compose_from_mastered(st, self.problems[i - 1], prev.name, rates)
+        probs = self._fit(st.name, probs)
         self.problems[i] = probs
         atomic_write_jsonl(self.out / "stages" / f"{st.name}.jsonl", (p.to_dict() for p in probs))
         stream = PromptStream(probs, st.name, seed=self.cfg.seed, instruction=self.cfg.instruction)
@@ -334,7 +350,7 @@ def run_training(
     # other GRPO settings would report one run's training as another's
     ident = run_identity(model=cfg.model, inputs={f"stage {st.name}": st.data for st in cfg.stages if st.data},
                          seed=cfg.seed, grpo=asdict(cfg.grpo),
-                         dynamic_sampling=asdict(cfg.dynamic_sampling), instruction=cfg.instruction)
+                         dynamic_sampling=asdict(cfg.dynamic_sampling), instruction=cfg.instruction, command="train")
     claim_run(out / RUN_FILE, ident, has_work=ckpt is not None, what="a training run",
               fix="use another output_dir, or start over with crl train --fresh")
     if ckpt is not None:

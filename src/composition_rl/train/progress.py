@@ -1,33 +1,26 @@
-"""A rich progress bar for step loops that degrades to nothing when disabled."""
+"""Progress of step loops (training, SFT warm-up): the one display of
+:mod:`composition_rl.progress`, with a status text (the step's metrics) after the counter."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from composition_rl.progress import ProgressBar
+
 __all__ = ["step_progress"]
 
 
 @contextmanager
 def step_progress(label: str, total: int, enabled: bool = True) -> Iterator[Callable[[str], None]]:
-    """Yield ``advance(status)``; each call moves the bar one step and shows ``status``."""
-    if not enabled:
-        yield lambda status="": None
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
+    """Yield ``advance(status)``; each call moves the display one step and shows ``status``.
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeRemainingColumn(), TextColumn("{task.fields[status]}"))
-    with Progress(*columns, transient=False) as bar:
-        task = bar.add_task(label, total=total, status="")
+    >>> with step_progress("SFT", 2, enabled=False) as advance:
+    ...     advance("loss 0.1")
+    """
+    with ProgressBar(label, total=total, enabled=enabled, fields={"_status": ""}, transient=False) as bar:
 
         def advance(status: str = "") -> None:
-            bar.update(task, advance=1, status=status)
+            bar.advance(1, _status=status)
 
         yield advance

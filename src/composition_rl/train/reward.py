@@ -1,33 +1,30 @@
-"""The trainer's reward: the project's bounded verifier, with the last scores kept.
+"""The trainer's reward: the project's one reward function, with the last verdicts kept.
 
 TRL calls a reward function with ``prompts``, ``completions`` and every dataset column as
-keyword lists. :class:`VerifierReward` scores each completion against all accepted answer
-forms of its row (``answers``; ``answer`` when that is all there is) and remembers the
-scores and outcomes of the call, which the dynamic sampler reads to classify groups.
+keyword lists. :class:`VerifierReward` grades each completion with
+:func:`composition_rl.verify.reward.score_completions`, the function TRL's
+:func:`~composition_rl.integrations.trl.make_reward_fn` and verl's
+:func:`~composition_rl.integrations.verl.compute_score` also call, against every accepted
+answer of its row (the ``answers`` and ``answer`` columns), and remembers the scores and
+outcomes of the call, which the dynamic sampler reads to classify groups.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from composition_rl.verify import VerifyConfig, shared_verifier
+from composition_rl.verify.reward import answers_from_columns, completion_text, score_completions
 
 __all__ = ["VerifierReward", "completion_text"]
 
 
-def completion_text(completion: Any) -> str:
-    """The text of a TRL completion: a string, or the last message of a conversation."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, Sequence) and completion and isinstance(completion[-1], dict):
-        content = completion[-1].get("content", "")
-        return content if isinstance(content, str) else str(content)
-    return ""
-
-
 class VerifierReward:
     """A TRL reward function backed by :class:`composition_rl.verify.Verifier`.
+
+    Raises ``ValueError`` when the completions and the answer columns differ in length, or
+    when a row has no accepted answer (every ``crl train`` row has one; the dynamic sampler
+    needs a number for each completion).
 
     >>> r = VerifierReward(timeout_s=2.0)                                # doctest: +SKIP
     >>> r(prompts=["1+1=?"], completions=["\\\\boxed{2}"], answers=[["2"]])  # doctest: +SKIP
@@ -41,12 +38,12 @@ class VerifierReward:
         self.last_scores: list[float] = []
         self.last_outcomes: list[str] = []
 
-    def __call__(self, prompts, completions, answers=None, answer=None, **_: Any) -> list[float]:
-        golds = answers if answers is not None else answer
-        if golds is None:
-            raise ValueError("the dataset needs an 'answers' or 'answer' column for the verifier reward")
-        pairs = [(completion_text(c), list(g) if not isinstance(g, str) else g) for c, g in zip(completions, golds)]
-        results = shared_verifier(self.config).score_batch(pairs)
+    def __call__(self, prompts, completions, **columns: Any) -> list[float]:
+        golds = answers_from_columns(columns, len(completions))
+        missing = [i for i, g in enumerate(golds) if not g]
+        if missing:
+            raise ValueError(f"rows {missing[:5]} have no accepted answer in 'answers' or 'answer'")
+        results = score_completions(completions, golds, shared_verifier(self.config))
         self.last_scores = [float(r.score) for r in results]
         self.last_outcomes = [r.outcome.value for r in results]
         return list(self.last_scores)

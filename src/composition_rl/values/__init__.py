@@ -1,16 +1,20 @@
 """Exact numbers out of answers, and the constants in a problem's text that may become a variable.
 
-Three modules, one job each, all exact (sympy / ``Fraction``, never floats):
+One job per module, all exact (sympy / ``Fraction``, never floats):
 
+* :mod:`.latex`: the one reader of LaTeX arithmetic (tokens, a tree, its value in a domain),
+  shared by :mod:`.parse`, :mod:`.derive` and check 5 (:mod:`composition_rl.compose.dependence`);
+  :mod:`.numwords`: the one table of English number words;
 * :mod:`.parse`: :func:`parse_number` and :func:`parse_answer_value` read exact values out of
-  LaTeX (v1 from an answer, sub-step 1 of seed 000, Section 3.4);
+  LaTeX (v1 from an answer, sub-step 1 of the paper's Section 3.4); :mod:`.derive`, the
+  numbers an answer that is not one number determines (an interval's length, a set's sum);
 * :mod:`.exact`: arithmetic, the one equality (:func:`exact_equal`) and LaTeX rendering of
   values and offsets (sub-step 3);
 * :mod:`.constants`: :func:`find_constants`, the literals of a question that may be replaced
   by a variable (sub-step 2), with their roles and flaws, math mode and the symbols a text
   uses; :mod:`.shortcuts`, the rules that flag literals the rest of the text reveals.
 
-Everything is importable from ``composition_rl.values`` as before.
+The verbs below are importable from ``composition_rl.values``.
 """
 
 from composition_rl.values.constants import (
@@ -40,8 +44,6 @@ from composition_rl.values.parse import (
     AnswerValue,
     Lin,
     NotLinear,
-    _clean,  # noqa: F401  (tests read the parser's parts)
-    _Parser,  # noqa: F401
     parse_answer_value,
     parse_number,
 )

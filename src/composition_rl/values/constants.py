@@ -3,7 +3,14 @@
 :func:`find_constants` lists the literals in a question that may be replaced by a variable,
 skipping figure/code blocks, numbers glued to letters, subscripts and label indices, years,
 digit concatenations and parts of larger numbers, and ranks them. Also math mode
-(:func:`in_math`) and the symbols a text already uses (:func:`symbols_used`).
+(:func:`in_math`, :func:`math_spans`) and the symbols a text already uses
+(:func:`symbols_used`).
+
+A literal that is a quantity may still be a poor variable; :data:`FLAWS` is the catalogue of
+why, one class of mistake per entry with an example (``tex_token``: the 49 of ``\\frac 49``
+is two TeX arguments, so ``\\frac W`` would read as W over nothing; ``role_mix``: the 2s of
+``2x + x^2`` are a coefficient and a power, and one Y for both changes the problem twice).
+The shortcut classes among them are the rules of :mod:`composition_rl.values.shortcuts`.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from typing import NamedTuple
+
+from composition_rl.values.numwords import CARDINALS
 
 _BLOCKS = re.compile(
     r"\[asy\].*?(?:\[/asy\]|\Z)"
@@ -68,7 +77,7 @@ class Constant:
         return (tier, 0 if self.unique else 1)
 
 
-# What a literal is in its expression (issue 26). Occurrences of one value are one quantity
+# What a literal is in its expression. Occurrences of one value are one quantity
 # only in one role: the 2 of ``2x`` and the 2 of ``x^2`` are different things, so replacing
 # both (``Yx + x^Y``) changes the problem in two ways at once.
 ROLES = (
@@ -88,8 +97,8 @@ ROLES = (
 # roles that are notation: never replaced, and an occurrence there shows no other quantity
 NOTATION_ROLES = frozenset(("exponent", "radix", "notation"))
 # roles whose occurrence is not the quantity of an equal value in another role: the start of an
-# index range ("for $n \\ge 1$") is not the 1s of ``-\\frac{1}{u_n + 1}`` (the fifth audit's
-# F207 replaced all three); index starts of one value group among themselves only
+# index range ("for $n \\ge 1$") is not the 1s of ``-\\frac{1}{u_n + 1}`` (replacing all three
+# would change the series and its terms at once); index starts of one value group among themselves only
 UNGROUPED_ROLES = NOTATION_ROLES | {"index"}
 # which roles are one kind of quantity when a value repeats: the numbers of one expression
 # (terms, a numerator, an argument) are replaced together; a divisor, an angle, a percent
@@ -107,7 +116,7 @@ _DIGIT_GROUP_AFTER = re.compile(r"\\,(?:\d|[A-Za-z](?![A-Za-z]))")
 _DIGIT_GROUP_BEFORE = re.compile(r"(?:\d|(?<![\\A-Za-z])[A-Za-z])\\,$")
 # A TeX macro argument is one token unless braced: in ``\frac 49`` the arguments are 4 and 9,
 # in ``\sqrt2x`` the radicand is 2, in ``x^23`` the exponent is 2 and a 3 follows. A number
-# starting in such a slot is read digit by digit, as TeX reads it (issue 26).
+# starting in such a slot is read digit by digit, as TeX reads it.
 _SLOT1 = re.compile(r"(\\[dt]?frac|\\[dt]?binom|\\sqrt|\^|_)\s*$")
 _SLOT_ENDS = frozenset("^_ctlm")  # the last letter of ^, _, \\frac, \\sqrt, \\binom
 _GLUED_SLOTS = ("frac", "sqrt", "binom")  # \\frac12, \\sqrt2: a digit glued to the control word
@@ -126,14 +135,10 @@ _PERCENT_AFTER = re.compile(r"\s*(?:\\%|%|\$?\s*percent\b)")
 # English cardinals a problem writes in prose ("a bakery sells three kinds of rolls"); "one"
 # is left out (a pronoun as often as a number), and so are compounds and fractions
 # ("twenty-five", "two-thirds", "two hundred"), which are no single literal.
-WORD_NUMBERS: dict[str, int] = {
-    w: i + 2 for i, w in enumerate(
-        "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-        "sixteen seventeen eighteen nineteen twenty".split())
-} | {w: 10 * (i + 3) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split())}
+WORD_NUMBERS: dict[str, int] = {w: v for w, v in CARDINALS.items() if v >= 2}
 _WORD = re.compile(r"(?<!\w)(?=[tTfFsSeEnN])(" + "|".join(
     f"[{w[0]}{w[0].upper()}]{w[1:]}" for w in sorted(WORD_NUMBERS, key=len, reverse=True)) + r")(?!\w)")
-_ONES = {w: i + 1 for i, w in enumerate("one two three four five six seven eight nine".split())}
+_ONES = {w: v for w, v in CARDINALS.items() if 1 <= v <= 9}  # the second word of "twenty-five"
 _ONES_TAIL = re.compile(r"-(" + "|".join(_ONES) + r")\b", re.I)
 _FRACTION_TAIL = re.compile(r"-(?:halve|half|halves|thirds?|fourths?|quarters?|fifths?|sixths?|sevenths?|eighths?|"
                             r"ninths?|tenths?)\b", re.I)
@@ -157,15 +162,15 @@ _TEXT_IN_MATH = re.compile(r"\\(?:text|textrm|textbf|textit|textsf|texttt|textno
 
 
 def in_math(text: str, pos: int) -> bool:
-    """Whether offset ``pos`` of ``text`` lies in math mode (see :func:`_math_spans`).
+    """Whether offset ``pos`` of ``text`` lies in math mode (see :func:`math_spans`).
 
     >>> in_math("Let $x = 3$ and 4 apples.", 9), in_math("Let $x = 3$ and 4 apples.", 16)
     (True, False)
     """
-    return any(a <= pos < b for a, b in _math_spans(text))
+    return any(a <= pos < b for a, b in math_spans(text))
 
 
-def _math_spans(text: str) -> list[tuple[int, int]]:
+def math_spans(text: str) -> list[tuple[int, int]]:
     """Spans in math mode: ``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]`` (escaped ``\\$``
     is not a delimiter) and every environment of :data:`MATH_ENVIRONMENTS` met in prose,
     ``\\begin{..}`` and its arguments included."""
@@ -486,8 +491,8 @@ def _tokens(q: str, end: int, blocks: list[tuple[int, int]], spans: list[tuple[i
         found.append(_Tok(s, lit, _key(plain), in_math, arithmetic, role, flaw))
     if "frac" in q:
         # a mixed number, 6\\frac{1}{4}, is one value (25/4) and one constant: Y in one of its digits
-        # reads as another number (\\sqrt{W\\frac{1}{4}} is W/4 to TeX; the seventh audit's A043,
-        # MATH 6333), so the whole of it is the literal the variable replaces
+        # reads as another number (\\sqrt{W\\frac{1}{4}} is W/4 to TeX, where the text meant
+        # \\sqrt{6\\frac{1}{4}}), so the whole of it is the literal the variable replaces
         for m in _MIXED.finditer(q, 0, end):
             inside = [t for t in found if m.start() <= t.s < m.end()]
             whole = next((t for t in inside if t.s == m.start()), None)
@@ -547,7 +552,7 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
             answer choice on are skipped (replacing them would change the options).
     """
     blocks = _masked_blocks(question)
-    spans = _math_spans(question)
+    spans = math_spans(question)
     end = len(question)
     if _CHOICE_ANSWER.fullmatch(answer or ""):
         m = _CHOICE.search(question)
@@ -598,7 +603,7 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
     return tuple(out)
 
 
-# Why a literal that is a quantity still must not become the variable (issues 16 and 26: a
+# Why a literal that is a quantity still must not become the variable (a
 # prompt whose chain can be skipped, or that reads badly, is correct but teaches no
 # composition). The order matters once: a chain whose later problem has constants but no
 # safe one is rejected with the reason that comes last here among its constants' flaws
@@ -725,7 +730,7 @@ def symbols_used(text: str) -> frozenset[str]:
     capital letter in prose ("point A"). Case is folded so that X never sits beside x."""
     used: set[str] = set()
     blocks = _masked_blocks(text)
-    spans = [text[a:b] for a, b in _math_spans(text)]
+    spans = [text[a:b] for a, b in math_spans(text)]
     for a, b in blocks:  # figure code: single-letter names and labels only
         used.update(c.upper() for c in re.findall(r"(?<![A-Za-z\\])[A-Za-z](?![A-Za-z])", text[a:b]))
     for span in spans:

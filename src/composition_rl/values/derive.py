@@ -1,4 +1,4 @@
-"""Numbers derived exactly from answers that are not one number (issue 27).
+"""Numbers derived exactly from answers that are not one number.
 
 Seed 000 (Section 3.4, sub-step 1) needs q1's answer to be a number v1, and names that as its
 limitation. Many answers are not: an interval, an ordered pair, a set of solutions, an option
@@ -30,16 +30,9 @@ from typing import Literal, get_args
 
 import sympy
 
-from composition_rl.values.constants import _math_spans, symbols_used
-from composition_rl.values.parse import (
-    AnswerValue,
-    _clean,
-    _ParseError,
-    _Parser,
-    _SympyDomain,
-    parse_answer_value,
-    parse_number,
-)
+from composition_rl.values.constants import math_spans, symbols_used
+from composition_rl.values.latex import clean, evaluate, read
+from composition_rl.values.parse import AnswerValue, SympyDomain, parse_answer_value, parse_number
 
 __all__ = ["DERIVATION_KINDS", "Derivation", "DerivedValue", "derivations", "derive", "lead_value", "list_items",
            "split_top"]
@@ -376,49 +369,25 @@ def _matrix(s: str):
     return out
 
 
-class _ExprParser(_Parser):
-    """:class:`~composition_rl.values.parse._Parser` with single-letter variables (``x``,
-    ``p``, ``a_1`` is not one): polynomials and rational expressions with implicit products."""
+_ALGEBRA = SympyDomain(letters=True)
 
-    _TOKEN = re.compile(
-        r"(?P<num>\d+(?:\.\d+)?|\.\d+)|(?P<cmd>\\[a-zA-Z]+)|(?P<var>[a-zA-Z])|(?P<op>[-+*/^(){}\[\]])|(?P<ws>\s+)"
-    )
 
-    def __init__(self, text: str) -> None:
-        self.D = _SympyDomain
-        self.toks = []
-        pos = 0
-        for m in self._TOKEN.finditer(text):
-            if m.start() != pos:
-                break
-            pos = m.end()
-            if m.lastgroup != "ws":
-                self.toks.append((m.lastgroup, m.group()))
-        if pos < len(text):
-            raise _ParseError(f"unexpected {text[pos]!r}")
-        self.i = 0
-
-    def _starts_factor(self, t) -> bool:
-        return t is not None and (t[0] in ("var", "num") or super()._starts_factor(t))
-
-    def atom(self):
-        t = self.peek()
-        if t is not None and t[0] == "var":
-            self.take()
-            return sympy.Symbol(t[1], real=True)
-        return super().atom()
+def _algebra(text: str) -> sympy.Expr:
+    """The sympy value of an expression in single-letter real variables (``x``, ``p``;
+    ``a_1`` is not one): polynomials and rational expressions with implicit products."""
+    return evaluate(read(text, letters=True), _ALGEBRA)
 
 
 def _complex(s: str):
     """(real part, imaginary part) of a non-real complex number written with ``i``, else None."""
     if not re.search(r"(?<![a-zA-Z\\])i(?![a-zA-Z])", s) or "," in s or "=" in s:
         return None
-    t = _clean(s).replace("\\cdot", "*")
+    t = clean(s).replace("\\cdot", "*")
     if re.search(r"\\(?!frac|dfrac|tfrac|sqrt|pi\b)[a-zA-Z]+", t):
         return None
     try:
-        e = _ExprParser(t).parse()
-    except (_ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError, IndexError):
+        e = _algebra(t)
+    except (ValueError, TypeError, ZeroDivisionError, RecursionError, IndexError):
         return None
     if not isinstance(e, sympy.Expr) or {str(v) for v in e.free_symbols} != {"i"}:
         return None
@@ -456,12 +425,12 @@ def _expression(s: str, question: str):
     t = _FUNC_LHS.sub("", s, count=1)
     if "=" in t or "<" in t or ">" in t or "\\le" in t or "\\ge" in t or "," in t:
         return None
-    t = _clean(t).replace("\\cdot", "*").replace("\\times", "*")
+    t = clean(t).replace("\\cdot", "*").replace("\\times", "*")
     if re.search(r"\\(?!frac|dfrac|tfrac|sqrt|pi\b)[a-zA-Z]+", t):
         return None
     try:
-        e = _ExprParser(t).parse()
-    except (_ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError, IndexError):
+        e = _algebra(t)
+    except (ValueError, TypeError, ZeroDivisionError, RecursionError, IndexError):
         return None
     if not isinstance(e, sympy.Expr) or not e.free_symbols:
         return None
@@ -490,7 +459,7 @@ def _time(s: str, question: str):
     \\text{ p.m.}``, ``4:51:06``, when the question asks for a time; else None."""
     if not _ASKS_TIME.search(question) or _DURATION.search(question) or _ASKS_RATIO.search(question):
         return None
-    m = _CLOCK.fullmatch(_clean(s))
+    m = _CLOCK.fullmatch(clean(s))
     if m is None:
         return None
     h, mi = int(m.group(1)), int(m.group(2))
@@ -557,7 +526,7 @@ def _stated(e: sympy.Expr, question: str) -> bool:
     (True, False)
     """
     names = {str(v): v for v in e.free_symbols}
-    for a, b in _math_spans(question):
+    for a, b in math_spans(question):
         q = _expression(question[a:b].strip().rstrip(".,;").rstrip(), question)
         if q is None or {str(v) for v in q.free_symbols} != set(names):
             continue
@@ -684,7 +653,7 @@ def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
             # complex solutions lead nothing: their number is the degree ("the solutions to
             # $z^4 = -4$": 4) and their sum is Vieta's (-b/a), both known without solving
             # the problem, and a complex set has no largest or smallest element (MATH train
-            # has 12 such answers; counting them was tried and taken out, issue 27)
+            # has 12 such answers; counting them was tried and taken out)
             return out
         distinct = list(dict.fromkeys(vals))
         add_if(Derivation("set_max"), sympy.Max(*distinct))

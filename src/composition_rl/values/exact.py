@@ -9,19 +9,14 @@ from functools import lru_cache
 
 import sympy
 
-from composition_rl.values.parse import (
-    _MAX_DIGITS,
-    _PLAIN,
-    _SIMPLE,
-    _SIMPLE_FRAC,
-    Lin,
-    NotLinear,
-    _clean,
-    _LinDomain,
-    _ParseError,
-    _Parser,
-    parse_number,
+from composition_rl.values.latex import (
+    MAX_DIGITS,
+    clean,
+    evaluate,
+    read,
+    simple_rational,
 )
+from composition_rl.values.parse import LIN, Lin, NotLinear, parse_number
 
 Exact = Fraction | Lin | sympy.Expr  # Fraction, then Lin (radicals, pi), then sympy
 
@@ -33,17 +28,17 @@ def to_fraction(v: sympy.Rational) -> Fraction:
 @lru_cache(maxsize=65536)
 def exact_value(text: str) -> Exact | None:
     """:func:`parse_number`, with rationals returned as ``Fraction`` for fast arithmetic."""
-    s = text if _PLAIN.fullmatch(text) else _clean(text)
-    f = _simple_rational(s)
+    s = clean(text)
+    f = simple_rational(s)
     if f is not None:
         return f
     lin = _spaced_sum(s) if " " in s else None
     if lin is None:
         try:
-            lin = _Parser(s, _LinDomain).parse()
+            lin = evaluate(read(s), LIN)
         except NotLinear:
             lin = None
-        except (_ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError):
+        except (ValueError, TypeError, ZeroDivisionError, RecursionError):
             return None
     if lin is not None:
         r = lin.rational()
@@ -52,20 +47,6 @@ def exact_value(text: str) -> Exact | None:
     if v is None:
         return None
     return to_fraction(v) if v.is_Rational else v
-
-
-def _simple_rational(s: str) -> Fraction | None:
-    """``-12``, ``3.25``, ``\\frac{7}{2}`` (cleaned) without the parser; None for anything else."""
-    m = _SIMPLE.fullmatch(s)
-    if m is not None and len(s) <= _MAX_DIGITS:
-        sign, whole, frac = m.groups()
-        f = Fraction(int(whole + (frac or "")), 10 ** len(frac or ""))
-        return -f if sign else f
-    m = _SIMPLE_FRAC.fullmatch(s)
-    if m is not None and int(m.group(3)) != 0:
-        f = Fraction(int(m.group(2)), int(m.group(3)))
-        return -f if m.group(1) else f
-    return None
 
 
 _SIGN_OR_BRACKET = re.compile(r"[-+(){}\[\]]")
@@ -91,12 +72,12 @@ def _linear_term(s: str) -> Fraction | Lin | None:
     is not Q-linear or does not parse on its own."""
     # the whole-string \frac shortcut has no digit cap; a piece must keep the parser's
     # 80-digit limit, or a sum would read what the full parse refuses
-    f = _simple_rational(s) if len(s) <= _MAX_DIGITS else None
+    f = simple_rational(s) if len(s) <= MAX_DIGITS else None
     if f is not None:
         return f
     try:
-        lin = _Parser(s, _LinDomain).parse()
-    except (NotLinear, _ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError):
+        lin = evaluate(read(s), LIN)
+    except (NotLinear, ValueError, TypeError, ZeroDivisionError, RecursionError):
         return None
     r = lin.rational()
     return r if r is not None else lin

@@ -3,7 +3,7 @@
 :func:`parse_answer_value` reads v1 from an answer such as ``\\frac47``, ``64,\\!328``,
 ``-\\dfrac{5}{3}``, ``7\\sqrt{2}``, ``14\\pi``, ``\\$3.50``, ``30^\\circ``, ``8.7 \\times 10^{8}``.
 Tuples, intervals, matrices, expressions with letters and text return ``None``: such a
-problem cannot be q1 (seed 000, Section 3.4, sub-step 1 needs a number), but it can still be
+problem cannot be q1 (the paper's Section 3.4: sub-step 1 needs a number), but it can still be
 the last problem, whose answer passes through unchanged. Exact (sympy, never floats).
 """
 
@@ -16,46 +16,45 @@ from functools import lru_cache
 
 import sympy
 
-_MAX_EXPONENT = 64  # 2^64 is fine, 10^{10^{10}} is not: refuse rather than hang
-_MAX_DIGITS = 80
-
-_TOKEN = re.compile(
-    r"""
-    (?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|\.\d+)
-  | (?P<cmd>\\[a-zA-Z]+)
-  | (?P<op>[-+*/^(){}\[\]])
-  | (?P<ws>\s+)
-    """,
-    re.VERBOSE,
+from composition_rl.values.latex import (
+    MAX_EXPONENT,
+    Domain,
+    LatexError,
+    clean,
+    evaluate,
+    read,
+    simple_rational,
 )
-_SPACING = re.compile(r"\\[,!;: ]|\\quad|\\qquad|~")
-_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d])")
+from composition_rl.values.numwords import word_number
 
 
-class _ParseError(ValueError):
-    pass
+class SympyDomain(Domain):
+    """Values of a :mod:`~composition_rl.values.latex` tree as exact sympy numbers: ``\\pi``
+    is pi, a letter is a real symbol when ``letters`` (an answer in x), and a power needs a
+    small whole exponent (``2^{64}`` is read, ``10^{10^{10}}`` refused rather than built)."""
 
+    def __init__(self, letters: bool = False) -> None:
+        self.letters = letters
 
-class _SympyDomain:
-    """Numbers for :class:`_Parser` as sympy objects (general, slower)."""
+    def number(self, q: Fraction) -> sympy.Rational:
+        return sympy.Rational(q.numerator, q.denominator)
 
-    @staticmethod
-    def integer(n: int):
-        return sympy.Integer(n)
+    def name(self, name: str) -> sympy.Expr:
+        if name == "\\pi":
+            return sympy.pi
+        if self.letters and len(name) == 1 and name.isascii() and name.isalpha():
+            return sympy.Symbol(name, real=True)
+        raise LatexError(f"name {name}")
 
-    @staticmethod
-    def rational(s: str):
-        return sympy.Rational(s)
+    def power(self, a, b):
+        if not (b.is_Integer and abs(int(b)) <= MAX_EXPONENT):
+            raise LatexError("exponent not a small integer")
+        if a == 0 and int(b) < 0:
+            raise LatexError("zero to a negative power")
+        return a ** int(b)
 
-    pi = sympy.pi
-
-    @staticmethod
-    def root(x, n: int):
-        return sympy.sqrt(x) if n == 2 else sympy.root(x, n)
-
-    @staticmethod
-    def is_small_int(e) -> bool:
-        return bool(e.is_Integer and abs(int(e)) <= _MAX_EXPONENT)
+    def root(self, a, index: int):
+        return sympy.sqrt(a) if index == 2 else sympy.root(a, index)
 
 
 class NotLinear(ArithmeticError):
@@ -186,21 +185,28 @@ class Lin:
         return out
 
 
-class _LinDomain:
-    """Numbers for :class:`_Parser` as :class:`Lin` (fast, exact, limited)."""
+class LinDomain(Domain):
+    """Values of a :mod:`~composition_rl.values.latex` tree as :class:`Lin` (fast, exact,
+    limited: anything outside Q-linear combinations of 1, square roots and pi raises
+    :class:`NotLinear`, and the caller falls back on :class:`SympyDomain`)."""
 
-    @staticmethod
-    def integer(n: int) -> Lin:
-        return Lin.of(n)
+    def number(self, q: Fraction) -> Lin:
+        return Lin.of(q)
 
-    @staticmethod
-    def rational(s: str) -> Lin:
-        return Lin.of(Fraction(int(s)) if s.isdigit() else Fraction(s))
+    def name(self, name: str) -> Lin:
+        if name == "\\pi":
+            return Lin({"pi": Fraction(1)})
+        raise LatexError(f"name {name}")
 
-    pi = Lin({"pi": Fraction(1)})
+    def power(self, a: Lin, b: Lin) -> Lin:
+        e = b.rational()
+        if e is None or e.denominator != 1 or abs(e) > MAX_EXPONENT:
+            raise LatexError("exponent not a small integer")
+        if a == 0 and e < 0:
+            raise LatexError("zero to a negative power")
+        return a ** int(e)
 
-    @staticmethod
-    def root(x: Lin, n: int) -> Lin:
+    def root(self, x: Lin, n: int) -> Lin:
         a = x.rational()
         if n != 2 or a is None or a < 0:
             raise NotLinear("only square roots of non-negative rationals")
@@ -208,208 +214,9 @@ class _LinDomain:
         out, ins = _squarefree(p)
         return Lin.of(Fraction(out, q)) if ins == 1 else Lin({ins: Fraction(out, q)})
 
-    @staticmethod
-    def is_small_int(e: Lin) -> bool:
-        a = e.rational()
-        return a is not None and a.denominator == 1 and abs(a) <= _MAX_EXPONENT
 
-
-class _Parser:
-    """Recursive descent over a tiny LaTeX arithmetic grammar; anything else is rejected."""
-
-    def __init__(self, text: str, domain=_SympyDomain) -> None:
-        self.D = domain
-        self.toks: list[tuple[str, str]] = []
-        pos = 0
-        for m in _TOKEN.finditer(text):
-            if m.start() != pos:  # finditer skipped a character no token matches
-                break
-            pos = m.end()
-            kind = m.lastgroup
-            if kind != "ws":
-                self.toks.append((kind, m.group()))
-        if pos < len(text):
-            raise _ParseError(f"unexpected {text[pos]!r}")
-        self.i = 0
-
-    def peek(self) -> tuple[str, str] | None:
-        return self.toks[self.i] if self.i < len(self.toks) else None
-
-    def take(self, value: str | None = None) -> tuple[str, str]:
-        t = self.peek()
-        if t is None or (value is not None and t[1] != value):
-            raise _ParseError(f"expected {value!r}, got {t!r}")
-        self.i += 1
-        return t
-
-    def parse(self) -> sympy.Expr:
-        v = self.expr()
-        if self.peek() is not None:
-            raise _ParseError(f"trailing {self.peek()!r}")
-        return v
-
-    def expr(self) -> sympy.Expr:
-        v = self.term()
-        while (t := self.peek()) and t[1] in "+-":
-            self.take()
-            w = self.term()
-            v = v + w if t[1] == "+" else v - w
-        return v
-
-    def _starts_factor(self, t: tuple[str, str] | None) -> bool:
-        if t is None:
-            return False
-        kind, s = t
-        return s in ("(", "{") or (kind == "cmd" and s in _FACTOR_CMDS)
-
-    def term(self) -> sympy.Expr:
-        v = self.unary()
-        while True:
-            t = self.peek()
-            if t is None:
-                return v
-            kind, s = t
-            if s in ("*", "/") or (kind == "cmd" and s in ("\\cdot", "\\times", "\\div")):
-                self.take()
-                w = self.unary()
-                if s in ("/", "\\div"):
-                    if w == 0:
-                        raise _ParseError("division by zero")
-                    v = v / w
-                else:
-                    v = v * w
-            elif self._starts_factor(t):  # implicit product: 7\sqrt{2}, 14\pi, 2(3)
-                v = v * self.power()
-            else:
-                return v
-
-    def unary(self) -> sympy.Expr:
-        t = self.peek()
-        if t and t[1] in "+-":
-            self.take()
-            v = self.unary()
-            return -v if t[1] == "-" else v
-        return self.power()
-
-    def power(self) -> sympy.Expr:
-        base = self.atom()
-        t = self.peek()
-        if t and t[1] == "^":
-            self.take()
-            nt = self.peek()
-            if nt and nt[0] == "num" and len(nt[1]) > 1 and nt[1].isdigit():
-                # x^23 in LaTeX means x^2 followed by 3: only the first digit is the exponent
-                raise _ParseError("ambiguous exponent")
-            e = self.atom() if not (nt and nt[1] in "+-") else self.unary()
-            if not self.D.is_small_int(e):
-                raise _ParseError("exponent not a small integer")
-            if base == 0 and int(e) < 0:
-                raise _ParseError("zero to a negative power")
-            return base ** int(e)
-        return base
-
-    def group(self) -> sympy.Expr:
-        """A ``{...}`` argument, or (LaTeX shorthand) a single digit or command."""
-        t = self.peek()
-        if t is None:
-            raise _ParseError("missing argument")
-        if t[1] == "{":
-            self.take("{")
-            v = self.expr()
-            self.take("}")
-            return v
-        if t[0] == "num":
-            # \frac47 -> digits 4 and 7; the number token may hold both
-            self.take()
-            digits = t[1]
-            if not digits.isdigit():
-                raise _ParseError("shorthand argument")
-            if len(digits) > 1:
-                self.toks.insert(self.i, ("num", digits[1:]))
-            return self.D.integer(int(digits[0]))
-        if t[0] == "cmd" and t[1] == "\\pi":
-            self.take()
-            return self.D.pi
-        raise _ParseError(f"bad argument {t!r}")
-
-    def atom(self) -> sympy.Expr:
-        t = self.peek()
-        if t is None:
-            raise _ParseError("unexpected end")
-        kind, s = t
-        if kind == "num":
-            self.take()
-            if len(s.replace(".", "")) > _MAX_DIGITS:
-                raise _ParseError("number too long")
-            if "e" in s or "E" in s:
-                mant, _, exp = s.lower().partition("e")
-                if abs(int(exp)) > _MAX_EXPONENT:
-                    raise _ParseError("exponent too large")
-                return self.D.rational(mant) * self.D.integer(10) ** int(exp)
-            return self.D.rational(s)
-        if s in ("(", "{", "["):
-            close = {"(": ")", "{": "}", "[": "]"}[s]
-            self.take()
-            v = self.expr()
-            self.take(close)
-            return v
-        if kind == "cmd":
-            if s in ("\\frac", "\\dfrac", "\\tfrac"):
-                self.take()
-                num = self.group()
-                den = self.group()
-                if den == 0:
-                    raise _ParseError("zero denominator")
-                return num / den
-            if s == "\\sqrt":
-                self.take()
-                index = 2
-                if (nt := self.peek()) and nt[1] == "[":
-                    self.take("[")
-                    iv = self.expr()
-                    self.take("]")
-                    if not (self.D.is_small_int(iv) and 2 <= int(iv) <= 10):
-                        raise _ParseError("root index")
-                    index = int(iv)
-                arg = self.group()
-                return self.D.root(arg, index)
-            if s == "\\pi":
-                self.take()
-                return self.D.pi
-        raise _ParseError(f"unexpected {s!r}")
-
-
-_FACTOR_CMDS = {"\\frac", "\\dfrac", "\\tfrac", "\\sqrt", "\\pi"}
-
-
-def _clean(text: str) -> str:
-    s = text.strip()
-    s = s.replace("\\left", "").replace("\\right", "")
-    s = _SPACING.sub("", s)
-    s = s.replace("{,}", ",")
-    s = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), s)
-    return s.strip()
-
-
-_PLAIN = re.compile(r"-?(?:\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\})")  # nothing for _clean to do
-_SIMPLE = re.compile(r"(-?)(\d+)(?:\.(\d+))?")
-_SIMPLE_FRAC = re.compile(r"(-?)\\[dt]?frac\{(\d+)\}\{(\d+)\}")
-
-
-def _fast_number(s: str) -> sympy.Rational | None:
-    """The common cases (integers, decimals, plain fractions) without the parser."""
-    m = _SIMPLE.fullmatch(s)
-    if m is not None:
-        sign, whole, frac = m.groups()
-        if len(whole) + len(frac or "") > _MAX_DIGITS:
-            return None
-        v = sympy.Rational(int(whole + (frac or "")), 10 ** len(frac or ""))
-        return -v if sign else v
-    m = _SIMPLE_FRAC.fullmatch(s)
-    if m is not None and int(m.group(3)) != 0:
-        v = sympy.Rational(int(m.group(2)), int(m.group(3)))
-        return -v if m.group(1) else v
-    return None
+LIN = LinDomain()
+SYMPY = SympyDomain()
 
 
 @lru_cache(maxsize=65536)
@@ -419,19 +226,23 @@ def parse_number(text: str) -> sympy.Expr | None:
     >>> parse_number(r"\\frac47"), parse_number("64,\\!328"), parse_number(r"7\\sqrt{2}")
     (4/7, 64328, 7*sqrt(2))
     """
-    s = _clean(text)
-    fast = _fast_number(s)
+    s = clean(text)
+    fast = simple_rational(s)
     if fast is not None:
-        return fast
+        return sympy.Rational(fast.numerator, fast.denominator)
     if not s or re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+|(?<=\d)[eE](?=[+-]?\d)", "", s)):
         return None  # letters outside known commands: an expression, not a number
-    try:  # Q-linear combinations of 1, square roots and pi: exact at Fraction speed
-        return _Parser(s, _LinDomain).parse().to_sympy()
-    except (NotLinear, _ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError):
-        pass  # anything else, or any doubt: the general sympy parse decides
     try:
-        v = _Parser(s).parse()
-    except (_ParseError, ValueError, TypeError, ZeroDivisionError, RecursionError):
+        tree = read(s)
+    except (LatexError, RecursionError):
+        return None
+    try:  # Q-linear combinations of 1, square roots and pi: exact at Fraction speed
+        return evaluate(tree, LIN).to_sympy()
+    except (NotLinear, ValueError, TypeError, ZeroDivisionError, RecursionError):
+        pass  # anything else, or any doubt: the general sympy evaluation decides
+    try:
+        v = evaluate(tree, SYMPY)
+    except (ValueError, TypeError, ZeroDivisionError, RecursionError):
         return None
     if v.is_Rational:
         return v
@@ -467,40 +278,6 @@ _BASE_TEN = re.compile(r"^(\d+)\s*_\s*\{?\s*10\s*\}?$")
 # a count written as a word (``\mbox{four}``)
 _NUMBER_WORD = re.compile(r"^(?:\\(?:text|textnormal|mbox|mathrm)\s*\{\s*([A-Za-z]+(?:-[A-Za-z]+)?)\s*\}"
                           r"|([A-Za-z]+(?:-[A-Za-z]+)?))$")
-ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-        "seventeen eighteen nineteen").split()
-TENS = {w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())}
-_SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
-
-
-def word_number(text: str) -> int | None:
-    """A cardinal written in English words (the one reader of them: answers such as
-    ``\\mbox{four}``, and the LLM engine's constants written in words).
-
-    >>> word_number("five"), word_number("Twenty-three"), word_number("two hundred five"), word_number("lots")
-    (5, 23, 205, None)
-    """
-    words = re.split(r"[\s-]+", text.strip().lower().replace(" and ", " "))
-    if not words or words == [""]:
-        return None
-    total = cur = 0
-    seen = False
-    for w in words:
-        if w in ONES:
-            cur += ONES.index(w)
-        elif w in TENS:
-            cur += TENS[w]
-        elif w in _SCALES and seen:
-            scale = _SCALES[w]
-            if scale == 100:
-                cur *= 100
-            else:
-                total += cur * scale
-                cur = 0
-        else:
-            return None
-        seen = True
-    return total + cur
 
 
 @lru_cache(maxsize=65536)
@@ -561,7 +338,7 @@ _ROUNDING = re.compile(
 def inexact_answer(answers: tuple[str, ...] | list[str], solution: str = "") -> str:
     """Why a problem's gold answer cannot stand as an exact value v1 of a link, or "".
 
-    Sub-step 1 of seed 000 (Section 3.4) takes q1's answer as the exact value of ``X``; a
+    Sub-step 1 of the paper (Section 3.4) takes q1's answer as the exact value of ``X``; a
     reader of the composed problem must be able to recompute it. It cannot when:
 
     * ``answers_disagree``: the accepted forms have different values (Minerva accepts

@@ -1,4 +1,4 @@
-"""Shortcut rules: where the rest of a problem reveals a literal's value (issue 26).
+"""Shortcut rules: where the rest of a problem reveals a literal's value.
 
 A composed prompt teaches composition only if the later problem cannot be solved without
 the earlier one's answer. A blind audit of accepted compositions found literals whose value
@@ -607,7 +607,7 @@ def _grammar(q: str, toks) -> set[int]:
 
 
 # -- risks: constants a chain may still replace, but only when no other constant of the
-# later problem allows a natural offset (issue 26's 260-record hunt: shortcuts were 57% of the
+# later problem allows a natural offset (in a 260-record hunt, shortcuts were 57% of the
 # records whose later problem has a figure, and 40% of those whose variable was a bound,
 # against about 21% of the rest). A risk costs no coverage: a problem whose only constants
 # carry one is still composed.

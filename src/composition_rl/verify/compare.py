@@ -9,11 +9,13 @@ because alarms fail off the main thread; the bound is enforced from outside by
 The steps for one item, cheapest first (each later step runs only if the earlier did not
 decide):
 
-1. extract the final answer (``extract.extract_parts``); none -> ``no_answer``. A gold form
+1. extract the final answer (``extract.extract_final``); none -> ``no_answer``. A gold form
    written as a solution with boxes is read by its final boxes the same way. A multi-part
    answer (several boxes) is compared as a set, as Math-Verify reads it (and, against a gold
    tuple of as many entries, also as that tuple in order); steps 2-4 run on that;
 2. exact match of normalised strings against any gold form -> ``correct`` ("string");
+   an answer read from prose by a fallback also matches a gold written with the other
+   decimal mark, where the comma cannot be a thousands separator ("decimal_comma");
 3. both sides plain integers -> exact integer comparison ("integer"); both sides plain
    rationals (integers, decimals, ``a/b``, ``\\frac{a}{b}``) -> exact comparison, where a
    decimal only counts as different if it differs by a unit in Math-Verify's rounding
@@ -39,7 +41,8 @@ from fractions import Fraction
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
 from composition_rl.verify.extract import (
-    extract_parts,
+    decimal_comma,
+    extract_final,
     final_boxes,
     normalize,
     plain_integer,
@@ -62,7 +65,7 @@ class ItemScore:
     """What a worker reports for one item (plain values: it crosses a process boundary)."""
 
     outcome: str  # an Outcome value
-    via: str = ""  # "string" | "integer" | "math_verify" | ""
+    via: str = ""  # "string" | "decimal_comma" | "integer" | "rational" | "math_verify" | ""
     extracted: str | None = None
     detail: str = ""
 
@@ -100,6 +103,21 @@ def _tuple_len(form: str) -> int:
         elif c == "," and depth == 0:
             n += 1
     return n if n > 1 else 0
+
+
+def _decimal_comma_match(a: str, b: str) -> bool:
+    """Whether one normal form is the other written with a decimal comma (``1,22`` and
+    ``1.22``, ``1000,99`` and ``1000.99``, ``0,111`` and ``0.111``): the comma one cannot read
+    as a thousands separator, and the other side a plain decimal with a point of equal value.
+    A comma against anything else stays a list (``-2,1`` is two solutions in MATH)."""
+    for comma, point in ((a, b), (b, a)):
+        read = decimal_comma(comma)
+        if read is None or "." not in point:
+            continue
+        q = plain_rational(point)
+        if q is not None and q[1] and q[0] == Fraction(read):
+            return True
+    return False
 
 
 def _short(s: str) -> str:
@@ -157,12 +175,13 @@ class Scorer:
 
     def score(self, response: str, golds: Sequence[str]) -> ItemScore:
         """Score one response against every accepted gold form (correct if any matches)."""
-        parts = extract_parts(response, self.fallbacks)
-        if parts is None:
+        got = extract_final(response, self.fallbacks)
+        if got is None:
             return ItemScore("no_answer")
+        parts, source = got
         extracted = ", ".join(parts)
         if len(parts) == 1:
-            outcome, via = self._score_answer(extracted, golds)
+            outcome, via = self._score_answer(extracted, golds, unboxed=source != "box")
             return ItemScore(outcome, via, _short(extracted))
         # Several boxes: a set of answers, as Math-Verify reads them ("1, 2, 3" against
         # {1,2,3}); against a gold tuple of as many entries they are its entries in order.
@@ -171,8 +190,10 @@ class Scorer:
             outcome, via = self._score_answer("(" + extracted + ")", golds)
         return ItemScore(outcome, via, _short(extracted))
 
-    def _score_answer(self, extracted: str, golds: Sequence[str]) -> tuple[str, str]:
-        """(outcome, via) of one extracted answer: the fast paths, then Math-Verify."""
+    def _score_answer(self, extracted: str, golds: Sequence[str], unboxed: bool = False) -> tuple[str, str]:
+        """(outcome, via) of one extracted answer: the fast paths, then Math-Verify.
+        ``unboxed``: the answer was read from prose by a fallback, where a decimal comma is
+        read as Math-Verify reads plain text (see :func:`_decimal_comma_match`)."""
         entries = [self._gold_entry(g) for g in golds]
         # "x = 5" for gold 5: the fast paths look at the right-hand side (Math-Verify, which
         # gets the full answer if they cannot decide, compares an assignment the same way).
@@ -181,6 +202,10 @@ class Scorer:
         norm = normalize(core)
         if any(norm == e[0] for e in entries):
             return "correct", "string"
+        # on the written forms: "2, 5" (a space after the comma) is a list, never 2.5
+        if unboxed and any(_decimal_comma_match(_UNESCAPED_DOLLAR.sub("", core).strip(),
+                                                _UNESCAPED_DOLLAR.sub("", _gold_answer(g)).strip()) for g in golds):
+            return "correct", "decimal_comma"
         pred_int = plain_integer(norm)
         if pred_int is not None and all(e[1] is not None for e in entries):
             ok = any(pred_int == e[1] for e in entries)

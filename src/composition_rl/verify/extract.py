@@ -23,7 +23,9 @@ from composition_rl.registry import Registry
 
 __all__ = [
     "FALLBACKS",
+    "decimal_comma",
     "extract_answer",
+    "extract_final",
     "extract_parts",
     "final_boxes",
     "gold_forms",
@@ -264,6 +266,157 @@ def _whole(text: str) -> str | None:
     return _bare_expression(s)
 
 
+# ------------------------------------------------------------- prose endings (``prose``)
+# The phrases that close an unboxed answer: "Final Answer: X" anywhere, "Answer: X" and
+# "**Answer:** X" at a line start, "the answer is X" and "the final answer is X".
+_PROSE_MARKER = re.compile(
+    r"final[ \t]+answer[ \t*_]*[:：]"
+    r"|^[ \t>*#_-]*answer[ \t*_]*[:：]"
+    r"|(?:final|the)[ \t]+answer[ \t]+is(?![A-Za-z])[ \t:]*",
+    re.IGNORECASE | re.MULTILINE,
+)
+# Words that turn the phrase around ("the answer is not 12 but 13", "... is no longer 5"):
+# the number next to them is not the answer, so nothing is read.
+_NEGATION = re.compile(r"(?<![A-Za-z])(?:not|no|never|isn't|wasn't|cannot|can't|incorrect|wrong)(?![A-Za-z])|n't",
+                       re.IGNORECASE)
+# The end of the first sentence: a period (or ! ?) followed by a space or the end; a decimal
+# point is followed by a digit, so it never ends a sentence.
+_SENTENCE_END = re.compile(r"(?<=\S)[.!?](?=\s|$)")
+_NUMBER = re.compile(r"(?<![\w.^_])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w^_])")
+_LAST_LINE_MAX_CHARS = 100
+# a Markdown heading, quote or bullet before a last line ("#### 72", "> 12", "- 12"); a minus
+# sign is kept: "-5" is an answer, "- 5" a bullet
+_LINE_MARKUP = re.compile(r"^(?:#{1,6}|>|[-*+](?=[ \t]))[ \t]*")
+
+
+def _prose_capture(s: str) -> str | None:
+    """The answer in what follows an answer phrase, or None when it is not one clean answer.
+
+    Read: one math span or one expression (``$34$``, ``\\frac{10}{9}``), what follows a last
+    "is" when that alone is one ("The largest $n$ is 34"), one span with a short phrase
+    around it, or a sentence whose only number is the answer ("Jane started 3 hours ago").
+    Refused: a negation anywhere ("not 12 but 13"), two numbers or spans in prose, words
+    without a number ("see above"). Only the first sentence counts ("12. This was AMC 2019").
+    """
+    s = _HOPE.sub("", s[:_MAX_CLEAN])
+    end = _SENTENCE_END.search(s)
+    if end is not None:
+        s = s[: end.start()]
+    s = s.strip().strip("*_").strip().rstrip(".").strip()
+    if not s or _NEGATION.search(s):
+        return None
+    whole = _SPAN.fullmatch(s)
+    if whole is not None:
+        return _span_content(whole) or None
+    tail = _IS_TAIL.search(s)
+    if tail is not None:
+        x = tail.group("x").strip()
+        m = _SPAN.fullmatch(x)
+        if m is not None:
+            return _span_content(m) or None
+        if not _SPAN.search(x) and (got := _bare_expression(x)) is not None:
+            return got
+    if _SPAN.search(s):
+        return _one_span(s)
+    if (got := _bare_expression(s)) is not None:
+        return got
+    numbers = _NUMBER.findall(s)
+    return numbers[0] if len(numbers) == 1 else None
+
+
+def _last_marker(text: str) -> str | None:
+    """The answer after the last answer phrase of ``text``, if that phrase holds a clean one.
+    An earlier phrase is never used: "The answer is 12. ... The answer is not 12" gives none."""
+    last = _last(_PROSE_MARKER.finditer(text))
+    if last is None:
+        return None
+    line_end = text.find("\n", last.end())
+    return _prose_capture(text[last.end() : line_end if line_end >= 0 else len(text)])
+
+
+@FALLBACKS.register("last_line")
+def _last_line(text: str) -> str | None:
+    """The last non-empty line when it holds only a number or an expression (``12``,
+    ``#### 72``, ``$\\frac{3}{4}$``, ``x = 5``): at most 100 characters, no words, a digit or
+    a LaTeX command in it (a lone word such as ``Hello`` is not an answer)."""
+    tail = text.rstrip()
+    line = tail[tail.rfind("\n") + 1 :].strip()
+    line = _LINE_MARKUP.sub("", line).strip("*_ \t").rstrip(".").strip()
+    if not line or len(line) > _LAST_LINE_MAX_CHARS:
+        return None
+    whole = _SPAN.fullmatch(line)
+    if whole is not None:
+        line = _span_content(whole)
+    elif "$" in line and _bare_expression(line) is None:
+        return None
+    got = _bare_expression(line)
+    if got is None or not re.search(r"\d|\\[A-Za-z]", got):
+        return None
+    return got
+
+
+@FALLBACKS.register("prose")
+def _prose(text: str) -> str | None:
+    """The common endings of an unboxed response, in this order: the last answer phrase
+    ("Final Answer: X", "Answer: X" or "**Answer:** X" at a line start, "the answer is X",
+    "the final answer is X") when it holds one clean answer; else a last line that is only a
+    number or an expression (``last_line``); else a short response that is its own answer
+    (``whole``). Off by default, and never for RL rewards (see docs/verification.md)."""
+    got = _last_marker(text)
+    if got is None and _PROSE_MARKER.search(text) is None:
+        got = _last_line(text) or _whole(text)
+    return got
+
+
+def decimal_comma(s: str) -> str | None:
+    """``s`` with its comma read as a decimal point, when it cannot be a thousands separator:
+    one comma between digits, and not a group of three digits after one to three leading
+    digits that do not start with 0 (``1,000`` and ``12,345`` are thousands). None otherwise.
+
+    Only a reading: whether it applies is decided by the comparison (a number written with
+    a point on the other side; a comma in a box is a list, as MATH writes ``-2,1``).
+
+    >>> decimal_comma("1,22"), decimal_comma("0,111"), decimal_comma("1000,99"), decimal_comma("1,000")
+    ('1.22', '0.111', '1000.99', None)
+    """
+    m = re.fullmatch(r"([+-]?)(\d+),(\d+)", s.strip())
+    if m is None:
+        return None
+    sign, whole, frac = m.groups()
+    if len(frac) == 3 and len(whole) <= 3 and whole[0] != "0":
+        return None
+    return f"{sign}{whole}.{frac}"
+
+
+def extract_final(text: str, fallbacks: Sequence[str] = ("answer_line",)) -> tuple[tuple[str, ...], str] | None:
+    """:func:`extract_parts` and where the answer came from: ``"box"``, or the name of the
+    fallback that read it. A final box that is empty (``The answer is \\boxed{}.``) is no
+    answer, so the fallbacks are tried as if there were no box.
+
+    >>> extract_final("7 + 5 = 12\\nThe answer is \\\\boxed{}.\\nAnswer: 12", ("answer_line",))
+    (('12',), 'answer_line')
+    """
+    got = _final_boxes(text)
+    if got is not None:
+        boxes, tail_at = got
+        if _FINAL_AFTER_BOX.search(text, tail_at):
+            later = _answer_line(text[tail_at:]) or _answer_is(text[tail_at:])
+            # only a clean restatement overrides the box: one expression, not '"$12 $ and $13 $"'
+            # and not "5 apples" after \boxed{5}
+            if later and not any(c in later for c in '$"') and _bare_expression(later) is not None:
+                return (later,), "box"
+        parts = tuple(b.strip() for b in boxes if b.strip())
+        if parts:
+            return parts, "box"
+    for name in fallbacks:
+        answer = FALLBACKS.get(name)(text)
+        # an empty box stays in the text, so that "The final answer is within \boxed{}." reads
+        # nothing; a reading that holds it is no answer either
+        if answer and _BOX_RE.search(answer) is None:
+            return (answer,), name
+    return None
+
+
 def extract_parts(text: str, fallbacks: Sequence[str] = ("answer_line",)) -> tuple[str, ...] | None:
     """The final answer written in ``text``, as its parts: the boxes of a multi-part boxed
     answer (see :func:`final_boxes`), else one part from the first fallback that matches.
@@ -274,22 +427,8 @@ def extract_parts(text: str, fallbacks: Sequence[str] = ("answer_line",)) -> tup
     >>> extract_parts(r"\\boxed{1},\\boxed{2},\\boxed{3}")
     ('1', '2', '3')
     """
-    got = _final_boxes(text)
-    if got is not None:
-        boxes, tail_at = got
-        if _FINAL_AFTER_BOX.search(text, tail_at):
-            later = _answer_line(text[tail_at:]) or _answer_is(text[tail_at:])
-            # only a clean restatement overrides the box: one expression, not '"$12 $ and $13 $"'
-            # and not "5 apples" after \boxed{5}
-            if later and not any(c in later for c in '$"') and _bare_expression(later) is not None:
-                return (later,)
-        parts = tuple(b.strip() for b in boxes if b.strip())
-        return parts or None
-    for name in fallbacks:
-        got = FALLBACKS.get(name)(text)
-        if got:
-            return (got,)
-    return None
+    got = extract_final(text, fallbacks)
+    return None if got is None else got[0]
 
 
 def extract_answer(text: str, fallbacks: Sequence[str] = ("answer_line",)) -> str | None:
@@ -370,7 +509,8 @@ _PERCENT = re.compile(r"\\?%")
 _TEXT_WRAPPED = re.compile(r"^\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}$")
 # "(B)", "(b)" and "B" are one choice; a bare lowercase "e" stays Euler's number.
 _CHOICE = re.compile(r"^\(([A-Ea-e])\)$|^([A-E])$")
-_THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+# a first group of one to three digits that is not 0: "0,111" groups nothing (a decimal comma)
+_THOUSANDS = re.compile(r"^-?(?:[1-9]\d{0,2})(?:,\d{3})+(?:\.\d+)?$")
 _INT = re.compile(r"^[+-]?\d+$")
 _BRACED_COMMA = re.compile(r"\s*\{\s*,\s*\}\s*")  # 14{,}916 and 14 {, }916
 

@@ -31,6 +31,7 @@ __all__ = [
     "VerifyConfig",
     "VerifyResult",
     "close_shared_verifiers",
+    "fallbacks_from_names",
     "shared_verifier",
     "summarize",
 ]
@@ -56,6 +57,11 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+#: Most seconds one answer check may be given, and most worker processes.
+MAX_TIMEOUT_S = 3600
+MAX_WORKERS = 1024
+
+
 @dataclass(frozen=True)
 class VerifyConfig:
     """How answers are checked.
@@ -67,10 +73,13 @@ class VerifyConfig:
         workers: worker processes; ``None`` means one per usable core.
         fallbacks: answer extraction when there is no ``\\boxed{}``, tried in order; names
             from ``composition_rl.verify.extract.FALLBACKS``: ``answer_line``, ``answer_is``,
-            ``whole`` (a short response that is one expression, or one math span with a
-            short phrase: ``7,425,000``, ``$(3,2)$``, ``Answer $9$``). ``()`` means a box is
-            required. The default keeps ``whole`` off, as RL rewards should: a policy could
-            learn to drop the box.
+            ``last_line``, ``whole`` (a short response that is one expression, or one math span
+            with a short phrase: ``7,425,000``, ``$(3,2)$``, ``Answer $9$``), and ``prose``
+            (the common unboxed endings, for evaluation: "The answer is X", "Final Answer:
+            ...", "**Answer:** X", a last line that is only the answer, then ``whole``; an
+            answer read from prose also compares ``1,22`` with ``1.22``). ``()`` means a box
+            is required. An empty final box counts as no box. The default keeps ``prose`` and
+            ``whole`` off, as RL rewards should: a policy could learn to drop the box.
         chunk_size: at most this many items sharing a gold go to a worker as one task.
         float_rounding, numeric_precision, strict: passed to ``math_verify.verify``.
         gold_cache_size: parsed gold answers kept per worker.
@@ -88,10 +97,12 @@ class VerifyConfig:
     def __post_init__(self) -> None:
         if isinstance(self.fallbacks, str) or not isinstance(self.fallbacks, tuple):
             object.__setattr__(self, "fallbacks", (self.fallbacks,) if isinstance(self.fallbacks, str) else tuple(self.fallbacks))
-        if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
-            raise ValueError(f"timeout_s must be a number > 0, got {self.timeout_s!r}")
-        if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 1):
-            raise ValueError(f"workers must be None or an int >= 1, got {self.workers!r}")
+        # The upper bounds stop a typo (1e9 s, a million workers) before it overflows a
+        # C timeout or forks without end; they are far above any real use.
+        if not (isinstance(self.timeout_s, (int, float)) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise ValueError(f"timeout_s must be a number in (0, {MAX_TIMEOUT_S}] seconds, got {self.timeout_s!r}")
+        if self.workers is not None and (not isinstance(self.workers, int) or not 1 <= self.workers <= MAX_WORKERS):
+            raise ValueError(f"workers must be None or an int in [1, {MAX_WORKERS}], got {self.workers!r}")
         if self.chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
         if self.gold_cache_size < 1:
@@ -112,6 +123,25 @@ class VerifyConfig:
             "strict": self.strict,
             "gold_cache_size": self.gold_cache_size,
         }
+
+
+FALLBACK_HELP = (
+    "answer extraction when there is no \\boxed{} (or it is empty): answer_line (default: an 'Answer: X' line), "
+    "prose (the common unboxed endings: 'The answer is X', 'Final Answer: ...', '**Answer:** X', a last line "
+    "that is only the answer, a short response that is its own answer; decimal commas such as 1,22 read against "
+    "1.22), or one of answer_is, last_line, whole; repeat for several, tried in order; 'none' requires a box"
+)
+
+
+def fallbacks_from_names(names: Iterable[str] | None) -> tuple[str, ...]:
+    """The fallbacks a command line names (``--fallback`` repeated): none given means the
+    default, ``none`` alone means a box is required. Names are checked by :class:`VerifyConfig`.
+
+    >>> fallbacks_from_names(None), fallbacks_from_names(["none"]), fallbacks_from_names(["prose"])
+    (('answer_line',), (), ('prose',))
+    """
+    got = tuple(names or VerifyConfig.fallbacks)
+    return () if got == ("none",) else got
 
 
 @dataclass(frozen=True)

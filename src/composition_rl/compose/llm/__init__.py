@@ -1,6 +1,6 @@
 """The LLM composition engine: the paper's SPC with any chat model, in 1-2 calls per link.
 
-Seed 000, Section 3.4 has an LLM do the three sub-steps and three self-checks (about 11
+The Composition-RL paper (Section 3.4) has an LLM do the three sub-steps and three self-checks (about 11
 chained calls per pair in the public release, with the arithmetic done by LLM-written,
 executed Python). Here, per link ``q_k -> q_{k+1}``:
 
@@ -29,35 +29,22 @@ Modules, one job each: :mod:`.config` (settings, backend), :mod:`.prompts` (prom
 lenient JSON), :mod:`.numbers` (numbers in replies), :mod:`.proposal` (one link, step by
 step), :mod:`.composer` (the ``llm`` and ``auto`` engines). Runs go through the one
 executor, :mod:`composition_rl.compose.run` (resumable journal:
-:mod:`composition_rl.compose.journal`).
+:mod:`composition_rl.compose.journal`); :func:`compose_in_memory` composes without files
+(what ``composition_rl.compose(..., engine="llm")`` calls).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-# (the noqa names are kept for code that imported them from the one-file module this replaced)
 from composition_rl.compose.base import LLM_STAGES
-from composition_rl.compose.checks import run_checks
 from composition_rl.compose.llm.composer import AutoComposer, LLMComposer
-from composition_rl.compose.llm.config import (  # noqa: F401
-    STRUCTURED,
-    VERIFY_MODES,
-    LLMComposeConfig,
-    build_backend,
-)
-from composition_rl.compose.llm.numbers import answer_numbers, relation, word_number  # noqa: F401
-from composition_rl.compose.llm.prompts import (  # noqa: F401
-    MARKER,
-    PROPOSE_SCHEMA,
-    VERIFY_SCHEMA,
-    load_prompt,
-    parse_json_object,
-)
-from composition_rl.compose.llm.proposal import Usage  # noqa: F401
-from composition_rl.compose.spc import VARIABLE_NAMES  # noqa: F401
+from composition_rl.compose.llm.config import LLMComposeConfig, build_backend
+from composition_rl.compose.llm.prompts import PROPOSE_SCHEMA, VERIFY_SCHEMA, parse_json_object
+from composition_rl.compose.llm.proposal import Usage
 from composition_rl.records import Problem
 
 __all__ = [
@@ -67,16 +54,10 @@ __all__ = [
     "LLMComposer",
     "PROPOSE_SCHEMA",
     "VERIFY_SCHEMA",
-    "check_llm_record",
     "compose_candidates",
+    "compose_in_memory",
     "parse_json_object",
-    "run_llm_compose",
 ]
-
-
-def check_llm_record(c: Problem, parents: Sequence[Problem], max_chars: int = 8000):
-    """:func:`composition_rl.compose.checks.run_checks` (kept under its old name)."""
-    return run_checks(c, parents, max_chars)
 
 
 def compose_candidates(
@@ -109,13 +90,102 @@ def compose_candidates(
                          extra_stats=extra_stats)
 
 
-def run_llm_compose(problems: Sequence[Problem], config: Any, out_dir: str | os.PathLike, *args: Any,
-                    **kwargs: Any) -> dict[str, Any]:
-    """``crl compose --engine llm|auto`` without the output lock: the executor's
-    :func:`composition_rl.compose.run.execute` (same arguments as ``run_compose``; kept
-    under its old name)."""
-    from pathlib import Path
+def compose_in_memory(
+    problems: Sequence[Problem],
+    config: Any,
+    llm_config: LLMComposeConfig | None = None,
+    backend: Any = None,
+    first_pool: Sequence[Problem] | None = None,
+) -> Any:
+    """Compose ``problems`` with the ``llm`` or ``auto`` engine in memory; no file is written.
 
-    from composition_rl.compose.run import execute
+    The candidates are the executor's (the same pools and seeded sample as ``crl compose``),
+    composed concurrently (``llm_config.concurrency`` requests in flight) and returned in
+    candidate order, accepted and rejected, with every record checked by the same checks.
 
-    return execute(problems, config, Path(out_dir), *args, **kwargs)
+    Args:
+        problems: the problems to chain (``first_pool``: other problems for q1).
+        config: a :class:`~composition_rl.compose.pipeline.ComposeConfig` whose ``engine``
+            is ``llm`` or ``auto``.
+        llm_config: the endpoint and model; a response cache only if ``llm_config.cache``
+            names a file (a rerun then asks the model nothing it answered before).
+        backend: a ready chat backend instead (the caller closes it).
+
+    Returns:
+        A :class:`~composition_rl.compose.pipeline.ComposeResult`.
+
+    Raises:
+        ChatError: some candidates got no answer after the backend's retries (an endpoint
+            down): a transient failure is never turned into a rejection. The message says
+            how many; calling again retries them (with a cache, answered calls are reused).
+        RequestRefused: the server refused a request (a setting to change).
+
+    Example:
+        >>> cfg = ComposeConfig(depth=2, engine="llm")                      # doctest: +SKIP
+        >>> llm = LLMComposeConfig(base_urls=("http://localhost:8000/v1",), model="qwen")
+        >>> compose_in_memory(problems, cfg, llm).accepted[0].question      # doctest: +SKIP
+    """
+    import asyncio
+
+    from composition_rl.compose.pipeline import ComposeResult
+    from composition_rl.compose.pools import candidate_id, iter_candidates
+    from composition_rl.compose.run import build_engine, engine_pools, is_resumable
+
+    if not is_resumable(config.engine):
+        raise ValueError(f"engine={config.engine!r}: compose_in_memory runs a model-backed engine ('llm' or 'auto')")
+    if backend is None and llm_config is None:
+        raise ValueError(f"engine {config.engine!r} needs a model: pass llm_config=LLMComposeConfig(base_urls=(URL,), "
+                         "model=NAME) or a backend")
+    cache = None
+    own = backend is None
+    if own:
+        if llm_config.cache and not llm_config.no_cache:
+            from composition_rl.backends.cache import ResponseCache
+
+            cache = ResponseCache(llm_config.cache)
+        backend = build_backend(llm_config, cache)
+    try:
+        engine = build_engine(config, llm_config=llm_config, backend=backend)
+        pools = engine_pools(engine, problems, first_pool, config)
+        chains: dict[str, tuple[Problem, ...]] = {}
+        for chain in iter_candidates(pools, config.seed, config.max_candidates):
+            chains.setdefault(candidate_id(chain), tuple(chain))  # the same chain twice: composed once
+        outs = asyncio.run(_compose_all(engine, backend, list(chains.items()), engine.config.concurrency, own))
+    finally:
+        if cache is not None:
+            cache.close()
+    res = ComposeResult(candidates=len(chains))
+    for (cid, chain), out in zip(chains.items(), outs, strict=True):
+        if isinstance(out, Problem):
+            res.accepted.append(out)
+        else:
+            res.rejected.append(out.row(cid, chain))
+    return res
+
+
+async def _compose_all(engine: Any, backend: Any, chains: list, concurrency: int, own_backend: bool) -> list:
+    from composition_rl.backends.base import ChatError
+
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(chain: Sequence[Problem], cid: str) -> Any:
+        async with slots:
+            return await engine.acompose(chain, cid, Usage())
+
+    try:
+        outs = await asyncio.gather(*(one(chain, cid) for cid, chain in chains), return_exceptions=True)
+    finally:
+        if own_backend:
+            await backend.aclose()
+        else:
+            await backend.end_loop()
+    failed = [o for o in outs if isinstance(o, BaseException)]
+    transient = [e for e in failed if isinstance(e, ChatError) and e.transient]
+    for e in failed:
+        if not (isinstance(e, ChatError) and e.transient):
+            raise e  # a refusal or a bug: the caller must see it
+    if transient:
+        e = transient[0]
+        raise ChatError(e.kind, f"{len(transient)} of {len(chains)} candidates got no answer (last: {e.detail[:160]}); "
+                        "call again to retry them", transient=True, endpoint=e.endpoint)
+    return outs

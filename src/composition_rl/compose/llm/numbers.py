@@ -16,11 +16,9 @@ from functools import lru_cache
 import sympy
 
 from composition_rl.values import parse_answer_value, parse_number, render_latex
-from composition_rl.values.parse import ONES as _ONES
-from composition_rl.values.parse import TENS as _TENS
-from composition_rl.values.parse import word_number
+from composition_rl.values.numwords import CARDINALS
 
-__all__ = ["NUM_IN_TEXT", "answer_numbers", "expr_str", "has_constant", "has_number", "rat_str", "relation", "word_number"]
+__all__ = ["NUM_IN_TEXT", "answer_numbers", "expr_str", "has_constant", "has_number", "rat_str", "relation"]
 
 NUM_IN_TEXT = re.compile(r"\\[dt]?frac\s*\{\s*-?\d+\s*\}\s*\{\s*\d+\s*\}|\d+(?:\.\d+)?")
 
@@ -52,7 +50,7 @@ def has_number(text: str) -> bool:
 
 
 _WORD_RE = re.compile(
-    r"\b(?:" + "|".join(sorted(_ONES + list(_TENS), key=len, reverse=True)) + r")\b", re.I
+    r"\b(?:" + "|".join(sorted(CARDINALS, key=len, reverse=True)) + r")\b", re.I
 )
 
 

@@ -19,7 +19,7 @@ import sympy
 
 from composition_rl.backends.base import ChatResponse
 from composition_rl.compose.base import Rejection
-from composition_rl.compose.llm.numbers import NUM_IN_TEXT, answer_numbers, word_number
+from composition_rl.compose.llm.numbers import NUM_IN_TEXT, answer_numbers
 from composition_rl.compose.llm.prompts import MARKER, PROPOSE_SCHEMA, parse_json_object
 from composition_rl.compose.spc import derived_phrase
 from composition_rl.records import Problem
@@ -32,6 +32,7 @@ from composition_rl.values import (
 )
 from composition_rl.values.constants import mixed_value
 from composition_rl.values.derive import Derivation, derivations
+from composition_rl.values.numwords import word_number
 
 __all__ = ["Draft", "Usage", "LINK_STEPS", "MENU_SIZE", "menu", "menu_text", "needs_verification", "read_reply",
            "apply_verification"]

@@ -1,0 +1,190 @@
+"""The verbs of the top-level package: compose, verify, score, profile.
+
+Each is a thin entry to the library (the same code ``crl`` runs), in memory where the work
+allows it. ``import composition_rl`` loads this module only when one of them is first used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from composition_rl.compose.llm.config import LLMComposeConfig
+    from composition_rl.compose.pipeline import ComposeConfig, ComposeResult
+    from composition_rl.profile import ProfileConfig
+    from composition_rl.records import Problem
+    from composition_rl.verify import VerifyConfig, VerifyResult
+
+__all__ = ["compose", "profile", "score", "verify"]
+
+
+def compose(
+    problems: Sequence[Problem],
+    config: ComposeConfig | None = None,
+    *,
+    llm: LLMComposeConfig | None = None,
+    backend: Any = None,
+    first_pool: Sequence[Problem] | None = None,
+    **options: Any,
+) -> ComposeResult:
+    """Compose problems into harder ones, in memory, with any engine (Section 3 of the paper).
+
+    Args:
+        problems: the problems to chain (:class:`~composition_rl.Problem`).
+        config: a :class:`~composition_rl.ComposeConfig`; ``options`` set its fields instead
+            (or on top of it): ``depth``, ``engine`` (``symbolic``, ``llm`` or ``auto``),
+            ``max_candidates``, ``seed`` ...
+        llm: for the ``llm`` and ``auto`` engines, the model behind any OpenAI-compatible
+            endpoint (:class:`~composition_rl.LLMComposeConfig`).
+        backend: a ready chat backend instead of ``llm`` (the caller closes it).
+        first_pool: other problems to draw q1 from (cross-domain composition, Section 4.4).
+
+    Returns:
+        A :class:`~composition_rl.compose.ComposeResult`: ``accepted`` (Problems, each
+        checked against its parents), ``rejected`` (one row per rejected candidate, with its
+        stage and reason) and ``candidates``.
+
+    Example:
+        >>> import composition_rl as crl
+        >>> q1 = crl.Problem.new("What is $3+4$?", "7")
+        >>> q2 = crl.Problem.new("Compute $2 + 5$.", "7")
+        >>> crl.compose([q1, q2], depth=2).accepted[0].answer
+        '7'
+    """
+    from composition_rl.compose.pipeline import ComposeConfig, compose_problems
+    from composition_rl.compose.run import is_resumable
+
+    cfg = config or ComposeConfig()
+    if options:
+        known = [f.name for f in dataclasses.fields(ComposeConfig)]
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise TypeError(f"compose() got unknown options {unknown}; the ComposeConfig fields are {known}")
+        cfg = dataclasses.replace(cfg, **options)
+    if is_resumable(cfg.engine):
+        from composition_rl.compose.llm import compose_in_memory
+
+        return compose_in_memory(problems, cfg, llm, backend, first_pool)
+    if llm is not None or backend is not None:
+        raise ValueError(f"engine={cfg.engine!r} uses no model: drop llm/backend, or pick engine='llm' or 'auto'")
+    return compose_problems(problems, cfg, first_pool)
+
+
+def verify(completion: Any, answers: Any, config: VerifyConfig | None = None) -> VerifyResult:
+    """Grade one completion against every accepted answer, with the bounded Math-Verify.
+
+    Args:
+        completion: the model's text, or a conversation (its last assistant message is graded).
+        answers: a :class:`~composition_rl.Problem`, one answer (string or number) or a list
+            of accepted forms.
+        config: verifier settings (time bound, workers); one verifier per settings is shared
+            by the process.
+
+    Returns:
+        A :class:`~composition_rl.verify.VerifyResult`: ``correct``, ``score`` (1.0 or 0.0),
+        ``outcome`` (correct, incorrect, no_answer, timeout, error) and ``extracted``.
+
+    Raises:
+        ValueError: ``answers`` holds no answer.
+
+    Example:
+        >>> import composition_rl as crl
+        >>> crl.verify(r"... so the ratio is $\\boxed{\\dfrac12}$.", "0.5").correct
+        True
+    """
+    from composition_rl.verify import shared_verifier
+    from composition_rl.verify.reward import score_completions
+
+    (r,) = score_completions([completion], [answers], shared_verifier(config))
+    if r is None:
+        raise ValueError(f"no accepted answer to grade against: {answers!r}")
+    return r
+
+
+def score(completions: Sequence[Any], answers: Sequence[Any], config: VerifyConfig | None = None) -> list[float | None]:
+    """The reward of each completion: 1.0 when its final answer equals any accepted answer.
+
+    This is the one reward function behind ``crl train``, :func:`~composition_rl.make_reward_fn`
+    (TRL) and :func:`~composition_rl.compute_score` (verl), so the three agree.
+
+    Args:
+        completions: texts or conversations.
+        answers: per completion, its record's answers (a Problem, one answer or a list of forms).
+        config: verifier settings.
+
+    Returns:
+        One float per completion; ``None`` where the record has no answer.
+
+    Raises:
+        ValueError: the two sequences differ in length.
+
+    Example:
+        >>> import composition_rl as crl
+        >>> crl.score([r"\\boxed{6630}", [{"role": "assistant", "content": r"\\boxed{6000}"}]],
+        ...           [["6630.65", "6630"], "6630.65"])
+        [1.0, 0.0]
+    """
+    from composition_rl.verify import shared_verifier
+    from composition_rl.verify.reward import score_completions
+
+    return [None if r is None else r.score for r in score_completions(completions, answers, shared_verifier(config))]
+
+
+def profile(
+    problems: Sequence[Problem],
+    out_dir: str | os.PathLike,
+    backend: Any = "openai",
+    *,
+    config: ProfileConfig | None = None,
+    verify_config: VerifyConfig | None = None,
+    progress: bool = False,
+    **backend_options: Any,
+) -> dict[str, Any]:
+    """Sample ``n`` answers per problem from a policy, grade them, and band the problems.
+
+    Each problem gets its pass rate and band: ``solve_all``, ``solve_none`` or ``goldilocks``
+    (in between: the only prompts with a GRPO learning signal, Section 2). The rows go to
+    ``out_dir/profile.jsonl`` as they finish, so a rerun resumes; a rerun with other settings
+    is refused.
+
+    Args:
+        problems: the prompts to profile.
+        out_dir: the run folder (``profile.jsonl``, ``summary.json``).
+        backend: a rollout backend name (``openai``: any OpenAI-compatible endpoint; ``hf``: a
+            local transformers model; ``vllm``) built with ``backend_options`` (``base_url``,
+            ``model`` ...) and closed afterwards, or a ready backend (the caller closes it).
+        config: :class:`~composition_rl.ProfileConfig` (``n``, sampling, template).
+        verify_config: verifier settings.
+        progress: show a progress bar.
+
+    Returns:
+        The summary: ``solve_all``, ``solve_none``, ``goldilocks`` fractions, ``n`` and counts.
+
+    Example:
+        >>> import composition_rl as crl                                   # doctest: +SKIP
+        >>> crl.profile(problems, "runs/profile", base_url="http://localhost:8000/v1",
+        ...             model="Qwen/Qwen3-4B", config=crl.ProfileConfig(n=8))["goldilocks"]
+        0.4
+    """
+    from composition_rl.backends.rollout import build_backend
+    from composition_rl.io.runs import run_identity
+    from composition_rl.profile import profile_problems
+    from composition_rl.verify import shared_verifier
+
+    own = isinstance(backend, str)
+    if not own and backend_options:
+        raise ValueError(f"backend options {sorted(backend_options)} go with a backend name, not a ready backend")
+    runner = build_backend(backend, **backend_options) if own else backend
+    # the run folder records what made it: a rerun with another model is refused, not mixed in
+    model = backend_options.get("model", getattr(runner, "model", None))
+    name = getattr(runner, "name", None) or (backend if own else type(runner).__name__)
+    ident = run_identity(model=str(model) if model is not None else None, backend=name)
+    try:
+        return profile_problems(problems, runner, shared_verifier(verify_config), out_dir, config=config,
+                                progress=progress, identity=ident)
+    finally:
+        if own and hasattr(runner, "close"):
+            runner.close()

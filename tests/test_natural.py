@@ -1,0 +1,48 @@
+"""q1 eligibility (compose/natural.py): an integer gold its worked solution reaches by rounding
+a measured quantity cannot lead a chain (a reader recomputing q1 gets 48.3 Å, not 48)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from composition_rl.compose.natural import inexact_q1, rounded_integer
+
+MINERVA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "eval" / "minerva.json"
+
+
+@pytest.mark.parametrize("answer, question, solution, rounded", [
+    # Minerva idx 52: 0.29/T cm is 48.3 Å
+    ("48", "Find the wavelength.", "\\[\n  \\lambda_{\\max }=0.29 / T \\mathrm{~cm}=\\boxed{48} \\AA\n\\]", True),
+    # Minerva idx 146: hc / 3.57e-19 J is 5.56e-7 m, written 5.6e-7 m = 560 nm
+    ("560", "What is the threshold wavelength?",
+     "$\\lambda=\\frac{hc}{3.57 \\times 10^{-19}}=5.6 \\times 10^{-7} m= \\boxed{560} nm$", True),
+    # Minerva idx 225: an erf(0.30) = 0.3286 ~ 0.33 reading; the exact depth is about 262 um
+    ("258", "What is x?", "\\operatorname{erf}(0.30)=0.3286 \\approx 0.33 \\\\\nx=2.58 \\times 10^{-2} "
+     "\\mathrm{~cm}=\\boxed{258} \\mu \\mathrm{m}", True),
+    ("7", "What is x?", "so $x \\approx \\boxed{7}$.", True),
+    # exact: decimal arithmetic without a unit (MATH), a decimal answer (its own rule), rounding asked for
+    ("65", "Find the volume.", "\\[\\frac{1}{3}Bh = \\frac{1}{3}(30)(6.5) = (10)(6.5) = \\boxed{65}.\\]", False),
+    ("12", "Simplify.", "$\\frac{2.4}{0.2} = \\boxed{12}$.", False),
+    ("48", "Give the wavelength to the nearest angstrom.", "$0.29 / T \\mathrm{~cm}=\\boxed{48} \\AA$", False),
+    ("4.8", "Find it.", "$0.29 / T \\mathrm{~cm}=\\boxed{4.8} \\mu m$", False),
+    ("48", "Find it.", "$6 \\cdot 8 = \\boxed{48}$ cm", False),
+])
+def test_rounded_integer(answer, question, solution, rounded):
+    """Breaks when an integer gold computed from a measured decimal leads again."""
+    assert rounded_integer([answer], question, solution) is rounded
+    assert (inexact_q1([answer], question, solution) == "rounded_result") is rounded
+
+
+@pytest.mark.shared_data
+def test_the_minerva_rows_it_excludes():
+    """The rows listed in docs/composition.md ("Integer answers reached by rounding")."""
+    if not MINERVA.is_file():
+        pytest.skip(f"{MINERVA} not found")
+    rows = json.loads(MINERVA.read_text(encoding="utf-8"))
+    out = [r["idx"] for r in rows
+           if rounded_integer([a.strip() for a in r["answer"]] if isinstance(r["answer"], list) else [r["answer"]],
+                              r["problem"], r["solution"])]
+    assert out == [24, 52, 120, 146, 152, 151, 192, 225, 224, 241]
