@@ -10,7 +10,7 @@ CHROMIUM_STAMP := $(VENV)/.chromium
 CONSTRAINTS := constraints/ci.txt
 OUT ?= runs/demo
 
-.PHONY: setup verl-env demo test test-main test-verl test-real-llm real-llm-report lint clean
+.PHONY: setup verl-env demo test test-main test-fast test-verl test-real-llm real-llm-report lint clean
 
 # pyproject.toml gives users ranges; CI installs the exact versions of constraints/ci.txt.
 $(STAMP): pyproject.toml $(CONSTRAINTS)
@@ -45,8 +45,20 @@ demo: $(STAMP)
 # every model-facing path against a real model on a llama.cpp server (marker `real_llm`).
 test: test-main test-verl test-real-llm
 
+# The main suite on both cores (pytest-xdist); a file's tests stay in one process, so a module
+# fixture (a trained tiny model, a composed run) is built once. JOBS=1 runs it in one process.
+JOBS ?= 2
+XDIST = $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
+
 test-main: $(STAMP) $(CHROMIUM_STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+# The inner loop: everything but the slow tests (>~20 s on 2 cores) and those that need a
+# browser, a real model, verl, Ray, a GPU or ../shared/data; runs from the repository alone.
+FAST = not slow and not browser and not real_llm and not verl and not ray and not gpu and not shared_data
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q $(XDIST) -m "$(FAST)" $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 test-verl: $(VERL_STAMP)
 	.venv-verl/bin/python -m pytest -q -m verl tests/verl; rc=$$?; if [ $$rc -eq 5 ]; then echo "no verl tests collected"; exit 0; fi; exit $$rc
@@ -62,7 +74,7 @@ $(LLAMA_STAMP): $(LLM_STAMP) | $(STAMP)
 	touch $(LLAMA_STAMP)
 
 test-real-llm: $(STAMP) $(LLM_STAMP) $(LLAMA_STAMP)
-	$(BIN)/python -m pytest -q -m real_llm tests/test_real_llm.py tests/test_rollout_llama.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m real_llm tests/test_real_llm.py tests/test_rollout_llama.py tests/test_train_real_llm.py $(PYTEST_ARGS)
 
 # Not part of `make test`: what qwen-0.5b does with compose, profile and grow (hours on 2 cores;
 # resumable). The tables in docs/llm_engine.md come from it. REPORT_ARGS="--parts compose".

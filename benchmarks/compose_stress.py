@@ -15,7 +15,7 @@ with its whole group (which is what leaves the debris a user found). ``--src`` r
 checkout's ``src`` (e.g. the previous commit's, from ``git archive``), so before and after
 can be compared on the same machine. ``--stop-at-first`` ends at the first bad run (to count
 the runs it took to see the hang). Not a test: the hang it looks for was a race (issue 25:
-4 of 17 runs), too slow to repeat in the default suite; tests/test_first_hour2.py runs a
+4 of 17 runs), too slow to repeat in the default suite; tests/test_cli_compose.py runs a
 few rounds under the ``slow`` marker.
 """
 

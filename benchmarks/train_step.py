@@ -1,6 +1,16 @@
-"""Plain TRL GRPOTrainer vs ours (dynamic sampling), side by side on the same model and data.
+"""Plain TRL GRPOTrainer vs ours (dynamic sampling), side by side on the same model and data;
+or, with ``--preset real-cpu``, where the time of a real model's GRPO step goes.
 
     .venv/bin/python benchmarks/train_step.py [--model DIR] [--steps 8] [--prompts 8] [--gens 8]
+    .venv/bin/python benchmarks/train_step.py --preset real-cpu [--steps 4] [--model smollm2]
+    .venv/bin/python benchmarks/train_step.py --preset real-cpu --metrics RUN/metrics.jsonl   # a finished run
+
+``--preset real-cpu`` runs ``crl train --config real-cpu`` (SmolLM2-135M-Instruct from its
+GGUF, 4 prompts x 4 completions of at most 64 tokens, dynamic sampling) for ``--steps``
+steps and prints, per step, the wall seconds, the seconds spent generating and scoring
+(every dynamic-sampling round), the rest (the policy's log-probabilities, the loss, the
+backward pass and the optimizer step: "update"), the completions generated and their mean
+length; then the means over the steps after the first, and the model's load time.
 
 Both runs start from the same tiny model, seed and prompts (the one-digit arithmetic family
 at depth 1, or --depth), with the same GRPO settings (cpu-tiny preset). Reported per run:
@@ -94,6 +104,42 @@ def ours(model: str, args, out: Path) -> dict:
             "solve_all": [round(r["solve_all"], 3) for r in rows], "solve_none": [round(r["solve_none"], 3) for r in rows]}
 
 
+def real_preset(args) -> int:
+    """Where the seconds of a real-cpu step go (see the module docstring)."""
+    from composition_rl.io.files import read_jsonl
+    from composition_rl.train.config import load_config
+    from composition_rl.train.grpo import run_training
+
+    over = {"progress": False, "plot": False, "curriculum": {"total_steps": args.steps}, "seed": args.seed}
+    if args.model:
+        over["model"] = args.model
+    with tempfile.TemporaryDirectory() as tmp:
+        over["output_dir"] = str(Path(tmp) / "run")
+        cfg = load_config(args.preset, over)
+        t0 = time.perf_counter()
+        rows = list(read_jsonl(args.metrics or run_training(cfg, resume=False, log=None)))
+        total = time.perf_counter() - t0
+    g = cfg.grpo
+    print(f"preset {args.preset}: model {cfg.model}, {g.prompts_per_step} prompts x {g.num_generations} "
+          f"completions, at most {g.max_completion_length} tokens, torch threads {cfg.torch_threads}")
+    print(f"{'step':>4s} {'s/step':>7s} {'generate':>9s} {'update':>7s} {'rounds':>6s} {'completions':>11s} "
+          f"{'mean len':>8s} {'reward':>6s}")
+    for r in rows:
+        print(f"{r['step']:4d} {r['step_seconds']:7.1f} {r['gen_seconds']:9.1f} {r['step_seconds'] - r['gen_seconds']:7.1f} "
+              f"{r['rounds']:6d} {r['generated']:11d} {r['response_length']:8.1f} "
+              f"{r['reward_mean']:6.2f}")
+    later = rows[1:] or rows
+    mean = {k: sum(r[k] for r in later) / len(later) for k in ("step_seconds", "gen_seconds")}
+    steps_s = sum(r["step_seconds"] for r in rows)
+    print(f"mean over steps {later[0]['step']}..{later[-1]['step']}: {mean['step_seconds']:.1f} s/step, generation "
+          f"{mean['gen_seconds']:.1f} s ({mean['gen_seconds'] / mean['step_seconds']:.0%}), update "
+          f"{mean['step_seconds'] - mean['gen_seconds']:.1f} s"
+          + ("" if args.metrics else f"; run {total:.0f} s of which steps {steps_s:.0f} s (the rest: loading the "
+             "model and data, saving the final model)"))
+    print(json.dumps({"args": vars(args), "steps": rows, "total_seconds": total}, sort_keys=True, default=str))
+    return 0
+
+
 def summary(name: str, r: dict, skip: int = 1) -> dict:
     """Per-step figures, leaving out the first ``skip`` (warm-up) steps."""
     secs = sum(r["step_seconds"][skip:])
@@ -118,7 +164,11 @@ def main() -> int:
     p.add_argument("--max-rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ours-first", action="store_true", help="run ours before plain TRL (order check)")
+    p.add_argument("--preset", help="instead: time the steps of this whole-run preset (real-cpu) and split them")
+    p.add_argument("--metrics", help="with --preset: split the steps of this finished run's metrics.jsonl instead")
     args = p.parse_args()
+    if args.preset:
+        return real_preset(args)
 
     from composition_rl.train.arithmetic import arithmetic_problems
     from composition_rl.train.tiny_model import TinyModelConfig, build_tiny_model

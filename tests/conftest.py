@@ -15,8 +15,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = (REPO.parent / "shared" / "data").resolve()
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the markers added here
 def pytest_collection_modifyitems(config, items):
     skip_data = pytest.mark.skip(reason=f"shared data folder not found at {SHARED_DATA}")
     # The real-LLM job starts a llama.cpp server and takes minutes: it runs only when asked
@@ -35,12 +37,19 @@ def pytest_collection_modifyitems(config, items):
         except Exception:
             have_gpu = False
     for it in items:
+        # a test that takes the shared_data fixture reads the folder, whether or not it says so
+        if "shared_data" in getattr(it, "fixturenames", ()) and "shared_data" not in it.keywords:
+            it.add_marker(pytest.mark.shared_data)
         if "shared_data" in it.keywords and not SHARED_DATA.is_dir():
             it.add_marker(skip_data)
         if "gpu" in it.keywords and not have_gpu:
             it.add_marker(skip_gpu)
         if "real_llm" in it.keywords and not real_llm_asked:
             it.add_marker(skip_real_llm)
+    # Files that hold a slow test first: with the suite spread over processes by file
+    # (make test), the longest files start at once instead of ending the run alone.
+    heavy = {it.path for it in items if "slow" in it.keywords}
+    items.sort(key=lambda it: it.path not in heavy)
 
 
 @pytest.fixture(scope="session")
@@ -51,11 +60,12 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
-def math300(shared_data, tmp_path_factory) -> dict[str, Path]:
-    """The first 300 MATH rows in every format a user might hand us (tests/test_first_hour*.py)."""
+def math300(tmp_path_factory) -> dict[str, Path]:
+    """The first 300 MATH rows (tests/fixtures/math300.jsonl, cut from the shared
+    train/math_train.json) in every format a user might hand us, and broken variants of them."""
     import pyarrow as pa
 
-    rows = json.loads((shared_data / "train" / "math_train.json").read_text())[:300]
+    rows = [json.loads(x) for x in (FIXTURES / "math300.jsonl").read_text().splitlines()]
     d = tmp_path_factory.mktemp("math300")
     files = {}
     for name, delim in (("math300.csv", ","), ("math300.tsv", "\t")):

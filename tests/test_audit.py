@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from cli_run import crl, one_error_line
 
 from composition_rl.audit import score
 from composition_rl.cli import main
@@ -144,3 +145,17 @@ def score_plain(run_dir, tmp_path):
         w.writeheader()
         w.writerows(rows)
     return score(out).to_dict()
+
+
+def test_audit_refuses_to_score_an_unfilled_form_and_a_sample_beyond_the_records(math300, tmp_path):
+    run = tmp_path / "run"
+    assert crl("compose", "--input", str(math300["math300.jsonl"]), "--out", str(run), "--max-candidates", "200",
+               "--no-progress").returncode == 0
+    n = sum(1 for _ in open(run / "composed.jsonl"))
+    r = crl("audit", str(run), "--sample", "100000000", "--out", str(tmp_path / "a.html"))
+    assert r.returncode == 2 and f"more than the {n:,} records" in one_error_line(r)
+    assert not (tmp_path / "a.html").exists()
+    r = crl("audit", str(run), "--sample", "5", "--out", str(tmp_path / "a.csv"))
+    assert r.returncode == 0 and " MB; record ids in " in r.stdout
+    r = crl("audit", "--score", str(tmp_path / "a.csv"))
+    assert r.returncode == 2 and "none of its 5 items has an answer yet" in one_error_line(r)

@@ -108,7 +108,13 @@ def test_progress_bar_disabled_is_free_and_enabled_counts():
     with ProgressBar("x", total=3, enabled=False) as bar:
         bar.advance(2)
         bar.update(3, acc=1)
-    bar = ProgressBar("x", total=3, enabled=True, fields={"acc": 0})
+    import io
+
+    class Tty(io.StringIO):  # the bar draws only on a terminal
+        def isatty(self):
+            return True
+
+    bar = ProgressBar("x", total=3, enabled=True, fields={"acc": 0}, stream=Tty())
     bar.update(2, acc=1)
     bar.advance()
     assert bar._p.tasks[0].completed == 3 and bar._p.tasks[0].fields["acc"] == 1

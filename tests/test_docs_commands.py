@@ -8,8 +8,11 @@ on a small slice of MATH, so that each file they name is one a documented comman
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -174,3 +177,15 @@ def test_api_doc_examples_run(tmp_path, monkeypatch):
         close_shared_verifiers()
     assert len(test.examples) >= 20
     assert runner.failures == 0, "".join(failures)
+
+
+def test_docs_show_how_to_build_the_toy_seeds(tmp_path):
+    text = (REPO / "docs" / "mbs.md").read_text()
+    start_ = text.index("```python\n# seeds.jsonl")
+    code = text[start_ + len("```python\n"): text.index("```", start_ + 10)]
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True, timeout=120,
+                   env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    rows = [json.loads(x) for x in (tmp_path / "seeds.jsonl").read_text().splitlines()]
+    from composition_rl.mbs.teachers import ProgramTeacher
+
+    assert len(rows) == 24 and all(ProgramTeacher.unreadable(r["question"]) == "" for r in rows)

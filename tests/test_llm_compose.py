@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import sympy
+from cli_run import REPO
 from fakes.composer_script import good_composer, propose
 from fakes.openai_server import FakeOpenAIServer, Fault, body_key
 
@@ -724,3 +725,60 @@ def test_stats_report_latency_and_the_fraction_of_the_concurrency_bound(tmp_path
     assert run["mean_latency_s"] >= 0.2 and run["bound_calls_per_s"] <= 20.0
     assert run["bound_calls_per_s"] == pytest.approx(4 / run["mean_latency_s"], rel=0.01)
     assert 0 < run["fraction_of_bound"] <= 1.0
+
+
+def _math14(tmp_path: Path) -> Path:
+    data = tmp_path / "math.json"
+    data.write_text(json.dumps([{"problem": q, "answer": a} for q, a in MATH]))
+    return data
+
+
+def test_llm_compose_against_a_dead_endpoint_stops_early_and_a_rerun_sends_them(tmp_path):
+    import socket
+
+    from composition_rl.cli import main
+
+    data = _math14(tmp_path)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"  # bound, never listening: connection refused
+    out = tmp_path / "llm"
+    common = ["compose", "--input", str(data), "--engine", "llm", "--model", "fake-model", "--pool-size", "5",
+              "--seed", "3", "--no-progress", "--out", str(out), "--max-retries", "1", "--concurrency", "4",
+              "--stop-after", "8"]
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "composition_rl.cli", *common, "--base-url", dead],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+                       timeout=300)
+    s.close()
+    assert r.returncode == 1, r.stderr
+    line = [x for x in r.stderr.splitlines() if x.startswith("crl compose: error:")]
+    assert len(line) == 1 and dead in line[0] and "in a row" in line[0] and "Traceback" not in r.stderr
+    assert time.monotonic() - t0 < 120
+    journal = out / "llm_journal.jsonl"
+    assert not journal.exists() or journal.read_text() == ""  # no connection failure became a reject
+    with FakeOpenAIServer(good_composer) as srv:  # the endpoint is back: every candidate is sent
+        assert main([*common, "--base-url", srv.url]) == 0
+        assert srv.requests > 0
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["pending"] == 0 and "llm_connection" not in stats["rejected_by_reason"]
+    assert stats["candidates"] == stats["accepted"] + stats["rejected"] > 0
+
+
+def test_a_candidate_whose_requests_all_fail_is_pending_not_rejected(tmp_path):
+    from composition_rl.compose.llm import compose_candidates
+
+    q2 = PAIRS[0][1].question[:30]  # among the first 12 pairs only the first one holds this problem
+
+    def faults(body, attempt):  # every request of that candidate fails, retries included (503)
+        return Fault("status", status=503) if q2 in json.dumps(body) else None
+
+    with FakeOpenAIServer(good_composer, faults=faults) as srv:
+        stats = compose_candidates(PAIRS[:12], tmp_path / "o", CFG, backend=backend(srv.url, max_retries=1),
+                                   progress=False)
+    assert stats["pending"] >= 1 and not any(k.startswith("llm_http_5") for k in stats["rejected_by_reason"])
+    assert stats["candidates"] + stats["pending"] == 12
+    with FakeOpenAIServer(good_composer) as srv:  # rerun: only the pending ones are sent
+        again = compose_candidates(PAIRS[:12], tmp_path / "o", CFG, backend=backend(srv.url), progress=False)
+        assert srv.requests > 0
+    assert again["pending"] == 0 and again["candidates"] == 12

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_run import crl, one_error_line
 from fakes.mbs_world import World
 from fakes.openai_server import FakeOpenAIServer
 
@@ -153,7 +154,9 @@ def test_leaf_at_threshold_is_kept(tmp_path):
     # weakest 6/8 = alpha_leaf keeps: only accuracy that *exceeds* alpha drops, as the paper words it
     world = good_world(acc={("weak", "leaf"): 6, ("strong", "leaf"): 8})
     res, rows = run_grow(world, tmp_path, max_depth=1, leaf_variants=1, alpha_leaf=0.75)
-    assert all(s["kept"] for s in rows[0]["synthetic"] if s["kind"] == "leaf")
+    leaves = [s for s in rows[0]["synthetic"] if s["kind"] == "leaf"]
+    assert [(s["weakest"], s["kept"]) for s in leaves] == [(0.75, True), (0.75, True)]  # one per child
+    assert "leaves_kept" in rows[0]["stages"] and rows[0]["reason"] == ""
 
 
 def test_parent_calibration_drop_and_the_n_c_limit(tmp_path):
@@ -275,3 +278,12 @@ def test_hide_parent_answer_removes_the_copyable_example(tmp_path):
                          hide_parent_answer=True)
     assert rows[0]["effectivity"][0] == {**rows[0]["effectivity"][0], "examples": 0, "passed": False}
     assert rows[0]["reason"] == "ineffective"
+
+
+def test_grow_with_the_program_teacher_on_math_is_refused_before_any_profiling(math300, tmp_path):
+    r = crl("grow", "--input", str(math300["math300.jsonl"]), "--policy", "m@http://127.0.0.1:9/v1",
+            "--teacher", "program", "--out", str(tmp_path / "g"), "--no-progress", timeout=120)
+    assert r.returncode == 2
+    line = one_error_line(r)
+    assert "cannot read any of the 300 seeds" in line and "not_a_chain 300" in line
+    assert not (tmp_path / "g" / "seed_profile").exists()

@@ -116,3 +116,16 @@ def test_config_defaults_are_the_papers_and_bad_values_are_named():
             c.compose_trials, c.student_n) == (3, 3, 3, 0.8, 0.625, 10, 8)
     with pytest.raises(ValueError, match=r"alpha_leaf=1.5 .*on_ineffective='maybe'"):
         GrowConfig(alpha_leaf=1.5, on_ineffective="maybe")
+
+
+def test_a_seed_no_teacher_can_read_is_dropped_as_not_a_chain():
+    from types import SimpleNamespace
+
+    from composition_rl.mbs import GrowConfig
+    from composition_rl.mbs.grow import grow_seed
+    from composition_rl.mbs.teachers import ProgramTeacher
+    from composition_rl.records import Problem
+
+    students = SimpleNamespace(rollouts=0)  # never asked: no trace, no student
+    row = grow_seed(Problem.new("Find $x$ if $2x = 6$.", "3"), [ProgramTeacher()], students, None, GrowConfig())
+    assert (row["status"], row["reason"]) == ("dropped", "not_a_chain")

@@ -48,7 +48,7 @@ def test_sampling_config_names_the_bad_value(kw, bad):
 
 
 def test_registry_lists_backends_and_rejects_unknown():
-    assert ROLLOUT_BACKENDS.names() == ["hf", "openai", "vllm"]
+    assert ROLLOUT_BACKENDS.names() == ["hf", "llama", "openai", "vllm"]
     with pytest.raises(KeyError, match="known: hf, llama, openai, vllm"):
         build_backend("sglang-offline")
 
@@ -154,3 +154,21 @@ def test_hf_on_cuda_matches_greedy_one_at_a_time(tiny_dir):
         assert [c.text for c in comps] == [gpu.generate([prompt], n=1, sampling=greedy)[0][0].text] * 2
     sampled = gpu.generate(PROMPTS, n=4, sampling=SamplingConfig(max_tokens=16))
     assert [len(c) for c in sampled] == [4, 4, 4]
+
+
+def test_max_tokens_is_capped_at_the_models_context_and_said_once(tmp_path, caplog):
+    from fakes.rollout_tiny_qwen import build_tiny_qwen
+
+    from composition_rl.backends.rollout import SamplingConfig, build_backend
+
+    model = build_tiny_qwen(tmp_path / "m", hidden=16, layers=1, max_positions=48)
+    hf = build_backend("hf", model=str(model), device="cpu", max_batch_sequences=4)
+    prompt_len = len(hf.tokenizer(hf.format("What is 1+1?"))["input_ids"])
+    with caplog.at_level("WARNING"):
+        for _ in range(2):
+            out = hf.generate(["What is 1+1?"], n=2, sampling=SamplingConfig(max_tokens=4096, temperature=1.0,
+                                                                              top_k=0))
+    assert all(c.tokens <= 48 - prompt_len for comps in out for c in comps)
+    said = [r for r in caplog.records if "more than the context" in r.getMessage()]
+    assert len(said) == 1 and "4096" in said[0].getMessage() and "48 tokens" in said[0].getMessage()
+    hf.close()

@@ -164,3 +164,23 @@ def test_a_table_under_a_json_name_is_one_error_naming_it_not_bad_json_rows(tmp_
     path.write_text("question;answer\nWhat is 1+1?;2\nWhat is 2+2?;4\n")
     with pytest.raises(InputError, match=r"not JSON or JSONL; it looks like CSV with ';' separators"):
         load_problems(path)
+
+
+def test_a_latin1_row_is_rejected_by_line_and_a_misnamed_table_gets_a_hint(tmp_path):
+    from composition_rl.io.readers import InputError, load_problems
+
+    rows = [{"problem": f"What is {i}+1?", "answer": str(i + 1)} for i in range(4)]
+    lat = tmp_path / "lat.jsonl"
+    lat.write_bytes(b"".join(json.dumps(r, ensure_ascii=False).replace("What", "Wh\u00e9t" if i == 2 else "What")
+                             .encode("latin-1") + b"\n" for i, r in enumerate(rows)))
+    res = load_problems(lat)
+    assert len(res.problems) == 3 and len(res.rejects) == 1
+    assert "line 3 is not UTF-8 text (byte 0xe9 at column 16" in res.rejects[0]["detail"]
+    tab = tmp_path / "t.csv"
+    tab.write_text("problem\tanswer\n" + "".join(f"{r['problem']}\t{r['answer']}\n" for r in rows))
+    with pytest.raises(InputError, match="tab-separated: rename it .tsv"):
+        load_problems(tab)
+    named_json = tmp_path / "c.json"
+    named_json.write_text("problem,answer\n" + "".join(f"{r['problem']},{r['answer']}\n" for r in rows))
+    with pytest.raises(InputError, match=r"looks like CSV \(.csv\)"):
+        load_problems(named_json)

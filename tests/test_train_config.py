@@ -39,7 +39,7 @@ def test_file_values_override_the_preset_and_relative_data_resolves_to_the_file(
         ({"grpo": {"prompts_per_step": 3, "num_generations": 3, "gradient_accumulation_steps": 2}}, r"\(9\)"),
         ({"dynamic_sampling": {"band": [0.0, 1.0]}}, r"0 < lo <= hi < 1, got \[0.0, 1.0\]"),
         ({"curriculum": {"mode": "eyeball"}}, "'eyeball'"),
-        ({"stages": [{"name": "a", "max_steps": 1}]}, "exactly one of data=, arithmetic= or compose="),
+        ({"stages": [{"name": "a", "max_steps": 1}]}, "exactly one of data=, arithmetic=, compose= or reasoning_gym="),
         ({"stages": [{"name": "a", "data": "x", "max_steps": 1}, {"name": "a", "data": "y", "max_steps": 1}]},
          "unique"),
         ({"colour": "red"}, r"unknown key\(s\) \['colour'\]"),

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
+from cli_run import crl
+from fakes.openai_server import FakeOpenAIServer
+
 from composition_rl.io.files import atomic_write_jsonl
 from composition_rl.records import Problem
 from composition_rl.train.config import StageConfig
@@ -60,3 +65,22 @@ def test_streams_are_seeded_cover_every_problem_per_epoch_and_resume():
     b = PromptStream(probs, "s", seed=1)
     b.load_state_dict(a.state_dict())
     assert [r["id"] for r in b.draw(6)] == [r["id"] for r in a.draw(6)]
+
+
+def _numbered(body: dict) -> list[str]:
+    return [f"The answer is \\boxed{{{i}}}" for i in range(int(body.get("n") or 1))]
+
+
+def test_profile_and_train_say_which_rows_they_dropped(tmp_path, capsys):
+    from composition_rl.train.data import read_problems
+
+    f = tmp_path / "bad.jsonl"
+    f.write_text(json.dumps({"problem": "What is 1+1?", "answer": "2"}) + "\n{bad json\n"
+                 + json.dumps({"problem": "no answer"}) + "\n")
+    assert len(read_problems(f)) == 1
+    err = capsys.readouterr().err
+    assert "2 of 3 rows rejected, 1 problems kept" in err and "line 2 is not valid JSON" in err
+    with FakeOpenAIServer(_numbered) as srv:
+        r = crl("profile", "--model", "m", "--base-url", srv.url, "--input", str(f), "--out", str(tmp_path / "p"),
+                "-n", "1", "--no-progress")
+    assert r.returncode == 0 and "2 of 3 rows rejected" in r.stderr

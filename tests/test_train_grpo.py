@@ -22,6 +22,9 @@ from composition_rl.train.config import TrainConfig  # noqa: E402
 from composition_rl.train.grpo import run_training  # noqa: E402
 from composition_rl.train.metrics import REQUIRED_KEYS  # noqa: E402
 
+# Every test here runs GRPO through TRL on the tiny model: minutes on 2 cores.
+pytestmark = pytest.mark.slow
+
 LEARN_STEPS = 10
 EASY = {"depth": 1, "n": 8, "seed": 5, "digits": 1}  # the fixed easy set: 8 one-digit a±b
 # Learning margins (rewards in [0, 1]). Measured on this seed: the policy's sampled reward

@@ -140,6 +140,7 @@ def _online_config(model, out, data, partners, steps):
     })
 
 
+@pytest.mark.slow
 def test_an_online_run_retires_injects_logs_and_resumes_with_the_same_pool(pytestconfig, tmp_path):
     pytest.importorskip("trl")
     from fakes.tiny_policy import tiny_policy_dir

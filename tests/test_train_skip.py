@@ -111,6 +111,7 @@ def test_train_config_reads_the_skip_section_and_refuses_it_with_online_mode():
         TrainConfig.from_dict({**base, "skip": {"enabled": True, "p": 0.3}})
 
 
+@pytest.mark.slow
 def test_a_grpo_run_with_skipping_logs_its_draws_and_skips_zero_variance_prompts(pytestconfig, tmp_path):
     pytest.importorskip("trl")
     from fakes.tiny_policy import tiny_policy_dir

@@ -7,6 +7,9 @@ import json
 import subprocess
 import sys
 
+import pytest
+from cli_run import crl, one_error_line
+
 from composition_rl.cli import main
 from composition_rl.integrations.verl_recipe import PAPER
 
@@ -115,3 +118,49 @@ def test_online_recipe_refuses_bad_settings_and_several_stages(tmp_path, capsys)
     assert "'two' is not a int" in capsys.readouterr().err
     assert main(base + ["--stages", stages[0], "--out", str(tmp_path / "d"), "--online", "window=1"]) == 2
     assert "window=1 must be >= k=3" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def stages(math300, tmp_path_factory):
+    d = tmp_path_factory.mktemp("stages")
+    assert crl("export", "--input", str(math300["math300.jsonl"]), "--out", str(d / "d1")).returncode == 0
+    r = crl("compose", "--input", str(math300["math300.jsonl"]), "--out", str(d / "d2"), "--max-candidates", "200",
+            "--export", "verl,trl", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+def test_verl_recipe_reads_stage_depths_from_the_data(stages, tmp_path):
+    r = crl("verl-recipe", "--stages", str(stages / "d2" / "verl.parquet"), "--model", "m", "--out",
+            str(tmp_path / "r"), "--no-python-check")
+    assert r.returncode == 0, r.stderr
+    assert "Stage 1 of 1: depth 2" in (tmp_path / "r" / "stage_1.sh").read_text()
+
+
+@pytest.mark.parametrize("stage,extra,needle", [
+    ("d2/trl.parquet", (), "not a verl RL parquet"),
+    ("d1/problems.jsonl", (), "not a parquet file"),
+    ("d1/verl.parquet", ("--gpus", "0"), "--gpus: 0 must be >= 1"),
+    ("d1/verl.parquet", ("--python", sys.executable), "cannot import verl"),
+])
+def test_verl_recipe_refuses_what_verl_cannot_run(stages, tmp_path, stage, extra, needle):
+    if "cannot import" in needle:
+        from composition_rl.integrations.verl_recipe import has_verl
+
+        if has_verl():
+            pytest.skip("this interpreter has verl")
+    r = crl("verl-recipe", "--stages", str(stages / stage), "--model", "m", "--out", str(tmp_path / "r"), *extra)
+    assert r.returncode == 2
+    assert needle in r.stderr and "Traceback" not in r.stderr
+    if "cannot import" in needle:
+        assert "make verl-env" in r.stderr
+
+
+def test_depth_1_trainer_data_comes_from_crl_export(stages):
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(stages / "d1" / "verl.parquet")
+    assert t.num_rows == 300 and {x["depth"] for x in t.column("extra_info").to_pylist()} == {1}
+    assert sum(1 for _ in open(stages / "d1" / "problems.jsonl")) == 300
+    r = crl("compose", "--input", str(stages / "d1" / "problems.jsonl"), "--depth", "1", "--out", str(stages / "x"))
+    assert r.returncode == 2 and "crl export" in one_error_line(r)

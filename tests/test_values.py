@@ -237,3 +237,22 @@ def test_a_sum_never_reads_a_number_the_full_parse_refuses():
     big = r"\frac{" + "1" * 81 + "}{3}"
     assert exact_value(big + " + 1") is None
     assert exact_value(r"1 - \frac{" + "2" * 81 + "}{7}") is None
+
+
+@pytest.mark.parametrize("answers,solution,why", [
+    (["0.01", "0.02"], "", "answers_disagree"),  # Minerva: two accepted values
+    (["6630.65", "6630"], "", "answers_disagree"),
+    (["4.4e7", "4.4 \\times 10^7"], "", "significant_figures"),
+    (["8.7 \\times 10^{8}"], "", "significant_figures"),
+    (["20.39"], "m=-7+5 \\log \\left[\\frac{3 \\times 10^{6}}{10}\\right]=\\boxed{20.39}", "rounded_result"),
+    (["50.7"], "t_{x}=\\frac{\\ln 0.06}{\\frac{0.693}{12.5}}= \\boxed{50.7}", "rounded_result"),
+    (["0.033"], "v/c \\simeq \\boxed{0.033}", "rounded_result"),
+    (["8.75"], "", ""),  # MATH: a decimal that is exact
+    (["8.75"], "$\\frac{35}{4} = \\boxed{8.75}$", ""),
+    (["-\\frac{1}{3}", "-1/3"], "", ""),  # two spellings of one value
+    (["720"], "$\\sqrt{720^2}$ is \\boxed{720}", ""),  # an integer is exact whatever the working
+])
+def test_which_answers_can_stand_as_an_exact_v1(answers, solution, why):
+    from composition_rl.values.parse import inexact_answer
+
+    assert inexact_answer(answers, solution) == why

@@ -47,6 +47,7 @@ def bounded():
 
 
 def _check_all_timed_out(results, wall):
+    assert len(results) == len(PATHOLOGICAL), results  # zip below would stop at the shorter
     for name, r in zip(PATHOLOGICAL, results):
         assert r.outcome is Outcome.TIMEOUT, (name, r)
         assert r.score == 0.0
@@ -207,11 +208,16 @@ def test_many_threads_share_one_verifier(bounded):
 
 
 def test_cancelled_items_are_skipped(bounded):
-    futures = bounded.submit_batch([PATHOLOGICAL["power_tower"]] * 3 + [(r"\boxed{1}", "1")] * 20)
-    for f in futures[3:10]:
+    # three slow items, one per worker, hold every worker for the bound; the next batch waits
+    busy = [bounded.submit(*PATHOLOGICAL["power_tower"]) for _ in range(3)]
+    futures = bounded.submit_batch([(r"\boxed{2}", "2")] * 7 + [(r"\boxed{1}", "1")] * 13)
+    before = bounded.stats.items
+    for f in futures[:7]:
         f.cancel()
-    assert all(f.result(timeout=10).outcome is Outcome.TIMEOUT for f in futures[:3])
-    assert all(f.result(timeout=10).outcome is Outcome.CORRECT for f in futures[10:])
+    assert [f.cancelled() for f in futures[:7]] == [True] * 7  # still queued, so the cancel took
+    assert [f.result(timeout=10).outcome for f in busy] == [Outcome.TIMEOUT] * 3
+    assert [f.result(timeout=10).outcome for f in futures[7:]] == [Outcome.CORRECT] * 13
+    assert bounded.stats.items - before == 3 + 13  # the cancelled seven were never scored
 
 
 def test_shared_verifier_is_one_per_config_and_replaced_when_closed():

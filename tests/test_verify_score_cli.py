@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from cli_run import crl, one_error_line
 
 from composition_rl.cli import main
 from composition_rl.commands import score as score_command
@@ -143,3 +145,59 @@ def test_score_process_never_imports_torch_transformers_or_trl(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout
     assert json.loads((tmp_path / "o.jsonl").read_text())["outcome"] == "correct"
+
+
+def _responses(tmp_path: Path) -> Path:
+    f = tmp_path / "responses.jsonl"
+    f.write_text(
+        json.dumps({"response": "So $\\boxed{4}$.", "answer": "4"}) + "\n"
+        + "{this line is not JSON\n"
+        + json.dumps({"response": "The answer is 5", "answer": "5"}) + "\n"
+    )
+    return f
+
+
+def test_score_with_wrong_field_names_exits_1_naming_the_fields(tmp_path):
+    r = crl("score", "--input", str(_responses(tmp_path)), "--out", str(tmp_path / "s.jsonl"),
+            "--response-field", "completion", "--no-progress", "--workers", "1")
+    assert r.returncode == 1
+    assert "no row of" in r.stderr and "--response-field (now 'completion')" in r.stderr
+    assert "fields seen: response, answer" in r.stderr
+
+
+def test_score_rejects_a_bad_json_line_by_number_and_scores_the_rest(tmp_path):
+    out = tmp_path / "s.jsonl"
+    r = crl("score", "--input", str(_responses(tmp_path)), "--out", str(out), "--no-progress", "--workers", "1")
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x)["outcome"] for x in open(out)][0] == "correct" and sum(1 for _ in open(out)) == 2
+    (rej,) = [json.loads(x) for x in open(tmp_path / "s.rejects.jsonl")]
+    assert rej["line"] == 2 and "line 2 is not valid JSON" in rej["reason"]
+
+
+@pytest.mark.slow
+def test_score_rerun_with_other_options_refuses_and_fresh_rescores(tmp_path):
+    inp, out = _responses(tmp_path), tmp_path / "s.jsonl"
+    base = ("score", "--input", str(inp), "--out", str(out), "--no-progress", "--workers", "1")
+    assert crl(*base).returncode == 0
+    r = crl(*base, "--fallback", "none")
+    assert r.returncode == 2
+    line = one_error_line(r)
+    assert "made with other settings (fallbacks: ['answer_line'] -> [])" in line and "--fresh" in line
+    r = crl(*base, "--fallback", "none", "--fresh")
+    assert r.returncode == 0 and "scored 2 rows" in r.stdout
+    r = crl(*base, "--fallback", "none")  # same options: the resume check says so
+    assert r.returncode == 0 and "same options: nothing to do" in r.stdout
+
+
+def test_score_refuses_an_out_that_is_its_input_and_leaves_it_whole(tmp_path):
+    inp = tmp_path / "r.jsonl"
+    inp.write_text(json.dumps({"response": "So $\\boxed{4}$.", "answer": "4"}) + "\n")
+    before = inp.read_bytes()
+    for extra in ((), ("--fresh",)):
+        r = crl("score", "--input", str(inp), "--out", str(inp), "--workers", "1", "--no-progress", *extra)
+        assert r.returncode == 2
+        assert f"--input {inp} is also an output of this run" in one_error_line(r)
+        assert inp.read_bytes() == before
+    # through another spelling of the same path
+    r = crl("score", "--input", str(inp), "--out", str(tmp_path / "." / "r.jsonl"), "--workers", "1", "--fresh")
+    assert r.returncode == 2 and inp.read_bytes() == before

@@ -1,6 +1,6 @@
 """Evaluate a policy on benchmarks: avg@k, unbiased pass@k, and the compositional analyses.
 
-The per-benchmark table and its macro average follow seed 000, Table 1 (avg@k with the
+The per-benchmark table and its macro average follow the Composition-RL paper, Table 1 (avg@k with the
 paper's decoding preset). The compositional analyses follow Section 5.2: the policy is run
 on a benchmark and on depth-K compositions of it, side by side (Figure 2, right), and on the
 composed prompts we measure how often a response reaches the right intermediate value v1 of
@@ -274,7 +274,7 @@ def _side(m: Mapping[str, Any], n: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Compositional analyses (seed 000, Section 5.2)
+# Compositional analyses (Composition-RL, Section 5.2)
 # ---------------------------------------------------------------------------------------------
 
 # A value stated for a variable ends at the end of the math span, the sentence or a clause.
@@ -475,7 +475,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
                     + " |"
                 )
         text += (
-            "\n## Compositional analyses (seed 000, Section 5.2)\n\n"
+            "\n## Compositional analyses (Composition-RL, Section 5.2)\n\n"
             "Error split: share of the wrong responses whose first broken step is decidable.\n\n"
             + "\n".join(rows)
             + "\n"

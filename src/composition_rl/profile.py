@@ -2,7 +2,7 @@
 
 For a policy at a rollout budget ``n``, each prompt is ``solve_none`` (0/n correct),
 ``solve_all`` (n/n) or in the Goldilocks band (in between): only the band gives GRPO a
-non-zero advantage (seed 000, Section 2 and Figure 2; seed 002's calibration principle).
+non-zero advantage (Composition-RL, Section 2 and Figure 2; MagicBeanStalk's calibration principle).
 The profile then aims composition at the stale prompts (:func:`select_from_profile`) and
 keeps only composed prompts that landed in the band (:func:`keep_from_profile`).
 
@@ -276,7 +276,7 @@ def select_from_profile(profile_dir: str | Path, select: str | Iterable[str]) ->
     """Ids of the profiled prompts whose band is in ``select``.
 
     This is what ``crl compose --from-profile DIR --select solve_all`` uses to aim
-    composition at the prompts the policy has mastered (seed 000, Section 2).
+    composition at the prompts the policy has mastered (Composition-RL, Section 2).
 
     Args:
         profile_dir: a ``crl profile`` output folder.
@@ -299,7 +299,7 @@ def keep_from_profile(
     Every input lands on one side, so ``len(kept) + len(rejected) == len(problems)``. A
     rejected row is ``{"id", "reason", "problem"}`` with reason ``band:<class>`` or
     ``not_profiled``. Used by ``crl profile ... --keep goldilocks`` to keep only the composed
-    prompts the policy can still learn from (seed 002's calibration principle).
+    prompts the policy can still learn from (MagicBeanStalk's calibration principle).
     """
     bands = parse_bands(keep)
     classes = {r["id"]: r["class"] for r in load_profile(profile_dir)}

@@ -34,7 +34,8 @@ class LocalHFChat(ChatBackend):
     """Chat with a local causal LM directory (``save_pretrained`` layout).
 
     Args:
-        model: path to the model and tokenizer directory.
+        model: path to the model and tokenizer directory, or a GGUF (a ``.gguf`` path or a name
+            such as ``smollm2``; backends/hf_model.py).
         device: ``cpu``, ``cuda``, ``cuda:1`` ... (``auto``: cuda when available).
         dtype: torch dtype name (``float32``, ``bfloat16``); default float32 on CPU,
             bfloat16 on GPU.
@@ -58,12 +59,13 @@ class LocalHFChat(ChatBackend):
         seed: int = 0,
         cache: Any | None = None,
     ) -> None:
+        from composition_rl.backends.hf_model import is_local_model, load_causal_lm
+
         path = Path(model)
-        if not path.is_dir():
+        if not is_local_model(model):
             raise ValueError(f"local model directory not found: {model}")
         super().__init__(model=str(path), cache=cache)
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -72,17 +74,18 @@ class LocalHFChat(ChatBackend):
         self.device = device
         self.seed = seed
         self._torch = torch
-        self.tokenizer = AutoTokenizer.from_pretrained(str(path))
+        self.tokenizer, self.lm = load_causal_lm(model, dtype=getattr(torch, dtype))
         if self.tokenizer.chat_template is None:
             raise ValueError(f"tokenizer in {model} has no chat template; a chat backend needs one")
-        self.lm = AutoModelForCausalLM.from_pretrained(str(path), dtype=getattr(torch, dtype))
         self.lm.to(device)
         self.lm.eval()
         self._lock = threading.Lock()
 
     @property
     def namespace(self) -> str:
-        return f"{self.name}:{Path(self.model).resolve()}"
+        from composition_rl.io.runs import model_identity
+
+        return f"{self.name}:{model_identity(self.model)}"
 
     def describe(self) -> dict[str, Any]:
         return {

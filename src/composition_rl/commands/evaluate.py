@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="benchmark file (json, jsonl, csv, tsv, parquet; also .gz/.zst); repeat for several",
     )
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
-    c = p.add_argument_group("compositional analyses (seed 000, Section 5.2)")
+    c = p.add_argument_group("compositional analyses (Composition-RL, Section 5.2)")
     c.add_argument(
         "--compositional",
         metavar="DEPTHS",

@@ -69,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_flags(p.add_argument_group("executor of the seed profile (qualification rounds stay in this process; "
                                    "see docs/scale.md)"), ExecutorConfig)
-    g = p.add_argument_group("algorithm (defaults: seed 002's values; see docs/mbs.md)")
+    g = p.add_argument_group("algorithm (defaults: the MagicBeanStalk paper's values; see docs/mbs.md)")
     helps = _field_help()
     for f in dataclasses.fields(GrowConfig):
         flag = "--" + f.name.replace("_", "-")

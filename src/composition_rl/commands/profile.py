@@ -24,7 +24,9 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     from composition_rl.flags import positive_int
 
     g = p.add_argument_group("policy")
-    g.add_argument("--model", required=True, help="local model folder, or the served model name with --base-url")
+    g.add_argument("--model", required=True,
+                   help="local model folder, a .gguf file or a GGUF by name (smollm2, qwen-0.5b, qwen-1.5b), "
+                        "or the served model name with --base-url")
     g.add_argument(
         "--base-url",
         action="append",
@@ -35,8 +37,8 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
         "--backend",
         choices=["auto", *ROLLOUT_BACKENDS.names()],
         default="auto",
-        help="auto: openai with --base-url, llama for a .gguf file (llama.cpp, batched), else hf "
-        "(local transformers)",
+        help="auto: openai with --base-url, llama for a GGUF (a .gguf file or smollm2 / qwen-0.5b / "
+        "qwen-1.5b) when llama-cpp-python is installed, else hf (local transformers)",
     )
     g.add_argument("--concurrency", type=int, default=16, help="parallel requests to an endpoint")
     g.add_argument("--device", help="hf backend: cpu, cuda, cuda:1 (default: cuda if available)")
@@ -98,11 +100,22 @@ def chunk_from_args(args: argparse.Namespace) -> int:
     return 4 * args.concurrency if args.base_url else 32
 
 
+def _llama_fits(model: str) -> bool:
+    """A GGUF model (a ``.gguf`` file or a name such as ``smollm2``) with llama.cpp installed:
+    decoded on its quantized weights, many sequences per step; without llama-cpp-python the
+    ``hf`` backend de-quantizes it to float32 (slower on a CPU, the same on a GPU)."""
+    import importlib.util
+
+    from composition_rl.io.gguf import is_gguf
+
+    return is_gguf(model) and importlib.util.find_spec("llama_cpp") is not None
+
+
 def backend_from_args(args: argparse.Namespace):
     """The executor the flags ask for, holding (or placing) the rollout backend they ask for."""
     name = args.backend
     if name == "auto":
-        name = "openai" if args.base_url else "llama" if str(args.model).lower().endswith(".gguf") else "hf"
+        name = "openai" if args.base_url else "llama" if _llama_fits(args.model) else "hf"
     chat = False if args.no_chat_template else None
     if name == "openai":
         if not args.base_url:
@@ -115,8 +128,11 @@ def backend_from_args(args: argparse.Namespace):
     elif name == "hf":
         if args.base_url:
             raise UsageError("--base-url goes with --backend openai, not hf")
-        if not Path(args.model).is_dir():
-            raise UsageError(f"--model {args.model!r} is not a local model folder (use --base-url for an endpoint)")
+        from composition_rl.backends.hf_model import is_local_model
+
+        if not is_local_model(args.model):
+            raise UsageError(f"--model {args.model!r} is not a local model folder or GGUF (use --base-url for an "
+                             "endpoint)")
         kw = {
             "model": args.model,
             "device": args.device,

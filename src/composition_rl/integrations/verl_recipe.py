@@ -11,9 +11,9 @@ writes (``PY``: the interpreter of an environment with verl and composition_rl, 
   drive DIR/recipe.json``. It trains stage K in chunks of ``chunk_steps``; after each chunk it
   merges the checkpoint to a Hugging Face folder (``verl.model_merger``), profiles it with
   ``crl profile`` on a probe sample of depth K, and advances when solve_all reaches the
-  threshold or the stage budget is spent (seed 000, Section 4.3, made automatic).
+  threshold or the stage budget is spent (Composition-RL, Section 4.3, made automatic).
 
-The overrides (seed 000, Section 4.1 / Appendix B.1): GRPO, no KL (neither in the reward nor
+The overrides (Composition-RL, Section 4.1 / Appendix B.1): GRPO, no KL (neither in the reward nor
 as a loss), token-mean loss aggregation (Equation 3), clip 0.2 / 0.28, group size 8,
 batch 256, lr 1e-6, temperature 1.0, 16K responses, dynamic sampling as verl's
 ``algorithm.filter_groups`` on ``acc`` (Equation 5; bounded for verl's V1 trainer by

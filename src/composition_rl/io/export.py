@@ -101,7 +101,7 @@ def clear_exports(out_dir: str | os.PathLike) -> list[Path]:
     """Remove every registered exporter's file from ``out_dir``; returns the removed paths.
 
     A run that replaces the records an export was made from calls this first, so an export
-    of the previous run never sits beside the new records (issue 25: a rerun without
+    of the previous run never sits beside the new records (a rerun without
     ``--export`` left the previous input's parquet files, and ``crl verl-recipe`` took them).
     """
     gone = []

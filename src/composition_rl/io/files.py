@@ -86,7 +86,7 @@ def refuse_overwrite(inputs: Mapping[str, str | os.PathLike | None], outputs: It
 
     ``inputs`` maps each input's flag (``--input``) to its path (None: not given). A run
     truncates, appends to or renames over its outputs, so an output that is an input would
-    destroy the data it reads (issue 25: ``crl score --input r.jsonl --out r.jsonl --fresh``
+    destroy the data it reads (``crl score --input r.jsonl --out r.jsonl --fresh``
     left r.jsonl empty).
 
     >>> refuse_overwrite({"--input": "/tmp/r.jsonl"}, ["/tmp/r.jsonl"])

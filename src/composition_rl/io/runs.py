@@ -3,7 +3,7 @@
 Every resumable command (``profile``, ``eval``, ``grow``, ``score``, ``compose --engine
 llm/auto``) keeps finished work and a rerun continues from it. That is only right when the
 rerun is the same run: another model, another input file or other options would mix two
-runs' results in one folder and report them as one (issue 25: ``crl eval --model B`` into a
+runs' results in one folder and report them as one (``crl eval --model B`` into a
 folder made with model A sent no request and reported A's results as B's). So each run
 writes one record of what produced it (its *identity*: input hashes, model, engine or
 backend, the options that change a result) and :func:`claim_run` compares a rerun's
@@ -36,6 +36,7 @@ from composition_rl.io.files import (
     writable_dir,
     writable_file,
 )
+from composition_rl.io.gguf import MODELS, is_gguf, read_gguf_metadata
 
 __all__ = ["LOCK_FILE", "RUN_FILE", "RUN_OUTPUTS", "RunBusy", "RunClash", "RunMismatch", "check_model_source",
            "claim_run", "file_sha256", "folder_owner", "hold_lock", "model_content", "model_identity", "record_run",
@@ -75,14 +76,34 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 def model_identity(model: str) -> str:
     """A model as a run records it: a local folder by its absolute path, a served model by
-    its name (``NAME@URL`` by ``NAME``: the endpoint may move between a run and its resume).
+    its name (``NAME@URL`` by ``NAME``: the endpoint may move between a run and its resume), a
+    GGUF (a ``.gguf`` path or a name such as ``smollm2``) by its file's sha256.
 
     >>> model_identity("Qwen3-4B@http://gpu:8000/v1")
     'Qwen3-4B'
     """
     if "@" in model and "://" in model.split("@", 1)[1]:
         return model.split("@", 1)[0]
+    if is_gguf(model):
+        return _gguf_identity(model)
     return str(Path(model).resolve()) if Path(model).is_dir() else model
+
+
+def _gguf_identity(model: str) -> str:
+    """A GGUF model by its file's content: a named one (``smollm2``) by the sha256 pinned for
+    it, which is its file's, so a name and a path to the same file are one model, and a name is
+    compared before its file is assembled; a ``.gguf`` path by its bytes.
+
+    >>> _gguf_identity("smollm2")
+    'Smollm2 135M 8k Lc100K Mix1 Ep2 (GGUF sha256 b179c9523d0e6a0f)'
+    """
+    if model in MODELS and not model.endswith(".gguf"):
+        m = MODELS[model]
+        return f"{m.name} (GGUF sha256 {m.sha256[:16]})"
+    p = Path(model).expanduser()
+    if not p.is_file():
+        return str(p.resolve())  # the load fails later, naming the missing file
+    return f"{read_gguf_metadata(p).get('general.name', p.name)} (GGUF sha256 {file_sha256(p)})"
 
 
 def run_identity(model: str | None = None, backend: str | None = None,
@@ -443,6 +464,8 @@ def check_model_source(model: str, what: str = "model") -> None:
     p = Path(model).expanduser()
     if p.exists():
         return
+    if is_gguf(model) and not model.endswith(".gguf"):
+        return  # a named GGUF (``smollm2``): assembled from its pinned wheels when first loaded
     parts = model.split("/")
     looks_local = model.startswith((".", "/", "~")) or len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).is_dir())
     tip = "`crl tiny-model --out runs/tiny` builds a small local one"

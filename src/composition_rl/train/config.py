@@ -56,13 +56,18 @@ class StageConfig:
         arithmetic: instead of ``data``, generate the built-in arithmetic family:
             ``{depth: K, n: 512, seed: 0, digits: 1}`` (the tiny model's task; see
             train/arithmetic.py).
+        reasoning_gym: instead of ``data``, generate one reasoning-gym family (depth 1):
+            ``{name: basic_arithmetic, n: 64, seed: 0, config: {min_terms: 2, ...}}`` (the
+            generator's own config keys; ``composition_rl.io.readers.load_reasoning_gym``).
         compose: instead of ``data``, compose a stage on the fly with the symbolic engine:
             ``{from: FILE, depth: K, pool_size: 20, max_candidates: 512, seed: 0, risks: last}``
             (``composition_rl.compose.pipeline.compose_problems``). With ``first: mastered``
             the stage is composed when the curriculum reaches it, and q1 comes only from the
-            previous stage's prompts whose latest sampled group was solve_all (seed 000:
+            previous stage's prompts whose latest sampled group was solve_all (the paper's rule:
             compose what the policy has mastered); ``min_mastered`` (default 2) is the fewest
-            such prompts it accepts before falling back to all of the previous stage's.
+            such prompts it accepts before falling back to all of the previous stage's. Without
+            ``from``, the later problems of each composition come from the previous stage's
+            prompts too (a stage built from generated problems has no file to name).
         depth: the stage's depth for logs; default the most common depth in its data.
         limit: use only the first ``limit`` problems.
         min_steps: the fewest steps before saturation (``curriculum.mode: auto``) may end the
@@ -75,6 +80,7 @@ class StageConfig:
     data: str | None = None
     arithmetic: dict[str, int] | None = None
     compose: dict[str, Any] | None = None
+    reasoning_gym: dict[str, Any] | None = None
     depth: int | None = None
     limit: int | None = None
     min_steps: int = 0
@@ -85,18 +91,24 @@ class StageConfig:
         return self.compose is not None and self.compose.get("first") == "mastered"
 
     def validate(self) -> None:
-        if sum(x is not None for x in (self.data, self.arithmetic, self.compose)) != 1:
-            raise ValueError(f"stage {self.name!r}: give exactly one of data=, arithmetic= or compose=")
+        if sum(x is not None for x in (self.data, self.arithmetic, self.compose, self.reasoning_gym)) != 1:
+            raise ValueError(f"stage {self.name!r}: give exactly one of data=, arithmetic=, compose= or "
+                             "reasoning_gym=")
+        if self.reasoning_gym is not None:
+            unknown = set(self.reasoning_gym) - {"name", "n", "seed", "config"}
+            if unknown or "name" not in self.reasoning_gym:
+                raise ValueError(f"stage {self.name!r}: reasoning_gym takes name (and n, seed, config); "
+                                 f"got {self.reasoning_gym}")
         if self.compose is not None:
             unknown = set(self.compose) - {"from", "depth", "pool_size", "max_candidates", "seed", "first",
                                            "min_mastered", "risks"}
             if self.compose.get("first", "mastered") != "mastered":
                 raise ValueError(f"stage {self.name!r}: compose.first must be 'mastered', got "
                                  f"{self.compose['first']!r}")
-            if unknown or "from" not in self.compose or "depth" not in self.compose:
+            if unknown or "depth" not in self.compose or ("from" not in self.compose and not self.composes_mastered):
                 raise ValueError(
                     f"stage {self.name!r}: compose takes from and depth (and pool_size, max_candidates, "
-                    f"seed, risks, first, min_mastered); got {self.compose}"
+                    f"seed, risks, first, min_mastered; from may be left out with first: mastered); got {self.compose}"
                 )
         check_budget(self.name, self.max_steps, self.min_steps)
         if self.arithmetic is not None:
@@ -109,7 +121,7 @@ class StageConfig:
 
 @dataclass
 class DynamicSamplingConfig:
-    """Dynamic sampling (seed 000, Equation 5).
+    """Dynamic sampling (Composition-RL, Equation 5).
 
     Args:
         enabled: filter groups; off means plain GRPO batches (metrics are still written).
@@ -191,7 +203,7 @@ class GRPOSettings:
     the defaults here are this project's (the presets set the paper's).
 
     ``prompts_per_step`` groups of ``num_generations`` completions make one optimizer step.
-    ``loss_type: dapo`` is TRL's token-level normalisation over the whole batch (seed 000,
+    ``loss_type: dapo`` is TRL's token-level normalisation over the whole batch (Composition-RL,
     Equation 3); ``epsilon``/``epsilon_high`` are the asymmetric clip; ``beta: 0`` is no KL.
     ``trl`` passes any other ``GRPOConfig`` field through unchanged.
     """
@@ -202,7 +214,7 @@ class GRPOSettings:
     temperature: float = 1.0
     top_p: float = 1.0
     max_completion_length: int = 96
-    beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no KL, as in seed 000)"})
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no KL, as in the paper)"})
     epsilon: float = field(default=0.2, metadata={"help": "lower clip ratio"})
     epsilon_high: float = field(default=0.28, metadata={"help": "upper clip ratio (clip-higher)"})
     loss_type: str = field(default="dapo", metadata={"help": "TRL loss normalisation; dapo is token-level"})
@@ -320,7 +332,7 @@ class TrainConfig:
             st = StageConfig(**s)
             if st.data is not None and base_dir is not None and not Path(st.data).is_absolute():
                 st.data = str(Path(base_dir) / st.data)
-            if st.compose and base_dir is not None and not Path(str(st.compose.get("from", ""))).is_absolute():
+            if st.compose and "from" in st.compose and base_dir is not None and not Path(str(st.compose["from"])).is_absolute():
                 st.compose = {**st.compose, "from": str(Path(base_dir) / str(st.compose.get("from", "")))}
             stages.append(st)
         sections = {}
@@ -376,9 +388,15 @@ def load_preset(name: str) -> dict[str, Any]:
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """Read a YAML config file (plus optional top-level overrides) into a TrainConfig."""
+    """Read a YAML config file (plus optional top-level overrides) into a TrainConfig.
+
+    ``path`` may also be the name of a shipped preset that is a whole run (it names its model,
+    output folder and stages, as ``real-cpu`` does) when no file of that name exists.
+    """
     import yaml
 
+    if not Path(path).is_file() and str(path) in preset_names():
+        return TrainConfig.from_dict(_deep_merge({"preset": str(path)}, overrides or {}))
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}

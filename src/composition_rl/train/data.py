@@ -33,6 +33,13 @@ def load_stage_problems(stage: StageConfig) -> list[Problem]:
                                        digits=int(a.get("digits", 2)))
     elif stage.compose is not None:
         problems = _compose_stage(stage)
+    elif stage.reasoning_gym is not None:
+        from composition_rl.io.readers import RGSpec, load_reasoning_gym
+
+        g = stage.reasoning_gym
+        conf = ((k, tuple(v) if isinstance(v, list) else v) for k, v in dict(g.get("config") or {}).items())
+        spec = RGSpec(str(g["name"]), int(g.get("n", 64)), tuple(sorted(conf)))
+        problems = list(load_reasoning_gym([spec], seed=int(g.get("seed", 0))).problems)
     else:
         path = Path(stage.data)
         if not path.is_file():
@@ -41,22 +48,30 @@ def load_stage_problems(stage: StageConfig) -> list[Problem]:
     if stage.limit is not None:
         problems = problems[: stage.limit]
     if not problems:
-        raise ValueError(f"stage {stage.name!r}: no problems from {stage.data or stage.arithmetic or stage.compose}")
+        raise ValueError(f"stage {stage.name!r}: no problems from "
+                         f"{stage.data or stage.arithmetic or stage.compose or stage.reasoning_gym}")
     return problems
 
 
-def _compose_stage(stage: StageConfig, first: Sequence[Problem] | None = None) -> list[Problem]:
+def _compose_stage(stage: StageConfig, first: Sequence[Problem] | None = None,
+                   previous: Sequence[Problem] | None = None) -> list[Problem]:
     """Compose the stage's problems on the fly with the project's symbolic engine.
 
-    ``first`` (when given) is the pool q1 is drawn from; later positions come from the file.
+    ``first`` (when given) is the pool q1 is drawn from; later positions come from the
+    ``compose.from`` file, or without one from ``previous`` (the previous stage's problems).
     """
     from composition_rl.compose.pipeline import ComposeConfig, compose_problems
 
     c = stage.compose
-    src = Path(str(c["from"]))
-    if not src.is_file():
-        raise ValueError(f"stage {stage.name!r}: compose.from file not found: {src}")
-    base = read_problems(src)
+    if "from" in c:
+        src = Path(str(c["from"]))
+        if not src.is_file():
+            raise ValueError(f"stage {stage.name!r}: compose.from file not found: {src}")
+        base = read_problems(src)
+    elif previous is not None:
+        src, base = f"the previous stage's {len(previous)} problems", list(previous)
+    else:
+        raise ValueError(f"stage {stage.name!r}: compose without from needs a stage before it")
     depth = int(c["depth"])
     if depth == 1:
         return base
@@ -95,7 +110,7 @@ def compose_from_mastered(stage: StageConfig, previous: Sequence[Problem], previ
     first = [p for p in previous if p.id in ids]
     need = int(stage.compose.get("min_mastered", 2))
     fallback = len(first) < need
-    problems = _compose_stage(stage, list(previous) if fallback else first)
+    problems = _compose_stage(stage, list(previous) if fallback else first, previous=previous)
     if stage.limit is not None:
         problems = problems[: stage.limit]
     info = {"stage": stage.name, "from_stage": previous_stage, "mastered": len(first),

@@ -323,8 +323,9 @@ def run_training(
         log: where progress lines go (stage transitions, bound hits, summary).
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from composition_rl.backends.hf_model import load_causal_lm
+    from composition_rl.io.gguf import is_gguf
     from composition_rl.train.dynamic_sampling import DynamicSampler
     from composition_rl.train.progress import step_progress
     from composition_rl.train.reward import VerifierReward
@@ -333,7 +334,10 @@ def run_training(
     cfg = config if isinstance(config, TrainConfig) else load_config(config)
     cfg.validate()
     m = Path(cfg.model).expanduser()
-    if not m.exists() and (cfg.model.startswith((".", "/", "~")) or (len(m.parts) > 1 and Path(m.parts[0]).is_dir())):
+    if is_gguf(cfg.model):
+        if cfg.model.endswith(".gguf") and not m.is_file():
+            raise ValueError(f"model {cfg.model!r}: no such GGUF file")
+    elif not m.exists() and (cfg.model.startswith((".", "/", "~")) or (len(m.parts) > 1 and Path(m.parts[0]).is_dir())):
         # a local path that is not there (a hub name has no such first folder here): say so now,
         # not after the data is built and the hub client has retried for half a minute
         raise ValueError(f"model {cfg.model!r}: no such model folder; `crl tiny-model --out runs/tiny` builds a small one")
@@ -351,7 +355,10 @@ def run_training(
     ident = run_identity(model=cfg.model, inputs={f"stage {st.name}": st.data for st in cfg.stages if st.data},
                          seed=cfg.seed, grpo=asdict(cfg.grpo),
                          dynamic_sampling=asdict(cfg.dynamic_sampling), instruction=cfg.instruction, command="train")
-    claim_run(out / RUN_FILE, ident, has_work=ckpt is not None, what="a training run",
+    # a folder with metrics but no checkpoint (save_steps: 0) still holds a run: starting it
+    # over with another model would replace that run's logs; --fresh says to
+    logged = bool(resume) and (out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").stat().st_size > 0
+    claim_run(out / RUN_FILE, ident, has_work=ckpt is not None or logged, what="a training run",
               fix="use another output_dir, or start over with crl train --fresh")
     if ckpt is not None:
         state = json.loads((ckpt / CRL_STATE).read_text())
@@ -382,8 +389,7 @@ def run_training(
         torch.set_num_threads(cfg.torch_threads)
     torch.manual_seed(cfg.seed)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(cfg.model)
-        model = AutoModelForCausalLM.from_pretrained(cfg.model)
+        tokenizer, model = load_causal_lm(cfg.model)
     except (OSError, ValueError) as e:  # no such folder, no network for a hub name, not a model
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"model {cfg.model!r}: cannot load it ({first}); give a local model folder "

@@ -59,7 +59,7 @@ from composition_rl.values.derive import split_top
 
 __all__ = ["AutoComposer", "LLMComposer"]
 
-# literals the finder reads as values but no engine may replace (issue 26): a year or a word
+# literals the finder reads as values but no engine may replace: a year or a word
 # inside a compound, one TeX token of \frac 49 or \sqrt2, an exponent, a radix
 _NEVER = frozenset(("named", "tex_token", "exponent", "base_notation"))
 
@@ -123,7 +123,7 @@ class LLMComposer:
         return self._fact("sym", p, lambda p: symbols_used(p.question))
 
     def _answer_has_number(self, p: Problem) -> bool:
-        # a number in the answer, or one derived from it (an option letter, "x + y": issue 27)
+        # a number in the answer, or one derived from it (an option letter, "x + y")
         return self._fact("anum", p, lambda p: any(has_number(a) for a in p.answers) or bool(steps.menu(p)))
 
     def _inexact(self, p: Problem) -> str:
@@ -255,7 +255,7 @@ class LLMComposer:
             return vobj
         return steps.apply_verification(d, vobj, self.config.verify) or d
 
-    # -- check 5 by the model (issue 26) ---------------------------------------------------
+    # -- check 5 by the model -------------------------------------------------------------
     async def _solve(self, problem: str, usage: Usage) -> str | None | Rejection:
         """The model's final answer to ``problem`` (None when its reply holds none; a
         Rejection when the call itself failed, so the chain is retried next run). One call
@@ -296,7 +296,7 @@ class LLMComposer:
         dependent link gets one more call: the later problem with a variable name it does not
         use in every replaced place, and its value withheld. Reaching q2's answer that way
         means the rest of the problem gives the value away (or the answer needs none):
-        "revealed", a shortcut the probe at v2 + 1 cannot see (issue 26's audits: values a
+        "revealed", a shortcut the probe at v2 + 1 cannot see (in blind audits: values a
         figure, a count or a constraint forces)."""
         if not offsets:
             return "unknown", "none"  # a rephrased problem: no places to vary
@@ -321,7 +321,7 @@ class LLMComposer:
         if _same_answer(at_other, (at_v2,)):
             # a second point: an answer that moves in steps (the primes between 30 and 40 or
             # 41) is the same at v2 + 1 and still depends on the value; an answer that ignores it
-            # is the same at v2 + 2 too (issue 26's estimate: 38 of 38 shortcuts stay flagged,
+            # is the same at v2 + 2 too (on audited items: 38 of 38 shortcuts stay flagged,
             # 4 of 14 false flags go)
             at_two = await self._solve(_fill(later.question, places, literal, _value_text(v2 + 2)), usage)
             if isinstance(at_two, Rejection):
@@ -610,7 +610,7 @@ class AutoComposer:
         Check 5 for the links exact reading left undecided is the model's (unless
         ``--dependence exact``). A constant the model finds the answer independent of (or
         revealed, ``--dependence blind``) is marked so in the symbolic engine, as a proved one
-        is, and the chain is composed again with its next constant (issue 26: the probe is a
+        is, and the chain is composed again with its next constant (the probe is a
         property of the later problem and its constant, not of the pair). The marks stay for
         the run, so later chains with that problem skip the constant without a call. When the
         symbolic engine has no constant left, the chain goes to the LLM engine, as a chain the

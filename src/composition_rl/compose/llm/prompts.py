@@ -42,7 +42,7 @@ VERIFY_SCHEMA: dict[str, Any] = {
 }
 
 
-#: check 5 by the model (issue 26): the later problem solved at v2 and at another value
+#: check 5 by the model: the later problem solved at v2 and at another value
 SOLVE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"answer": {"type": "string"}},

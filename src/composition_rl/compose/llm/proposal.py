@@ -41,7 +41,7 @@ MENU_SIZE = 6  # derived numbers offered per answer (a 3x3 matrix alone would gi
 
 
 def menu(p: Problem) -> tuple[tuple[Derivation, sympy.Expr, str], ...]:
-    """The derived numbers the symbolic engine would offer for ``p``'s answer (issue 27): each
+    """The derived numbers the symbolic engine would offer for ``p``'s answer: each
     derivation with its exact value and its definition phrase (``spc.derived_phrase``)."""
     return tuple((d, v, derived_phrase(d.kind, d.arg, d.name)) for d, v in derivations(p.answer, p.question)[:MENU_SIZE])
 
@@ -82,7 +82,7 @@ class Draft:
     rewritten: str = ""
     v2: Any = None
     v2_from_words: bool = False
-    derivation: Derivation | None = None  # v1 is a derived number from the menu (issue 27)
+    derivation: Derivation | None = None  # v1 is a derived number from the menu
     offsets: tuple[int, ...] = ()  # literal offsets in the original later text (exact round trip)
     rephrased: bool = False
     verified_by: str = "symbolic"
