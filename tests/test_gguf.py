@@ -181,3 +181,13 @@ def test_the_script_and_the_library_share_one_model_table():
     sys.modules["real_llm_models_t"] = mod
     spec.loader.exec_module(mod)
     assert mod.MODELS is gguf.MODELS and mod.assemble is gguf.assemble
+
+
+def test_a_gguf_suffix_is_read_whatever_its_case_and_a_missing_file_is_refused_as_such():
+    from composition_rl.io.gguf import is_gguf
+    from composition_rl.io.runs import check_model_source
+
+    assert is_gguf("Model.GGUF") and is_gguf("m.gguf") and is_gguf("smollm2") and not is_gguf("runs/tiny")
+    with pytest.raises(ValueError, match="no such GGUF file"):
+        check_model_source("/nowhere/Model.GGUF")
+    check_model_source("smollm2")  # a named model is assembled on first load: not refused here

@@ -219,7 +219,9 @@ def evaluate_benchmarks(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     samples = out / SAMPLES_DIR
-    claim_run(out / RUN_FILE, {**config.run_record(), **(identity or {})}, info=extra_run_info,
+    # how answers are read decides the verdicts: recorded for every caller, API or CLI
+    graded = {"fallbacks": list(verifier.config.fallbacks)} if hasattr(verifier, "config") else {}
+    claim_run(out / RUN_FILE, {**config.run_record(), **graded, **(identity or {})}, info=extra_run_info,
               has_work=samples.is_dir() and any(f.stat().st_size for f in samples.glob("*.jsonl")),
               what="an evaluation")
     results: dict[str, Any] = {"n": config.n, "config": config.run_record(), "benchmarks": {}}

@@ -147,7 +147,9 @@ def profile_problems(
     config = config or ProfileConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    claim_run(out / RUN_FILE, {**config.run_record(), **(identity or {})}, info=extra_run_info,
+    # how answers are read decides the verdicts: recorded for every caller, API or CLI
+    graded = {"fallbacks": list(verifier.config.fallbacks)} if hasattr(verifier, "config") else {}
+    claim_run(out / RUN_FILE, {**config.run_record(), **graded, **(identity or {})}, info=extra_run_info,
               has_work=_has_rows(out / PROFILE_FILE), what="a profile")
 
     job = SampleJob(load_template(config.template), config.n, config.sampling)

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from composition_rl.backends.rollout import Completion, SamplingConfig
+from composition_rl.backends.context import TOO_LONG
+from composition_rl.backends.rollout import Completion, RolloutError, SamplingConfig
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,9 @@ class LlamaCppRollout:
         self.path = path
         self.n_parallel = n_parallel
         self.n_threads = n_threads or _cores()
+        most = int(L.llama_max_parallel_sequences())
+        if n_parallel > most:
+            raise ValueError(f"n_parallel={n_parallel}: llama.cpp decodes at most {most} sequences together")
         L.llama_backend_init()
         _quiet(L)
         mparams = L.llama_model_default_params()
@@ -251,7 +255,8 @@ class LlamaCppRollout:
             groups = [(i, list(range(copies))) for i in range(len(prompts))]
         per_flight = max(1, self.n_parallel // width)
         longest = max(len(t) for t in encoded)
-        cells = per_flight * (min(longest, self.context) + width * sampling.max_tokens) + 16
+        # no sequence grows past the context, whatever max_tokens asks
+        cells = per_flight * (min(longest, self.context) + width * min(sampling.max_tokens, self.context)) + 16
         ctx = self._context_for(cells)
         mem = L.llama_get_memory(ctx)
         batch = L.llama_batch_init(cells, 0, self.n_parallel)
@@ -267,9 +272,9 @@ class LlamaCppRollout:
                     i, samples = pending.pop()
                     toks = encoded[i]
                     room = self.context - len(toks)
-                    if room < 1:  # the prompt alone fills the context
+                    if room < 1:  # the prompt alone fills the context: nothing can be generated
                         for s in samples:
-                            out[(i, s)] = Completion(text="", tokens=0, finish_reason="length")
+                            out[(i, s)] = Completion(text="", tokens=0, finish_reason=TOO_LONG)
                         continue
                     seqs = [_Seq(i, s, free_ids.pop(), len(toks), _rng(sampling.seed, toks, s)) for s in samples]
                     for j, t in enumerate(toks):
@@ -297,8 +302,8 @@ class LlamaCppRollout:
                     break
                 batch.n_tokens = m
                 rc = L.llama_decode(ctx, batch)
-                if rc != 0:
-                    raise RuntimeError(f"llama_decode returned {rc} ({m} tokens, {len(live)} sequences)")
+                if rc != 0:  # no KV slot, or aborted: nothing of this call is recorded, a rerun resumes
+                    raise RolloutError(f"llama_decode returned {rc} ({m} tokens, {len(live)} sequences)")
                 for seqs, row in first:
                     logits = _row(L, ctx, row, self.n_vocab)
                     for sq in seqs:

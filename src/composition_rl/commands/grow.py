@@ -91,8 +91,10 @@ def _rollout_spec(spec: str, args: argparse.Namespace):
     if "@" in spec and "://" in spec.split("@", 1)[1]:
         name, url = spec.split("@", 1)
         return BackendSpec("openai", {"base_url": url, "model": name})
-    if not Path(spec).is_dir():
-        raise UsageError(f"model {spec!r} is neither a local model folder nor NAME@URL")
+    from composition_rl.backends.hf_model import is_local_model
+
+    if not is_local_model(spec):
+        raise UsageError(f"model {spec!r} is neither a local model folder, a GGUF nor NAME@URL")
     return BackendSpec("hf", {"model": spec, "max_batch_sequences": args.batch_size})
 
 

@@ -55,11 +55,11 @@ def run(args) -> int:
         check_model_source(cfg.model)
         with run_folder(cfg.output_dir, "train", flag="output_dir",
                         inputs={f"stage {st.name} data": st.data for st in cfg.stages if st.data},
-                        refusals=(UsageError, ValueError), work=("checkpoints", "metrics.jsonl")):
+                        refusals=(UsageError, ValueError, ImportError), work=("checkpoints", "metrics.jsonl")):
             from composition_rl.train.grpo import run_training
 
             metrics = run_training(cfg, resume=False if args.fresh else "auto")
-    except (RunBusy, ValueError) as e:
+    except (RunBusy, ValueError, ImportError) as e:  # ImportError: an extra a stage needs (reasoning-gym)
         raise UsageError(str(e)) from None
     out = Path(cfg.output_dir)
     print(f"metrics: {metrics}")

@@ -260,7 +260,7 @@ def is_gguf(model: str | os.PathLike[str]) -> bool:
     """Whether a ``--model`` argument names a GGUF: a ``.gguf`` path, or a name of :data:`MODELS`
     that is not also a folder here (a local folder of that name wins)."""
     s = str(model)
-    return s.endswith(".gguf") or (s in MODELS and not Path(s).is_dir())
+    return s.lower().endswith(".gguf") or (s in MODELS and not Path(s).is_dir())
 
 
 def models_dirs() -> list[Path]:

@@ -464,7 +464,9 @@ def check_model_source(model: str, what: str = "model") -> None:
     p = Path(model).expanduser()
     if p.exists():
         return
-    if is_gguf(model) and not model.endswith(".gguf"):
+    if is_gguf(model):
+        if model.lower().endswith(".gguf"):
+            raise ValueError(f"{what} {model!r}: no such GGUF file")
         return  # a named GGUF (``smollm2``): assembled from its pinned wheels when first loaded
     parts = model.split("/")
     looks_local = model.startswith((".", "/", "~")) or len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).is_dir())

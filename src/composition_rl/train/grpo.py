@@ -344,8 +344,6 @@ def run_training(
     say = log or (lambda m: None)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    run = _Run(cfg)
-    run.say = say
 
     ckpt = latest_checkpoint(out) if resume else None
     if resume is True and ckpt is None:
@@ -360,6 +358,10 @@ def run_training(
     logged = bool(resume) and (out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").stat().st_size > 0
     claim_run(out / RUN_FILE, ident, has_work=ckpt is not None or logged, what="a training run",
               fix="use another output_dir, or start over with crl train --fresh")
+    # built after the folder is claimed: building it sets aside over-long prompts and writes
+    # input_rejects.jsonl, which a refused run must leave as it was
+    run = _Run(cfg)
+    run.say = say
     if ckpt is not None:
         state = json.loads((ckpt / CRL_STATE).read_text())
         run.load_state_dict(state)

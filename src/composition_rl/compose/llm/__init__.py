@@ -125,8 +125,6 @@ def compose_in_memory(
         >>> llm = LLMComposeConfig(base_urls=("http://localhost:8000/v1",), model="qwen")
         >>> compose_in_memory(problems, cfg, llm).accepted[0].question      # doctest: +SKIP
     """
-    import asyncio
-
     from composition_rl.compose.pipeline import ComposeResult
     from composition_rl.compose.pools import candidate_id, iter_candidates
     from composition_rl.compose.run import build_engine, engine_pools, is_resumable
