@@ -206,17 +206,13 @@ _MAX_CLEAN = 2000
 _IS_TAIL = re.compile(r"(?:^|\s)is:?[ \t]+(?P<x>[^\n]+)$")
 
 
-def _clean_fallback(s: str) -> str | None:
-    """The answer in a fallback's capture: cut "I hope it is correct", drop trailing
-    punctuation and Markdown emphasis, unwrap one math span, and take what follows a last
-    "is" when that alone is one span or expression ("The largest $n$ is 34")."""
-    if len(s) > _MAX_CLEAN:  # a pathological line: no span analysis (keeps it linear)
-        s = s.strip().strip("*_").strip().rstrip(".").strip()
-        return s or None
-    s = _HOPE.sub("", s).strip().strip("*_").strip()
-    s = s.rstrip(".").strip()
-    if not s:
-        return None
+_GO_ON = object()  # _span_or_is_tail could not decide: the caller reads on
+
+
+def _span_or_is_tail(s: str):
+    """``s`` when it is one math span (its content), else what follows a last "is" when that
+    alone is one span or expression ("The largest $n$ is 34"); ``_GO_ON`` when neither holds.
+    Shared by the fallback cleaner and the prose reader so the two read these alike."""
     whole = _SPAN.fullmatch(s)
     if whole is not None:
         return _span_content(whole) or None
@@ -228,6 +224,23 @@ def _clean_fallback(s: str) -> str | None:
             return _span_content(m) or None
         if not _SPAN.search(x) and (got := _bare_expression(x)) is not None:
             return got
+    return _GO_ON
+
+
+def _clean_fallback(s: str) -> str | None:
+    """The answer in a fallback's capture: cut "I hope it is correct", drop trailing
+    punctuation and Markdown emphasis, unwrap one math span, and take what follows a last
+    "is" when that alone is one span or expression ("The largest $n$ is 34")."""
+    if len(s) > _MAX_CLEAN:  # a pathological line: no span analysis (keeps it linear)
+        s = s.strip().strip("*_").strip().rstrip(".").strip()
+        return s or None
+    s = _HOPE.sub("", s).strip().strip("*_").strip()
+    s = s.rstrip(".").strip()
+    if not s:
+        return None
+    got = _span_or_is_tail(s)
+    if got is not _GO_ON:
+        return got
     if (got := _one_span(s)) is not None:
         return got
     if len(s) >= 2 and s[0] == "$" and s[-1] == "$":
@@ -305,17 +318,9 @@ def _prose_capture(s: str) -> str | None:
     s = s.strip().strip("*_").strip().rstrip(".").strip()
     if not s or _NEGATION.search(s):
         return None
-    whole = _SPAN.fullmatch(s)
-    if whole is not None:
-        return _span_content(whole) or None
-    tail = _IS_TAIL.search(s)
-    if tail is not None:
-        x = tail.group("x").strip()
-        m = _SPAN.fullmatch(x)
-        if m is not None:
-            return _span_content(m) or None
-        if not _SPAN.search(x) and (got := _bare_expression(x)) is not None:
-            return got
+    got = _span_or_is_tail(s)
+    if got is not _GO_ON:
+        return got
     if _SPAN.search(s):
         return _one_span(s)
     if (got := _bare_expression(s)) is not None:
