@@ -106,6 +106,7 @@ def test_records_at_or_above_tau_are_rejected_as_guessable_with_their_pass_rate(
     by_id = {r.id: c for r, c in zip(records, PLAN)}
     for row in res.rejected:
         assert (row["stage"], row["reason"], row["k"]) == ("probe", "guessable", K)
+        assert row["candidates"] == list(next(r.parents for r in records if r.id == row["id"]))
         assert row["pass_rate"] == by_id[row["id"]] / K and row["correct"] == by_id[row["id"]]
         assert Problem.from_dict(row["problem"]).question == next(r.question for r in records if r.id == row["id"])
     assert res.summary["rejected_guessable"] == len(expect) and res.summary["pass_rate_counts"] == {

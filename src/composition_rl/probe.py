@@ -157,7 +157,9 @@ def probe_records(
         probe = probes.get(rec.id)
         row = rows.get(probe.id) if probe is not None else None
         if row is not None and row["pass_rate"] >= config.tau:
-            rejected.append({"id": rec.id, "stage": STAGE, "reason": REASON, "pass_rate": row["pass_rate"],
+            # crl compose's rejected row (id, candidates, stage, reason, detail), plus the pass rate
+            rejected.append({"id": rec.id, "candidates": list(rec.parents), "stage": STAGE, "reason": REASON,
+                             "pass_rate": row["pass_rate"],
                              "correct": row["correct"], "k": row["n"], "probe_id": probe.id,
                              "detail": f"the solver reaches the answer in {row['correct']} of {row['n']} samples "
                                        f"with the value of {rec.links[-1].y} withheld (tau {config.tau})",
