@@ -6,6 +6,8 @@ verifier."""
 
 from __future__ import annotations
 
+import json
+from difflib import SequenceMatcher
 from pathlib import Path
 
 import pytest
@@ -152,3 +154,41 @@ def test_crl_probe_through_an_endpoint(records, tmp_path):
     assert {row["id"] for row in read_jsonl(out / "rejected.jsonl")} == guessable
     kept = [d["id"] for d in read_jsonl(out / "kept.jsonl")]
     assert kept == [rec.id for rec in [*records, plain] if rec.id not in guessable]
+
+
+@pytest.mark.slow
+def test_crl_compose_with_the_probe_moves_guessable_records_to_rejected(problems, tmp_path):
+    pool = problems[:60]
+    inp = tmp_path / "in.jsonl"
+    atomic_write_jsonl(inp, [{"problem": p.question, "answer": p.answer} for p in pool])
+    guessable = {p.id for i, p in enumerate(pool) if i % 2 == 0}  # later problems the solver "knows"
+
+    def respond(body):
+        prompt = body["messages"][-1]["content"]
+        best = max(pool, key=lambda p: SequenceMatcher(None, p.question, prompt, autojunk=False).ratio())
+        answer = best.answer if best.id in guessable else "-987654"
+        return [f"So $\\boxed{{{answer}}}$."] * int(body.get("n") or 1)
+
+    out = tmp_path / "d2"
+    with FakeOpenAIServer(respond) as srv:
+        r = crl("compose", "--input", str(inp), "--depth", "2", "--pool-size", "5", "--max-candidates", "40",
+                "--seed", "0", "--out", str(out), "--export", "trl", "--no-progress",
+                "--probe-base-url", srv.url, "--probe-model", "fake-model", "--probe-k", "2")
+    assert r.returncode == 0, r.stderr
+    composed = [Problem.from_dict(d) for d in read_jsonl(out / "composed.jsonl")]
+    probed = [row for row in read_jsonl(out / "rejected.jsonl") if row["reason"] == "guessable"]
+    assert composed and probed
+    assert all(p.parents[-1] not in guessable for p in composed)
+    assert all(row["candidates"][-1] in guessable and row["pass_rate"] == 1.0 for row in probed)
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["accepted"] == len(composed) and stats["rejected_by_reason"]["guessable"] == len(probed)
+    assert stats["accepted"] + stats["rejected"] == stats["candidates"]
+    assert stats["funnel"][-1] == {"stage": "probe", "kept": len(composed)}
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(out / "trl.parquet").num_rows == len(composed)
+
+
+def test_crl_compose_refuses_a_probe_url_without_a_solver_name(tmp_path):
+    r = crl("compose", "--input", str(FIXTURE), "--out", str(tmp_path / "o"), "--probe-base-url", "http://x")
+    assert r.returncode == 2 and "--probe-base-url needs --probe-model" in r.stderr

@@ -31,14 +31,22 @@ from typing import Any
 
 from composition_rl.backends.rollout import PAPER_SAMPLING, SamplingConfig
 from composition_rl.compose.spc import find_glue, withheld_note
-from composition_rl.io.files import atomic_write_json, atomic_write_jsonl
+from composition_rl.io.files import atomic_open, atomic_write_json, atomic_write_jsonl
 from composition_rl.profile import ProfileConfig, load_profile, profile_problems
 from composition_rl.records import Problem
 
-__all__ = ["ProbeConfig", "ProbeResult", "build_solver", "probe_records", "withheld_question", "write_split"]
+__all__ = ["ProbeConfig", "ProbeResult", "apply_to_run", "build_solver", "probe_records", "withheld_question",
+           "write_split"]
 
 REASON = "guessable"
 STAGE = "probe"
+
+# the solver's flags, worded once for crl probe and crl compose
+MODEL_HELP = ("the solver: a .gguf file or a GGUF by name (smollm2, qwen-0.5b, qwen-1.5b), a local model folder, "
+              "or the served model name with --probe-base-url; use the policy being trained, or a stronger model")
+BASE_URL_HELP = "OpenAI-compatible endpoint of the solver (repeat to balance over several); key from $OPENAI_API_KEY"
+BACKEND_HELP = ("auto: openai with --probe-base-url, llama for a GGUF when llama-cpp-python is installed, "
+                "else hf")
 
 
 @dataclass(frozen=True)
@@ -220,3 +228,43 @@ def write_split(result: ProbeResult, kept_path: str | Path, rejected_path: str |
     atomic_write_jsonl(kept_path, (p.to_dict() for p in result.kept))
     atomic_write_jsonl(rejected_path, result.rejected)
 
+
+
+def apply_to_run(out_dir: str | Path, result: ProbeResult, exports: Sequence[str] = ()) -> dict[str, Any]:
+    """Fold a probe of ``out_dir/composed.jsonl`` into that ``crl compose`` run (the caller
+    holds its lock): the guessable records leave ``composed.jsonl`` for ``rejected.jsonl``,
+    ``stats.json`` counts them (stage ``probe``, reason ``guessable``, a last funnel row and
+    the probe's summary) and the trainer ``exports`` are rewritten from the kept records.
+    Each file is replaced whole. Returns the updated stats.
+    """
+    import json
+
+    from composition_rl.io.export import export, export_path
+
+    out = Path(out_dir)
+    stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    n = len(result.rejected)
+    old = (out / "rejected.jsonl").read_bytes() if (out / "rejected.jsonl").is_file() else b""
+    with atomic_open(out / "rejected.jsonl", "wb") as f:
+        f.write(old)
+        for row in result.rejected:
+            f.write((json.dumps(row, sort_keys=True) + "\n").encode("utf-8"))
+    atomic_write_jsonl(out / "composed.jsonl", (p.to_dict() for p in result.kept))
+    stats["accepted"] -= n
+    stats["rejected"] += n
+    stats["acceptance"] = round(stats["accepted"] / stats["candidates"], 6) if stats["candidates"] else 0.0
+    by_reason = stats.setdefault("rejected_by_reason", {})
+    by_reason[REASON] = by_reason.get(REASON, 0) + n
+    stats["rejected_by_reason"] = dict(sorted(by_reason.items()))
+    by_stage = stats.setdefault("rejected_by_stage", {})
+    by_stage[STAGE] = by_stage.get(STAGE, 0) + n
+    stats["funnel"] = [r for r in stats.get("funnel", []) if r["stage"] != STAGE] + [
+        {"stage": STAGE, "kept": stats["accepted"]}]
+    stats["probe"] = result.summary
+    atomic_write_json(out / "stats.json", stats)
+    for name in exports:
+        if result.kept:
+            export(result.kept, name, out)
+        else:
+            export_path(out, name).unlink(missing_ok=True)  # an export of records that are gone
+    return stats

@@ -24,19 +24,14 @@ RESUMABLE = True  # the solver's pass rates are appended as they finish
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from composition_rl.backends.rollout import ROLLOUT_BACKENDS, SamplingConfig
     from composition_rl.flags import add_flags
-    from composition_rl.probe import ProbeConfig
+    from composition_rl.probe import BACKEND_HELP, BASE_URL_HELP, MODEL_HELP, ProbeConfig
 
     p.add_argument("--input", required=True, help="a composed set (crl compose's composed.jsonl)")
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     s = p.add_argument_group("solver (the policy being trained, or a stronger model)")
-    s.add_argument("--probe-model", required=True,
-                   help="a .gguf file or a GGUF by name (smollm2, qwen-0.5b, qwen-1.5b), a local model folder, "
-                        "or the served model name with --probe-base-url")
-    s.add_argument("--probe-base-url", action="append", default=[],
-                   help="OpenAI-compatible endpoint (repeat to balance over several); key from $OPENAI_API_KEY")
-    s.add_argument("--probe-backend", choices=["auto", *ROLLOUT_BACKENDS.names()], default="auto",
-                   help="auto: openai with --probe-base-url, llama for a GGUF when llama-cpp-python is installed, "
-                        "else hf")
+    s.add_argument("--probe-model", required=True, help=MODEL_HELP)
+    s.add_argument("--probe-base-url", action="append", default=[], help=BASE_URL_HELP)
+    s.add_argument("--probe-backend", choices=["auto", *ROLLOUT_BACKENDS.names()], default="auto", help=BACKEND_HELP)
     s.add_argument("--concurrency", type=int, default=16, help="parallel requests to an endpoint")
     s.add_argument("--batch-size", type=int, default=16,
                    help="most sequences decoded together (llama: per decode step; hf: per generate call)")
