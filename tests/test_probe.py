@@ -147,13 +147,15 @@ def test_crl_probe_through_an_endpoint(records, tmp_path):
 
     with FakeOpenAIServer(respond) as srv:
         r = crl("probe", "--input", str(inp), "--probe-base-url", srv.url, "--probe-model", "fake-model",
-                "-k", str(K), "--out", str(out), "--no-progress")
+                "-k", str(K), "--out", str(out), "--no-progress", "--keep-responses")
     assert r.returncode == 0, r.stderr
     guessable = {rec.id for rec, c in zip(records, PLAN) if c / K >= 0.5}
     assert f"{len(guessable)} guessable" in r.stdout and "1 without a readable relation kept unprobed" in r.stdout
     assert {row["id"] for row in read_jsonl(out / "rejected.jsonl")} == guessable
     kept = [d["id"] for d in read_jsonl(out / "kept.jsonl")]
     assert kept == [rec.id for rec in [*records, plain] if rec.id not in guessable]
+    # what the solver said is kept for reading: k replies per withheld problem
+    assert all(len(row["responses"]) == K for row in read_jsonl(out / "profile.jsonl"))
 
 
 @pytest.mark.slow

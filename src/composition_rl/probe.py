@@ -24,7 +24,9 @@ kill and a rerun with another solver or other settings into it is refused.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,11 +187,10 @@ def probe_records(
     return ProbeResult(kept, rejected, unprobed, summary)
 
 
-def _counts(values: Iterable[int]) -> dict[str, int]:
-    out: dict[int, int] = {}
-    for v in values:
-        out[v] = out.get(v, 0) + 1
-    return {str(k): out[k] for k in sorted(out)}
+def _counts(values) -> dict[str, int]:
+    """How many records had each number of correct samples, as a JSON object."""
+    c = Counter(values)
+    return {str(k): c[k] for k in sorted(c)}
 
 
 def build_solver(model: str, base_urls: Sequence[str] = (), backend: str = "auto", *, concurrency: int = 16,
@@ -237,8 +238,6 @@ def apply_to_run(out_dir: str | Path, result: ProbeResult, exports: Sequence[str
     the probe's summary) and the trainer ``exports`` are rewritten from the kept records.
     Each file is replaced whole. Returns the updated stats.
     """
-    import json
-
     from composition_rl.io.export import export, export_path
 
     out = Path(out_dir)

@@ -39,6 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="prompts/rollout_<NAME>.txt or a .txt path: the prompt format the policy is trained with")
     s.add_argument("--chunk", type=int, default=32, help="records per generate call and log flush")
     s.add_argument("--verify-timeout", type=float, default=5.0, help="seconds per answer check")
+    s.add_argument("--keep-responses", action="store_true", help="store the solver's replies in profile.jsonl")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     d = p.add_argument_group("probe")
     add_flags(d, ProbeConfig)  # -k, --tau
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         from composition_rl.backends.rollout import SamplingConfig
 
         config = from_flags(ProbeConfig, args, sampling=from_flags(SamplingConfig, args), template=args.template,
-                            chunk=args.chunk)
+                            chunk=args.chunk, keep_responses=args.keep_responses)
     except ValueError as e:
         raise UsageError(str(e)) from None
     out = Path(args.out)
