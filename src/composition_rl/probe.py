@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from composition_rl.backends.rollout import PAPER_SAMPLING, SamplingConfig
+from composition_rl.backends.rollout import MAX_SAMPLES, PAPER_SAMPLING, SamplingConfig
 from composition_rl.compose.spc import find_glue, withheld_note
 from composition_rl.io.files import atomic_open, atomic_write_json, atomic_write_jsonl
 from composition_rl.profile import ProfileConfig, load_profile, profile_problems
@@ -65,7 +65,7 @@ class ProbeConfig:
     """
 
     k: int = field(default=4, metadata={
-        "flag": "-k", "help": "samples per record: 4 gives pass rates 0, 1/4, ..., 1 at a quarter of a GRPO group's cost"})
+        "flag": "-k", "help": "samples per record: 4 gives pass rates in quarters at half the cost of the paper's group of 8"})
     tau: float = field(default=0.5, metadata={
         "help": "reject as guessable at this pass rate or above (0 < tau <= 1): 0.5 is a guess that "
                 "succeeds as often as it fails, where GRPO's group already rewards skipping the first problem"})
@@ -76,8 +76,8 @@ class ProbeConfig:
 
     def __post_init__(self) -> None:
         bad = []
-        if not 1 <= self.k <= 1024:
-            bad.append(f"k={self.k} (must be in [1, 1024])")
+        if not 1 <= self.k <= MAX_SAMPLES:
+            bad.append(f"k={self.k} (must be in [1, {MAX_SAMPLES}])")
         if not 0.0 < self.tau <= 1.0:
             bad.append(f"tau={self.tau} (must be in (0, 1])")
         if bad:
