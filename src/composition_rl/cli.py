@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "run the main job end to end on the built-in default data"),
     "score": ("score", "score responses against gold answers with the bounded verifier"),
     "profile": ("profile", "measure per-prompt pass rates of a policy (solve_all / goldilocks / solve_none)"),
+    "probe": ("probe", "reject composed records a solver answers with the first problem's value withheld (guessable)"),
     "eval": ("evaluate", "evaluate a policy on benchmarks: avg@k, pass@k, compositional analyses"),
     "train": ("train", "GRPO with dynamic sampling and a depth curriculum (TRL)"),
     "reproduce": ("reproduce", "reproduce Fig. 2 and Table 1 at toy scale on CPU: seeds, 95%% intervals, figures"),

@@ -67,6 +67,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_flags(p.add_argument_group("LLM engine (--engine llm|auto); the API key is read from OPENAI_API_KEY only"),
               LLMComposeConfig, prefix="llm_")
+    from composition_rl.backends.rollout import ROLLOUT_BACKENDS
+    from composition_rl.probe import BACKEND_HELP, BASE_URL_HELP, MODEL_HELP
+
+    pr = p.add_argument_group("solver probe (opt-in; crl probe does the same on an existing composed set)")
+    pr.add_argument("--probe-model", help="reject the records this solver answers with the first problem's value "
+                    "withheld, as guessable (OUT/probe holds its pass rates): " + MODEL_HELP)
+    pr.add_argument("--probe-base-url", action="append", default=[], help=BASE_URL_HELP)
+    pr.add_argument("--probe-backend", choices=["auto", *ROLLOUT_BACKENDS.names()], default="auto", help=BACKEND_HELP)
+    pr.add_argument("--probe-k", type=int, default=4, help="samples per record (crl probe -k)")
+    pr.add_argument("--probe-tau", type=float, default=0.5, help="reject at this pass rate or above (crl probe --tau)")
+    pr.add_argument("--probe-max-tokens", type=int, default=4096, help="most new tokens per sample")
 
 
 def llm_config_from_args(args: argparse.Namespace):
@@ -242,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
 
         for e in exports:
             EXPORTERS.get(e)
+        probe_config = _probe_config(args)
         llm_kw: dict[str, Any] = {}
         if is_resumable(args.engine):  # an engine with a model behind it
             llm_kw["llm_config"] = llm_config_from_args(args)
@@ -287,6 +299,8 @@ def run(args: argparse.Namespace) -> int:
     except EndpointDown as e:
         print(f"crl compose: error: {e}", file=sys.stderr)
         return 1
+    if args.probe_model and stats["accepted"] and not stats.get("kept_previous"):
+        stats = _probe(args, out, exports, probe_config)
     empty = _empty_outcome(stats, len(problems), config.depth)
     if empty:
         print_summary(stats, out, [], time.perf_counter() - t0)
@@ -298,6 +312,44 @@ def run(args: argparse.Namespace) -> int:
 
     print_summary(stats, out, [export_path(out, e) for e in exports], time.perf_counter() - t0)
     return 0
+
+
+def _probe_config(args: argparse.Namespace):
+    """The probe's settings, checked before any composing (None without ``--probe-model``)."""
+    if not args.probe_model:
+        if args.probe_base_url:
+            raise ValueError("--probe-base-url needs --probe-model NAME (the served solver's name)")
+        return None
+    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.probe import ProbeConfig
+
+    return ProbeConfig(k=args.probe_k, tau=args.probe_tau, sampling=SamplingConfig(max_tokens=args.probe_max_tokens))
+
+
+def _probe(args: argparse.Namespace, out: Path, exports: list[str], config) -> dict[str, Any]:
+    """The solver probe over the run just written, folded into it under the run's lock."""
+    from composition_rl.compose.run import lock_output
+    from composition_rl.io.readers import ReaderConfig, load_problems
+    from composition_rl.io.runs import run_identity
+    from composition_rl.probe import apply_to_run, build_solver, probe_records
+    from composition_rl.profile import RunMismatch
+    from composition_rl.verify import VerifyConfig, shared_verifier
+
+    try:
+        solver = build_solver(args.probe_model, args.probe_base_url, args.probe_backend)
+    except (ImportError, ValueError) as e:
+        raise UsageError(f"--probe-model {args.probe_model}: {e}") from None
+    try:
+        with lock_output(out):
+            records = load_problems(str(out / "composed.jsonl"), ReaderConfig()).problems
+            result = probe_records(records, solver, shared_verifier(VerifyConfig()), out / "probe", config,
+                                   progress=not args.no_progress,
+                                   identity=run_identity(model=args.probe_model, backend=solver.name, command="probe"))
+            return apply_to_run(out, result, exports)
+    except RunMismatch as e:
+        raise UsageError(f"{e} (the solver's pass rates are kept in {out / 'probe'})") from None
+    finally:
+        solver.close()
 
 
 def _empty_outcome(stats: dict[str, Any], n_problems: int, depth: int) -> str | None:

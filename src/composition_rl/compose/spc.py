@@ -35,6 +35,7 @@ __all__ = [
     "join",
     "relation_sentence",
     "variable_token",
+    "withheld_note",
 ]
 
 # Sub-step 1 phrasings; {unit} is "" or a parenthesised unit note.
@@ -159,6 +160,14 @@ def definition_glue(x: str, y: str, definition: str, d_abs_latex: str, direction
     """The glue paragraph with a free-text definition of X (the LLM engine's: "the number of
     red marbles in the problem above"), read back by ``find_glue(..., free_definition=True)``."""
     return f"Let ${x}$ be {definition}. {relation_sentence(x, y, d_abs_latex, direction)}"
+
+
+def withheld_note(token: str) -> str:
+    """The sentence put before a later problem asked alone, its variable's value withheld (the
+    solver probe, and check 5's blind call): the variable stays, as an unknown. ``token`` is
+    the variable as the sentence writes it (``$Y$`` in prose, ``Y`` where the caller's text
+    writes it bare)."""
+    return f"Here {token} stands for a number whose value is not given."
 
 
 def join(q1_text: str, glue: str, rest: str) -> str:

@@ -333,8 +333,7 @@ class LLMComposer:
         if self.config.dependence == "blind":
             used = symbols_used(later.question)
             y = next((n for n in VARIABLE_NAMES if n not in used), "Y")
-            note = f"Here {y} stands for a number whose value is not given."
-            at_blind = await self._solve(f"{note}\n\n{_fill(later.question, places, literal, y)}", usage)
+            at_blind = await self._solve(f"{spc.withheld_note(y)}\n\n{_fill(later.question, places, literal, y)}", usage)
             if isinstance(at_blind, Rejection):
                 return at_blind
             if at_blind is not None and _same_answer(at_blind, later.answers):
