@@ -6,9 +6,9 @@ or, with ``--preset real-cpu``, where the time of a real model's GRPO step goes.
     .venv/bin/python benchmarks/train_step.py --preset real-cpu --metrics RUN/metrics.jsonl   # a finished run
 
 ``--preset real-cpu`` runs ``crl train --config real-cpu`` (SmolLM2-135M-Instruct from its
-GGUF, 4 prompts x 4 completions of at most 64 tokens, dynamic sampling) for ``--steps``
-steps and prints, per step, the wall seconds, the seconds spent generating and scoring
-(every dynamic-sampling round), the rest (the policy's log-probabilities, the loss, the
+GGUF, 4 prompts x 4 completions of at most 96 tokens, dynamic sampling) for ``--steps``
+steps and prints, per step, the wall seconds, the seconds spent generating and those spent
+scoring (every dynamic-sampling round), the rest (the policy's log-probabilities, the loss, the
 backward pass and the optimizer step: "update"), the completions generated and their mean
 length; then the means over the steps after the first, and the model's load time.
 
@@ -122,12 +122,13 @@ def real_preset(args) -> int:
     g = cfg.grpo
     print(f"preset {args.preset}: model {cfg.model}, {g.prompts_per_step} prompts x {g.num_generations} "
           f"completions, at most {g.max_completion_length} tokens, torch threads {cfg.torch_threads}")
-    print(f"{'step':>4s} {'s/step':>7s} {'generate':>9s} {'update':>7s} {'rounds':>6s} {'completions':>11s} "
-          f"{'mean len':>8s} {'reward':>6s}")
+    print(f"{'step':>4s} {'s/step':>7s} {'generate':>9s} {'reward':>7s} {'update':>7s} {'rounds':>6s} "
+          f"{'completions':>11s} {'mean len':>8s} {'mean reward':>11s}")
     for r in rows:
-        print(f"{r['step']:4d} {r['step_seconds']:7.1f} {r['gen_seconds']:9.1f} {r['step_seconds'] - r['gen_seconds']:7.1f} "
-              f"{r['rounds']:6d} {r['generated']:11d} {r['response_length']:8.1f} "
-              f"{r['reward_mean']:6.2f}")
+        score_s = r.get("reward_seconds", 0.0)  # older runs' metrics fold scoring into gen_seconds
+        print(f"{r['step']:4d} {r['step_seconds']:7.1f} {r['gen_seconds'] - score_s:9.1f} {score_s:7.1f} "
+              f"{r['step_seconds'] - r['gen_seconds']:7.1f} {r['rounds']:6d} {r['generated']:11d} "
+              f"{r['response_length']:8.1f} {r['reward_mean']:11.2f}")
     later = rows[1:] or rows
     mean = {k: sum(r[k] for r in later) / len(later) for k in ("step_seconds", "gen_seconds")}
     steps_s = sum(r["step_seconds"] for r in rows)

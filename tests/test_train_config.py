@@ -71,3 +71,26 @@ def test_grpo_settings_pass_through_to_trl_by_name(tmp_path):
     args = _grpo_args(cfg, 9)
     assert (args.epsilon_high, args.warmup_steps, args.max_grad_norm, args.top_k, args.max_steps) == (0.31, 3, 0.5, 7, 9)
     assert args.per_device_train_batch_size == cfg.grpo.prompts_per_step * cfg.grpo.num_generations
+
+
+# SmolLM2-135M-Instruct's own endings, sampled while choosing the real-cpu task (docs/training.md):
+# right answers, unboxed or with the box left empty
+UNBOXED = [
+    ("To add 6 and 10, we need to add their individual components. Adding 6 and 10 results in 16. "
+     "So, our final answer is 16.", "16"),
+    ("1 + 5 = 6\n\nJustification: The answer is 6.", "6"),
+    ("7 + 5 = 12, so the answer is \\boxed{}. The answer is 12.", "12"),
+]
+
+
+def test_the_reward_reads_unboxed_prose_endings_only_when_the_config_asks():
+    from composition_rl.train.reward import VerifierReward
+
+    completions, answers = [c for c, _ in UNBOXED], [[a] for _, a in UNBOXED]
+    boxed_only = TrainConfig.from_dict({**BASE, "verify_workers": 1}).validate()
+    prose = TrainConfig.from_dict({**BASE, "verify_workers": 1, "verify_fallbacks": ["prose"]}).validate()
+    assert boxed_only.verify_config().fallbacks == ("answer_line",)
+    assert VerifierReward(config=boxed_only.verify_config())(None, completions, answers=answers) == [0.0, 0.0, 0.0]
+    assert VerifierReward(config=prose.verify_config())(None, completions, answers=answers) == [1.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match=r"unknown answer fallback\(s\) \['words'\]; known: .*'prose'"):
+        TrainConfig.from_dict({**BASE, "verify_fallbacks": ["words"]}).validate()

@@ -97,6 +97,8 @@ def test_metrics_have_the_required_fields_every_step(trained):
             assert k in r, (k, r)
         assert abs(r["solve_all"] + r["solve_none"] + r["informative"] - 1.0) < 1e-9
         assert r["response_length"] > 0
+        # where the step's time went: scoring is part of every round's generate-and-score time
+        assert 0 < r["reward_seconds"] < r["gen_seconds"] < r["step_seconds"]
         assert str(r["depth"]) in r["per_depth"]
         assert sum(d["groups"] for d in r["per_depth"].values()) == r["groups"]
     pass_rates = list(read_jsonl(trained["out"] / "pass_rates.jsonl"))

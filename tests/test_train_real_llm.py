@@ -23,9 +23,11 @@ pytestmark = [pytest.mark.real_llm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 #: a deadline against a hang, not a speed check. On the 2 shared cores: converting the GGUF
-#: took 358 s at load average 20-400 (once per machine, then cached); the 2-step run took
-#: 9 min 13 s at load average 7-17 (steps of 279 s and 204 s), this test 8 min 5 s once and
-#: over 900 s once
+#: took 358 s at load average 20-400 (once per machine, then cached); with the first preset
+#: (64 tokens, temperature 1.0) the 2-step run took 9 min 13 s at load average 7-17 (steps of
+#: 279 s and 204 s), this test 8 min 5 s once and over 900 s once. The present preset (96
+#: tokens) has not been timed to the end here: one step ran over 8 minutes at load average
+#: 10-12 beside four other jobs; an idle 2-core machine should take about 2 minutes a step
 RUN_LIMIT_S = 1500
 
 
@@ -48,14 +50,15 @@ def test_two_real_cpu_steps_then_another_model_is_refused(tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [1, 2]
     for row in rows:
-        assert row["stage"] == "depth1" and row["generated"] >= 16 and 0 < row["response_length"] <= 64
+        assert row["stage"] == "depth1" and row["generated"] >= 16 and 0 < row["response_length"] <= 96
         assert row["solve_all"] + row["solve_none"] + row["informative"] == pytest.approx(1.0)
     groups = [json.loads(line) for line in (out / "pass_rates.jsonl").read_text().splitlines()]
     assert len(groups) >= 8 and {g["step"] for g in groups} == {1, 2}
-    # completions stop at SmolLM2's end of turn (<|im_end|>): on a mean, before the 64-token cap
-    assert min(row["response_length"] for row in rows) < 64
+    # completions stop at SmolLM2's end of turn (<|im_end|>): on a mean, before the 96-token cap
+    assert min(row["response_length"] for row in rows) < 96
     run = json.loads((out / "run.json").read_text())
     assert run["model"] == "Smollm2 135M 8k Lc100K Mix1 Ep2 (GGUF sha256 b179c9523d0e6a0f)"
+    assert run["reward_fallbacks"] == ["prose"]  # the preset's reward reads SmolLM2's unboxed endings
     tok = json.loads((out / "final" / "tokenizer_config.json").read_text())
     assert tok["eos_token"] == "<|im_end|>" and "<|im_start|>assistant" in (out / "final" / "chat_template.jinja").read_text()
     print(f"\n[real-cpu, 2 steps] {[{k: row[k] for k in ('reward_mean', 'informative', 'step_seconds', 'gen_seconds', 'response_length')} for row in rows]}")

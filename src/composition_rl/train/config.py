@@ -27,10 +27,13 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from composition_rl.train.curriculum import check_budget
 from composition_rl.train.skip import SkipConfig
+
+if TYPE_CHECKING:
+    from composition_rl.verify import VerifyConfig
 
 __all__ = [
     "CurriculumConfig",
@@ -260,6 +263,12 @@ class TrainConfig:
         seed: seeds TRL, prompt order and sampling.
         save_steps: checkpoint every N steps (0: only at the end).
         verify_timeout_s, verify_workers: the answer verifier (composition_rl.verify).
+        verify_fallbacks: how the reward reads a completion with no ``\\boxed{}``: names of
+            ``composition_rl.verify.extract.FALLBACKS``, tried in order (None: the verifier's
+            default, an ``Answer: X`` line). ``[prose]`` also reads "The answer is X" and the
+            other common unboxed endings, for a small chat model that answers in words and
+            leaves the box empty; the answer is still checked against the gold, but the policy
+            is then never pushed to box it (docs/training.md).
         progress: rich progress bar with the step metrics.
         plot: write solve_rates.png at the end.
         torch_threads: ``torch.set_num_threads`` for the run (None: torch's default). Tiny
@@ -284,6 +293,7 @@ class TrainConfig:
     save_total_limit: int = 2
     verify_timeout_s: float = 5.0
     verify_workers: int | None = 1
+    verify_fallbacks: list[str] | None = None
     progress: bool = True
     plot: bool = True
     torch_threads: int | None = None
@@ -311,7 +321,15 @@ class TrainConfig:
                                  f"later depths itself), got {[s.name for s in self.stages]}")
         if self.save_steps < 0:
             raise ValueError(f"save_steps must be >= 0, got {self.save_steps}")
+        self.verify_config()  # an unknown fallback name fails here, listing the known ones
         return self
+
+    def verify_config(self) -> VerifyConfig:
+        """The reward's :class:`composition_rl.verify.VerifyConfig`."""
+        from composition_rl.verify import VerifyConfig
+
+        kw = {} if self.verify_fallbacks is None else {"fallbacks": tuple(self.verify_fallbacks)}
+        return VerifyConfig(timeout_s=self.verify_timeout_s, workers=self.verify_workers, **kw)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], base_dir: str | Path | None = None) -> TrainConfig:

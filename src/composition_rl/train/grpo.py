@@ -259,7 +259,8 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
             cur = run.curriculum
             stage = cur.stage
             step = state.global_step
-            seconds = {"step_seconds": time.perf_counter() - self.t_step, "gen_seconds": trainer.crl_gen_seconds}
+            seconds = {"step_seconds": time.perf_counter() - self.t_step, "gen_seconds": trainer.crl_gen_seconds,
+                       "reward_seconds": trainer.crl_reward_seconds}
             row = step_row(step, stage.name, stage.depth, sample, seconds)
             if run.online is not None:
                 _observe_online(run, step, sample, row)
@@ -352,7 +353,8 @@ def run_training(
     # other GRPO settings would report one run's training as another's
     ident = run_identity(model=cfg.model, inputs={f"stage {st.name}": st.data for st in cfg.stages if st.data},
                          seed=cfg.seed, grpo=asdict(cfg.grpo),
-                         dynamic_sampling=asdict(cfg.dynamic_sampling), instruction=cfg.instruction, command="train")
+                         dynamic_sampling=asdict(cfg.dynamic_sampling), instruction=cfg.instruction, command="train",
+                         reward_fallbacks=cfg.verify_fallbacks)
     # a folder with metrics but no checkpoint (save_steps: 0) still holds a run: starting it
     # over with another model would replace that run's logs; --fresh says to
     logged = bool(resume) and (out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").stat().st_size > 0
@@ -397,7 +399,7 @@ def run_training(
         raise ValueError(f"model {cfg.model!r}: cannot load it ({first}); give a local model folder "
                          "(`crl tiny-model --out runs/tiny` builds a small one)") from None
     args = _grpo_args(cfg, run.curriculum.max_total_steps)
-    reward = VerifierReward(timeout_s=cfg.verify_timeout_s, workers=cfg.verify_workers)
+    reward = VerifierReward(config=cfg.verify_config())
     sampler = DynamicSampler(cfg.dynamic_sampling, cfg.grpo.num_generations,
                              on_round=run.observe_round if run.watches_rounds else None)
     trainer_ref: list = []

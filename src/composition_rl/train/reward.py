@@ -11,6 +11,7 @@ outcomes of the call, which the dynamic sampler reads to classify groups.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from composition_rl.verify import VerifyConfig, shared_verifier
@@ -33,17 +34,20 @@ class VerifierReward:
 
     __name__ = "verifier"  # TRL names reward columns after the function
 
-    def __init__(self, timeout_s: float = 5.0, workers: int | None = 1) -> None:
-        self.config = VerifyConfig(timeout_s=timeout_s, workers=workers)
+    def __init__(self, timeout_s: float = 5.0, workers: int | None = 1, config: VerifyConfig | None = None) -> None:
+        self.config = config if config is not None else VerifyConfig(timeout_s=timeout_s, workers=workers)
         self.last_scores: list[float] = []
         self.last_outcomes: list[str] = []
+        self.last_seconds = 0.0  # wall time of the last call, so a step can tell scoring from generating
 
     def __call__(self, prompts, completions, **columns: Any) -> list[float]:
         golds = answers_from_columns(columns, len(completions))
         missing = [i for i, g in enumerate(golds) if not g]
         if missing:
             raise ValueError(f"rows {missing[:5]} have no accepted answer in 'answers' or 'answer'")
+        t0 = time.perf_counter()
         results = score_completions(completions, golds, shared_verifier(self.config))
+        self.last_seconds = time.perf_counter() - t0
         self.last_scores = [float(r.score) for r in results]
         self.last_outcomes = [r.outcome.value for r in results]
         return list(self.last_scores)

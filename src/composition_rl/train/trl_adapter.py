@@ -143,7 +143,8 @@ class DynamicSamplingGRPOTrainer(GRPOTrainer):
         Everything else goes to ``GRPOTrainer``.
 
     After each step, :attr:`crl_last` holds the :class:`StepSample` of that step and
-    :attr:`crl_gen_seconds` the time spent generating and scoring it.
+    :attr:`crl_gen_seconds` the time spent generating and scoring it, of which
+    :attr:`crl_reward_seconds` scoring.
     """
 
     def __init__(self, *args, crl_sampler: DynamicSampler, crl_draw: Callable[[int], list[dict]],
@@ -159,6 +160,7 @@ class DynamicSamplingGRPOTrainer(GRPOTrainer):
         self.crl_reward = crl_reward
         self.crl_last: StepSample | None = None
         self.crl_gen_seconds = 0.0
+        self.crl_reward_seconds = 0.0
 
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:
@@ -166,9 +168,12 @@ class DynamicSamplingGRPOTrainer(GRPOTrainer):
         G = self.num_generations
         need = len(inputs) // G
         base = super()._generate_and_score_completions
+        reward_seconds = 0.0
 
         def generate(rows: list[dict]) -> tuple[dict[str, Any], list[float], list[int]]:
+            nonlocal reward_seconds
             batch = base(rows)
+            reward_seconds += self.crl_reward.last_seconds
             check_batch_keys(batch)
             scores = list(self.crl_reward.last_scores)
             lengths = batch["completion_mask"].sum(dim=1).tolist()
@@ -181,4 +186,5 @@ class DynamicSamplingGRPOTrainer(GRPOTrainer):
             raise RuntimeError(f"assembled {batch['completion_ids'].shape[0]} rows, TRL expects {len(inputs)}")
         self.crl_last = sample
         self.crl_gen_seconds = time.perf_counter() - t0
+        self.crl_reward_seconds = reward_seconds
         return batch
