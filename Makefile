@@ -65,7 +65,7 @@ test-verl: $(VERL_STAMP)
 
 # .venv-llm: llama-cpp-python[server] (compiled once per machine for a portable x86-64 target,
 # kept in ~/.cache/composition-rl/wheels) and the smollm2 model file.
-$(LLM_STAMP): scripts/serve_real_llm.sh
+$(LLM_STAMP): scripts/serve_real_llm.sh scripts/llama_cpp_slim.cmake
 	bash scripts/serve_real_llm.sh --setup
 
 # crl's in-process `llama` backend in the main venv: the same portable build as .venv-llm's
