@@ -10,7 +10,7 @@ CHROMIUM_STAMP := $(VENV)/.chromium
 CONSTRAINTS := constraints/ci.txt
 OUT ?= runs/demo
 
-.PHONY: setup verl-env demo test test-main test-fast test-verl test-real-llm real-llm-report lint clean
+.PHONY: setup verl-env llm-env demo test test-main test-fast test-verl test-real-llm real-llm-report lint clean
 
 # pyproject.toml gives users ranges; CI installs the exact versions of constraints/ci.txt.
 $(STAMP): pyproject.toml $(CONSTRAINTS)
@@ -65,8 +65,11 @@ test-verl: $(VERL_STAMP)
 
 # .venv-llm: llama-cpp-python[server] (compiled once per machine for a portable x86-64 target,
 # kept in ~/.cache/composition-rl/wheels) and the smollm2 model file.
-$(LLM_STAMP): scripts/serve_real_llm.sh
+$(LLM_STAMP): scripts/serve_real_llm.sh scripts/llama_cpp_slim.cmake
 	bash scripts/serve_real_llm.sh --setup
+
+# .venv-llm alone, as test-real-llm sets it up (.ci/run builds it beside the main suite)
+llm-env: $(LLM_STAMP)
 
 # crl's in-process `llama` backend in the main venv: the same portable build as .venv-llm's
 $(LLAMA_STAMP): $(LLM_STAMP) | $(STAMP)

@@ -40,6 +40,9 @@ LLAMA_CPP_VERSION=0.3.36
 # The portable target. LLAVA_BUILD=OFF: the multimodal library is not used here (it is
 # loaded only for image chat formats) and is a third of the compile.
 LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF"
+# Nor is llama.cpp's `common` library (the bindings never load it); this file turns it off
+# inside llama.cpp, where llama-cpp-python's forced setting cannot be overridden by a -D.
+SLIM_CMAKE=scripts/llama_cpp_slim.cmake
 WHEEL_CACHE=${CRL_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/composition-rl/wheels}
 MODEL_NAME=smollm2
 MODELS_PY=scripts/real_llm_models.py
@@ -86,13 +89,13 @@ install_llama_cpp() {
     wheel=$(ls "$dir"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl 2>/dev/null | head -n 1 || true)
     if [ -z "$wheel" ]; then
         echo "serve_real_llm: compiling llama-cpp-python $LLAMA_CPP_VERSION (portable: $LLAMA_CMAKE_ARGS);" \
-            "about 10 min on 2 cores, once per machine" >&2
+            "about 5 min on 2 idle cores, once per machine" >&2
         t0=$(date +%s)
         mkdir -p "$dir"
         local tmp
         tmp=$(mktemp -d "$dir.tmp.XXXXXX")
         # --no-cache-dir: never take (nor leave) a wheel in pip's cache, which ignores CMAKE_ARGS
-        CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
+        CMAKE_ARGS="$LLAMA_CMAKE_ARGS -DCMAKE_PROJECT_llama.cpp_INCLUDE=$PWD/$SLIM_CMAKE" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
             "$VENV/bin/pip" wheel -q --no-cache-dir --no-deps --no-binary llama-cpp-python \
             -w "$tmp" "llama-cpp-python==$LLAMA_CPP_VERSION"
         mv "$tmp"/llama_cpp_python-*.whl "$dir"/
@@ -110,7 +113,8 @@ cached_wheel() {
 }
 
 build_key() {
-    printf '%s\n%s\n' "$LLAMA_CPP_VERSION" "$LLAMA_CMAKE_ARGS" | sha256sum | cut -c1-16
+    # the include file by its content, not its path: the same key in every clone
+    { printf '%s\n%s\n' "$LLAMA_CPP_VERSION" "$LLAMA_CMAKE_ARGS"; cat "$SLIM_CMAKE"; } | sha256sum | cut -c1-16
 }
 
 setup() {

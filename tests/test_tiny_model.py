@@ -26,6 +26,11 @@ def built(pytestconfig):
     return tiny_policy_dir(pytestconfig)
 
 
+# The tests that take `built` train the tiny policy (150 SFT steps; the longest test of the
+# fast suite by far) unless pytest's cache holds it: slow on a fresh clone. The slow training tests build
+# the same cached policy, so `make test` trains it once either way.
+
+
 def test_tokenizer_survives_save_and_reload_as_qwen2(tmp_path):
     from transformers import AutoTokenizer
 
@@ -55,6 +60,7 @@ def test_roundtrip_check_catches_a_different_pre_tokenizer(tmp_path):
         check_tokenizer_roundtrip(tok, tmp_path, ["Y=X-82."])
 
 
+@pytest.mark.slow
 def test_built_model_is_a_small_qwen2_with_a_chat_template_and_nonzero_accuracy(built):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -70,6 +76,7 @@ def test_built_model_is_a_small_qwen2_with_a_chat_template_and_nonzero_accuracy(
     assert tok.eos_token == "<|im_end|>" and model.generation_config.eos_token_id == tok.eos_token_id
 
 
+@pytest.mark.slow
 def test_a_second_build_with_the_same_config_is_reused(built):
     t0 = time.perf_counter()
     assert build_tiny_model(built, TinyModelConfig(**TEST_MODEL_CONFIG), progress=False) == built

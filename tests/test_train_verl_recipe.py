@@ -13,6 +13,11 @@ from cli_run import crl, one_error_line
 from composition_rl.cli import main
 from composition_rl.integrations.verl_recipe import PAPER
 
+# The interpreter named and not checked: without --python the command looks for verl in
+# ./.venv-verl (seconds to import), so these tests would run differently where it exists.
+# Choosing the interpreter is tested with --python below and in tests/verl.
+NO_PROBE = ("--python", "python3", "--no-python-check")
+
 
 def _stages(tmp_path, depths=(1, 2)):
     from composition_rl.io.export import export
@@ -78,10 +83,10 @@ def test_missing_stage_file_is_a_usage_error(tmp_path, capsys):
 def test_stage_depths_come_from_the_data(tmp_path, capsys):
     stages = _stages(tmp_path, depths=(2, 3))
     out = tmp_path / "r"
-    assert main(["verl-recipe", "--stages", *stages, "--model", "m", "--out", str(out), "--no-python-check"]) == 0
+    assert main(["verl-recipe", "--stages", *stages, "--model", "m", "--out", str(out), *NO_PROBE]) == 0
     recipe = json.loads((out / "recipe.json").read_text())
     assert [(s["name"], s["depth"]) for s in recipe["config"]["stages"]] == [("depth2", 2), ("depth3", 3)]
-    assert main(["verl-recipe", "--stages", *stages, "--model", "m", "--out", str(out), "--no-python-check",
+    assert main(["verl-recipe", "--stages", *stages, "--model", "m", "--out", str(out), *NO_PROBE,
                  "--depths", "1", "2"]) == 2
     assert "--depths says 1, but" in capsys.readouterr().err
 
@@ -91,7 +96,7 @@ def test_online_recipe_swaps_in_our_dataset_and_replay_buffer(tmp_path, capsys):
 
     (d1,) = _stages(tmp_path, depths=(1,))
     out = tmp_path / "online"
-    assert main(["verl-recipe", "--stages", d1, "--model", "m", "--out", str(out), "--no-python-check",
+    assert main(["verl-recipe", "--stages", d1, "--model", "m", "--out", str(out), *NO_PROBE,
                  "--online", "k=2", "max_depth=4", "low_weight=0.05"]) == 0
     words = shlex.split((out / "stage_1.sh").read_text().replace("\\\n", " "), comments=True)
     ov = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
@@ -132,7 +137,7 @@ def stages(math300, tmp_path_factory):
 
 def test_verl_recipe_reads_stage_depths_from_the_data(stages, tmp_path):
     r = crl("verl-recipe", "--stages", str(stages / "d2" / "verl.parquet"), "--model", "m", "--out",
-            str(tmp_path / "r"), "--no-python-check")
+            str(tmp_path / "r"), *NO_PROBE)
     assert r.returncode == 0, r.stderr
     assert "Stage 1 of 1: depth 2" in (tmp_path / "r" / "stage_1.sh").read_text()
 
