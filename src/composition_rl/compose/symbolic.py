@@ -129,7 +129,7 @@ def _bucket(lead: _Lead, v2: Fraction) -> tuple[str, str]:
 _DISTINCT_POOL = 64
 
 
-def _choice_hash(seed: int, candidate_id: str, link: int) -> int:
+def choice_hash(seed: int, candidate_id: str, link: int) -> int:
     """A stable 64-bit number per (seed, candidate, link): all choices derive from it."""
     return int.from_bytes(hashlib.blake2b(f"{seed}:{candidate_id}:{link}".encode(), digest_size=8).digest(), "big")
 
@@ -376,7 +376,7 @@ class SymbolicComposer:
             self._needing[(k, later.id)] = needing
         rank = ranks[drawn[k].id]
         place = needing.index(rank) if rank in needing else len(needing) + rank  # past the needing ones
-        return _choice_hash(self.seed, rest, k), place
+        return choice_hash(self.seed, rest, k), place
 
     def _partner(self, k: int, chain: Sequence[Problem], safe, h: int,
                  drawn: Sequence[Problem] = (), top=()) -> Problem | None:
@@ -587,7 +587,7 @@ class SymbolicComposer:
         deps = []
         risks = []
         for k in reversed(range(K - 1)):
-            h = _choice_hash(self.seed, candidate_id, k)
+            h = choice_hash(self.seed, candidate_id, k)
             lead = leads[k]
             picked = self.choose(lead, tops[k], h, chain[k + 1])
             if picked is None:
