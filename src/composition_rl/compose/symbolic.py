@@ -92,6 +92,13 @@ def _offset_str(lead: _Lead, v2: Fraction) -> str:
     return lead.r_str if c == 0 else f"{lead.r_str} + ({_frac_str(c)})"
 
 
+def _fractional(lead: _Lead, c: Constant) -> bool:
+    """Whether the link of ``lead`` and ``c`` states a fractional offset: one built to cancel
+    a fraction ("$Y$ is $\\frac{49}{5}$ less than $X$" to reach 0.2, or from a fractional
+    v1), which readers of both halves of a blind audit found unnatural."""
+    return not lead.r_str and (lead.parts[0] - c.value).denominator != 1
+
+
 def _v1_str(v: sympy.Expr) -> str:
     return f"{v.p}" if v.is_Integer else f"{v.p}/{v.q}" if v.is_Rational else sympy.sstr(v)
 
@@ -371,7 +378,7 @@ class SymbolicComposer:
                 if lead is None:
                     continue
                 picked = self.choose(lead, top, 0, later)
-                if picked is None or (picked[0].risk and plain):
+                if picked is None or ((picked[0].risk or (self.natural.prefer_integer and _fractional(lead, picked[0]))) and plain):
                     needing.append(r)
             self._needing[(k, later.id)] = needing
         rank = ranks[drawn[k].id]
@@ -603,11 +610,12 @@ class SymbolicComposer:
                 return Rejection("constant", "unnatural_offset", f"position {k + 2}: no constant of {chain[k + 1].id} "
                                  f"gives an offset from v1 = {lead.latex} within the naturalness limits")
             c, dep = picked
-            if c.risk and k in self.partners and swaps < K - 1:
-                # a constant with a risk only as a last resort: another partner whose
-                # answer gives an integer offset to an integer constant without one comes first
-                # (choose ranks the offset's kind before the risk, so a decimal constant would
-                # not win over the risky one); a chain the partner cannot complete (at depth 3
+            if (c.risk or (self.natural.prefer_integer and _fractional(lead, c))) and k in self.partners and swaps < K - 1:
+                # a constant with a risk, or a fractional offset (choose takes one only when no
+                # constant gives this q1 a whole offset), only as a last resort: another partner
+                # whose answer gives an integer offset to an integer constant without a risk
+                # comes first (choose ranks the offset's kind before the risk, so a decimal
+                # constant would not win over the risky one); a chain the partner cannot complete (at depth 3
                 # the partner is also the problem before it, and may have no safe constant)
                 # keeps its drawn q1 and the risky constant, as before
                 plain = self._plain(chain[k + 1], tops[k])
