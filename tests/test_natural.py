@@ -51,8 +51,9 @@ def test_the_minerva_rows_it_excludes():
 def test_a_fractional_offset_gives_way_to_a_partner_with_a_whole_one():
     """"$Y$ is $\\frac{9}{2}$ more than $X$", built to cancel q1's fraction, read unnaturally in
     both halves of a blind audit: when no constant gives the drawn q1 a whole offset, a reserve
-    partner whose answer does comes first; without one, or when the later problem has only a
-    decimal constant (no partner can give a whole offset to it), the fraction stays."""
+    partner whose answer gives the same constant one within --small-offset comes first;
+    without one, or for a decimal constant (no integer partner gives it a whole offset), the
+    fraction stays."""
     from composition_rl.compose.checks import run_checks
     from composition_rl.compose.symbolic import SymbolicComposer
     from composition_rl.records import Problem
@@ -70,3 +71,7 @@ def test_a_fractional_offset_gives_way_to_a_partner_with_a_whole_one():
     assert SymbolicComposer.link_stats(eng.take_tally())["partners"]["swapped"] == 1
     kept = eng.compose((half, rod), "a")
     assert kept.parents[0] == half.id and kept.links[0].d_expr == "33/10"
+    # a whole offset within --small-offset only: "$Y$ is $33$ less than $X$" is no better
+    eng = SymbolicComposer()
+    eng.partners[0] = reserve[1:]
+    assert eng.compose((half, rect), "a").parents[0] == half.id

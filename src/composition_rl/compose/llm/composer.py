@@ -258,6 +258,13 @@ class LLMComposer:
         if not safe:
             return await self._place(d, usage)
         picked = self.finder.choose(lead, safe, h, later)
+        if picked is None and all(self.finder.dependence(later, c) == "independent" for _, c, _ in safe):
+            # every constant is one the answer does not depend on: proved by exact reading, or
+            # set aside on the model's word by the auto engine (which shares this finder)
+            proved = all(decide(later.question, tuple(sorted((c.offset, *(o for o, _ in c.also)))), c.literal)
+                         == "independent" for _, c, _ in safe)
+            return Rejection("check5_dependence", "independent" if proved else "independent_model",
+                             f"the answer of {later.id} depends on none of its constants")
         if picked is None:
             # the later problem has constants, but none gives this v1 an offset the naturalness
             # limits allow ("$Y$ is $\\sqrt{2} - 3$ less than $X$"): a constant the model placed
