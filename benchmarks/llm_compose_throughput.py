@@ -101,6 +101,7 @@ def main() -> int:
         concurrency=args.concurrency,
         timeout_s=30,
         cache=cache_path,
+        plan="model",  # one proposal per link, as measured in docs/llm_engine.md (the program plan calls far less)
     )
     try:
         # warm-up: imports, connections
@@ -112,7 +113,7 @@ def main() -> int:
         )
         # warm-up pass (untimed, no cache): the scripted model answers each prompt once
         warm = LLMComposeConfig(
-            base_urls=(url,), model="fake-model", concurrency=args.concurrency, no_cache=True
+            base_urls=(url,), model="fake-model", concurrency=args.concurrency, no_cache=True, plan="model"
         )
         run_compose(problems, cc, Path(tmp_root.name) / "warm", llm_config=warm, progress=False)
         t0 = time.perf_counter()

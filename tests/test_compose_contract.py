@@ -134,7 +134,8 @@ def test_llm_engine_writes_the_variable_bare_inside_a_math_environment():
                      "equations: \\begin{align*}\ny &=|2x + 5|, \\\\\ny &= -|3x - 2|\n\\end{align*}", "0",
                      source="math_train")
     with FakeOpenAIServer(good_composer) as srv:
-        engine = build_engine(ComposeConfig(engine="llm"), llm_config=LLMComposeConfig(model="fake-model"),
+        # the model plan: the scripted model picks the 5 of |2x + 5| (the program plan takes the 3)
+        engine = build_engine(ComposeConfig(engine="llm"), llm_config=LLMComposeConfig(model="fake-model", plan="model"),
                               backend=OpenAIChat([srv.url], "fake-model"))
         rec = engine.compose((q1, q2), "c0")
     assert isinstance(rec, Problem), rec

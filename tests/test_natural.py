@@ -46,3 +46,32 @@ def test_the_minerva_rows_it_excludes():
            if rounded_integer([a.strip() for a in r["answer"]] if isinstance(r["answer"], list) else [r["answer"]],
                               r["problem"], r["solution"])]
     assert out == [24, 52, 120, 146, 152, 151, 192, 225, 224, 241]
+
+
+def test_a_fractional_offset_gives_way_to_a_partner_with_a_whole_one():
+    """"$Y$ is $\\frac{9}{2}$ more than $X$", built to cancel q1's fraction, read unnaturally in
+    both halves of a blind audit: when no constant gives the drawn q1 a whole offset, a reserve
+    partner whose answer gives the same constant one within --small-offset comes first;
+    without one, or for a decimal constant (no integer partner gives it a whole offset), the
+    fraction stays."""
+    from composition_rl.compose.checks import run_checks
+    from composition_rl.compose.symbolic import SymbolicComposer
+    from composition_rl.records import Problem
+
+    half = Problem.new("What is $3 + \\frac{1}{2}$?", "\\frac{7}{2}")
+    rect = Problem.new("A rectangle has width $6$ and length $8$. What is its perimeter?", "28")
+    rod = Problem.new("A rod is $0.2$ meters long. How many centimeters long is it?", "20")
+    eng = SymbolicComposer()
+    assert eng.compose((half, rect), "a").links[0].d_expr == "-9/2"  # no partner: the fraction
+    reserve = [Problem.new(f"What is ${n} + 1$?", str(n + 1)) for n in (3, 40)]
+    eng.partners[0] = reserve
+    rec = eng.compose((half, rect), "a")
+    assert rec.parents[0] == reserve[0].id and rec.links[0].d_expr == "-4"  # 4 is within 10 of 8; 41 is not
+    assert rec.metadata["candidate_parents"] == [half.id, rect.id] and run_checks(rec, (reserve[0], rect)) is None
+    assert SymbolicComposer.link_stats(eng.take_tally())["partners"]["swapped"] == 1
+    kept = eng.compose((half, rod), "a")
+    assert kept.parents[0] == half.id and kept.links[0].d_expr == "33/10"
+    # a whole offset within --small-offset only: "$Y$ is $33$ less than $X$" is no better
+    eng = SymbolicComposer()
+    eng.partners[0] = reserve[1:]
+    assert eng.compose((half, rect), "a").parents[0] == half.id

@@ -24,6 +24,9 @@ _VERIFY = re.compile(
 )
 
 
+# the program plan's two calls: X's definition for a q1, and a constant placed in a q2
+_DEFINE = re.compile(r"^Problem:\n(?P<q1>.*)\n\nFinal answer of the problem:\n(?P<gt1>.*)\n\nWhat the problem asks:", re.S)
+_PLACE = re.compile(r"^Problem 2:\n(?P<q2>.*)\n\nFill in these fields:", re.S)
 _MENU = re.compile(r"^- v1 = (?P<v>.+?); definition: (?P<d>.+)$", re.M)
 
 
@@ -66,6 +69,13 @@ def good_composer(body: dict) -> str:
         menu = [(x.group("v"), x.group("d")) for x in _MENU.finditer(text)]
         out = propose(m.group("q1"), m.group("gt1"), m.group("q2"), menu)
         return json.dumps(out) if out is not None else "I cannot find a suitable constant."
+    m = _DEFINE.search(text)
+    if m is not None:
+        return json.dumps({"definition": "the answer to the problem above"})
+    m = _PLACE.search(text)
+    if m is not None:
+        out = propose("", "1", m.group("q2"))
+        return json.dumps({k: out[k] for k in ("constant", "constant_value", "rewritten")}) if out else "None fits."
     m = _VERIFY.search(text)
     if m is not None:
         num = re.search(r"-?\d+", m.group("gt1"))

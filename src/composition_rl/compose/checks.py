@@ -284,7 +284,9 @@ def _llm_link_failure(c: Problem, k: int, lk, g, seg: str, parents: Sequence[Pro
         y = lk.y
         pat = re.compile(r"(?<![A-Za-z\\])(?:\$" + y + r"\$|" + y + r" \\cdot |" + y + r")(?![A-Za-z])")
         back = pat.sub(lambda _m, s=lk.v2_literal: s, seg)
-        if back != original or not original.startswith(lk.v2_literal, lk.v2_offset):
+        # else Y at the recorded places in the shapes the symbolic engine writes: a coefficient
+        # glued to a letter ("Yz^2", the 4 of $4z^2$) is no free-standing Y for the pattern
+        if (back != original and _restore_all(seg, original, lk) is not None) or not original.startswith(lk.v2_literal, lk.v2_offset):
             return Rejection("check2_substitution", "substitution_mismatch",
                              f"link {k + 1}: restoring {lk.v2_literal!r} does not give the original")
     elif not (k < len(rephrased) and rephrased[k]):

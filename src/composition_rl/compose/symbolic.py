@@ -92,6 +92,13 @@ def _offset_str(lead: _Lead, v2: Fraction) -> str:
     return lead.r_str if c == 0 else f"{lead.r_str} + ({_frac_str(c)})"
 
 
+def _fractional(lead: _Lead, c: Constant) -> bool:
+    """Whether the link of ``lead`` and ``c`` states a fractional offset: one built to cancel
+    a fraction ("$Y$ is $\\frac{49}{5}$ less than $X$" to reach 0.2, or from a fractional
+    v1), which readers of both halves of a blind audit found unnatural."""
+    return not lead.r_str and (lead.parts[0] - c.value).denominator != 1
+
+
 def _v1_str(v: sympy.Expr) -> str:
     return f"{v.p}" if v.is_Integer else f"{v.p}/{v.q}" if v.is_Rational else sympy.sstr(v)
 
@@ -129,7 +136,7 @@ def _bucket(lead: _Lead, v2: Fraction) -> tuple[str, str]:
 _DISTINCT_POOL = 64
 
 
-def _choice_hash(seed: int, candidate_id: str, link: int) -> int:
+def choice_hash(seed: int, candidate_id: str, link: int) -> int:
     """A stable 64-bit number per (seed, candidate, link): all choices derive from it."""
     return int.from_bytes(hashlib.blake2b(f"{seed}:{candidate_id}:{link}".encode(), digest_size=8).digest(), "big")
 
@@ -376,16 +383,18 @@ class SymbolicComposer:
             self._needing[(k, later.id)] = needing
         rank = ranks[drawn[k].id]
         place = needing.index(rank) if rank in needing else len(needing) + rank  # past the needing ones
-        return _choice_hash(self.seed, rest, k), place
+        return choice_hash(self.seed, rest, k), place
 
     def _partner(self, k: int, chain: Sequence[Problem], safe, h: int,
-                 drawn: Sequence[Problem] = (), top=()) -> Problem | None:
+                 drawn: Sequence[Problem] = (), top=(), small_only: bool = False) -> Problem | None:
         """The next partner for position ``k`` when v1 of ``chain[k]`` gives no natural offset
         with any constant of ``chain[k + 1]`` (the chain goes to another
         partner, not to rejection): among the reserve problems whose v1 lies within ``small_offset`` of
         some safe constant (else within ``max_offset``), the pick is ``h``. Reserve partners
         are preferred problems whose answer is a plain integer (a large one is allowed: a
-        large constant needs it), grouped by value once."""
+        large constant needs it), grouped by value once. ``small_only``: within
+        ``small_offset`` or not at all (a fraction gives way to a small whole offset only:
+        "$Y$ is $88$ more than $X$" reads no better than "$\\frac{1}{2}$ more")."""
         reserve = self.partners.get(k, ())
         placed = self._swap_place(k, chain, drawn, top) if top else None
         index = self._partner_index.get(k)
@@ -408,7 +417,8 @@ class SymbolicComposer:
             return None
         taken = {p.id for p in chain}
         nat = self.natural
-        for reach in (nat.small_offset, nat.max_offset):
+        reaches = (nat.small_offset,) if small_only else (nat.small_offset, nat.max_offset)
+        for reach in reaches:
             ok: set[int] = set()
             for _, c, ci in safe:
                 if ci is None:  # a decimal constant: the offset is a fraction (in Fractions: slow, kept)
@@ -435,7 +445,7 @@ class SymbolicComposer:
                 base, place = placed
                 if total >= len(self.pool_lists[k]):
                     h = base + place
-                elif reach == nat.max_offset:
+                elif reach == reaches[-1]:
                     if place >= total:
                         return None
                     h = place
@@ -587,7 +597,7 @@ class SymbolicComposer:
         deps = []
         risks = []
         for k in reversed(range(K - 1)):
-            h = _choice_hash(self.seed, candidate_id, k)
+            h = choice_hash(self.seed, candidate_id, k)
             lead = leads[k]
             picked = self.choose(lead, tops[k], h, chain[k + 1])
             if picked is None:
@@ -603,19 +613,27 @@ class SymbolicComposer:
                 return Rejection("constant", "unnatural_offset", f"position {k + 2}: no constant of {chain[k + 1].id} "
                                  f"gives an offset from v1 = {lead.latex} within the naturalness limits")
             c, dep = picked
-            if c.risk and k in self.partners and swaps < K - 1:
-                # a constant with a risk only as a last resort: another partner whose
-                # answer gives an integer offset to an integer constant without one comes first
-                # (choose ranks the offset's kind before the risk, so a decimal constant would
-                # not win over the risky one); a chain the partner cannot complete (at depth 3
+            if (c.risk or (self.natural.prefer_integer and _fractional(lead, c))) and k in self.partners and swaps < K - 1:
+                # a constant with a risk only as a last resort: another partner whose answer gives
+                # an integer offset to an integer constant without one comes first (choose ranks
+                # the offset's kind before the risk, so a decimal constant would not win over the
+                # risky one). A fractional offset (choose takes one only when no constant gives
+                # this q1 a whole one) gives way to a partner whose answer gives the same integer
+                # constant a whole offset within small_offset; a chain the partner cannot complete (at depth 3
                 # the partner is also the problem before it, and may have no safe constant)
                 # keeps its drawn q1 and the risky constant, as before
                 plain = self._plain(chain[k + 1], tops[k])
-                partner = self._partner(k, chain, plain, h, drawn, tops[k]) if plain else None
+                if not c.risk:  # a fraction: only a partner that keeps this constant (an integer)
+                    plain = tuple(e for e in plain if e[1] is c)
+                partner = self._partner(k, chain, plain, h, drawn, tops[k], small_only=not c.risk) if plain else None
                 if partner is not None:
                     saved = Counter(self.tally)
                     swapped = self._compose(chain[:k] + (partner,) + chain[k + 1 :], candidate_id, drawn, swaps + 1)
-                    if not isinstance(swapped, Rejection):
+                    # a fraction gives way only where the partner keeps the constant: moved onto
+                    # another one (a decimal has no integer partner), the variable landed on worse
+                    # constants in 36 of 120 MATH records (a volume a ratio ignores, a 1000 also
+                    # left in an exponent)
+                    if not isinstance(swapped, Rejection) and (c.risk or swapped.links[k].v2_offset == c.offset):
                         self._partner_by_id[partner.id] = partner
                         return swapped
                     self.tally.clear()  # the swapped chain's counts are not this record's

@@ -14,6 +14,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,9 @@ from composition_rl.compose.llm import proposal as steps
 from composition_rl.compose.llm.config import LLMComposeConfig, build_backend
 from composition_rl.compose.llm.numbers import expr_str, has_constant, has_number, rat_str, relation
 from composition_rl.compose.llm.prompts import (
+    DEFINE_SCHEMA,
     MARKER,
+    PLACE_SCHEMA,
     PROPOSE_SCHEMA,
     SOLVE_SCHEMA,
     VERIFY_SCHEMA,
@@ -44,6 +47,7 @@ from composition_rl.compose.llm.prompts import (
 from composition_rl.compose.llm.proposal import Draft, Usage
 from composition_rl.compose.natural import incomplete_answer, inexact_q1, missing_figure
 from composition_rl.compose.spc import VARIABLE_NAMES
+from composition_rl.compose.symbolic import choice_hash
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
     constant_value,
@@ -82,6 +86,9 @@ class LLMComposer:
     max_chars: int = 8000
     risks: str = "last"  # "reject": the model may not pick a constant with a risk (ComposeConfig.risks)
     name: str = "llm"
+    # the symbolic engine whose v1 (the exact answer or a derived number) and constant
+    # choice the program plan uses (``config.plan``); built from the defaults when None
+    finder: Any = None
     resumable = True  # the executor journals every finished candidate
     _inflight: dict[tuple[str, ...], asyncio.Future] = field(default_factory=dict, repr=False)
     _memo: dict[tuple, Any] = field(default_factory=dict, repr=False)
@@ -89,14 +96,23 @@ class LLMComposer:
 
     @classmethod
     def from_config(cls, config: Any, llm_config: LLMComposeConfig | None = None,
-                    backend: ChatBackend | None = None) -> LLMComposer:
-        """The engine for a ``ComposeConfig``; the backend is attached by :meth:`open`."""
+                    backend: ChatBackend | None = None, finder: Any = None) -> LLMComposer:
+        """The engine for a ``ComposeConfig``; the backend is attached by :meth:`open`.
+        ``finder``: the symbolic engine to share (``auto`` passes its own, so a constant its
+        model set aside stays aside here too)."""
         if llm_config is None:
             if backend is None:
                 raise ValueError("engine llm/auto needs a model: pass --base-url URL and --model NAME")
             llm_config = LLMComposeConfig(model=backend.model)
+        if finder is None:
+            finder = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars,
+                                               derive_q1=config.derive_q1, risks=getattr(config, "risks", "last"))
         return cls(backend=backend, config=llm_config, seed=config.seed, max_chars=config.max_chars,
-                   risks=getattr(config, "risks", "last"))
+                   risks=getattr(config, "risks", "last"), finder=finder)
+
+    def __post_init__(self) -> None:
+        if self.finder is None:
+            self.finder = COMPOSERS.get("symbolic")(seed=self.seed, max_chars=self.max_chars, risks=self.risks)
 
     def open(self, out: Path) -> tuple[ChatBackend, Any]:
         """Attach the backend (built from the config, response cache in ``out``, unless one
@@ -226,8 +242,110 @@ class LLMComposer:
             return resp
         return steps.read_reply(resp, schema, what)
 
-    # -- one link: propose, read exactly, verify where needed ------------------------------
-    async def _link(self, earlier: Problem, later: Problem, usage: Usage) -> Draft | Rejection:
+    # -- one link: the program's plan, else the model's proposal; read exactly, verify where needed
+    async def _link(self, earlier: Problem, later: Problem, usage: Usage, h: int = 0) -> Draft | Rejection:
+        """One link. Under the program plan v1 is the finder's (q1's exact answer, or the number
+        the symbolic engine derives from it) and so is the constant where the later problem has
+        a safe one with a natural offset (the pick ``h`` among equals); the model only writes
+        X's definition (:meth:`_define`), or places a constant the finder has none for
+        (:meth:`_place`). Without a v1 of the program's the model proposes the whole link."""
+        lead = self.finder.lead(earlier) if self.config.plan == "program" else None
+        if lead is None:
+            return await self._propose(earlier, later, usage)
+        d = Draft(earlier, later, {"v1": lead.latex}, v1=lead.value, v1_whole=lead.derivation is None,
+                  derivation=lead.derivation)
+        safe = self.finder.safe_constants(later)
+        if not safe:
+            return await self._place(d, usage)
+        picked = self.finder.choose(lead, safe, h, later)
+        if picked is None and all(self.finder.dependence(later, c) == "independent" for _, c, _ in safe):
+            # every constant is one the answer does not depend on: proved by exact reading, or
+            # set aside on the model's word by the auto engine (which shares this finder)
+            proved = all(decide(later.question, tuple(sorted((c.offset, *(o for o, _ in c.also)))), c.literal)
+                         == "independent" for _, c, _ in safe)
+            return Rejection("check5_dependence", "independent" if proved else "independent_model",
+                             f"the answer of {later.id} depends on none of its constants")
+        if picked is None:
+            # the later problem has constants, but none gives this v1 an offset the naturalness
+            # limits allow ("$Y$ is $\\sqrt{2} - 3$ less than $X$"): a constant the model placed
+            # would give one just as unnatural, so no call
+            return Rejection("constant", "unnatural_offset", f"no constant of {later.id} gives an offset from "
+                             f"v1 = {lead.latex} within the naturalness limits")
+        rej = await self._define(d, lead, usage)
+        if rej is not None:
+            return rej
+        c = picked[0]
+        d.literal, d.v2 = c.literal, sympy.Rational(c.value.numerator, c.value.denominator)
+        d.offsets = tuple(sorted((c.offset, *(o for o, _ in c.also))))
+        d.rewritten = _fill(later.question, d.offsets, c.literal, MARKER)
+        return d
+
+    async def _define(self, d: Draft, lead: Any, usage: Usage) -> Rejection | None:
+        """X's definition: a derived number's own phrase (the symbolic engine's wording, exact
+        by construction, no call), else the model's noun phrase for what q1's answer is the
+        value of, read as a proposal's definition is (``definition_invalid``,
+        ``definition_leaks_value``)."""
+        if lead.derivation is not None:
+            d.definition = lead.phrase
+            return None
+        f = await self._once(("define", d.earlier.question, d.earlier.answer), self._ask_definition(d.earlier, usage))
+        if isinstance(f, Rejection):
+            return f
+        d.f.update(f)
+        return steps.read_grounded_definition(d, self.config.max_definition_chars)
+
+    async def _ask_definition(self, earlier: Problem, usage: Usage) -> dict[str, str] | Rejection:
+        obj = await self._ask_json("llm_define", DEFINE_SCHEMA, "output", usage, Q1=earlier.question, GT1=earlier.answer,
+                                   ASKED=steps.asked_sentence(earlier.question))
+        if isinstance(obj, Rejection):
+            return obj
+        return steps.proposal_fields(obj, DEFINE_SCHEMA, ("definition",))
+
+    async def _once(self, key: tuple, coro) -> Any:
+        """``coro``'s result, awaited once per ``key`` and event loop: a q1 leads many chains,
+        and the chain that asks first pays for the call (so a run's request count does not
+        depend on which chains happen to be in flight together). A failed call (a Rejection
+        of stage ``llm_call``, or a transient error) is asked again by the next chain."""
+        key = (*key, id(asyncio.get_running_loop()))
+        fut = self._memo.get(key)
+        if fut is None:
+            fut = self._memo[key] = asyncio.ensure_future(coro)
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+        else:
+            coro.close()
+        try:
+            res = await asyncio.shield(fut)
+        except ChatError:
+            if self._memo.get(key) is fut:
+                self._memo.pop(key, None)
+            raise
+        if isinstance(res, Rejection) and res.stage == "llm_call" and self._memo.get(key) is fut:
+            self._memo.pop(key, None)
+        return res
+
+    async def _place(self, d: Draft, usage: Usage) -> Draft | Rejection:
+        """A link whose later problem has no constant the finder may replace: the model places
+        one (a number in words, an ordinal), read and verified as a proposal's constant is."""
+        obj = await self._ask_json("llm_place", PLACE_SCHEMA, "output", usage, Q2=d.later.question)
+        if isinstance(obj, Rejection):
+            return obj
+        f = steps.proposal_fields(obj, PLACE_SCHEMA, ("constant", "rewritten"))
+        if isinstance(f, Rejection):
+            return f
+        d.f.update(f)
+        rej = steps.read_constant(d, self.config.max_definition_chars)
+        if rej is None:
+            rej = steps.check_position(d, self._allowed(d.later).get(d.literal, frozenset()), self.config.verify)
+        if rej is None and not self.finder.natural.allows(_fraction(d.v1 - d.v2)):
+            rej = Rejection("constant", "unnatural_offset", f"{d.literal!r} gives the offset {d.v1 - d.v2} from "
+                            "v1, outside the naturalness limits")
+        if rej is None:  # only a placed constant costs the definition call
+            rej = await self._define(d, self.finder.lead(d.earlier), usage)
+        if rej is not None:
+            return rej
+        return await self._verified(d, usage)
+
+    async def _propose(self, earlier: Problem, later: Problem, usage: Usage) -> Draft | Rejection:
         obj = await self._ask_json("llm_propose", PROPOSE_SCHEMA, "output", usage,
                                    Q1=earlier.question, GT1=earlier.answer, Q2=later.question,
                                    MENU=steps.menu_text(earlier))
@@ -244,10 +362,15 @@ class LLMComposer:
         rej = steps.check_position(d, self._allowed(later).get(d.literal, frozenset()), self.config.verify)
         if rej is not None:
             return rej
+        return await self._verified(d, usage)
+
+    async def _verified(self, d: Draft, usage: Usage) -> Draft | Rejection:
+        """The draft once the verification call (where the exact checks cannot decide) agrees."""
         if not steps.needs_verification(d, self.config.verify):
             return d
         if self.config.verify == "never":  # only what exact checks decide is kept
             return steps.unverifiable(d)
+        earlier, later = d.earlier, d.later
         vobj = await self._ask_json("llm_verify", VERIFY_SCHEMA, "verification", usage,
                                     Q1=earlier.question, GT1=earlier.answer, DEFINITION=d.definition,
                                     Q2=later.question, REWRITTEN=d.rewritten, LITERAL=d.literal)
@@ -365,7 +488,7 @@ class LLMComposer:
         K = len(chain)
         props: list[Draft] = [None] * (K - 1)  # type: ignore[list-item]
         for k in reversed(range(K - 1)):  # innermost link first; stop at the first failure
-            res = await self._link(chain[k], chain[k + 1], usage)
+            res = await self._link(chain[k], chain[k + 1], usage, choice_hash(self.seed, candidate_id, k))
             if isinstance(res, Rejection):
                 return Rejection(res.stage, res.reason, f"link {k + 1}: {res.detail}")
             props[k] = res
@@ -409,7 +532,7 @@ class LLMComposer:
             glues.append(spc.definition_glue(x, y, p.definition, d_abs_latex, direction))
             links.append(Link(x=x, y=y, v1_latex=render_latex(p.v1), v1_expr=expr_str(p.v1), v2_literal=p.literal,
                               v2_expr=rat_str(p.v2), d_latex=d_latex, d_expr=expr_str(d),
-                              v2_offset=p.offsets[0] if p.offsets else -1,
+                              v2_offset=p.offsets[0] if p.offsets else -1, v2_also=tuple(p.offsets[1:]),
                               v1_derivation=() if p.derivation is None else tuple(sorted(p.derivation.to_dict().items()))))
         text = segments[0]
         for g, seg in zip(glues, segments[1:]):
@@ -442,6 +565,11 @@ class LLMComposer:
 # how many constants of one chain the auto engine may set aside on the model's word before the
 # chain goes to the LLM engine (each costs a symbolic compose and the model's calls for the next)
 _MAX_MARKS = 8
+
+
+def _fraction(v) -> Fraction | None:
+    """An exact sympy number as a Fraction; None when it is irrational."""
+    return Fraction(int(v.p), int(v.q)) if v.is_Rational else None
 
 
 def _value_text(v) -> str:
@@ -579,7 +707,7 @@ class AutoComposer:
                     backend: ChatBackend | None = None) -> AutoComposer:
         symbolic = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars,
                                              derive_q1=config.derive_q1, risks=getattr(config, "risks", "last"))
-        return cls(symbolic, LLMComposer.from_config(config, llm_config, backend))
+        return cls(symbolic, LLMComposer.from_config(config, llm_config, backend, finder=symbolic))
 
     @property
     def config(self) -> LLMComposeConfig:

@@ -9,11 +9,12 @@ from typing import Any
 
 from composition_rl.backends.base import CHAT_BACKENDS, ChatBackend
 
-__all__ = ["DEPENDENCE_MODES", "STRUCTURED", "VERIFY_MODES", "LLMComposeConfig", "build_backend"]
+__all__ = ["DEPENDENCE_MODES", "PLANS", "STRUCTURED", "VERIFY_MODES", "LLMComposeConfig", "build_backend"]
 
 VERIFY_MODES = ("auto", "always", "never")
 DEPENDENCE_MODES = ("model", "blind", "exact")
 STRUCTURED = ("auto", "json_schema", "json_object", "none")
+PLANS = ("program", "model")
 
 
 def _h(help_: str, **more: Any) -> dict[str, Any]:
@@ -58,6 +59,13 @@ class LLMComposeConfig:
         "knows the source problems reaches their answers anyway, so use it with the policy being "
         "trained, on data it has not memorised: docs/composition.md), or exact "
         "(leave such links \"unknown\" in the record)", choices=DEPENDENCE_MODES))
+    plan: str = field(default="program", metadata=_h(
+        "who does what in a link: program (v1 is q1's exact answer or a number the symbolic engine "
+        "derives from it, the constant is the symbolic finder's pick where it has a safe one, the "
+        "relation is computed; the model writes the definition of X, and places a constant only "
+        "where the finder has none, e.g. a number in words) or model (the model proposes v1, the "
+        "definition, the constant and the rewritten problem; the exact checks read it)",
+        flag="--llm-plan", choices=PLANS))
     cache: str | None = field(default=None, metadata=_h(
         "response cache file (default OUT/llm_cache.jsonl)", type=str))
     no_cache: bool = field(default=False, metadata=_h("do not cache responses"))
@@ -86,6 +94,8 @@ class LLMComposeConfig:
             bad.append(f"structured={self.structured!r} (one of {', '.join(STRUCTURED)})")
         if self.verify not in VERIFY_MODES:
             bad.append(f"verify={self.verify!r} (one of {', '.join(VERIFY_MODES)})")
+        if self.plan not in PLANS:
+            bad.append(f"plan={self.plan!r} (one of {', '.join(PLANS)})")
         if self.dependence not in DEPENDENCE_MODES:
             bad.append(f"dependence={self.dependence!r} (one of {', '.join(DEPENDENCE_MODES)})")
         if bad:

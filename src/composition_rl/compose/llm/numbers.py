@@ -49,8 +49,12 @@ def has_number(text: str) -> bool:
     return bool(re.search(r"\d", text))
 
 
+# English numbers a model may place where the finder reads none: cardinals, and the ordinals
+# and multiples that state a count in words ("every third day", "twice", "a dozen")
+_IN_WORDS = ("second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh",
+             "twelfth", "twice", "thrice", "dozen")
 _WORD_RE = re.compile(
-    r"\b(?:" + "|".join(sorted(CARDINALS, key=len, reverse=True)) + r")\b", re.I
+    r"\b(?:" + "|".join(sorted((*CARDINALS, *_IN_WORDS), key=len, reverse=True)) + r")\b", re.I
 )
 
 

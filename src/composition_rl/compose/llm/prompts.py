@@ -10,13 +10,13 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["MARKER", "PROPOSE_SCHEMA", "PROMPT_NAMES", "SOLVE_SCHEMA", "VERIFY_SCHEMA", "fill", "load_prompt",
-           "parse_json_object"]
+__all__ = ["DEFINE_SCHEMA", "MARKER", "PLACE_SCHEMA", "PROPOSE_SCHEMA", "PROMPT_NAMES", "SOLVE_SCHEMA",
+           "VERIFY_SCHEMA", "fill", "load_prompt", "parse_json_object"]
 
 MARKER = "<VAR>"
 #: the packaged prompt files of the engine, in the order their hash is taken (llm_run.json)
 PROMPT_NAMES = ("llm_propose_system", "llm_propose", "llm_verify_system", "llm_verify", "llm_solve_system",
-                "llm_solve")
+                "llm_solve", "llm_define_system", "llm_define", "llm_place_system", "llm_place")
 
 PROPOSE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -28,6 +28,24 @@ PROPOSE_SCHEMA: dict[str, Any] = {
         "rewritten": {"type": "string"},
     },
     "required": ["v1", "definition", "constant", "constant_value", "rewritten"],
+    "additionalProperties": False,
+}
+#: the program has v1 and the constant: the model only names what q1's answer is the value of
+DEFINE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"definition": {"type": "string"}},
+    "required": ["definition"],
+    "additionalProperties": False,
+}
+#: the program has v1 but no constant it may replace: the model places one (a number in words)
+PLACE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "constant": {"type": "string"},
+        "constant_value": {"type": "string"},
+        "rewritten": {"type": "string"},
+    },
+    "required": ["constant", "constant_value", "rewritten"],
     "additionalProperties": False,
 }
 VERIFY_SCHEMA: dict[str, Any] = {

@@ -105,16 +105,18 @@ def read_reply(resp: ChatResponse, schema: dict[str, Any], what: str) -> dict[st
 FILLED = ("v1", "definition", "constant", "rewritten")
 
 
-def proposal_fields(obj: dict[str, Any]) -> dict[str, str] | Rejection:
-    """The proposal's required fields as stripped text (keys the schema does not name are
-    ignored). A required field left empty is a ``malformed_output`` too: a grammar-constrained
-    small model fills every key, some with ``""`` (qwen-0.5b, tests/fixtures/real_llm/replies)."""
-    missing = [k for k in PROPOSE_SCHEMA["required"]
+def proposal_fields(obj: dict[str, Any], schema: dict[str, Any] = PROPOSE_SCHEMA,
+                    filled: tuple[str, ...] = FILLED) -> dict[str, str] | Rejection:
+    """The reply's required fields (of ``schema``; the proposal's by default) as stripped text
+    (keys the schema does not name are ignored). A field of ``filled`` left empty is a
+    ``malformed_output`` too: a grammar-constrained small model fills every key, some with
+    ``""`` (qwen-0.5b, tests/fixtures/real_llm/replies)."""
+    missing = [k for k in schema["required"]
                if not isinstance(obj.get(k), (str, int, float)) or isinstance(obj.get(k), bool)]
     if missing:
         return Rejection("llm_output", "malformed_output", f"missing or non-text field(s): {', '.join(missing)}")
-    f = {k: str(obj[k]).strip() for k in PROPOSE_SCHEMA["required"]}
-    empty = [k for k in FILLED if not f[k].strip("$ ")]
+    f = {k: str(obj[k]).strip() for k in schema["required"]}
+    empty = [k for k in filled if k in f and not f[k].strip("$ ")]
     if empty:
         return Rejection("llm_output", "malformed_output", f"empty field(s): {', '.join(empty)}")
     return f
@@ -160,6 +162,57 @@ def read_definition(d: Draft, max_definition_chars: int) -> Rejection | None:
         if v is not None and exact_equal(v, d.v1) and m.group() not in d.earlier.question:
             return Rejection("check1_v1", "definition_leaks_value", f"definition states the value: {definition[:120]!r}")
     d.definition = definition
+    return None
+
+
+# what a problem asks for: its last question or order ("Find $a+b+c$.", "How many ... ?"),
+# not an instruction on the form of the answer ("Express your answer as a common fraction.")
+_FIGURE = re.compile(r"\[asy\].*?\[/asy\]", re.S)
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z$\\(])|\n+")
+_ASKS = re.compile(r"\?\s*$|^(?:Find|Compute|Determine|Evaluate|Calculate|Simplify|Solve|Give|List|Write)\b")
+_FORM_ONLY = re.compile(r"^(?:Express|Enter|Give|Write)\s+(?:your|the|all|each)\s+(?:answer|solutions?|values?)\b", re.I)
+# words any definition may use without naming anything (the frame "the value of ... found in
+# the problem above"); every other word must come from what the problem asks
+_FRAME_WORDS = frozenset("""the a an of in to and or that which this its is are be by for from with as at on
+value values number found problem above answer answers asked given described obtained computed""".split())
+_WORD = re.compile(r"[A-Za-z]+")
+_MATH = re.compile(r"\$([^$]+)\$")
+
+
+def asked_sentence(question: str) -> str:
+    """The sentence of ``question`` that says what is asked: its last question or order
+    ("Find ...", "What is ...?"), else its last sentence; figures left out.
+
+    >>> asked_sentence("Suppose $d \\ne 0$.  We can write it in the form $ad+b+cd^2$.  Find $a+b+c$.")
+    'Find $a+b+c$.'
+    >>> asked_sentence("Alli rolls a die twice. What is the probability? Express your answer as a common fraction.")
+    'What is the probability?'
+    """
+    parts = [p.strip() for p in _SENTENCE_END.split(_FIGURE.sub(" ", question)) if p and p.strip()]
+    asks = [p for p in parts if _ASKS.search(p) and not _FORM_ONLY.match(p)]
+    return (asks or parts or [question])[-1]
+
+
+def read_grounded_definition(d: Draft, max_definition_chars: int) -> Rejection | None:
+    """A definition the model wrote for X: read as a proposal's is, and it must name what q1
+    asks for, in q1's own words: every word outside the frame ("the value of ... found in the
+    problem above") occurs in the asked sentence, and every math span is one of its spans. A small model copies
+    an example ("the number of ways counted in the problem above" for a three-digit number)
+    or names a symbol the problem does not ask for ("the value of $d$" where it asks for $a+b+c$)."""
+    rej = read_definition(d, max_definition_chars)
+    if rej is not None:
+        return rej
+    asked = asked_sentence(d.earlier.question)
+    words = {w.lower() for w in _WORD.findall(_MATH.sub(" ", asked))}
+    spans = {m.replace(" ", "") for m in _MATH.findall(asked)}
+    stray = [w for w in _WORD.findall(_MATH.sub(" ", d.definition)) if w.lower() not in _FRAME_WORDS | words]
+    stray += [f"${m}$" for m in _MATH.findall(d.definition) if m.replace(" ", "") not in spans]
+    if stray:
+        return Rejection("check1_v1", "definition_not_asked",
+                         f"{', '.join(stray[:4])} not in what the problem asks ({asked[:80]!r}): {d.definition[:120]!r}")
+    named = [w for w in _WORD.findall(_MATH.sub(" ", d.definition)) if w.lower() not in _FRAME_WORDS] + _MATH.findall(d.definition)
+    if not named and not re.search(r"\banswers?\b", d.definition):  # "the number in the problem above"
+        return Rejection("check1_v1", "definition_not_asked", f"names nothing the problem asks for: {d.definition[:120]!r}")
     return None
 
 

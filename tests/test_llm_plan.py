@@ -1,0 +1,164 @@
+"""The LLM engine's program plan: v1 and the constant from the program, the model only for words.
+
+Under ``plan="program"`` (the default) v1 is q1's exact answer or the number the symbolic
+engine derives from it, the constant is the symbolic finder's pick, and the relation is
+computed; the model writes X's definition, and places a constant only where the finder has
+none it may replace (an ordinal, a number in words). The "model" here is scripted per test and
+served over a real loopback HTTP server; its proposals are deliberately wrong, so a record that
+used them could not pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from fakes.openai_server import FakeOpenAIServer
+
+from composition_rl.backends.openai_chat import OpenAIChat
+from composition_rl.compose.base import Rejection
+from composition_rl.compose.checks import run_checks
+from composition_rl.compose.llm import LLMComposeConfig
+from composition_rl.compose.llm.composer import AutoComposer, LLMComposer
+from composition_rl.compose.pipeline import ComposeConfig
+from composition_rl.compose.symbolic import SymbolicComposer
+from composition_rl.records import Problem
+
+# MATH train rows (question, answer)
+WAYS = Problem.new("In how many ways can 7 people sit around a round table if no two of the 3 people Pierre, "
+                   "Rosa, and Thomas can sit next to each other? (Seating arrangements which are rotations of "
+                   "each other are treated as the same.)", "144")
+LINES = Problem.new("What is the value of $c$ if the lines with equations $y = 8x + 2$ and $y = (2c)x - 4$ are "
+                    "parallel?", "4")
+POINT = Problem.new("Solve the system $x + y = 2$, $x - y = 4$. Enter your answer as an ordered pair.", "(3,-1)")
+BOX = Problem.new("A rectangular box has width $6$ inches, length $8$ inches and height $10$ inches. "
+                  "What is its volume, in cubic inches?", "480")
+TUTORS = Problem.new("Jaclyn, Marcelle, Susanna and Wanda are tutors in their school math lab. Their schedule "
+                     "is as follows: Jaclyn works every third school day, Marcelle works every fourth school "
+                     "day, Susanna works every sixth school day, and Wanda works every seventh school day. "
+                     "Today, they are all working in the math lab. In how many school days from today will they "
+                     "next be together tutoring in the lab?", "84")
+SUM = Problem.new("What is $3 \\cdot 4 + 5$?", "17")
+TUTORS_6 = Problem.new(TUTORS.question.replace("every sixth", "every $6$th"), "84")
+DEFINITION = "the value of $c$ found in the problem above"
+
+
+def scripted(definition: str = DEFINITION, place: dict | None = None):
+    """A model that defines X with ``definition``, places ``place`` (or nothing), confirms
+    what a verification call asks, and proposes only nonsense (v1 12345, no <VAR>)."""
+    calls: list[str] = []
+
+    def reply(body: dict) -> str:
+        text = body["messages"][-1]["content"]
+        if text.startswith("Problem:\n"):
+            calls.append("define")
+            return json.dumps({"definition": definition})
+        if text.startswith("Problem 2:\n"):
+            calls.append("place")
+            return json.dumps(place) if place else "Nothing fits."
+        if "Someone wrote" in text:
+            calls.append("verify")
+            lit = re.search(r"If <VAR> is replaced by (.*?), is", text, re.S).group(1)
+            return json.dumps({"definition_value": "4", "same_problem": True,
+                               "constant_value": {"seventh": "7"}.get(lit, lit)})
+        if "Fill in these fields" in text:
+            calls.append("propose")
+            return json.dumps({"v1": "12345", "definition": "a number", "constant": "7", "constant_value": "7",
+                               "rewritten": "unchanged"})
+        calls.append("solve")
+        return json.dumps({"answer": "0"})
+
+    return reply, calls
+
+
+def engine(url: str, **cfg) -> LLMComposer:
+    config = LLMComposeConfig(base_urls=(url,), model="fake-model", dependence="exact", **cfg)
+    return LLMComposer.from_config(ComposeConfig(), config, OpenAIChat([url], "fake-model", timeout_s=5.0,
+                                                                        max_retries=1))
+
+
+def test_v1_and_the_constant_are_the_programs_and_the_model_only_defines_x():
+    reply, calls = scripted()
+    chains = [(LINES, BOX), (LINES, TUTORS_6), (POINT, BOX)]
+    with FakeOpenAIServer(reply) as srv:
+        eng = engine(srv.url)
+        recs = [eng.compose(chain, f"c{i}") for i, chain in enumerate(chains)]
+        assert all(isinstance(r, Problem) for r in recs), recs
+    sym = [SymbolicComposer().compose(chain, f"c{i}") for i, chain in enumerate(chains)]
+    for rec, s, chain in zip(recs, sym, chains):
+        assert run_checks(rec, chain) is None
+        # the symbolic engine's v1 and constant, at the same place; d computed (not proposed)
+        (lk,), (sk,) = rec.links, s.links
+        assert (lk.v1_expr, lk.v2_literal, lk.v2_offset, lk.d_expr) == (sk.v1_expr, sk.v2_literal, sk.v2_offset, sk.d_expr)
+        assert rec.answers == chain[-1].answers and rec.engine == "llm"
+    # an integer answer: the model's definition, one call for the q1 of two chains; a tuple: the
+    # derived number's own phrase, no call at all; the proposal prompt is never sent
+    assert recs[0].metadata["definitions"] == [DEFINITION] and recs[0].metadata["v1_from"] == ["answer"]
+    assert f"$ be {DEFINITION}. $" in recs[0].question
+    assert recs[2].metadata["v1_from"] == ["derived"] and recs[2].links[0].v1_derivation
+    assert calls == ["define"]
+
+
+@pytest.mark.parametrize("definition, reason", [
+    ("the number 17 found in the problem above", "definition_leaks_value"),
+    # a small model copies an example, or names a symbol the problem does not ask for
+    ("the number of ways counted in the problem above", "definition_not_asked"),
+    ("the value of $y$ found in the problem above", "definition_not_asked"),
+    ("the sum of the numbers in the problem above", "definition_not_asked"),
+    ("the number found in the problem above", "definition_not_asked"),
+    ("the value of $3 \\cdot 4 + 5$\nfound above", "definition_invalid"),
+    ("", "malformed_output"),
+])
+def test_the_models_definition_is_checked_as_a_proposals_is(definition, reason):
+    reply, calls = scripted(definition)
+    with FakeOpenAIServer(reply) as srv:
+        res = engine(srv.url).compose((SUM, BOX), "c")
+    assert isinstance(res, Rejection) and res.reason == reason
+    assert calls == ["define"]
+
+
+def test_a_number_in_words_the_finder_cannot_take_is_placed_by_the_model_and_verified():
+    seventh = TUTORS.question.replace("every seventh", "every <VAR>")
+    good = {"constant": "seventh", "constant_value": "7", "rewritten": seventh}
+    reply, calls = scripted(place=good)
+    assert not SymbolicComposer().safe_constants(TUTORS)
+    with FakeOpenAIServer(reply) as srv:
+        rec = engine(srv.url).compose((LINES, TUTORS), "c")
+        assert isinstance(rec, Problem), rec
+        assert run_checks(rec, (LINES, TUTORS)) is None
+        (lk,) = rec.links
+        # v1 the program's, the word's value read back by the verification call; d by program
+        assert (lk.v1_expr, lk.v2_literal, lk.v2_expr, lk.d_expr) == ("4", "seventh", "7", "-3")
+        assert f"every ${lk.y}$ school day" in rec.question and rec.metadata["verified_by"] == ["llm"]
+        assert calls == ["place", "define", "verify"]
+        # auto: the symbolic engine cannot take the chain, the program plan can
+        auto = AutoComposer.from_config(ComposeConfig(engine="auto"), engine(srv.url).config,
+                                        OpenAIChat([srv.url], "fake-model", timeout_s=5.0, max_retries=1))
+        assert isinstance(auto.symbolic.compose((LINES, TUTORS), "c"), Rejection)
+        assert auto.compose((LINES, TUTORS), "c").links[0].v2_literal == "seventh"
+        assert auto.compose((LINES, BOX), "c").engine == "symbolic"
+    # what the model places is read exactly as a proposal's constant is
+    for place, reason in (({**good, "constant": "eighth"}, "constant_not_in_problem"),
+                          ({**good, "rewritten": TUTORS.question}, "marker_missing")):
+        reply, _ = scripted(place=place)
+        with FakeOpenAIServer(reply) as srv:
+            res = engine(srv.url).compose((LINES, TUTORS), "c")
+        assert isinstance(res, Rejection) and res.reason == reason
+
+
+def test_a_later_problem_whose_constants_give_no_natural_offset_costs_no_call():
+    """144 is more than 100 away from 6, 8 and 10: a constant the model placed instead would
+    state an offset just as unnatural, so the link is rejected as the symbolic engine rejects it."""
+    reply, calls = scripted()
+    with FakeOpenAIServer(reply) as srv:
+        res = engine(srv.url).compose((WAYS, BOX), "c")
+    assert isinstance(res, Rejection) and res.reason == "unnatural_offset" and calls == []
+    assert SymbolicComposer().compose((WAYS, BOX), "c").reason == "unnatural_offset"
+
+
+def test_the_model_plan_still_takes_the_whole_proposal():
+    reply, calls = scripted()
+    with FakeOpenAIServer(reply) as srv:
+        res = engine(srv.url, plan="model").compose((LINES, BOX), "c")
+    assert isinstance(res, Rejection) and res.reason == "v1_not_in_answer" and calls == ["propose"]
