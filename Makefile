@@ -42,8 +42,11 @@ demo: $(STAMP)
 	$(BIN)/crl demo --out $(OUT)
 
 # The whole suite: the main venv, the verl interop tests (marker `verl`) in .venv-verl, and
-# every model-facing path against a real model on a llama.cpp server (marker `real_llm`).
-test: test-main test-verl test-real-llm
+# every model-facing path against a real model on a llama.cpp server (marker `real_llm`):
+# test-main, test-verl and test-real-llm in that order, with the .venv-verl set-up and the
+# llama.cpp compile in the background beside the main suite (scripts/test_all.sh).
+test:
+	bash scripts/test_all.sh
 
 # The main suite on both cores (pytest-xdist); a file's tests stay in one process, so a module
 # fixture (a trained tiny model, a composed run) is built once. JOBS=1 runs it in one process.
