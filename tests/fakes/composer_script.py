@@ -12,6 +12,7 @@ import json
 import re
 
 from composition_rl.values import find_constants, parse_answer_value
+from composition_rl.values.numwords import CARDINALS, word_number
 
 _PROPOSE = re.compile(
     r"Problem 1:\n(?P<q1>.*)\n\nFinal answer of problem 1:\n(?P<gt1>.*)\n\nProblem 2:\n(?P<q2>.*)\n\nFill in these fields:",
@@ -25,9 +26,29 @@ _VERIFY = re.compile(
 
 
 # the program plan's two calls: X's definition for a q1, and a constant placed in a q2
-_DEFINE = re.compile(r"^Problem:\n(?P<q1>.*)\n\nFinal answer of the problem:\n(?P<gt1>.*)\n\nWhat the problem asks:", re.S)
+_DEFINE = re.compile(r"^Problem:\n(?P<q1>.*)\n\nFinal answer of the problem:\n(?P<gt1>.*)\n\nWhat the problem asks:\n(?P<asked>.*?)\n\n", re.S)
+_ASK_VERB = re.compile(r"^(?:find|compute|evaluate|determine|calculate|simplify|what is|what's|how many|how much)\s+", re.I)
+
+
+def asked_phrase(asked: str) -> str:
+    """What a good model writes for X: the asked sentence as a noun phrase, in its own words."""
+    phrase = _ASK_VERB.sub("", asked.strip()).rstrip("?.! ")
+    if not phrase.lower().startswith(("the ", "a ", "an ")):
+        phrase = f"the value of {phrase}"
+    return f"{phrase} found in the problem above"
 _PLACE = re.compile(r"^Problem 2:\n(?P<q2>.*)\n\nFill in these fields:", re.S)
 _MENU = re.compile(r"^- v1 = (?P<v>.+?); definition: (?P<d>.+)$", re.M)
+
+
+def place(q2: str) -> dict | None:
+    """A good model's placement: the first number written in words, else the first numeral."""
+    for w in re.finditer(r"[A-Za-z]+(?:-[A-Za-z]+)?", q2):
+        n = word_number(w.group()) if w.group().lower() in CARDINALS or "-" in w.group() else None
+        if n is not None:
+            return {"constant": w.group(), "constant_value": str(n),
+                    "rewritten": q2[: w.start()] + "<VAR>" + q2[w.end():]}
+    out = propose("", "1", q2)
+    return {k: out[k] for k in ("constant", "constant_value", "rewritten")} if out else None
 
 
 def _user(body: dict) -> str:
@@ -71,11 +92,10 @@ def good_composer(body: dict) -> str:
         return json.dumps(out) if out is not None else "I cannot find a suitable constant."
     m = _DEFINE.search(text)
     if m is not None:
-        return json.dumps({"definition": "the answer to the problem above"})
+        return json.dumps({"definition": asked_phrase(m.group("asked"))})
     m = _PLACE.search(text)
     if m is not None:
-        out = propose("", "1", m.group("q2"))
-        return json.dumps({k: out[k] for k in ("constant", "constant_value", "rewritten")}) if out else "None fits."
+        return json.dumps(place(m.group("q2"))) if place(m.group("q2")) else "None fits."
     m = _VERIFY.search(text)
     if m is not None:
         num = re.search(r"-?\d+", m.group("gt1"))
