@@ -5,12 +5,12 @@ look for records that are correct but poor training data, reading only the compo
 and its parents' texts (``crl audit RUN --scan`` runs them over a set, ``--where CLASS``
 samples one class):
 
-* ``latex_dollars_in_math`` (class 1): ``$Y$`` written where the text is already in math mode
+* ``latex_dollars_in_math``: ``$Y$`` written where the text is already in math mode
   (``align*``, ``eqnarray*``, ``cases``, ``\\[ \\]``, ``$$ $$`` ...): the dollars break LaTeX.
 * ``latex_bare_in_prose``: the reverse, a bare ``Y`` in prose.
-* ``notation`` (class 3): the replaced literal was notation, not a quantity: ``f^{-1}``,
+* ``notation``: the replaced literal was notation, not a quantity: ``f^{-1}``,
   ``\\sqrt[3]{}``, ``f^{(4)}``, ``\\mathbb{R}^3``, an index ``a_1``, an environment argument.
-* ``repeated_value`` (class 2, the part a program can see): the later problem still shows
+* ``repeated_value`` (the part a program can see): the later problem still shows
   v2 (another literal that reads as a quantity with the same value), so the chain can be
   skipped. ``same_value_other_role`` is reported apart: v2's value written as a table cell
   or a list label, which may or may not be the same quantity.

@@ -1,9 +1,9 @@
 """Numbers derived exactly from answers that are not one number.
 
-Seed 000 (Section 3.4, sub-step 1) needs q1's answer to be a number v1, and names that as its
-limitation. Many answers are not: an interval, an ordered pair, a set of solutions, an option
-letter, a polynomial, a matrix, a ratio, a time of day. Each of them still determines numbers a
-problem writer would name in one phrase: "the length of the interval", "the value of $q$", "the
+The paper's method (Section 3.4, sub-step 1) needs q1's answer to be a number v1, and names
+that as its limitation. Many answers are not: an interval, an ordered pair, a set of
+solutions, an option letter, a polynomial, a matrix, a ratio, a time of day. Each of them
+still determines numbers a problem writer would name in one phrase: "the length of the interval", "the value of $q$", "the
 sum of the solutions", "the value of the answer at $x = 2$", "the determinant of the matrix",
 "the second term of the ratio", "the number of minutes past the hour". This module reads such
 answers (exact, sympy) and lists those numbers:

@@ -1,10 +1,12 @@
 """Shortcut rules: where the rest of a problem reveals a literal's value.
 
 A composed prompt teaches composition only if the later problem cannot be solved without
-the earlier one's answer. A blind audit of accepted compositions found literals whose value
-the rest of the text gives away, so the chain can be skipped. Each rule below names one such
-class; a literal it flags gets the rule's name as its flaw (:data:`composition_rl.values.FLAWS`)
-and is never replaced. The table of real MATH cases is ``tests/test_shortcuts.py``.
+the earlier one's answer. A literal whose value the rest of the text gives away is a poor
+variable: a reader recovers Y without solving q1, so the chain can be skipped and the reward
+teaches nothing about composing. Each rule below names one class of such literals, with a
+real MATH fragment; a literal it flags gets the rule's name as its flaw
+(:data:`composition_rl.values.FLAWS`) and is never replaced. The table of real MATH cases is
+``tests/test_shortcuts.py``.
 
 * ``worked_example``: inside a worked example ("For example, if she rolls a 6 and a 3, she
   can form 36 or 63."), from the cue to the end of the example's sentences.
