@@ -17,8 +17,22 @@ answers (exact, sympy) and lists those numbers:
   a modest rational, as a :class:`DerivedValue`.
 
 The wording of each derivation (the sentence in the composed prompt) is owned by
-:mod:`composition_rl.compose.spc`, which writes and reads it from one set of templates. Words
-without a natural numeric reading ("even", "yes", "Saturday") derive nothing and stay out.
+:mod:`composition_rl.compose.spc`, which writes and reads it from one set of templates.
+
+A derivation from a misread answer names a number that is no property of it, and the composed
+prompt then asks a wrong question. The readings kept apart here:
+
+* interval or pair: "(3, 5)" is an open interval or an ordered pair, and the question says
+  which ("in interval notation", "Enter the ordered pair"); "the length of the interval" of a
+  point means nothing.
+* a set or several quantities: a list answers "Enter all the solutions, separated by commas"
+  as a set, but a list for "... respectively" holds different quantities, and "the sum of the
+  solutions" would add unlike things.
+* a named tuple: "Enter the ordered pair $(a,b)$" names its entries, so "the value of $b$"
+  is one; "polar coordinates $(r, \\theta)$" stated in the problem asks for no tuple.
+* words: a day of the week is a number only under the numbering its sentence states (Monday
+  = 1, as ISO 8601); words without a natural numeric reading ("even", "yes") derive nothing
+  and stay out.
 """
 
 from __future__ import annotations
