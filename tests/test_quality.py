@@ -7,15 +7,16 @@ quoted whole or cut at a sentence end."""
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 
 import pytest
 
-from composition_rl.compose import ComposeConfig, compose_problems
+from composition_rl.compose import ComposeConfig, compose_problems, quality
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.natural import Naturalness, approximate_question
 from composition_rl.compose.pools import build_pools
-from composition_rl.compose.quality import DEFECTS, scan_record
+from composition_rl.compose.quality import DEFECTS, NOTES, scan_record
 from composition_rl.compose.symbolic import SymbolicComposer
 from composition_rl.records import Problem
 from composition_rl.values import find_constants
@@ -217,3 +218,8 @@ def test_stats_report_offset_kinds_and_pool_preference(tmp_path):
     assert "position_1" in stats["pool_preference"]
     res = compose_problems(probs, ComposeConfig(pool_size=5, seed=1))
     assert len(res.accepted) == stats["accepted"]
+
+
+def test_the_module_docstring_catalogues_every_defect_class():
+    named = set(re.findall(r"``(\w+)``", quality.__doc__))
+    assert [d for d in DEFECTS + NOTES if d not in named] == []

@@ -26,7 +26,7 @@ from composition_rl.compose.natural import Naturalness
 from composition_rl.compose.quality import DEFECTS, scan_record
 from composition_rl.compose.symbolic import SymbolicComposer
 from composition_rl.records import Problem
-from composition_rl.values import FLAWS, constant_value, find_constants
+from composition_rl.values import FLAWS, constant_value, constants, find_constants, shortcuts
 from composition_rl.values.shortcuts import SHORTCUT_RULES
 
 
@@ -157,6 +157,14 @@ def test_each_shortcut_rule_flags_its_real_case(what, idx, snippet, literal, nth
 def test_every_rule_has_a_case_and_is_a_flaw():
     assert set(SHORTCUT_RULES) <= set(FLAWS)
     assert {c[5] for c in SHORTCUTS} == set(SHORTCUT_RULES)
+
+
+def test_the_module_docstrings_catalogue_every_rule():
+    # the rule modules read as catalogues: the shortcut rules in the order they are tried,
+    # and every flaw named in the catalogue of constants or of shortcuts
+    assert re.findall(r"^\* ``(\w+)``", shortcuts.__doc__, re.M) == list(SHORTCUT_RULES)
+    named = set(re.findall(r"``(\w+)``", constants.__doc__ + shortcuts.__doc__))
+    assert [f for f in FLAWS if f not in named] == []
 
 
 @pytest.mark.parametrize("what,idx,snippet,literal,nth", [

@@ -8,6 +8,7 @@ import pytest
 import sympy
 
 from composition_rl.values import (
+    constants,
     exact_equal,
     exact_sub,
     exact_value,
@@ -148,6 +149,15 @@ def test_choice_options_are_never_replaced():
     assert _lits(q, r"\text{(B)}") == []
     q2 = r"When $x = 3$, which is largest? $\textbf{(A)}\ 5 \qquad \textbf{(B)}\ 6$"
     assert _lits(q2, r"\text{(B)}") == ["3"]
+
+
+@pytest.mark.parametrize("what,pattern,example", constants._NOTATION_CONTEXTS,
+                         ids=[row[0] for row in constants._NOTATION_CONTEXTS])
+def test_each_notation_context_keeps_its_example_literal(what, pattern, example):
+    # each row's example holds one literal that is notation: a row left out of the joined
+    # pattern would let that literal become the variable
+    flaws = [c.flaw for c in find_constants(f"Evaluate ${example}$ now.")]
+    assert "notation" in flaws, (what, flaws)
 
 
 def test_constant_values_are_exact_fractions():

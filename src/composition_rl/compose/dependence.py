@@ -544,9 +544,9 @@ _ASYMPTOTE_MENTION = re.compile(r"(?:\b(?P<kind>vertical|horizontal|slant|obliqu
 _NAMES_ONLY = re.compile(r"\s*(?:[A-Za-z]|\\infty|\\pm|[-+=,.\s])*\s*")
 # every word the question may use around its formulas: what it asks must be the asymptotes
 # themselves (where they are, their equations, slopes, kind, count, where they meet). A list of
-# words to refuse was not enough: a review wrote "the product of the distances from a point on
-# the hyperbola to its asymptotes", "the area of the triangle the asymptotes and the directrix
-# form", "its eccentricity", each moving with the constant term
+# words to refuse is not enough: "the product of the distances from a point on the hyperbola
+# to its asymptotes", "the area of the triangle the asymptotes and the directrix form", "its
+# eccentricity" each move with the constant term
 _ASYMPTOTE_WORDS = frozenset("""
     a an the this that it its there is are be will would does do has have given by of in at as on for if or and
     what which where how many find compute determine enter write state your answer form value values

@@ -1,10 +1,10 @@
 """What makes a link read naturally: the offset kinds, their ranking, and which q1 may lead.
 
 Sub-step 3 of the paper (Section 3.4) states ``Y = X - d``. Any exact ``d`` is correct, but a
-blind reading of symbolic compositions found that readers reject links such as
-"$Z$ is $\\frac{\\sqrt{13}}{2} + \\frac{1}{2}$ less than $Y$" (an irrational offset built to
-cancel q1's answer) or "$Y$ is $2999980$ less than $X$", and q1s whose answer is approximate
-by construction ("to two significant figures") used as if exact. :class:`Naturalness` turns
+link can still read as no problem writer would write it: an irrational offset built to cancel
+q1's answer ("$Z$ is $\\frac{\\sqrt{13}}{2} + \\frac{1}{2}$ less than $Y$"), an offset in the
+millions ("$Y$ is $2999980$ less than $X$"), or a q1 whose answer is approximate by
+construction ("to two significant figures") used as if exact. :class:`Naturalness` turns
 that into explicit, configurable rules:
 
 * a q1 (any position but the last) is *preferred* when its answer is a rational number of
@@ -49,7 +49,7 @@ APPROXIMATE = re.compile(
 
 
 # A problem that points at a figure it does not hold ("The complete graph of $y=f(x)$ ... is
-# shown in red below." with no [asy] after it; MATH 622, AIME 1983-2023 rows 35, 44, 65, ...):
+# shown in red below." with no [asy] after it, as some MATH and AIME problems are stored):
 # nobody can solve it from its text, so it may stand nowhere in a chain, not even
 # as the later problem. A figure, a table or a list in the text is one it holds.
 _POINTS_AT_FIGURE = re.compile(
@@ -78,8 +78,8 @@ def missing_figure(text: str) -> bool:
     return m is not None and _HOLDS_FIGURE.search(text) is None
 
 
-# A gold answer that lists fewer items than its question asks for: MATH train keeps only the
-# last of several boxed items in four rows ("List the points in order of increasing
+# A gold answer that lists fewer items than its question asks for: MATH train sometimes keeps
+# only the last of several boxed items ("List the points in order of increasing
 # $x$-coordinate, separated by semicolons." answered `(8,38)` where $(-2, 18)$ is a point too;
 # "Enter the two smallest solutions, separated by commas." answered `18`; "Enter the angles of
 # the triangle ..." answered `75^\circ`). A composed record takes its answer from the last
@@ -222,8 +222,8 @@ class Naturalness:
     help is its documentation; ``crl compose`` generates one flag per field from it."""
 
     max_offset: int = field(default=100, metadata={
-        "help": "largest ``|d|`` a relation may state (\"Y is 2999980 less than X\" is out; a blind "
-                "audit found offsets in the hundreds the commonest reason a link reads unnaturally)."})
+        "help": "largest ``|d|`` a relation may state (\"Y is 2999980 less than X\" is out; offsets in "
+                "the hundreds are the commonest reason a link reads unnaturally)."})
     max_denominator: int = field(default=12, metadata={
         "help": "largest denominator of ``d`` (\"\\frac{127}{50}\" and \"\\frac{663}{100}\" are out)."})
     irrational_q1: bool = field(default=False, metadata={

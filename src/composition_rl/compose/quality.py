@@ -5,21 +5,24 @@ look for records that are correct but poor training data, reading only the compo
 and its parents' texts (``crl audit RUN --scan`` runs them over a set, ``--where CLASS``
 samples one class):
 
-* ``latex_dollars_in_math`` (class 1): ``$Y$`` written where the text is already in math mode
+* ``latex_dollars_in_math``: ``$Y$`` written where the text is already in math mode
   (``align*``, ``eqnarray*``, ``cases``, ``\\[ \\]``, ``$$ $$`` ...): the dollars break LaTeX.
-* ``latex_bare_in_prose``: the reverse, a bare ``Y`` in prose.
-* ``notation`` (class 3): the replaced literal was notation, not a quantity: ``f^{-1}``,
+* ``latex_bare_in_prose``: the reverse, a bare ``Y`` in prose: it renders as an upright
+  letter, a word rather than a number.
+* ``notation``: the replaced literal was notation, not a quantity: ``f^{-1}``,
   ``\\sqrt[3]{}``, ``f^{(4)}``, ``\\mathbb{R}^3``, an index ``a_1``, an environment argument.
-* ``repeated_value`` (class 2, the part a program can see): the later problem still shows
+* ``repeated_value`` (the part a program can see): the later problem still shows
   v2 (another literal that reads as a quantity with the same value), so the chain can be
   skipped. ``same_value_other_role`` is reported apart: v2's value written as a table cell
   or a list label, which may or may not be the same quantity.
 * ``tex_token``: the variable stands where TeX reads a different number: a
   multi-digit literal in a one-token argument (``\\frac W`` for the 49 of ``\\frac 49``), a
   digit glued to a control word (``\\sqrt2``), a digit run it only began (``x^23``).
-* ``exponent``, ``radix``: the variable is a power (``x^Y``) or a base of notation.
+* ``exponent``, ``radix``: the variable is a power ("Factor $t^Y-49$") or a base of
+  notation ("its base-$Y$ representation"): notation, and another kind of problem for each Y.
 * ``role_mix``: one variable replaced literals in different roles (a term and a divisor, a
-  count in prose and a term in a formula).
+  count in prose and a term in a formula: "the $Y$ distinct solutions of $(x-5)(Yx+9) = ...$"
+  changes the problem twice).
 * ``figure``: the figure code still writes v2 (a label, a coordinate, a radius).
 * ``sums_to_one``: the variable is a share of shares that sum to 1 (or 100%), a count
   the other counts of its sentence add up to, the count of a list that follows it ("$Y$ of
@@ -27,16 +30,21 @@ samples one class):
   what the text has introduced ("these $Y$ pieces of string").
 * ``pattern``: the variable is a term its neighbours determine (``1, 2, Y, 4``;
   ``1 + Y + \\cdots + 100``).
-* ``worked_example``: the variable sits in a worked example ("For example, ...").
-* ``default_value``: v2 is the value its context fixes by default (a deck of 52 cards).
+* ``worked_example``: the variable sits in a worked example ("For example, if she rolls a
+  $Y$ and a 3, she can either form 36 or 63."), whose own text shows its value.
+* ``default_value``: v2 is the value its context fixes by default ("a standard $Y$-sided
+  die", a deck of 52 cards).
 * ``standard_constant``: v2 is the constant of a well-known formula the problem states (the
   2 of Euler's $V-E+F=2$, the 4 of $4\\pi r^2$, the 32 of Fahrenheit).
 * ``zero``: v2 is 0, the value any reader guesses first (``=0``, ``\\ge 0``).
 * ``answer_range``: v2 is the modulus of a residue question, or the end N of the range 0..N it
   states for the answer: one shows the other; or the end of a full turn (360 degrees, 2 pi).
 * ``grammar``: v2 is a count of 1 before a singular noun ("$Y$ foot").
-* ``independent``: the answer is proved not to depend on the variable (check 5's reading).
-* ``unnatural_offset``: the relation states ``|d| > 100`` or a denominator above 12.
+* ``independent``: the answer is proved not to depend on the variable (check 5's reading:
+  "What is the sum of the roots of $x^2 - 4x + Y = 0$?" is 4 for every Y), so q1 can be
+  skipped.
+* ``unnatural_offset``: the relation states ``|d| > 100`` or a denominator above 12 ("$Y$ is
+  $2999980$ less than $X$"), as no problem writer would.
 
 Math mode here is found by its own scan (a stack of open delimiters and environments), not by
 the code that chose the constant, so the scanner can catch that code's mistakes.

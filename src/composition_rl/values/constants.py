@@ -6,11 +6,29 @@ digit concatenations and parts of larger numbers, and ranks them. Also math mode
 (:func:`in_math`, :func:`math_spans`) and the symbols a text already uses
 (:func:`symbols_used`).
 
-A literal that is a quantity may still be a poor variable; :data:`FLAWS` is the catalogue of
-why, one class of mistake per entry with an example (``tex_token``: the 49 of ``\\frac 49``
-is two TeX arguments, so ``\\frac W`` would read as W over nothing; ``role_mix``: the 2s of
-``2x + x^2`` are a coefficient and a power, and one Y for both changes the problem twice).
-The shortcut classes among them are the rules of :mod:`composition_rl.values.shortcuts`.
+A literal that is a quantity may still be a poor variable. :data:`FLAWS` names each class of
+mistake a replacement would make, and a literal with a flaw is never replaced. The classes
+decided here, each with a real MATH fragment and what replacing its literal would do:
+
+* ``repeated``: "If $f(3)=4$, $f(5)=1$, and $f(2)=5$": the 5 of ``f(5)`` must stay, so a Y
+  for the 5 of ``f(2)=5`` sits beside its own value.
+* ``choice``: "(A) $-2^{50}$ (B) $-2^{49}$ (C) 0": a Y in the options changes what is asked.
+* ``fact``: "Given that $8!=40320$": a fact with no unknown; ``Y!=40320`` fixes Y by itself.
+* ``answer_form``: "Express ... in the form $a+bi$": a template, not a quantity.
+* ``hint``: "(Note that $i^2 = -1.$)": a reminder; a Y there contradicts what it recalls.
+* ``notation``: "$(\\sqrt[6]{4})^9$", ``f^{-1}``: a root index or an inverse, not a number.
+* ``text_in_math``: "\\text{if $x < 20$}" inside a display: neither ``Y`` nor ``$Y$`` renders.
+* ``named``: "the number of five-digit palindromes": a number inside a word (or a year)
+  names a kind of thing; "$Y$-digit" reads badly and shows its value.
+* ``tex_token``: the 49 of ``\\frac 49`` is two TeX arguments, so ``\\frac W`` would read as
+  W over nothing; likewise ``\\log_7\\sqrt7`` and the digit group of ``47\\,389``.
+* ``exponent``, ``base_notation``: "Factor $t^2-49$", "base-$2$ representation": a power
+  or a radix is notation; ``t^Y`` or "base-$Y$" asks another kind of problem.
+* ``role_mix``: "$(x-5)(2x+9)$ ... the two distinct solutions": the 2s are a count and a
+  coefficient, and one Y for both changes the problem twice.
+* the shortcut classes (``worked_example`` to ``zero``): the rest of the text gives the value
+  away, so the chain can be skipped; they are the rules of
+  :mod:`composition_rl.values.shortcuts`, with their examples there.
 """
 
 from __future__ import annotations
@@ -632,12 +650,15 @@ FLAWS = (
     "zero",  # the value 0 (=0, \ge 0): the value any reader guesses first
 )
 _INVERSE_TAIL = re.compile(r"\^\s*\{?\s*-\s*$")
-_NOTATION_TAIL = re.compile(
-    r"\\sqrt\s*\[\s*$"  # root index
-    r"|\^\s*\{\s*\(\s*$"  # derivative order f^{(4)}
-    r"|\\mathbb\s*\{?\s*[A-Z]\s*\}?\s*\^\s*\{?\s*$"  # dimension R^3
-    r"|\\begin\s*\{[a-zA-Z*]+\}\s*\{\s*$"  # environment argument \begin{alignat}{2}
+# Where a literal is notation, not a quantity: (what it is, the text that ends right before it,
+# an example). An inverse, ``f^{-1}``, is read apart: only a 1 there is notation.
+_NOTATION_CONTEXTS: tuple[tuple[str, str, str], ...] = (
+    ("root index", r"\\sqrt\s*\[\s*$", "(\\sqrt[6]{4})^9"),
+    ("derivative order", r"\^\s*\{\s*\(\s*$", "f^{(4)}"),
+    ("dimension", r"\\mathbb\s*\{?\s*[A-Z]\s*\}?\s*\^\s*\{?\s*$", "\\mathbb{R}^3"),
+    ("environment argument", r"\\begin\s*\{[a-zA-Z*]+\}\s*\{\s*$", "\\begin{alignat}{2}"),
 )
+_NOTATION_TAIL = re.compile("|".join(p for _, p, _ in _NOTATION_CONTEXTS))
 _RELATION = re.compile(r"[=<>]|\\(?:equiv|leq?|geq?|neq?|approx|cong|lt|gt)(?![a-zA-Z])")
 _SENTENCE_END = re.compile(r"[.?!](?=\s)|\n\s*\n")
 # an answer template follows these ("in the form $Ax+By+C=0$"); "express your answer in base

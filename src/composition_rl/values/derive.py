@@ -1,9 +1,9 @@
 """Numbers derived exactly from answers that are not one number.
 
-Seed 000 (Section 3.4, sub-step 1) needs q1's answer to be a number v1, and names that as its
-limitation. Many answers are not: an interval, an ordered pair, a set of solutions, an option
-letter, a polynomial, a matrix, a ratio, a time of day. Each of them still determines numbers a
-problem writer would name in one phrase: "the length of the interval", "the value of $q$", "the
+The paper's method (Section 3.4, sub-step 1) needs q1's answer to be a number v1, and names
+that as its limitation. Many answers are not: an interval, an ordered pair, a set of
+solutions, an option letter, a polynomial, a matrix, a ratio, a time of day. Each of them
+still determines numbers a problem writer would name in one phrase: "the length of the interval", "the value of $q$", "the
 sum of the solutions", "the value of the answer at $x = 2$", "the determinant of the matrix",
 "the second term of the ratio", "the number of minutes past the hour". This module reads such
 answers (exact, sympy) and lists those numbers:
@@ -17,8 +17,22 @@ answers (exact, sympy) and lists those numbers:
   a modest rational, as a :class:`DerivedValue`.
 
 The wording of each derivation (the sentence in the composed prompt) is owned by
-:mod:`composition_rl.compose.spc`, which writes and reads it from one set of templates. Words
-without a natural numeric reading ("even", "yes", "Saturday") derive nothing and stay out.
+:mod:`composition_rl.compose.spc`, which writes and reads it from one set of templates.
+
+A derivation from a misread answer names a number that is no property of it, and the composed
+prompt then asks a wrong question. The readings kept apart here:
+
+* interval or pair: "(3, 5)" is an open interval or an ordered pair, and the question says
+  which ("in interval notation", "Enter the ordered pair"); "the length of the interval" of a
+  point means nothing.
+* a set or several quantities: a list answers "Enter all the solutions, separated by commas"
+  as a set, but a list for "... respectively" holds different quantities, and "the sum of the
+  solutions" would add unlike things.
+* a named tuple: "Enter the ordered pair $(a,b)$" names its entries, so "the value of $b$"
+  is one; "polar coordinates $(r, \\theta)$" stated in the problem asks for no tuple.
+* words: a day of the week is a number only under the numbering its sentence states (Monday
+  = 1, as ISO 8601); words without a natural numeric reading ("even", "yes") derive nothing
+  and stay out.
 """
 
 from __future__ import annotations

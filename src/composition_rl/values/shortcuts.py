@@ -1,10 +1,12 @@
 """Shortcut rules: where the rest of a problem reveals a literal's value.
 
 A composed prompt teaches composition only if the later problem cannot be solved without
-the earlier one's answer. A blind audit of accepted compositions found literals whose value
-the rest of the text gives away, so the chain can be skipped. Each rule below names one such
-class; a literal it flags gets the rule's name as its flaw (:data:`composition_rl.values.FLAWS`)
-and is never replaced. The table of real MATH cases is ``tests/test_shortcuts.py``.
+the earlier one's answer. A literal whose value the rest of the text gives away is a poor
+variable: a reader recovers Y without solving q1, so the chain can be skipped and the reward
+teaches nothing about composing. Each rule below names one class of such literals, with a
+real MATH fragment; a literal it flags gets the rule's name as its flaw
+(:data:`composition_rl.values.FLAWS`) and is never replaced. The table of real MATH cases is
+``tests/test_shortcuts.py``.
 
 * ``worked_example``: inside a worked example ("For example, if she rolls a 6 and a 3, she
   can form 36 or 63."), from the cue to the end of the example's sentences.
@@ -50,9 +52,6 @@ from math import gcd
 
 __all__ = ["RISKS", "SHORTCUT_RULES", "shortcut_flaws", "shortcut_risks"]
 
-SHORTCUT_RULES = ("worked_example", "figure", "sums_to_one", "pattern", "default_value", "standard_constant",
-                  "answer_range", "grammar", "zero")
-
 # -- worked_example --------------------------------------------------------------------
 _EXAMPLE_WORDS = ("example", "instance", "such as", "e.g.")
 _EXAMPLE_CUE = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|as an example|an example is|example:)", re.I)
@@ -83,6 +82,13 @@ def _example_regions(q: str) -> list[tuple[int, int]]:
     return out
 
 
+def _worked_example(q: str, toks, blocks: Sequence[tuple[int, int]], ends: Sequence[int]) -> set[int]:
+    if not any(w in q.lower() for w in _EXAMPLE_WORDS):
+        return set()
+    regions = _example_regions(q)
+    return {j for j, t in enumerate(toks) if any(a <= t.s < b for a, b in regions)}
+
+
 # -- figure ---------------------------------------------------------------------------
 _STYLE_CALL = re.compile(
     r"\b(?:linewidth|fontsize|unitsize|size|opacity|gray|grey|rgb|rgba|cmyk|arrowsize|dotsize|Arrows?|ArcArrows?|"
@@ -99,6 +105,12 @@ def _figure_values(q: str, blocks: Sequence[tuple[int, int]]) -> set[int | Fract
             found.update(_FIG_NUMBER.findall(_STYLE_CALL.sub(" ", q[a:b])))
     # ints where they can be (the tokens' keys are ints too: equal values hash alike)
     return {int(x) if x.isdigit() else Fraction(x) for x in found}
+
+
+def _figure(q: str, toks, blocks: Sequence[tuple[int, int]], ends: Sequence[int]) -> set[int]:
+    vals = _figure_values(q, blocks) if blocks else set()
+    # a count written in words ("no two tiles", "three strips") is no figure coordinate
+    return {j for j, t in enumerate(toks) if t.key in vals and t.lit[0].isdigit()}
 
 
 # -- sums_to_one --------------------------------------------------------------------------
@@ -156,7 +168,7 @@ def _in_a_subset_summing_to_one(vals: list[Fraction]) -> set[int]:
     return out
 
 
-def _sums_to_one(q: str, toks, ends: Sequence[int]) -> set[int]:
+def _sums_to_one(q: str, toks, blocks: Sequence[tuple[int, int]], ends: Sequence[int]) -> set[int]:
     flagged: set[int] = set()
     low = q.lower()
     if any(w in low for w in _SHARE_WORDS) and any(c in q for c in ("frac", "/", ".", "%", "percent")):
@@ -334,7 +346,7 @@ def _ellipsis_before(q: str, toks, seq, r: int) -> bool:
     return last is not None and _GAP_NOISE.sub("", text[last.end() :]) == ""
 
 
-def _pattern(q: str, toks) -> set[int]:
+def _pattern(q: str, toks, blocks: Sequence[tuple[int, int]], ends: Sequence[int]) -> set[int]:
     # the terms a reader could continue: not powers or radices, and not the coordinates of
     # points, which are data ((9, -5) and (-3, -1) make no sequence)
     seq = [j for j, t in enumerate(toks) if t.role not in ("exponent", "radix", "notation", "coordinate")]
@@ -427,7 +439,7 @@ _DEFAULT_WORDS = ("card", "suit", "rank", "sided", "faced", "sides", "faces", "m
 _MATRIX_SIZE = re.compile(r"(\d+)\s*\\times\s*(\d+)\s*\$?\s*(?:\w+\s+){0,2}matri")
 
 
-def _default_value(q: str, toks, ends: Sequence[int]) -> set[int]:
+def _default_value(q: str, toks, blocks: Sequence[tuple[int, int]], ends: Sequence[int]) -> set[int]:
     flagged: set[int] = set()
     counts = shape_count_offsets(q, [(t.s, t.lit, t.key) for t in toks if isinstance(t.key, int) and 2 <= t.key <= 12])
     flagged.update(j for j, t in enumerate(toks) if t.s in counts)
@@ -522,7 +534,7 @@ def standard_constant_offsets(q: str) -> set[int]:
     return at
 
 
-def _standard_constant(q: str, toks) -> set[int]:
+def _standard_constant(q: str, toks, blocks: Sequence[tuple[int, int]], ends: Sequence[int]) -> set[int]:
     at = standard_constant_offsets(q)
     return {j for j, t in enumerate(toks) if t.s in at} if at else set()
 
@@ -557,7 +569,7 @@ def full_turn_offsets(q: str) -> set[int]:
     return {m.start(g) for m in _FULL_TURN.finditer(q) for g in ("deg", "two") if m.group(g) is not None}
 
 
-def _answer_range(q: str, toks) -> set[int]:
+def _answer_range(q: str, toks, blocks: Sequence[tuple[int, int]], ends: Sequence[int]) -> set[int]:
     """The modulus N + 1 and the range's end N, wherever they are written: with a residue's
     range ``0..N`` stated, one shows the other (a strict bound, ``0 \\le n < 31`` beside
     ``\\pmod{31}``, is the modulus itself and is replaced with it); and the end of a full
@@ -602,8 +614,30 @@ def singular_after(q: str, s: int, e: int) -> bool:
     return _BY_BEFORE.search(q, max(0, s - 8), s) is None
 
 
-def _grammar(q: str, toks) -> set[int]:
+def _grammar(q: str, toks, blocks: Sequence[tuple[int, int]], ends: Sequence[int]) -> set[int]:
     return {j for j, t in enumerate(toks) if t.key == 1 and t.role == "prose" and singular_after(q, t.s, t.s + len(t.lit))}
+
+
+def _zero(q: str, toks, blocks: Sequence[tuple[int, int]], ends: Sequence[int]) -> set[int]:
+    # the value any reader guesses first (x^2 - 5x + 6 = 0, x, y, z \ge 0)
+    return {j for j, t in enumerate(toks) if t.key == 0}
+
+
+# The rules by name, in the order they are tried: a token takes the name of the first that
+# flags it. Each reads (question, tokens, figure/code blocks, sentence ends) and returns the
+# indices of the tokens it flags.
+_RULES = {
+    "worked_example": _worked_example,
+    "figure": _figure,
+    "sums_to_one": _sums_to_one,
+    "pattern": _pattern,
+    "default_value": _default_value,
+    "standard_constant": _standard_constant,
+    "answer_range": _answer_range,
+    "grammar": _grammar,
+    "zero": _zero,
+}
+SHORTCUT_RULES = tuple(_RULES)
 
 
 # -- risks: constants a chain may still replace, but only when no other constant of the
@@ -692,28 +726,8 @@ def shortcut_flaws(q: str, toks, blocks: Sequence[tuple[int, int]], spans: Seque
     """Per token of ``q`` (``find_constants``' tokens: ``s``, ``lit``, ``key``, ``role``), the
     first :data:`SHORTCUT_RULES` rule that flags it, or ""."""
     out = [""] * len(toks)
-
-    def mark(name: str, idx) -> None:
-        for j in idx:
+    for name, rule in _RULES.items():
+        for j in rule(q, toks, blocks, ends):
             if not out[j]:
                 out[j] = name
-
-    low = q.lower()
-    if any(w in low for w in _EXAMPLE_WORDS):
-        regions = _example_regions(q)
-        mark("worked_example", [j for j, t in enumerate(toks) if any(a <= t.s < b for a, b in regions)])
-    if blocks:
-        vals = _figure_values(q, blocks)
-        if vals:
-            # a count written in words ("no two tiles", "three strips") is no figure coordinate
-            mark("figure", [j for j, t in enumerate(toks) if t.key in vals and t.lit[0].isdigit()])
-    mark("sums_to_one", _sums_to_one(q, toks, ends))
-    mark("pattern", _pattern(q, toks))
-    mark("default_value", _default_value(q, toks, ends))
-    mark("standard_constant", _standard_constant(q, toks))
-    mark("answer_range", _answer_range(q, toks))
-    if any(t.key == 1 for t in toks):
-        mark("grammar", _grammar(q, toks))
-    # zero: the value any reader guesses first (x^2 - 5x + 6 = 0, x, y, z \ge 0)
-    mark("zero", [j for j, t in enumerate(toks) if t.key == 0])
     return out
