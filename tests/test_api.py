@@ -118,7 +118,7 @@ def test_compose_with_a_model_in_memory_gives_the_records_the_executor_writes(en
     assert [p.to_dict() for p in got.accepted] == written
     assert got.rejected == rejected
     assert got.candidates == len(written) + len(rejected) == 20
-    assert len(got.accepted) >= 10 and calls > 0
+    assert len(got.accepted) >= 5 and calls > 0  # the two paths agree on sets that are not trivial
 
 
 def test_compose_with_a_model_and_an_endpoint_that_is_down_raises_instead_of_rejecting():

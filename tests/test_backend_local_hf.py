@@ -44,7 +44,9 @@ def test_missing_model_dir_is_a_clear_error(tmp_path):
 
 
 def test_tiny_model_compositions_are_rejected_cleanly(tiny, tmp_path):
-    """A random model writes nonsense: every candidate must end as a counted rejection."""
+    """A random model writes nonsense: every candidate ends counted, and nothing the model wrote
+    is accepted (a record may pass only where the program wrote every part: a derived v1 with
+    its own phrase and the finder's constant)."""
     import itertools
     import json
 
@@ -70,8 +72,10 @@ def test_tiny_model_compositions_are_rejected_cleanly(tiny, tmp_path):
     b = build_chat_backend("local_hf", model=str(tiny), device="cpu")
     stats = compose_candidates(chains, tmp_path, cfg, backend=b, progress=False)
     rejected = [json.loads(x) for x in (tmp_path / "rejected.jsonl").read_text().splitlines()]
-    assert stats["candidates"] == len(chains) == len(rejected) and stats["accepted"] == 0
-    assert (tmp_path / "composed.jsonl").read_text() == ""
+    accepted = [json.loads(x) for x in (tmp_path / "composed.jsonl").read_text().splitlines()]
+    assert stats["candidates"] == len(chains) == len(rejected) + len(accepted)
+    assert stats["accepted"] == len(accepted) < len(chains)
+    assert all(r["metadata"]["v1_from"] == ["derived"] for r in accepted)
     assert "internal_error" not in stats["rejected_by_reason"]
     assert {r["stage"] for r in rejected} <= {
         "llm_output",
@@ -79,7 +83,7 @@ def test_tiny_model_compositions_are_rejected_cleanly(tiny, tmp_path):
         "constant",
         "check2_substitution",
     }
-    assert (
-        stats["llm"]["requests"] == b.stats.calls == len(chains)
-    )  # one proposal each, then rejected
+    # every call counted once; at most one per chain (the program plan decides some chains
+    # without the model and asks for a q1's definition once for all the chains it leads)
+    assert 0 < stats["llm"]["requests"] == b.stats.calls <= len(chains)
     assert stats["llm"]["completion_tokens"] > 0
