@@ -68,6 +68,16 @@ def pick_originals(source: Path, count: int, level: float, seed: int) -> list[di
     return [{"problem": r["problem"], "answer": r["answer"].strip(), "type": r.get("type")} for r in keep[:count]]
 
 
+def pick_reasoning_gym(count: int, seed: int) -> list[dict[str, Any]]:
+    """``count`` problems of crl's default reasoning-gym set (the numeric generators ``crl
+    compose`` reads without ``--input``), in a seeded shuffle, as Problem records."""
+    from composition_rl.io.readers import load_reasoning_gym
+
+    problems = load_reasoning_gym().problems
+    random.Random(seed).shuffle(problems)
+    return [p.to_dict() for p in problems[:count]]
+
+
 def write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w") as f:
@@ -327,8 +337,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=".venv-llm/models/qwen-0.5b.gguf", help="a GGUF (relative to the repository)")
     ap.add_argument("--out", default="runs/real-policy")
+    ap.add_argument("--data", choices=("rg", "math"), default="rg",
+                    help="rg: crl's default reasoning-gym numeric set; math: one level of --source")
     ap.add_argument("--source", default=str(SHARED / "train" / "math_train.json"))
-    ap.add_argument("--level", type=float, default=1.0, help="MATH level of the originals")
+    ap.add_argument("--level", type=float, default=1.0, help="MATH level of the originals (--data math)")
     ap.add_argument("--problems", type=int, default=64)
     ap.add_argument("-n", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=24)
@@ -359,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
 
     originals = out / "originals.jsonl"
     if not originals.is_file():
-        write_jsonl(originals, pick_originals(Path(args.source), args.problems, args.level, seed=0))
+        write_jsonl(originals, pick_reasoning_gym(args.problems, seed=0) if args.data == "rg"
+                    else pick_originals(Path(args.source), args.problems, args.level, seed=0))
     if not args.report_only:
         run_crl(steps, "profile-originals", ["profile", *common, "--keep-responses", "--input", str(originals),
                                              "--out", str(out / "profile-originals")], out)
