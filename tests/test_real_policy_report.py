@@ -128,3 +128,13 @@ def test_report_from_run_folders_writes_tables_and_figures(tmp_path):
     assert "| total | 60 s (1.0 min) | |" in md
     for f in ("pass_rates.png", "bands_by_depth.png"):
         assert (out / f).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_pick_reasoning_gym_is_a_seeded_sample_of_crls_default_set():
+    pytest.importorskip("reasoning_gym")
+    a = rpr.pick_reasoning_gym(12, seed=0)
+    assert a == rpr.pick_reasoning_gym(12, seed=0)
+    assert len(a) == 12 and len({r["id"] for r in a}) == 12
+    assert len({r["metadata"]["generator"] for r in a}) > 1  # shuffled across the generators
+    assert [Problem.from_dict(r).id for r in a] == [r["id"] for r in a]
+    assert a != rpr.pick_reasoning_gym(12, seed=1)
