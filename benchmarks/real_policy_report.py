@@ -208,6 +208,30 @@ def set_summary(rows: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
     }
 
 
+def parents_product(composed_rows: Sequence[Mapping[str, Any]], composed_path: Path,
+                    original_rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """Mean over composed prompts of the product of their parents' pass rates.
+
+    What the composed pass rate would be if the policy solved each part as often as it solves
+    the part alone, independently: the reference a measured composed pass rate is read against.
+    """
+    from composition_rl.io.readers import load_problems
+
+    if not composed_rows or not composed_path.is_file():
+        return None
+    rate = {r["id"]: r["pass_rate"] for r in original_rows}
+    parents = {p.id: p.parents for p in load_problems(composed_path).problems}
+    products = []
+    for r in composed_rows:
+        ps = parents.get(r["id"], ())
+        if ps and all(q in rate for q in ps):
+            prod = 1.0
+            for q in ps:
+                prod *= rate[q]
+            products.append(prod)
+    return sum(products) / len(products) if products else None
+
+
 def plot(sets: Mapping[str, Mapping[str, Any]], n: int, out: Path) -> list[str]:
     """``pass_rates.png`` (one panel per set) and ``bands_by_depth.png`` (Figure 2, right)."""
     import matplotlib
@@ -265,14 +289,16 @@ def markdown(report: Mapping[str, Any]) -> str:
              f"`{report['template']}`; mastered = {report['mastered_rule']} "
              f"({report['mastered']} of {report['sets']['originals'].get('prompts', 0)} originals).", "",
              "| set | prompts | solve_all [95% Wilson] | informative [95% Wilson] | solve_none [95% Wilson] "
-             "| mean pass rate | mean tokens | truncated |",
+             "| mean pass rate (parts' product) | mean tokens | truncated |",
              "|---|---|---|---|---|---|---|---|"]
     for name, s in report["sets"].items():
         if not s.get("prompts"):
             lines.append(f"| {name} | 0 | - | - | - | - | - | - |")
             continue
         lines.append(f"| {name} | {s['prompts']} | {_band_cell(s, 'solve_all')} | {_band_cell(s, 'goldilocks')} "
-                     f"| {_band_cell(s, 'solve_none')} | {_pct(s['mean_pass_rate'])} | {s['mean_tokens']:.0f} "
+                     f"| {_band_cell(s, 'solve_none')} | {_pct(s['mean_pass_rate'])}"
+                     f"{' (' + _pct(s['parents_product']) + ')' if s.get('parents_product') is not None else ''} "
+                     f"| {s['mean_tokens']:.0f} "
                      f"| {_pct(s['truncated_share'])} |")
     lines += ["", "Pass-rate histogram (prompts with k of n correct):", "",
               "| set | " + " | ".join(f"{k}/{n}" for k in range(n + 1)) + " |",
@@ -297,11 +323,18 @@ def markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_report(out: Path, args: argparse.Namespace, rule: str, mastered: int) -> dict[str, Any]:
+def build_report(out: Path, args: argparse.Namespace, rule: str, mastered_ids: Sequence[str]) -> dict[str, Any]:
     n = args.n
     profiles = {"originals": out / "profile-originals", "depth 2": out / "profile-d2", "depth 3": out / "profile-d3"}
     rows = {k: read_rows(p / "profile.jsonl") for k, p in profiles.items()}
+    chosen = set(mastered_ids)
+    rows = {"originals": rows["originals"], "mastered": [r for r in rows["originals"] if r["id"] in chosen],
+            "depth 2": rows["depth 2"], "depth 3": rows["depth 3"]}
     sets = {k: set_summary(v, n) for k, v in rows.items()}
+    for depth in (2, 3):
+        if sets[f"depth {depth}"].get("prompts"):
+            sets[f"depth {depth}"]["parents_product"] = parents_product(
+                rows[f"depth {depth}"], out / f"compose-d{depth}" / "composed.jsonl", rows["originals"])
     analysis: dict[str, Any] = {
         "crl profile, depth 2": composed_analysis(rows["depth 2"], out / "compose-d2" / "composed.jsonl"),
         "crl profile, depth 3": composed_analysis(rows["depth 3"], out / "compose-d3" / "composed.jsonl"),
@@ -318,7 +351,7 @@ def build_report(out: Path, args: argparse.Namespace, rule: str, mastered: int) 
     steps = Steps(out).done
     report = {
         "model": Path(args.model).name, "n": n, "max_tokens": args.max_tokens, "template": args.template,
-        "mastered_rule": rule, "mastered": mastered, "sets": sets, "analysis": analysis,
+        "mastered_rule": rule, "mastered": len(chosen), "sets": sets, "analysis": analysis,
         "eval": json.loads(results.read_text()) if results.is_file() else None,
         "steps": steps, "wall_s": sum(r["wall_s"] for r in steps.values()),
     }
@@ -406,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
             run_crl(steps, "eval-comp", ["eval", *eval_opts, "--benchmark", str(mastered), "--limit",
                                          str(args.eval_mastered), "--compositional", "2", "--comp-max",
                                          str(args.eval_comp), "--out", str(out / "eval-comp")], out)
-    report = build_report(out, args, rule, len(ids))
+    report = build_report(out, args, rule, ids)
     if args.docs_img:
         dest = Path(args.docs_img)
         dest.mkdir(parents=True, exist_ok=True)

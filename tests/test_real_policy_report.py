@@ -118,8 +118,9 @@ def test_report_from_run_folders_writes_tables_and_figures(tmp_path):
     rpr.Steps(out).record("profile-originals", {"argv": [], "exit": 0, "wall_s": 60.0,
                                                 "load_start": 1.0, "load_end": 2.0})
     args = rpr.main.__globals__["argparse"].Namespace(model="m.gguf", n=8, max_tokens=160, template="brief")
-    rep = rpr.build_report(out, args, "solve_all", 2)
+    rep = rpr.build_report(out, args, "solve_all", ["a", "b"])
     assert rep["sets"]["originals"]["solve_all"]["count"] == 2
+    assert rep["sets"]["mastered"]["prompts"] == 2 and rep["mastered"] == 2
     assert rep["sets"]["depth 2"]["goldilocks"]["count"] == 1
     assert rep["sets"]["depth 3"] == {"prompts": 0}
     md = (out / "report.md").read_text()
@@ -138,3 +139,11 @@ def test_pick_reasoning_gym_is_a_seeded_sample_of_crls_default_set():
     assert len({r["metadata"]["generator"] for r in a}) > 1  # shuffled across the generators
     assert [Problem.from_dict(r).id for r in a] == [r["id"] for r in a]
     assert a != rpr.pick_reasoning_gym(12, seed=1)
+
+
+def test_parents_product_is_the_mean_over_compositions_of_the_parts_pass_rates(tmp_path):
+    path, p = _composed(tmp_path)  # parents p and q
+    originals = [_row("p", 8), _row("q", 6), _row("z", 2)]
+    assert rpr.parents_product([_row(p.id, 3)], path, originals) == pytest.approx(1.0 * 0.75)
+    assert rpr.parents_product([_row(p.id, 3)], path, originals[:1]) is None  # a parent not profiled
+    assert rpr.parents_product([], path, originals) is None
