@@ -143,7 +143,7 @@ def test_pick_reasoning_gym_is_a_seeded_sample_of_crls_default_set():
 
 def test_parents_product_is_the_mean_over_compositions_of_the_parts_pass_rates(tmp_path):
     path, p = _composed(tmp_path)  # parents p and q
-    originals = [_row("p", 8), _row("q", 6), _row("z", 2)]
-    assert rpr.parents_product([_row(p.id, 3)], path, originals) == pytest.approx(1.0 * 0.75)
+    originals = [_row("p", 6), _row("q", 4), _row("z", 2)]
+    assert rpr.parents_product([_row(p.id, 3)], path, originals) == pytest.approx(0.75 * 0.5)
     assert rpr.parents_product([_row(p.id, 3)], path, originals[:1]) is None  # a parent not profiled
     assert rpr.parents_product([], path, originals) is None
