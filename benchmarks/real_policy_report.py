@@ -110,8 +110,13 @@ class Steps:
         tmp.replace(self.path)
 
 
-def run_crl(steps: Steps, name: str, argv: list[str], out: Path) -> dict[str, Any]:
-    """Run ``crl ARGV`` from this checkout unless ``steps`` has it finished; its record."""
+def run_crl(steps: Steps, name: str, argv: list[str], out: Path, fatal: bool = True) -> dict[str, Any]:
+    """Run ``crl ARGV`` from this checkout unless ``steps`` has it finished; its record.
+
+    A failed step stops the run (a rerun resumes it), unless ``fatal`` is False: then it is
+    reported and the run goes on (a composition of too few mastered prompts finds no chain,
+    which is a result, not an error of the run); it is not recorded as finished either way.
+    """
     if steps.finished(name, argv):
         print(f"[{name}] done earlier ({steps.done[name]['wall_s']} s), skipped", flush=True)
         return steps.done[name]
@@ -127,7 +132,10 @@ def run_crl(steps: Steps, name: str, argv: list[str], out: Path) -> dict[str, An
     print(f"[{name}] exit {r.returncode} after {rec['wall_s']} s (load {rec['load_start']} -> {rec['load_end']})",
           flush=True)
     if r.returncode != 0:
-        sys.exit(f"[{name}] failed: see {out / (name + '.log')}; rerun the same command to resume")
+        if fatal:
+            sys.exit(f"[{name}] failed: see {out / (name + '.log')}; rerun the same command to resume")
+        print(f"[{name}] failed: see {out / (name + '.log')}; going on without it", flush=True)
+        return rec
     steps.record(name, rec)
     return rec
 
@@ -430,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
             if f"compose-{name}" not in skip:
                 run_crl(steps, f"compose-{name}", ["compose", *source, "--depth", str(depth), "--engine", "symbolic",
                                                    "--max-candidates", str(args.candidates), "--seed", "0",
-                                                   "--no-progress", "--out", str(out / f"compose-{name}")], out)
+                                                   "--no-progress", "--out", str(out / f"compose-{name}")], out,
+                        fatal=False)
             composed = out / f"compose-{name}" / "composed.jsonl"
             if f"profile-{name}" not in skip and composed.is_file() and composed.stat().st_size:
                 run_crl(steps, f"profile-{name}", ["profile", *common, "--keep-responses", "--input", str(composed),

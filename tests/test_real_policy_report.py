@@ -107,6 +107,8 @@ def test_steps_skip_a_finished_command_and_rerun_a_changed_or_failed_one(tmp_pat
     with pytest.raises(SystemExit):
         rpr.run_crl(rpr.Steps(tmp_path), "b", ["eval", "--fail"], tmp_path)
     assert len(calls) == 4
+    rec = rpr.run_crl(rpr.Steps(tmp_path), "c", ["compose", "--fail"], tmp_path, fatal=False)  # reported, run goes on
+    assert rec["exit"] == 1 and "c" not in rpr.Steps(tmp_path).done
 
 
 def test_report_from_run_folders_writes_tables_and_figures(tmp_path):
@@ -147,3 +149,29 @@ def test_parents_product_is_the_mean_over_compositions_of_the_parts_pass_rates(t
     assert rpr.parents_product([_row(p.id, 3)], path, originals) == pytest.approx(0.75 * 0.5)
     assert rpr.parents_product([_row(p.id, 3)], path, originals[:1]) is None  # a parent not profiled
     assert rpr.parents_product([], path, originals) is None
+
+
+@pytest.mark.real_llm
+def test_the_driver_runs_its_steps_on_a_real_gguf_and_a_rerun_skips_them(tmp_path, capsys):
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python: `make test-real-llm` installs it into .venv")
+    venv_llm = REPO / ".venv-llm"
+    py = venv_llm / "bin" / "python"
+    model = subprocess.run(
+        [str(py if py.exists() else sys.executable), str(REPO / "scripts" / "real_llm_models.py"),
+         "path", "smollm2", "--dir", str(venv_llm / "models")],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    argv = ["--model", model, "--out", str(tmp_path / "r"), "--problems", "3", "-n", "2", "--max-tokens", "8",
+            "--d2", "2", "--d3", "1", "--eval-mastered", "1", "--eval-comp", "1", "--eval-n", "1",
+            "--eval-max-tokens", "8"]
+    assert rpr.main(argv) == 0
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["sets"]["originals"]["prompts"] == 3
+    assert sum(report["sets"]["originals"]["histogram"].values()) == 3
+    steps = json.loads((tmp_path / "r" / "steps.json").read_text())
+    assert steps["profile-originals"]["exit"] == 0
+    if report["mastered"] < 2:  # no depth-2 chain from fewer than two problems: reported, not fatal
+        assert "compose-d2" not in steps and report["sets"]["depth 2"] == {"prompts": 0}
+    capsys.readouterr()
+    assert rpr.main(argv) == 0
+    assert "[profile-originals] done earlier" in capsys.readouterr().out
