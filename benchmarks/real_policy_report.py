@@ -9,8 +9,9 @@ mastering their compositions. This script measures it on a pretrained model thro
 in-process ``llama`` backend, each step the ``crl`` command a user would type, run in a child
 process into its own folder under ``--out``:
 
-1. ``data``: ``--problems`` MATH Level-1 training problems with integer answers (a seeded
-   shuffle of ``math_train.json``), written to ``OUT/originals.jsonl``;
+1. ``data``: ``--problems`` problems of crl's default reasoning-gym numeric set (``--data
+   math``: one MATH level of ``math_train.json`` with integer answers), a seeded shuffle,
+   written to ``OUT/originals.jsonl``;
 2. ``profile-originals``: ``crl profile -n 8`` on them (the pass-rate histogram, the bands);
 3. ``compose-d2`` / ``compose-d3``: ``crl compose --from-profile ... --select solve_all``
    at depth 2 and 3 with the symbolic engine (when fewer than ``--min-mastered`` prompts are
