@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from composition_rl.backends.rollout import SamplingConfig
-from composition_rl.backends.rollout_llama import sample_token
+from composition_rl.backends.rollout_llama import kv_cells, sample_token
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,6 +57,19 @@ def test_temperature_sharpens_and_flattens():
         draws[t] = sum(sample_token(logits, SamplingConfig(temperature=t, top_p=1.0, top_k=0), rng) == 0
                        for _ in range(500)) / 500
     assert draws[0.25] > 0.95 and 0.45 < draws[4.0] < 0.7
+
+
+def test_the_kv_cache_holds_every_prompt_that_can_be_resident_at_once():
+    # 16 slots, n = 8: prompts A and B start; when 4 samples of each have finished, their 8
+    # free ids let prompt C in while A and B still decode. Three prompts are resident, not the
+    # two a steady state holds (the case a depth-3 profile hit: llama_decode returned 1).
+    lengths, slots, new = [300, 300, 300], 16, 24
+    worst = 3 * 300 + slots * new
+    assert kv_cells(lengths, groups=3, n_parallel=slots, max_tokens=new, context=4096) >= worst
+    # every prompt may be resident when there are more slots than prompts' samples in flight
+    assert kv_cells([50] * 40, groups=40, n_parallel=16, max_tokens=8, context=4096) >= 16 * 50 + 16 * 8
+    # only the longest prompts count, and nothing grows past the context
+    assert kv_cells([1000, 10, 10], groups=3, n_parallel=2, max_tokens=10**6, context=2048) == 1000 + 10 + 2 * 2048 + 16
 
 
 def test_the_same_generator_state_repeats():

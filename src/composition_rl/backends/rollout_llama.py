@@ -253,10 +253,7 @@ class LlamaCppRollout:
                       for s in range(0, copies, width)]
         else:
             groups = [(i, list(range(copies))) for i in range(len(prompts))]
-        per_flight = max(1, self.n_parallel // width)
-        longest = max(len(t) for t in encoded)
-        # no sequence grows past the context, whatever max_tokens asks
-        cells = per_flight * (min(longest, self.context) + width * min(sampling.max_tokens, self.context)) + 16
+        cells = kv_cells([len(t) for t in encoded], len(groups), self.n_parallel, sampling.max_tokens, self.context)
         ctx = self._context_for(cells)
         mem = L.llama_get_memory(ctx)
         batch = L.llama_batch_init(cells, 0, self.n_parallel)
@@ -347,6 +344,23 @@ class LlamaCppRollout:
             self.close()
         except Exception:
             pass
+
+
+def kv_cells(prompt_lengths: Sequence[int], groups: int, n_parallel: int, max_tokens: int, context: int) -> int:
+    """KV cells that hold the worst case of one ``generate`` call.
+
+    A prompt's cells stay while any of its samples is still decoding, and a new group is let
+    in as soon as enough sequence ids are free, which may be one id from each of several
+    unfinished groups: up to ``n_parallel`` prompts can be resident at once, not just the
+    ``n_parallel // n`` a steady state holds. So: the longest ``min(n_parallel, groups)``
+    prompts, plus ``max_tokens`` for every sequence decoded together; no sequence grows
+    past the context, whatever max_tokens asks.
+
+    >>> kv_cells([300, 200, 100], groups=3, n_parallel=2, max_tokens=24, context=4096)
+    564
+    """
+    resident = sorted((min(n, context) for n in prompt_lengths), reverse=True)[: max(1, min(n_parallel, groups))]
+    return sum(resident) + n_parallel * min(max_tokens, context) + 16
 
 
 def _cores() -> int:
