@@ -18,55 +18,23 @@ MARKER = "<VAR>"
 PROMPT_NAMES = ("llm_propose_system", "llm_propose", "llm_verify_system", "llm_verify", "llm_solve_system",
                 "llm_solve", "llm_define_system", "llm_define", "llm_place_system", "llm_place")
 
-PROPOSE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "v1": {"type": "string"},
-        "definition": {"type": "string"},
-        "constant": {"type": "string"},
-        "constant_value": {"type": "string"},
-        "rewritten": {"type": "string"},
-    },
-    "required": ["v1", "definition", "constant", "constant_value", "rewritten"],
-    "additionalProperties": False,
-}
+
+def _reply_schema(**fields: str) -> dict[str, Any]:
+    """The JSON schema of a reply: an object with exactly these fields (name -> JSON type),
+    every one required, nothing else."""
+    return {"type": "object", "properties": {k: {"type": t} for k, t in fields.items()},
+            "required": list(fields), "additionalProperties": False}
+
+
+PROPOSE_SCHEMA = _reply_schema(v1="string", definition="string", constant="string", constant_value="string",
+                               rewritten="string")
 #: the program has v1 and the constant: the model only names what q1's answer is the value of
-DEFINE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"definition": {"type": "string"}},
-    "required": ["definition"],
-    "additionalProperties": False,
-}
+DEFINE_SCHEMA = _reply_schema(definition="string")
 #: the program has v1 but no constant it may replace: the model places one (a number in words)
-PLACE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "constant": {"type": "string"},
-        "constant_value": {"type": "string"},
-        "rewritten": {"type": "string"},
-    },
-    "required": ["constant", "constant_value", "rewritten"],
-    "additionalProperties": False,
-}
-VERIFY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "definition_value": {"type": "string"},
-        "same_problem": {"type": "boolean"},
-        "constant_value": {"type": "string"},
-    },
-    "required": ["definition_value", "same_problem", "constant_value"],
-    "additionalProperties": False,
-}
-
-
+PLACE_SCHEMA = _reply_schema(constant="string", constant_value="string", rewritten="string")
+VERIFY_SCHEMA = _reply_schema(definition_value="string", same_problem="boolean", constant_value="string")
 #: check 5 by the model: the later problem solved at v2 and at another value
-SOLVE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"answer": {"type": "string"}},
-    "required": ["answer"],
-    "additionalProperties": False,
-}
+SOLVE_SCHEMA = _reply_schema(answer="string")
 
 
 @cache
