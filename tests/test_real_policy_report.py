@@ -152,15 +152,8 @@ def test_parents_product_is_the_mean_over_compositions_of_the_parts_pass_rates(t
 
 
 @pytest.mark.real_llm
-def test_the_driver_runs_its_steps_on_a_real_gguf_and_a_rerun_skips_them(tmp_path, capsys):
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python: `make test-real-llm` installs it into .venv")
-    venv_llm = REPO / ".venv-llm"
-    py = venv_llm / "bin" / "python"
-    model = subprocess.run(
-        [str(py if py.exists() else sys.executable), str(REPO / "scripts" / "real_llm_models.py"),
-         "path", "smollm2", "--dir", str(venv_llm / "models")],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip().splitlines()[-1]  # fmt: skip
+def test_the_driver_runs_its_steps_on_a_real_gguf_and_a_rerun_skips_them(smollm2_gguf, tmp_path, capsys):
+    model = str(smollm2_gguf)
     argv = ["--model", model, "--out", str(tmp_path / "r"), "--problems", "3", "-n", "2", "--max-tokens", "8",
             "--d2", "2", "--d3", "1", "--eval-mastered", "1", "--eval-comp", "1", "--eval-n", "1",
             "--eval-max-tokens", "8"]

@@ -90,23 +90,10 @@ QUESTIONS = [
 
 
 @pytest.fixture(scope="module")
-def smollm2() -> Path:
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python: `make test-real-llm` installs it into .venv")
-    venv_llm = REPO / ".venv-llm"
-    py = venv_llm / "bin" / "python"
-    out = subprocess.run(
-        [str(py if py.exists() else sys.executable), str(REPO / "scripts" / "real_llm_models.py"),
-         "path", "smollm2", "--dir", str(venv_llm / "models")],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    return Path(out.stdout.strip().splitlines()[-1])
-
-
-@pytest.fixture(scope="module")
-def backend(smollm2):
+def backend(smollm2_gguf):
     from composition_rl.backends.rollout import build_backend
 
-    b = build_backend("llama", model=str(smollm2), n_parallel=8)
+    b = build_backend("llama", model=str(smollm2_gguf), n_parallel=8)
     yield b
     b.close()
 
@@ -146,13 +133,13 @@ def test_a_prompt_decodes_the_same_alone_and_among_others(backend):
 
 
 @pytest.mark.real_llm
-def test_crl_profile_takes_the_llama_backend_for_a_gguf(smollm2, tmp_path):
+def test_crl_profile_takes_the_llama_backend_for_a_gguf(smollm2_gguf, tmp_path):
     data = tmp_path / "qa.jsonl"
     data.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n"
                             for q, a in zip(QUESTIONS, ["12", "7", "54"])))
     out = tmp_path / "prof"
     r = subprocess.run(
-        [sys.executable, "-m", "composition_rl.cli", "profile", "--model", str(smollm2), "--input", str(data),
+        [sys.executable, "-m", "composition_rl.cli", "profile", "--model", str(smollm2_gguf), "--input", str(data),
          "-n", "4", "--max-tokens", "64", "--out", str(out), "--no-progress"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
