@@ -152,7 +152,8 @@ async def _drive(candidates, out, engine, backend, concurrency, total, progress,
         except Exception as e:  # a bug must not sink a day-long run: count it, loudly
             log.exception("candidate %s failed", cid)
             res = Rejection("internal", "internal_error", f"{type(e).__name__}: {e}"[:300])
-        transient["in_a_row"] = 0  # an answer came back: the endpoint is up
+        if usage.requests:  # an answer came back: the endpoint is up (a candidate the program
+            transient["in_a_row"] = 0  # decided without a call says nothing about it)
         ok = isinstance(res, Problem)
         journal.append({
             "cid": cid,
