@@ -21,6 +21,7 @@ from composition_rl.compose.base import Rejection
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.llm import LLMComposeConfig
 from composition_rl.compose.llm.composer import AutoComposer, LLMComposer
+from composition_rl.compose.llm.proposal import Draft, place_marker
 from composition_rl.compose.pipeline import ComposeConfig
 from composition_rl.compose.symbolic import SymbolicComposer
 from composition_rl.records import Problem
@@ -44,13 +45,20 @@ TUTORS_6 = Problem.new(TUTORS.question.replace("every sixth", "every $6$th"), "8
 DEFINITION = "the value of $c$ found in the problem above"
 
 
-def scripted(definition: str = DEFINITION, place: dict | None = None):
+def scripted(definition: str = DEFINITION, place: dict | None = None, mended: dict | None = None):
     """A model that defines X with ``definition``, places ``place`` (or nothing), confirms
-    what a verification call asks, and proposes only nonsense (v1 12345, no <VAR>)."""
+    what a verification call asks, and proposes only nonsense (v1 12345, no <VAR>). Told why
+    a reply was rejected (a feedback turn), it repeats itself, or answers ``mended``."""
     calls: list[str] = []
+    feedback: list[str] = []
 
     def reply(body: dict) -> str:
-        text = body["messages"][-1]["content"]
+        text = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        if body["messages"][-1]["content"] != text:  # a feedback turn
+            feedback.append(body["messages"][-1]["content"])
+            if mended is not None:
+                calls.append("mend")
+                return json.dumps(mended)
         if text.startswith("Problem:\n"):
             calls.append("define")
             return json.dumps({"definition": definition})
@@ -69,6 +77,7 @@ def scripted(definition: str = DEFINITION, place: dict | None = None):
         calls.append("solve")
         return json.dumps({"answer": "0"})
 
+    reply.feedback = feedback
     return reply, calls
 
 
@@ -111,16 +120,35 @@ def test_v1_and_the_constant_are_the_programs_and_the_model_only_defines_x():
     ("", "malformed_output"),
 ])
 def test_the_models_definition_is_checked_as_a_proposals_is(definition, reason):
+    # told why, a model that repeats its definition is rejected for it after the one feedback turn
     reply, calls = scripted(definition)
     with FakeOpenAIServer(reply) as srv:
         res = engine(srv.url).compose((SUM, BOX), "c")
     assert isinstance(res, Rejection) and res.reason == reason
-    assert calls == ["define"]
+    assert calls == ["define", "define"] and len(reply.feedback) == 1
+    assert res.detail.removeprefix("link 1: ") in reply.feedback[0]  # the turn tells the model what was wrong
+    reply, calls = scripted(definition)
+    with FakeOpenAIServer(reply) as srv:
+        res = engine(srv.url, feedback_tries=0).compose((SUM, BOX), "c")
+    assert isinstance(res, Rejection) and res.reason == reason and calls == ["define"]
+
+
+def test_a_definition_mended_after_the_feedback_turn_is_taken():
+    """qwen-0.5b wrote "the sum of the numbers in the problem above" for "Find $a+b+c$.": the
+    reason goes back to it, and a definition made of what q1 asks is accepted."""
+    reply, calls = scripted("the sum of the numbers in the problem above",
+                            mended={"definition": "the value of $3 \\cdot 4 + 5$ found in the problem above"})
+    with FakeOpenAIServer(reply) as srv:
+        rec = engine(srv.url).compose((SUM, BOX), "c")
+    assert isinstance(rec, Problem), rec
+    assert run_checks(rec, (SUM, BOX)) is None
+    assert rec.metadata["definitions"] == ["the value of $3 \\cdot 4 + 5$ found in the problem above"]
+    assert calls == ["define", "mend"]
+    assert "numbers not in what the problem asks" in reply.feedback[0]
 
 
 def test_a_number_in_words_the_finder_cannot_take_is_placed_by_the_model_and_verified():
-    seventh = TUTORS.question.replace("every seventh", "every <VAR>")
-    good = {"constant": "seventh", "constant_value": "7", "rewritten": seventh}
+    good = {"phrase": "and Wanda works every seventh school day", "constant": "seventh", "constant_value": "7"}
     reply, calls = scripted(place=good)
     assert not SymbolicComposer().safe_constants(TUTORS)
     with FakeOpenAIServer(reply) as srv:
@@ -138,13 +166,50 @@ def test_a_number_in_words_the_finder_cannot_take_is_placed_by_the_model_and_ver
         assert isinstance(auto.symbolic.compose((LINES, TUTORS), "c"), Rejection)
         assert auto.compose((LINES, TUTORS), "c").links[0].v2_literal == "seventh"
         assert auto.compose((LINES, BOX), "c").engine == "symbolic"
-    # what the model places is read exactly as a proposal's constant is
-    for place, reason in (({**good, "constant": "eighth"}, "constant_not_in_problem"),
-                          ({**good, "rewritten": TUTORS.question}, "marker_missing")):
-        reply, _ = scripted(place=place)
-        with FakeOpenAIServer(reply) as srv:
-            res = engine(srv.url).compose((LINES, TUTORS), "c")
-        assert isinstance(res, Rejection) and res.reason == reason
+
+
+@pytest.mark.parametrize("place, reason, calls", [
+    # a word not in problem 2 (qwen-0.5b answered the prompt's own example): told, it repeats
+    ({"phrase": "Ann works every third day", "constant": "eighth", "constant_value": "8"},
+     "constant_not_in_problem", ["place", "place"]),
+    # "school" occurs four times and the phrase is not problem 2's: which one is unknown
+    ({"phrase": "every school in town", "constant": "school", "constant_value": "1"},
+     "phrase_not_in_problem", ["place", "place"]),
+    # nothing to place: said with empty fields, nothing to mend
+    ({"phrase": "", "constant": "", "constant_value": ""}, "no_constant", ["place"]),
+])
+def test_a_placement_is_read_exactly_and_a_mendable_one_goes_back_once(place, reason, calls):
+    reply, got = scripted(place=place)
+    with FakeOpenAIServer(reply) as srv:
+        res = engine(srv.url).compose((LINES, TUTORS), "c")
+    assert isinstance(res, Rejection) and res.reason == reason and got == calls
+
+
+def test_the_phrase_only_says_which_occurrence_the_program_writes_the_problem():
+    # "seventh" occurs once: a phrase copied wrong does not matter; the rewritten problem is
+    # the program's, problem 2 word for word with the constant replaced
+    draft = Draft(LINES, TUTORS, {"phrase": "Wanda works on the seventh day", "constant": "seventh"})
+    assert place_marker(draft) is None
+    assert draft.f["rewritten"] == TUTORS.question.replace("every seventh", "every <VAR>")
+    # "every" occurs four times: the phrase, found once in problem 2, picks the second
+    two = Problem.new("Ann works every 2 days and Bo every 2 weeks. Find the sum.", "4")
+    draft = Draft(LINES, two, {"phrase": "Bo every 2 weeks", "constant": "2"})
+    assert place_marker(draft) is None and draft.f["rewritten"] == two.question.replace("every 2 weeks", "every <VAR> weeks")
+    # 2 inside 12 is not an occurrence of 2
+    twelve = Problem.new("A dozen is 12 and a pair is 2. Find it.", "1")
+    draft = Draft(LINES, twelve, {"phrase": "", "constant": "2"})
+    assert place_marker(draft) is None and draft.f["rewritten"].endswith("a pair is <VAR>. Find it.")
+
+
+def test_a_placement_mended_after_the_feedback_turn_is_taken():
+    bad = {"phrase": "Ann works every third day", "constant": "eighth", "constant_value": "8"}
+    good = {"phrase": "Wanda works every seventh school day", "constant": "seventh", "constant_value": "7"}
+    reply, calls = scripted(place=bad, mended=good)
+    with FakeOpenAIServer(reply) as srv:
+        rec = engine(srv.url).compose((LINES, TUTORS), "c")
+    assert isinstance(rec, Problem) and rec.links[0].v2_literal == "seventh", rec
+    assert calls == ["place", "mend", "define", "verify"]
+    assert "'eighth' does not occur in the problem" in reply.feedback[0]
 
 
 def test_a_later_problem_whose_constants_give_no_natural_offset_costs_no_call():

@@ -36,23 +36,35 @@ def asked_phrase(asked: str) -> str:
     if not phrase.lower().startswith(("the ", "a ", "an ")):
         phrase = f"the value of {phrase}"
     return f"{phrase} found in the problem above"
-_PLACE = re.compile(r"^Problem 2:\n(?P<q2>.*)\n\nFill in these fields:", re.S)
+_PLACE = re.compile(r"^Problem 2:\n(?P<q2>.*)\n\nPoint at one number", re.S)
 _MENU = re.compile(r"^- v1 = (?P<v>.+?); definition: (?P<d>.+)$", re.M)
 
 
-def place(q2: str) -> dict | None:
-    """A good model's placement: the first number written in words, else the first numeral."""
+def _around(q2: str, start: int, end: int) -> str:
+    """The words of ``q2`` around ``q2[start:end]``: three on each side, as a model copies them."""
+    left = re.findall(r"\S+\s*$|\S+\s+", q2[:start])[-3:]
+    right = re.findall(r"^\s*\S+|\s+\S+", q2[end:])[:3]
+    return ("".join(left) + q2[start:end] + "".join(right)).strip()
+
+
+def place(q2: str) -> dict:
+    """A good model's placement: the first number written in words, else the first numeral,
+    pointed at by the words around it; empty fields where problem 2 has none."""
     for w in re.finditer(r"[A-Za-z]+(?:-[A-Za-z]+)?", q2):
         n = word_number(w.group()) if w.group().lower() in CARDINALS or "-" in w.group() else None
         if n is not None:
-            return {"constant": w.group(), "constant_value": str(n),
-                    "rewritten": q2[: w.start()] + "<VAR>" + q2[w.end():]}
+            return {"phrase": _around(q2, w.start(), w.end()), "constant": w.group(), "constant_value": str(n)}
     out = propose("", "1", q2)
-    return {k: out[k] for k in ("constant", "constant_value", "rewritten")} if out else None
+    if out is None:
+        return {"phrase": "", "constant": "", "constant_value": ""}
+    at = out["rewritten"].index("<VAR>")
+    return {"phrase": _around(q2, at, at + len(out["constant"])), "constant": out["constant"],
+            "constant_value": out["constant_value"]}
 
 
 def _user(body: dict) -> str:
-    return body["messages"][-1]["content"]
+    """The request's first user message (a feedback turn is answered as the prompt was)."""
+    return next(m["content"] for m in body["messages"] if m["role"] == "user")
 
 
 def propose(q1: str, gt1: str, q2: str, menu: list[tuple[str, str]] | None = None) -> dict | None:
@@ -95,7 +107,7 @@ def good_composer(body: dict) -> str:
         return json.dumps({"definition": asked_phrase(m.group("asked"))})
     m = _PLACE.search(text)
     if m is not None:
-        return json.dumps(place(m.group("q2"))) if place(m.group("q2")) else "None fits."
+        return json.dumps(place(m.group("q2")))
     m = _VERIFY.search(text)
     if m is not None:
         num = re.search(r"-?\d+", m.group("gt1"))

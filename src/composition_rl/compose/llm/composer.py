@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,12 @@ __all__ = ["AutoComposer", "LLMComposer"]
 # literals the finder reads as values but no engine may replace: a year or a word
 # inside a compound, one TeX token of \frac 49 or \sqrt2, an exponent, a radix
 _NEVER = frozenset(("named", "tex_token", "exponent", "base_notation"))
+
+# rejections of a definition or a placement the model can mend when told why: words or
+# symbols not in the problem, a constant not written there, a reply without its JSON object
+MENDABLE = frozenset(("definition_not_asked", "definition_invalid", "definition_leaks_value",
+                      "constant_not_in_problem", "phrase_not_in_problem", "constant_not_allowed",
+                      "malformed_output", "v2_unparsable"))
 
 
 @dataclass
@@ -199,10 +205,11 @@ class LLMComposer:
         return None
 
     # -- model calls ------------------------------------------------------------------------
-    def _request(self, system: str, user: str, schema: dict[str, Any]) -> ChatRequest:
+    def _request(self, system: str, user: str, schema: dict[str, Any], turns: tuple[dict[str, str], ...] = ()) -> ChatRequest:
         c = self.config
-        return ChatRequest.user(user, system=system, temperature=c.temperature, top_p=c.top_p,
-                                max_tokens=c.max_tokens, seed=self.seed, json_schema=schema)
+        req = ChatRequest.user(user, system=system, temperature=c.temperature, top_p=c.top_p,
+                               max_tokens=c.max_tokens, seed=self.seed, json_schema=schema)
+        return replace(req, messages=(*req.messages, *turns)) if turns else req
 
     async def _ask(self, req: ChatRequest) -> tuple[ChatResponse | ChatError, bool]:
         """The reply (or the error that ended the call), and whether this caller made the
@@ -241,6 +248,29 @@ class LLMComposer:
         if isinstance(resp, Rejection):
             return resp
         return steps.read_reply(resp, schema, what)
+
+    async def _ask_checked(self, name: str, schema: dict[str, Any], usage: Usage,
+                           check: Callable[[dict[str, Any]], Rejection | None], **slots: str) -> dict[str, Any] | Rejection:
+        """The model's reply to prompt ``name`` once ``check`` (the exact reading of its fields)
+        accepts it. A reply rejected for something the model can mend (words that are not in
+        the problem, no JSON object) goes back to it with the rejection's detail, as the next
+        turn of the same conversation, up to ``config.feedback_tries`` times; the last
+        rejection is the candidate's. Each turn is one cached request, so a rerun repeats it."""
+        system, user = load_prompt(name + "_system"), fill(load_prompt(name), **slots)
+        turns: tuple[dict[str, str], ...] = ()
+        for attempt in range(self.config.feedback_tries + 1):
+            resp = await self._call(self._request(system, user, schema, turns), usage)
+            if isinstance(resp, Rejection):
+                return resp
+            obj = steps.read_reply(resp, schema, "output")
+            rej = obj if isinstance(obj, Rejection) else check(obj)
+            if rej is None:
+                return obj
+            if rej.reason not in MENDABLE or attempt == self.config.feedback_tries:
+                return rej
+            turns += ({"role": "assistant", "content": resp.text},
+                      {"role": "user", "content": fill(load_prompt("llm_feedback"), REASON=rej.detail)})
+        raise AssertionError("unreachable")  # the loop returns on its last attempt
 
     # -- one link: the program's plan, else the model's proposal; read exactly, verify where needed
     async def _link(self, earlier: Problem, later: Problem, usage: Usage, h: int = 0) -> Draft | Rejection:
@@ -288,15 +318,23 @@ class LLMComposer:
         if lead.derivation is not None:
             d.definition = lead.phrase
             return None
-        f = await self._once(("define", d.earlier.question, d.earlier.answer), self._ask_definition(d.earlier, usage))
+        f = await self._once(("define", d.earlier.question, d.earlier.answer),
+                             self._ask_definition(d.earlier, lead.value, usage))
         if isinstance(f, Rejection):
             return f
         d.f.update(f)
         return steps.read_grounded_definition(d, self.config.max_definition_chars)
 
-    async def _ask_definition(self, earlier: Problem, usage: Usage) -> dict[str, str] | Rejection:
-        obj = await self._ask_json("llm_define", DEFINE_SCHEMA, "output", usage, Q1=earlier.question, GT1=earlier.answer,
-                                   ASKED=steps.asked_sentence(earlier.question))
+    async def _ask_definition(self, earlier: Problem, v1: Any, usage: Usage) -> dict[str, str] | Rejection:
+        def check(obj: dict[str, Any]) -> Rejection | None:
+            f = steps.proposal_fields(obj, DEFINE_SCHEMA, ("definition",))
+            if isinstance(f, Rejection):
+                return f
+            return steps.read_grounded_definition(Draft(earlier, earlier, f, v1=v1, v1_whole=True),
+                                                  self.config.max_definition_chars)
+
+        obj = await self._ask_checked("llm_define", DEFINE_SCHEMA, usage, check, Q1=earlier.question,
+                                      GT1=earlier.answer, ASKED=steps.asked_sentence(earlier.question))
         if isinstance(obj, Rejection):
             return obj
         return steps.proposal_fields(obj, DEFINE_SCHEMA, ("definition",))
@@ -326,16 +364,21 @@ class LLMComposer:
     async def _place(self, d: Draft, usage: Usage) -> Draft | Rejection:
         """A link whose later problem has no constant the finder may replace: the model places
         one (a number in words, an ordinal), read and verified as a proposal's constant is."""
-        obj = await self._ask_json("llm_place", PLACE_SCHEMA, "output", usage, Q2=d.later.question)
+        def check(obj: dict[str, Any]) -> Rejection | None:
+            f = steps.proposal_fields(obj, PLACE_SCHEMA, ())
+            if isinstance(f, Rejection):
+                return f
+            trial = Draft(d.earlier, d.later, f, v1=d.v1, v1_whole=d.v1_whole, derivation=d.derivation)
+            return (steps.place_marker(trial) or steps.read_constant(trial, self.config.max_definition_chars)
+                    or steps.check_position(trial, self._allowed(d.later).get(trial.literal, frozenset()),
+                                            self.config.verify))
+
+        obj = await self._ask_checked("llm_place", PLACE_SCHEMA, usage, check, Q2=d.later.question)
         if isinstance(obj, Rejection):
             return obj
-        f = steps.proposal_fields(obj, PLACE_SCHEMA, ("constant", "rewritten"))
-        if isinstance(f, Rejection):
-            return f
-        d.f.update(f)
-        rej = steps.read_constant(d, self.config.max_definition_chars)
-        if rej is None:
-            rej = steps.check_position(d, self._allowed(d.later).get(d.literal, frozenset()), self.config.verify)
+        d.f.update(steps.proposal_fields(obj, PLACE_SCHEMA, ()))
+        rej = (steps.place_marker(d) or steps.read_constant(d, self.config.max_definition_chars)
+               or steps.check_position(d, self._allowed(d.later).get(d.literal, frozenset()), self.config.verify))
         if rej is None and not self.finder.natural.allows(_fraction(d.v1 - d.v2)):
             rej = Rejection("constant", "unnatural_offset", f"{d.literal!r} gives the offset {d.v1 - d.v2} from "
                             "v1, outside the naturalness limits")

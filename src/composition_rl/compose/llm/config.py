@@ -66,6 +66,10 @@ class LLMComposeConfig:
         "where the finder has none, e.g. a number in words) or model (the model proposes v1, the "
         "definition, the constant and the rewritten problem; the exact checks read it)",
         flag="--llm-plan", choices=PLANS))
+    feedback_tries: int = field(default=1, metadata=_h(
+        "a definition or placed constant the exact checks reject for something the model can mend "
+        "(words not in what problem 1 asks, a constant not written in problem 2, no JSON object) "
+        "goes back to the model with the reason this many times; 0 never"))
     cache: str | None = field(default=None, metadata=_h(
         "response cache file (default OUT/llm_cache.jsonl)", type=str))
     no_cache: bool = field(default=False, metadata=_h("do not cache responses"))
@@ -84,6 +88,8 @@ class LLMComposeConfig:
             bad.append(f"timeout_s={self.timeout_s} (must be > 0)")
         if self.max_retries < 0:
             bad.append(f"max_retries={self.max_retries} (must be >= 0)")
+        if self.feedback_tries < 0:
+            bad.append(f"feedback_tries={self.feedback_tries} (must be >= 0)")
         if self.stop_after < 1:
             bad.append(f"stop_after={self.stop_after} (must be >= 1)")
         if self.temperature < 0 or not 0 < self.top_p <= 1:

@@ -16,7 +16,8 @@ __all__ = ["DEFINE_SCHEMA", "MARKER", "PLACE_SCHEMA", "PROPOSE_SCHEMA", "PROMPT_
 MARKER = "<VAR>"
 #: the packaged prompt files of the engine, in the order their hash is taken (llm_run.json)
 PROMPT_NAMES = ("llm_propose_system", "llm_propose", "llm_verify_system", "llm_verify", "llm_solve_system",
-                "llm_solve", "llm_define_system", "llm_define", "llm_place_system", "llm_place")
+                "llm_solve", "llm_define_system", "llm_define", "llm_place_system", "llm_place",
+                "llm_feedback")
 
 
 def _reply_schema(**fields: str) -> dict[str, Any]:
@@ -30,8 +31,9 @@ PROPOSE_SCHEMA = _reply_schema(v1="string", definition="string", constant="strin
                                rewritten="string")
 #: the program has v1 and the constant: the model only names what q1's answer is the value of
 DEFINE_SCHEMA = _reply_schema(definition="string")
-#: the program has v1 but no constant it may replace: the model places one (a number in words)
-PLACE_SCHEMA = _reply_schema(constant="string", constant_value="string", rewritten="string")
+#: the program has v1 but no constant it may replace: the model points at one (a number in
+#: words) by copying the few words around it; the program writes the rewritten problem
+PLACE_SCHEMA = _reply_schema(phrase="string", constant="string", constant_value="string")
 VERIFY_SCHEMA = _reply_schema(definition_value="string", same_problem="boolean", constant_value="string")
 #: check 5 by the model: the later problem solved at v2 and at another value
 SOLVE_SCHEMA = _reply_schema(answer="string")

@@ -34,8 +34,8 @@ from composition_rl.values.constants import mixed_value
 from composition_rl.values.derive import Derivation, derivations
 from composition_rl.values.numwords import word_number
 
-__all__ = ["Draft", "Usage", "LINK_STEPS", "MENU_SIZE", "menu", "menu_text", "needs_verification", "read_reply",
-           "apply_verification"]
+__all__ = ["Draft", "Usage", "LINK_STEPS", "MENU_SIZE", "menu", "menu_text", "needs_verification", "place_marker",
+           "read_reply", "apply_verification"]
 
 MENU_SIZE = 6  # derived numbers offered per answer (a 3x3 matrix alone would give eleven)
 
@@ -217,6 +217,37 @@ def read_grounded_definition(d: Draft, max_definition_chars: int) -> Rejection |
 
 
 # -- sub-step 2: the constant and the rewritten later problem ---------------------------------
+def place_marker(d: Draft) -> Rejection | None:
+    """A placement reply (a ``phrase`` copied from the later problem, the ``constant`` in it)
+    turned into the later problem with ``<VAR>`` for that constant: the program writes the
+    rewritten text, so a small model copies a few words instead of the whole problem.
+
+    The phrase only says which occurrence: a constant written once in the problem needs no
+    phrase, and one written several times is placed where the phrase, found once in the
+    problem, holds it. An empty constant is the model saying the problem has no number."""
+    later = d.later.question
+    literal = d.f.get("constant", "").strip().strip("$").strip()
+    phrase = d.f.get("phrase", "").strip()
+    if not literal:
+        return Rejection("constant", "no_constant", f"the model finds no number to replace in {d.later.id}")
+    token = re.compile(rf"(?<![A-Za-z0-9]){re.escape(literal)}(?![A-Za-z0-9])")
+    where = [m.start() for m in token.finditer(later)]
+    if not where:
+        return Rejection("constant", "constant_not_in_problem", f"constant {literal[:40]!r} does not occur in the problem")
+    at = where[0] if len(where) == 1 else None
+    if at is None and phrase and later.count(phrase) == 1:
+        start = later.index(phrase)
+        inside = [w for w in where if start <= w and w + len(literal) <= start + len(phrase)]
+        at = inside[0] if len(inside) == 1 else None
+    if at is None:
+        return Rejection("constant", "phrase_not_in_problem",
+                         f"{literal!r} occurs {len(where)} times in the problem and the phrase {phrase[:60]!r} "
+                         "is not found there once with it")
+    d.f["constant"] = literal
+    d.f["rewritten"] = later[:at] + MARKER + later[at + len(literal):]
+    return None
+
+
 def read_constant(d: Draft, max_definition_chars: int) -> Rejection | None:
     literal = d.f["constant"].strip().strip("$").strip()
     d.rewritten = d.f["rewritten"]
