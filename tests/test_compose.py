@@ -224,7 +224,7 @@ def test_worker_pool_output_equals_one_process(tmp_path):
 @pytest.mark.shared_data
 @pytest.mark.parametrize("depth,first", [(2, None), (3, None), (2, "eval/minerva.json")])
 def test_pool_facts_from_workers_give_the_same_run(shared_data, tmp_path, monkeypatch, depth, first):
-    # issue 28: the q1 facts of the pools (v1 and flaw of every problem) are computed in forked
+    # the q1 facts of the pools (v1 and flaw of every problem) are computed in forked
     # workers and learnt by the parent; the pools, their report and every output line must be
     # those of the one-process run, which asks each problem itself. Real MATH rows, so that
     # derived, irrational, large and inexact answers all come by
@@ -254,8 +254,9 @@ def test_pool_facts_from_workers_give_the_same_run(shared_data, tmp_path, monkey
 @pytest.mark.slow
 @pytest.mark.shared_data
 def test_throughput_benchmark_composes_in_a_fresh_process(shared_data, tmp_path):
-    # issue 28: the benchmark's parent RSS was its own (probe, floor, caches, the previous
-    # pair's problems); each compose now runs in a child that reports its own figures
+    # measured in the benchmark's own process, a compose's RSS was the parent's (probe, floor,
+    # caches, the previous pair's problems); each compose runs in a child that reports its own
+    # figures
     import re
     from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""Numbers derived from q1 answers that are not one number (issue 27): the derivations on real
+"""Numbers derived from q1 answers that are not one number: the derivations on real
 MATH q1s, the wording in the prompt, the engine's records and check 1 on tampered ones."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ MATH_CASES = [
     ("6df156f8549a404c", "union_min_end", "", "", "-1"),  # [-1,0) u (0,1] | domain of tan(arccos(x^2))
     ("4eddd6e111e2551d", "vector_entry", "2", "", "16/29"),  # projection onto w of the line y = 5x/2 + 4
     ("cce44a449d3238ec", "vector_entry", "1", "", "6/7"),  # the projection of (4,-4,-1) onto a line
-    # issue 27, part 1 (row = index in math_train.json): ratios, times of day, a date
+    # shapes the reader once missed (row = index in math_train.json): ratios, times of day, a date
     ("bf9991f95c3dbfd1", "ratio_term", "1", "", "5"),  # row 6246, 5:6 | squares' areas in ratio 25:36, perimeters
     ("3a561dcfcc6c9902", "ratio_term", "2", "", "60"),  # row 5753, 19:60 | room 19 by 11 feet, length : perimeter
     ("8e83d294bf1af27c", "ratio_value", "", "", "3"),  # row 3127, 3:1 | AC:CB is 3:4 ... the ratio PA:AB is
@@ -91,7 +91,7 @@ MATH_CASES = [
     ("1c63ee00a5f7f8f3", "weekday", "", "", "7"),  # row 4916, \text{Sunday} | 40 days from Tuesday
 ]
 
-# issue 27, part 1: answers of existing kinds the reader missed (row = index in math_train.json)
+# answers of existing kinds the reader missed (row = index in math_train.json)
 MORE_MATH_CASES = [
     ("52e7bfb1d6b1f372", "base_value", "", "", "23"),  # row 5437, 43_5. | 1121_5 / 12_5 in base 5 (a full stop)
     ("cedc558eee6e14e2", "base_value", "", "", "-31"),  # row 5460, -37_8 | 35_8 - 74_8 in base 8 (a sign)
@@ -129,7 +129,7 @@ def test_the_table_covers_every_kind():
                          ids=[f"{c[1]}-{c[0]}" for c in MATH_CASES + MORE_MATH_CASES])
 def test_derivations_of_real_math_q1s(by_id, rid, kind, arg, name, value):
     p = by_id[rid]
-    assert parse_answer_value(p.answer) is None  # not one number: rejected as q1 before issue 27
+    assert parse_answer_value(p.answer) is None  # not one number: no q1 without a derivation
     d = Derivation(kind, arg, name)
     got = derive(p.answer, p.question, d)
     assert got is not None and sympy.simplify(got - sympy.sympify(value)) == 0, (p.answer, got)
@@ -150,14 +150,14 @@ def test_derivations_of_real_math_q1s(by_id, rid, kind, arg, name, value):
 ])
 def test_an_answer_the_question_already_states_leads_nothing(by_id, rid):
     """Factor, expand, simplify: the answer equals an expression the question writes, so its
-    coefficients, values and degree are known without solving (issue 27's audit, A004, A014,
-    A015, A019: the x^3 coefficient of a factored polynomial read off the given one)."""
+    coefficients, values and degree are known without solving (a shortcut, e.g. the x^3
+    coefficient of a factored polynomial read off the given one)."""
     p = by_id[rid]
     assert derivations(p.answer, p.question) == ()
     assert lead_value(p.answer, p.question) is None
 
 
-# issue 27, part 1: the lead each newly eligible row gets (row = index in math_train.json); the
+# the lead each row gets once its answer's shape is read (row = index in math_train.json);
 # the first eight are the answer's own value, written in a shape the reader missed
 NEW_LEADS = [
     ("774a7de0105f308d", None, "-5/3"),  # row 1645, -\frac{5}{3}. | the vertical asymptotes x = a, x = b: a + b
@@ -389,7 +389,7 @@ def test_contract_and_determinism_of_derived_q1_runs(math_train, by_id, tmp_path
 @pytest.mark.shared_data
 def test_the_point_test_never_changes_a_stated_verdict(math_train, monkeypatch):
     """``_stated`` first evaluates the difference at one rational point and skips the sympy
-    proof when it is a nonzero number (issue 28: the proof was most of the pools' time). On
+    proof when it is a nonzero number (the proof was most of the pools' time). On
     every MATH answer that is an expression the verdict is the one the proof alone gives, and
     the point test does skip some proofs (else it would be dead code)."""
     from composition_rl.values import derive as derive_mod

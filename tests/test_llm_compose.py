@@ -204,9 +204,9 @@ def test_good_model_composes_every_answer_form_within_budget(tmp_path):
     assert_counts_add_up(stats, tmp_path, len(PAIRS))
     assert_contract(tmp_path)
     composed = rows(tmp_path / "composed.jsonl")
-    # tuples feed v1 through the menu of derived numbers: exact, so no verification call (issue 27)
+    # tuples feed v1 through the menu of derived numbers: exact, so no verification call
     derived = [r for r in composed if r["metadata"]["v1_from"] == ["derived"]]
-    # ... and a time of day by its minutes past the hour ("8:34 p.m." -> 34, issue 27 part 1)
+    # ... and a time of day by its minutes past the hour ("8:34 p.m." -> 34)
     assert {r["parents"][0] for r in derived} >= {PROBLEMS[5].id, PROBLEMS[6].id, PROBLEMS[10].id}
     assert all(r["metadata"]["verified_by"] == ["symbolic"] and r["links"][0]["v1_derivation"] for r in derived)
     # other compound answers (complex solutions, which derive nothing) via a number in them,
@@ -276,7 +276,7 @@ def test_every_fault_is_survived_and_counts_add_up(tmp_path):
         injected = dict(srv.faults_injected)
     assert set(injected) == {"delay", "status", "rate_limit", "malformed", "drop", "truncate"}
     # a candidate whose requests failed for good (503 after every retry) got no answer: it is
-    # pending for the next run, never a reject (issue 25)
+    # pending for the next run, never a reject (an outage says nothing about the candidate)
     assert stats["pending"] >= 1
     assert_counts_add_up(stats, tmp_path / "faulty", len(PAIRS) - stats["pending"])
     assert_contract(tmp_path / "faulty")

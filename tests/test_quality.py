@@ -1,4 +1,4 @@
-"""Composition quality (issue 16): the variable in the right LaTeX form, no shortcut positions,
+"""Composition quality: the variable in the right LaTeX form, no shortcut positions,
 no notation used as a constant, natural offsets, and the scanners that look for all of it.
 
 Each case is a real MATH train problem (index in ../shared/data/train/math_train.json),
@@ -52,7 +52,7 @@ CASES = [
      "Let $\\mathbf{A} = \\begin{pmatrix} a & 1 \\\\ -2 & d \\end{pmatrix}$ for some real numbers $a$ and $d.$  If\n"
      "\\[\\mathbf{A} + \\mathbf{A}^{-1} = \\mathbf{0},\\]then find $\\det \\mathbf{A}.$", "1",
      {"1": (True, "notation")}),
-    ("a radix is notation, and A for 10 a default (math 5461; issue 26)", 5461,
+    ("a radix is notation, and A for 10 a default (math 5461)", 5461,
      "Add $704_{12} + 159_{12}$.  Express your answer in base $12$, using $A$ for $10$ and $B$ for $11$ if necessary.",
      "861_{12}", {"12": (True, "base_notation"), "10": (True, "default_value")}),
     ("answer template (math 64)", 64,
@@ -172,7 +172,7 @@ def test_approximate_and_irrational_q1s_are_flagged():
     assert nat.q1_flaw("x", None) == "irrational_q1"
     assert nat.q1_flaw("to the nearest whole number", Fraction(3)) == "approximate_q1"
     assert nat.q1_flaw("x", Fraction(19440)) == "large_q1"
-    assert nat.q1_flaw("x", Fraction(5, 7)) == "fraction_q1"  # integers are preferred (issue 26)
+    assert nat.q1_flaw("x", Fraction(5, 7)) == "fraction_q1"  # its offsets would be fractions
     assert Naturalness(prefer_integer=False).q1_flaw("x", Fraction(5, 7)) == ""
 
 

@@ -73,7 +73,7 @@ def test_quick_reproduction_wiring_resume_and_refusal(tmp_path):
     n_at = TINY.index("--eval-n") + 1
     other = _crl("--quick", "--out", str(out), *TINY[:n_at], "3", *TINY[n_at + 1:])
     assert other.returncode == 2 and "eval_n" in other.stderr
-    # adding the curriculum and online arms (issue 17) reuses every finished job, reruns the continue
+    # adding the curriculum and online arms reuses every finished job, reruns the continue
     # arm's evaluation for its matched-token snapshots, and reports online vs curriculum
     arms = TINY.index("--arms") + 1
     added = _crl("--quick", "--out", str(out), *TINY[:arms], "continue,depth2,skip,curriculum,online",

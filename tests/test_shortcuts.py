@@ -1,4 +1,4 @@
-"""Compositions that really need q1 (issue 26): constants read as TeX reads them, one role per
+"""Compositions that really need q1: constants read as TeX reads them, one role per
 replaced value, the named shortcut rules, check 5 (does the answer depend on the variable?),
 natural offsets with the next partner, and the scanners that look for all of it.
 
@@ -84,7 +84,7 @@ SHORTCUTS = [
     ("default_value: 'the four vertices of a rectangle'", 727,
      "Three of the four vertices of a rectangle are $(5, 11)$, $(16, 11)$ and $(16, -2)$.", "four", 0,
      "default_value"),
-    ("default_value: 'a convex heptagon (7-sided polygon)' (fourth audit A019)", 6071,
+    ("default_value: 'a convex heptagon (7-sided polygon)'", 6071,
      "How many distinct diagonals of a convex heptagon (7-sided polygon) can be drawn?", "7", 0, "default_value"),
     ("default_value: triangles by connecting 'three different vertices' (a triangle has three)", 2009,
      "How many distinct triangles can be constructed by connecting three different vertices of a cube?", "three", 0,
@@ -92,21 +92,21 @@ SHORTCUTS = [
     ("default_value: a box's $12$ edges (derived audit: 'a box's 12 edges')", 1335,
      "A rectangular box has a volume of $4320$ cubic inches and a surface area of $1704$ square inches. The sum of "
      "the lengths of its $12$ edges is $208$ inches.", "12", 0, "default_value"),
-    # the residual classes of the 60-record blind audit (docs/composition.md, items A0xx)
-    ("sums_to_one: 'Two of the members, Penelope and Quentin' (audit A010)", 2452,
+    # the residual classes of the 60-record blind audit (docs/composition.md)
+    ("sums_to_one: 'Two of the members, Penelope and Quentin' (the names are the items)", 2452,
      "Two of the members, Penelope and Quentin, will only be officers if the other one is also an officer.",
      "Two", 0, "sums_to_one"),
     ("sums_to_one: '3 officers: chairman, vice-chairman, and sergeant-at-arms' (plain words after a colon)", 2452,
      "It needs to select 3 officers: chairman, vice-chairman, and sergeant-at-arms.", "3", 0, "sums_to_one"),
-    ("sums_to_one: 'these two pieces' after one piece and another (audit A021)", 6089,
+    ("sums_to_one: 'these two pieces' after one piece and another", 6089,
      "One piece of string is 1.5 inches long and another piece of string is 4.5 inches long. What is the average "
      "length, in inches, of these two pieces of string?", "two", 0, "sums_to_one"),
-    ("sums_to_one: 'the six digits 2, 2, 2, 3, 7, and 9' (plain numbers as items; third audit A056)", 2463,
+    ("sums_to_one: 'the six digits 2, 2, 2, 3, 7, and 9' (plain numbers as items)", 2463,
      "the age of the rock is formed from the six digits 2, 2, 2, 3, 7, and 9, and the rock's age begins with an "
      "odd digit.", "six", 0, "sums_to_one"),
     ("sums_to_one: 'two vertices at $(0,5)$ and $(8,5)$' (a point is one item)", 3365,
      "An equilateral triangle has two vertices at $(0,5)$ and $(8,5)$.", "two", 0, "sums_to_one"),
-    ("standard_constant: the 2 of Euler's V-E+F=2 (audit A055)", 2932,
+    ("standard_constant: the 2 of Euler's V-E+F=2", 2932,
      "Euler's formula states that for a convex polyhedron with $V$ vertices, $E$ edges, and $F$ faces, $V-E+F=2$.",
      "2", 0, "standard_constant"),
     ("standard_constant: the 4 of a sphere's 4\\pi r^2", 2777,
@@ -116,12 +116,12 @@ SHORTCUTS = [
      "$C = \\frac{5}{9}(F-32).$", "5", 0, "standard_constant"),
     ("standard_constant: 26 vertices, 60 edges, 36 faces (V - E + F = 2 forces each)", 2990,
      "A convex polyhedron $P$ has $26$ vertices, $60$ edges, and $36$ faces", "60", 0, "standard_constant"),
-    ("zero: the right-hand side of 2x^2+3x-5=0 (audit A023)", 1594,
+    ("zero: the right-hand side of 2x^2+3x-5=0", 1594,
      "Let $d$ and $e$ denote the solutions of $2x^{2}+3x-5=0$.", "0", 0, "zero"),
-    ("zero: the bound x, y, z \\ge 0 (audit A028)", 7391,
+    ("zero: the bound x, y, z \\ge 0", 7391,
      "Find the volume of the region in space defined by\n\\[|x + y + z| + |x + y - z| \\le 8\\]and $x,$ $y,$ "
      "$z \\ge 0.$", "0", 0, "zero"),
-    ("zero: x^2 - 5x + 6 < 0 (audit A014)", 3562,
+    ("zero: x^2 - 5x + 6 < 0", 3562,
      "The real number $x$ satisfies $x^2 - 5x + 6 < 0.$", "0", 0, "zero"),
     # the third round: classes a 200-record shortcut hunt found (docs/composition.md)
     ("answer_range: the modulus 24 beside the range $0,1,2,\\ldots,22,23$", 4748,
@@ -132,11 +132,11 @@ SHORTCUTS = [
      "34", 0, "answer_range"),
     ("answer_range: $0 \\le n \\le 5$ beside \\pmod{6}", 4844,
      "Find the integer $n$, $0 \\le n \\le 5$, such that \\[n \\equiv -3736 \\pmod{6}.\\]", "6", 0, "answer_range"),
-    ("answer_range: a full turn, $0^\\circ \\le x < 360^\\circ$ (hunt A172)", 2591,
+    ("answer_range: a full turn, $0^\\circ \\le x < 360^\\circ$", 2591,
      "How many values of $x$ with $0^\\circ \\le x < 360^\\circ$ satisfy $\\sin x = -0.73$?", "360", 0, "answer_range"),
     ("grammar: 'radius 1 foot' ('$Y$ foot' tells Y = 1)", 2601,
      "A hemisphere-shaped bowl with radius 1 foot is filled full with chocolate.", "1", 0, "grammar"),
-    ("grammar: '$1$ part lemon juice' (audit A013 of the second round)", 5882,
+    ("grammar: '$1$ part lemon juice' ('$Y$ part' tells Y = 1)", 5882,
      "To make lemonade, I use a ratio of $7$ parts water to $1$ part lemon juice.", "1", 0, "grammar"),
     ("grammar: 'at least 1 boy'", 1928,
      "What is the probability that the committee has at least 1 boy and at least 1 girl?", "1", 0, "grammar"),
@@ -250,7 +250,7 @@ def test_constants_are_read_as_tex_reads_them(what, idx, snippet, expect):
 
 
 def test_a_mixed_number_is_one_constant_and_its_parts_are_none():
-    # the seventh audit's A043 (MATH 6333): the 6 of $\\sqrt{6\\frac{1}{4}}$ was replaced, and TeX
+    # MATH 6333: the 6 of $\\sqrt{6\\frac{1}{4}}$ was replaced, and TeX
     # reads $\\sqrt{W\\frac{1}{4}}$ as sqrt(W/4), not as the mixed number the answer needs
     q6333 = "Express as a common fraction in simplest form: $$\n\\sqrt{6\\frac{1}{4}}\n$$"
     assert [(c.literal, c.value, c.flaw) for c in find_constants(q6333, "")] == [("6\\frac{1}{4}", Fraction(25, 4), "")]
@@ -279,7 +279,7 @@ def test_a_mixed_number_is_one_constant_and_its_parts_are_none():
 
 
 def test_a_problem_that_points_at_a_figure_it_does_not_hold_is_composed_nowhere():
-    # the seventh audit's A005 (MATH 622): "shown in red below", and the graph is not in the text
+    # MATH 622: "shown in red below", and the graph is not in the text
     q622 = Problem.new("The complete graph of $y=f(x)$, which consists of five line segments, is shown in red below. "
                        "(On this graph, the distance between grid lines is $1$.)\n\nWhat is the sum of the "
                        "$x$-coordinates of all points where $f(x) = x+1$?", "3")
@@ -560,7 +560,7 @@ ASYMPTOTES = [
      "A slant asymptote of the rational expression $y = \\frac{2x^2 + 3x - 7}{x-3}$ is the line approached by the "
      "equation as $x$ approaches $\\infty$ or $-\\infty$. If this line is of the form $y = mx + b$, find $m+b$.",
      "7", "independent"),
-    ("where the asymptotes meet (the seventh audit's A048)", 3690,
+    ("where the asymptotes meet", 3690,
      "Find the point of intersection of the asymptotes of the graph of\n\\[y = \\frac{x^2 - 4x + 3}{x^2 - 4x + 4}.\\]",
      "3", "independent"),
     # ... and where they move, or something else is asked
@@ -777,7 +777,7 @@ def test_the_llm_engine_asks_the_model_where_exact_reading_cannot_decide(tmp_pat
 
 def test_an_answer_that_moves_in_steps_is_not_called_independent(tmp_path):
     """The probe's second point: the same answer at v2 + 1 but another at v2 + 2 is an answer
-    that moves in steps, not one that ignores the value (issue 26's estimate: the primes between
+    that moves in steps, not one that ignores the value (e.g. the primes between
     30 and 40 or 41); one the same at both points is rejected as before."""
     from composition_rl.backends.openai_chat import OpenAIChat
     from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
@@ -807,7 +807,7 @@ def test_an_answer_that_moves_in_steps_is_not_called_independent(tmp_path):
 
 
 @pytest.mark.parametrize("answer,gold,same", [
-    # issue 26's probe estimate: the one answer-independent record the probe missed
+    # the same answers in another order or writing: the one answer-independent kind the probe missed
     ("E, H", "\\text{H, E}", True),
     ("-2, 3", "3,-2", True),  # "Enter all the solutions, separated by commas": a set
     ("\\frac12, 3", "3, 0.5", True),
@@ -857,7 +857,7 @@ def test_a_reordered_list_at_v2_plus_one_is_the_same_answer(tmp_path):
 
 def test_blind_dependence_rejects_a_later_problem_the_model_solves_without_the_value(tmp_path):
     """--dependence blind: after the probe at v2 + 1, the model solves the later problem with the
-    value withheld; reaching q2's answer that way is a shortcut (issue 26's hunt: values the rest
+    value withheld; reaching q2's answer that way is a shortcut (values the rest
     of the problem forces, which v2 + 1 cannot show)."""
     from composition_rl.backends.openai_chat import OpenAIChat
     from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
@@ -897,8 +897,8 @@ def test_blind_dependence_rejects_a_later_problem_the_model_solves_without_the_v
 
 def test_auto_takes_the_next_constant_when_the_model_finds_one_irrelevant(tmp_path):
     """--engine auto: a constant the model's probe at v2 + 1 finds the answer independent of is
-    set aside and the symbolic engine takes its next one, as for a proved one (issue 26's
-    estimate: the probe flags 24 of 25 answer-independent shortcuts); the mark holds for the
+    set aside and the symbolic engine takes its next one, as for a proved one (the probe
+    flags most answer-independent shortcuts: 24 of 25 in one estimate); the mark holds for the
     run, so another chain with that problem asks nothing more about it. A chain rejected on
     the model's word is one with no constant left."""
     from composition_rl.backends.openai_chat import OpenAIChat
@@ -982,10 +982,10 @@ def test_the_grammar_reading_the_rule_and_its_scanner_share(snippet, literal, si
 
 # -- risks: replaced only when nothing else allows a natural offset ---------------------------
 @pytest.mark.parametrize("what,idx,snippet,literal,risk", [
-    ("figure_count: '11 unit squares' the figure draws (third audit A002; its figure code shortened)", 2508,
+    ("figure_count: '11 unit squares' the figure draws (its figure code shortened)", 2508,
      "The shaded region shown consists of 11 unit squares and rests along the $x$-axis and the $y$-axis. "
      "[asy]\ndefaultpen(linewidth(0.7));\n[/asy]", "11", "figure_count"),
-    ("bound: 'more than 50 and fewer than 100' (the hunt's A029)", 5155,
+    ("bound: 'more than 50 and fewer than 100'", 5155,
      "The number of students in Teresa's graduating class is more than 50 and fewer than 100", "100", "bound"),
     ("word_number: 'the two solutions of $|x + 5| = 20$' (an absolute value equation has two)", 27,
      "What is the positive difference between the two solutions of $|x + 5| = 20$?", "two", "word_number"),

@@ -52,7 +52,7 @@ ANSWERS = [
     ("0.022\n", R(22, 1000), ""),  # Minerva, trailing newline
     ("x=5", 5, ""),
     (r"5\text{ cm}", 5, "cm"),
-    # issue 27, part 1: MATH train answers (row = index in math_train.json) in shapes read since
+    # MATH train answers (row = index in math_train.json) in shapes the reader once missed
     (r"-\frac{5}{3}.", R(-5, 3), ""),  # row 1645: the full stop of a sentence
     (r"30^\circ.", 30, "degrees"),  # row 2861
     (r"7\text{ hours}.", 7, "hours"),  # row 6455
@@ -103,7 +103,7 @@ def test_non_numeric_answers_cannot_be_q1(answer):
 
 def _lits(question: str, answer: str = "") -> list[str]:
     """The literals read as quantities (TeX tokens, exponents and radices are values the
-    finder reads but never offers: issue 26)."""
+    finder reads but never offers as a place for the variable)."""
     notation = ("tex_token", "exponent", "base_notation", "notation")
     return [c.literal for c in find_constants(question, answer) if c.flaw not in notation]
 

@@ -180,7 +180,7 @@ def _arm_rows(out_dir: Path, seed: int, arm: str, steps: int) -> list[dict[str, 
 
 def online_vs_curriculum(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], evals: dict[int, dict[str, Any]],
                          out_dir: Path) -> dict[str, Any]:
-    """Issue 17's comparison: the online arm against the static curriculum, same start, same steps.
+    """Online vs curriculum: the online arm against the static curriculum, same start, same steps.
 
     Per seed: the share of informative groups among all groups sampled over the arm's steps
     (group-weighted) and per step; held-out accuracy at matched steps; generated tokens; and,
