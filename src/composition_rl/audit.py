@@ -1,4 +1,4 @@
-"""A blind human audit of a composed set: scan, sample, show, score (issues 16 and 26).
+"""A blind human audit of a composed set: scan, sample, show, score.
 
 :func:`scan` runs the defect scanners (:mod:`composition_rl.compose.quality`) over every
 record of a run and counts each class; :func:`sample` draws a seeded sample of accepted
