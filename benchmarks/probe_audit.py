@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/probe_audit.py --workdir /tmp/probe-audit --build-only
     .venv/bin/python benchmarks/probe_audit.py --workdir /tmp/probe-audit -- --probe-model qwen-0.5b -k 4 \\
         --max-tokens 512
+    .venv/bin/python benchmarks/probe_audit.py --workdir /tmp/probe-audit --math-sample 200 -- --probe-model qwen-0.5b
 
 Two blind audits of the MATH depth-2 default name every shortcut item they found, so every
 one of their items has a label (docs/notes/composition_log.md: the third round's MATH audit,
@@ -18,6 +19,9 @@ after ``--``, and the script prints the confusion table against the labels and t
 per record. A rejected record is a predicted shortcut: precision = rejected shortcuts /
 rejected, recall = rejected shortcuts / shortcuts.
 
+``--math-sample N`` probes N records drawn (``--sample-seed``) from this checkout's own MATH
+depth-2 default instead, and prints the share rejected: what acceptance the probe implies.
+
 Needs ``../shared/data/train/math_train.json`` and this repository's history.
 """
 
@@ -27,6 +31,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -109,24 +114,57 @@ def score(labelled: Path, probe_out: Path) -> dict:
             "precision": tp / (tp + fp) if tp + fp else None, "recall": tp / (tp + fn) if tp + fn else None}
 
 
+def math_sample(workdir: Path, n: int, seed: int) -> Path:
+    """``workdir/math_sample.jsonl``: ``n`` records drawn (seeded) from this checkout's MATH
+    depth-2 default (``crl compose --pool-size 20 --seed 0``), for the share the probe rejects."""
+    run = workdir / "math_d2"
+    if not (run / "composed.jsonl").is_file():
+        _crl(REPO / "src", "compose", "--input", str(MATH), "--depth", "2", "--pool-size", "20", "--seed", "0",
+             "--out", str(run), "--no-progress", cwd=REPO)
+    with open(run / "composed.jsonl", encoding="utf-8") as f:
+        lines = f.readlines()
+    path = workdir / "math_sample.jsonl"
+    path.write_text("".join(lines[i] for i in sorted(random.Random(seed).sample(range(len(lines)), n))),
+                    encoding="utf-8")
+    print(f"MATH depth 2: {len(lines)} records, {n} drawn with seed {seed}")
+    return path
+
+
+def _probe(records: Path, out: Path, extra: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "composition_rl.cli", "probe", "--input", str(records), "--out", str(out),
+                    "--no-progress", *extra], check=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_WAIT_POLICY": "PASSIVE"})
+    return time.perf_counter() - t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", required=True, type=Path)
     ap.add_argument("--build-only", action="store_true", help="rebuild the labelled items, probe nothing")
+    ap.add_argument("--math-sample", type=int, default=0, metavar="N",
+                    help="instead of the labelled items: the share of N records of this checkout's MATH depth-2 "
+                         "default that the probe rejects")
+    ap.add_argument("--sample-seed", type=int, default=0)
     ap.add_argument("probe_args", nargs=argparse.REMAINDER, help="after --: crl probe's solver and probe options")
     args = ap.parse_args()
     args.workdir = args.workdir.resolve()  # the old code's crl runs in its own folder
+    extra = [a for a in args.probe_args if a != "--"]
+    if args.math_sample:
+        sample = math_sample(args.workdir, args.math_sample, args.sample_seed)
+        out = args.workdir / "probe-math-sample"
+        wall = _probe(sample, out, extra)
+        summary = json.loads((out / "probe_summary.json").read_text(encoding="utf-8"))
+        with open(out / "rejected.jsonl", encoding="utf-8") as f:
+            rejected = sum(1 for _ in f)
+        print(json.dumps({"records": args.math_sample, "rejected": rejected, "share": rejected / args.math_sample,
+                          "summary": summary, "seconds_per_record": wall / args.math_sample}))
+        return
     labelled = build(args.workdir)
     if args.build_only:
         return
-    extra = [a for a in args.probe_args if a != "--"]
-    out = args.workdir / "probe"
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "composition_rl.cli", "probe", "--input", str(labelled), "--out", str(out),
-                    "--no-progress", *extra], check=True,
-                   env={**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_WAIT_POLICY": "PASSIVE"})
-    wall = time.perf_counter() - t
-    s = score(labelled, out)
+    wall = _probe(labelled, args.workdir / "probe", extra)
+    s = score(labelled, args.workdir / "probe")
     s["seconds_per_record"] = wall / s["items"]
     print(json.dumps(s))
 
