@@ -21,7 +21,7 @@ from composition_rl.compose.base import Rejection
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.llm import LLMComposeConfig
 from composition_rl.compose.llm.composer import AutoComposer, LLMComposer
-from composition_rl.compose.llm.proposal import Draft, place_marker
+from composition_rl.compose.llm.proposal import Draft, place_marker, program_definition
 from composition_rl.compose.pipeline import ComposeConfig
 from composition_rl.compose.symbolic import SymbolicComposer
 from composition_rl.records import Problem
@@ -41,6 +41,7 @@ TUTORS = Problem.new("Jaclyn, Marcelle, Susanna and Wanda are tutors in their sc
                      "Today, they are all working in the math lab. In how many school days from today will they "
                      "next be together tutoring in the lab?", "84")
 SUM = Problem.new("What is $3 \\cdot 4 + 5$?", "17")
+MARBLES = Problem.new("A bag holds $3$ red and $4$ blue marbles. How many marbles are in the bag?", "7")
 TUTORS_6 = Problem.new(TUTORS.question.replace("every sixth", "every $6$th"), "84")
 DEFINITION = "the value of $c$ found in the problem above"
 
@@ -110,26 +111,26 @@ def test_v1_and_the_constant_are_the_programs_and_the_model_only_defines_x():
 
 
 @pytest.mark.parametrize("definition, reason", [
-    ("the number 17 found in the problem above", "definition_leaks_value"),
+    ("the number 7 found in the problem above", "definition_leaks_value"),
     # a small model copies an example, or names a symbol the problem does not ask for
     ("the number of ways counted in the problem above", "definition_not_asked"),
     ("the value of $y$ found in the problem above", "definition_not_asked"),
     ("the sum of the numbers in the problem above", "definition_not_asked"),
     ("the number found in the problem above", "definition_not_asked"),
-    ("the value of $3 \\cdot 4 + 5$\nfound above", "definition_invalid"),
+    ("the number of marbles\nfound above", "definition_invalid"),
     ("", "malformed_output"),
 ])
 def test_the_models_definition_is_checked_as_a_proposals_is(definition, reason):
     # told why, a model that repeats its definition is rejected for it after the one feedback turn
     reply, calls = scripted(definition)
     with FakeOpenAIServer(reply) as srv:
-        res = engine(srv.url).compose((SUM, BOX), "c")
+        res = engine(srv.url).compose((MARBLES, BOX), "c")
     assert isinstance(res, Rejection) and res.reason == reason
     assert calls == ["define", "define"] and len(reply.feedback) == 1
     assert res.detail.removeprefix("link 1: ") in reply.feedback[0]  # the turn tells the model what was wrong
     reply, calls = scripted(definition)
     with FakeOpenAIServer(reply) as srv:
-        res = engine(srv.url, feedback_tries=0).compose((SUM, BOX), "c")
+        res = engine(srv.url, feedback_tries=0).compose((MARBLES, BOX), "c")
     assert isinstance(res, Rejection) and res.reason == reason and calls == ["define"]
 
 
@@ -137,14 +138,32 @@ def test_a_definition_mended_after_the_feedback_turn_is_taken():
     """qwen-0.5b wrote "the sum of the numbers in the problem above" for "Find $a+b+c$.": the
     reason goes back to it, and a definition made of what q1 asks is accepted."""
     reply, calls = scripted("the sum of the numbers in the problem above",
-                            mended={"definition": "the value of $3 \\cdot 4 + 5$ found in the problem above"})
+                            mended={"definition": "the number of marbles in the bag found in the problem above"})
+    with FakeOpenAIServer(reply) as srv:
+        rec = engine(srv.url).compose((MARBLES, BOX), "c")
+    assert isinstance(rec, Problem), rec
+    assert run_checks(rec, (MARBLES, BOX)) is None
+    assert rec.metadata["definitions"] == ["the number of marbles in the bag found in the problem above"]
+    assert rec.metadata["defined_by"] == ["model"]
+    assert calls == ["define", "mend"]
+    assert "sum, numbers not in what the problem asks" in reply.feedback[0]
+
+
+def test_a_q1_that_asks_for_one_formula_is_defined_by_the_program_without_a_call():
+    """"What is $3 \\cdot 4 + 5$?" needs no words turned into a noun phrase: the program writes
+    "the value of ..."; a question in words still goes to the model."""
+    reply, calls = scripted("the sum of the numbers in the problem above")
     with FakeOpenAIServer(reply) as srv:
         rec = engine(srv.url).compose((SUM, BOX), "c")
-    assert isinstance(rec, Problem), rec
+    assert isinstance(rec, Problem) and calls == [], rec
     assert run_checks(rec, (SUM, BOX)) is None
     assert rec.metadata["definitions"] == ["the value of $3 \\cdot 4 + 5$ found in the problem above"]
-    assert calls == ["define", "mend"]
-    assert "numbers not in what the problem asks" in reply.feedback[0]
+    assert rec.metadata["defined_by"] == ["program"]
+    assert program_definition("Suppose $d\\not=0$.  Write it in the form $ad+b+cd^2$.  Find $a+b+c$.") == \
+        "the value of $a+b+c$ found in the problem above"
+    for words in ("Find the three-digit number formed by the last three digits.", "What is $x$ if $x+1=2$?",
+                  "Compute the smallest positive integer $n$ such that", "How many marbles are in the bag?"):
+        assert program_definition(words) is None, words
 
 
 def test_a_number_in_words_the_finder_cannot_take_is_placed_by_the_model_and_verified():

@@ -316,7 +316,11 @@ class LLMComposer:
         value of, read as a proposal's definition is (``definition_invalid``,
         ``definition_leaks_value``)."""
         if lead.derivation is not None:
-            d.definition = lead.phrase
+            d.definition, d.defined_by = lead.phrase, "program"
+            return None
+        phrase = steps.program_definition(d.earlier.question)
+        if phrase is not None:  # q1 asks for one formula: "the value of $a+b+c$", no model needed
+            d.definition, d.defined_by = phrase, "program"
             return None
         f = await self._once(("define", d.earlier.question, d.earlier.answer),
                              self._ask_definition(d.earlier, lead.value, usage))
@@ -593,6 +597,7 @@ class LLMComposer:
                 "parent_metadata": [dict(p.metadata) for p in chain],
                 "definitions": [p.definition for p in props],
                 "v1_from": ["answer" if p.v1_whole else "derived" if p.derivation else "part_of_answer" for p in props],
+                "defined_by": [p.defined_by for p in props],
                 "rephrased": [p.rephrased for p in props],
                 "verified_by": [p.verified_by for p in props],
                 # check 5: "dependent" when every link is shown to matter, else "unknown"; who

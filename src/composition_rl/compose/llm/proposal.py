@@ -35,7 +35,7 @@ from composition_rl.values.derive import Derivation, derivations
 from composition_rl.values.numwords import word_number
 
 __all__ = ["Draft", "Usage", "LINK_STEPS", "MENU_SIZE", "menu", "menu_text", "needs_verification", "place_marker",
-           "read_reply", "apply_verification"]
+           "program_definition", "read_reply", "apply_verification"]
 
 MENU_SIZE = 6  # derived numbers offered per answer (a 3x3 matrix alone would give eleven)
 
@@ -86,6 +86,7 @@ class Draft:
     offsets: tuple[int, ...] = ()  # literal offsets in the original later text (exact round trip)
     rephrased: bool = False
     verified_by: str = "symbolic"
+    defined_by: str = "model"  # or "program": a derived number's phrase, or a formula q1 asks for
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -191,6 +192,24 @@ def asked_sentence(question: str) -> str:
     parts = [p.strip() for p in _SENTENCE_END.split(_FIGURE.sub(" ", question)) if p and p.strip()]
     asks = [p for p in parts if _ASKS.search(p) and not _FORM_ONLY.match(p)]
     return (asks or parts or [question])[-1]
+
+
+# an order or question whose whole object is one formula: "Find $a+b+c$.", "What is $3 \cdot 4 + 5$?"
+_BARE_ORDER = re.compile(r"^(?:Find|Compute|Evaluate|Calculate|Determine|What is|What's)\s+(\$[^$]+\$)\s*[.?]$")
+
+
+def program_definition(question: str) -> str | None:
+    """X's definition when what q1 asks is one formula and nothing else ("Find $a+b+c$."):
+    "the value of $a+b+c$ found in the problem above", written by the program, no call. Any
+    other asked sentence (words to turn into a noun phrase) is the model's.
+
+    >>> program_definition("Suppose $d \\ne 0$.  Write it as $ad+b+cd^2$.  Find $a+b+c$.")
+    'the value of $a+b+c$ found in the problem above'
+    >>> program_definition("How many marbles are in the bag?") is None
+    True
+    """
+    m = _BARE_ORDER.match(asked_sentence(question))
+    return f"the value of {m.group(1)} found in the problem above" if m else None
 
 
 def read_grounded_definition(d: Draft, max_definition_chars: int) -> Rejection | None:
