@@ -133,6 +133,8 @@ def test_config_refuses_impossible_values():
         ProbeConfig(tau=0)
     with pytest.raises(ValueError, match="k=0"):
         ProbeConfig(k=0)
+    with pytest.raises(ValueError, match="chunk=0"):
+        ProbeConfig(chunk=0)
 
 
 def test_crl_probe_through_an_endpoint(records, tmp_path):

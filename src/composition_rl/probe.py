@@ -80,6 +80,8 @@ class ProbeConfig:
             bad.append(f"k={self.k} (must be in [1, {MAX_SAMPLES}])")
         if not 0.0 < self.tau <= 1.0:
             bad.append(f"tau={self.tau} (must be in (0, 1])")
+        if self.chunk < 1:  # said here, not first by the profile config it builds much later
+            bad.append(f"chunk={self.chunk} (must be >= 1)")
         if bad:
             raise ValueError("invalid probe config: " + "; ".join(bad))
 
