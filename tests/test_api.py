@@ -56,7 +56,7 @@ def test_every_name_resolves_and_the_verbs_still_import_nothing_heavy():
 
 
 def test_the_names_are_few_and_each_has_a_docstring_with_an_example():
-    assert len(crl.__all__) <= 16
+    assert len(crl.__all__) <= 17
     assert set(crl.__all__) == set(crl._EXPORTS) | {"__version__"}
     for name in crl.__all__:
         if name == "__version__":
@@ -72,11 +72,13 @@ def test_the_names_are_few_and_each_has_a_docstring_with_an_example():
 
 def test_a_submodule_imported_first_does_not_replace_its_verb():
     r = _python("import composition_rl.compose.pipeline, composition_rl.verify.verifier, composition_rl.profile\n"
+                "import composition_rl.probe\n"
                 "import composition_rl as crl\n"
                 "from composition_rl.compose import ComposeConfig\n"
-                "print(callable(crl.compose), callable(crl.verify), callable(crl.profile), ComposeConfig.__name__)")
+                "print(callable(crl.compose), callable(crl.verify), callable(crl.profile), callable(crl.probe),\n"
+                "      ComposeConfig.__name__)")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["True", "True", "True", "ComposeConfig"]
+    assert r.stdout.split() == ["True", "True", "True", "True", "ComposeConfig"]
 
 
 def test_py_typed_ships_with_the_package():
@@ -151,3 +153,90 @@ def test_profile_through_an_openai_compatible_endpoint(tmp_path):
     assert summary["prompts"] == 5 and summary["counts"]["solve_all"] == 1 and summary["counts"]["solve_none"] == 4
     with pytest.raises(ValueError, match="go with a backend name"):
         crl.profile(PROBLEMS, tmp_path / "q", object(), model="m")
+
+
+def test_probe_is_exported_with_its_config():
+    from composition_rl.api import probe
+    from composition_rl.probe import ProbeConfig
+
+    assert {"probe", "ProbeConfig"} <= set(crl.__all__)
+    assert crl.probe is probe and crl.ProbeConfig is ProbeConfig
+
+
+class ScriptedSolver:
+    """A rollout backend (as in test_probe.py) that answers each withheld problem with the
+    planned answer, and counts the prompts it was asked."""
+
+    name = "scripted"
+
+    def __init__(self, plan: dict[str, str]):
+        self.plan = plan  # withheld question -> the reply's boxed answer
+        self.prompts: list[str] = []
+
+    def generate(self, prompts, n, sampling):
+        from composition_rl.backends.rollout import Completion
+
+        self.prompts += prompts
+        return [[Completion(f"So the answer is $\\boxed{{{self.reply(p)}}}$.", tokens=8)] * n for p in prompts]
+
+    def reply(self, prompt: str) -> str:
+        return next(a for q, a in self.plan.items() if q.strip() in prompt)
+
+    def close(self):
+        pass
+
+
+def test_probe_rejects_a_guessable_record_keeps_one_that_needs_q1_and_resumes(tmp_path):
+    from composition_rl.io.runs import RunMismatch
+    from composition_rl.probe import withheld_question
+
+    seen: dict[str, crl.Problem] = {}  # one record per later problem: each withheld problem is one record's
+    for rec in crl.compose(PROBLEMS, depth=2, seed=0).accepted:
+        seen.setdefault(rec.parents[-1], rec)
+    records = list(seen.values())
+    assert len(records) >= 3
+    guessable = records[0]  # the solver reaches its answer from the later problem alone
+    plain = crl.Problem.new("What is $2+2$?", "4")  # not composed: kept, unprobed
+    plan = {withheld_question(r): (r.answer if r is guessable else "-987654") for r in records}
+    solver = ScriptedSolver(plan)
+
+    def respond(body):
+        return [f"So $\\boxed{{{solver.reply(body['messages'][-1]['content'])}}}$."] * int(body.get("n") or 1)
+
+    out = tmp_path / "probe"
+    with FakeOpenAIServer(respond) as srv:
+        res = crl.probe([*records, plain], out, base_url=srv.url, model="fake-model", config=crl.ProbeConfig(k=2))
+        asked = srv.requests
+        again = crl.probe([*records, plain], out, base_url=[srv.url], model="fake-model",
+                          config=crl.ProbeConfig(k=2, tau=1.0))
+        assert srv.requests == asked  # the folder resumes: nothing asked twice
+        with pytest.raises(RunMismatch):  # another k into the same folder
+            crl.probe(records, out, base_url=srv.url, model="fake-model", config=crl.ProbeConfig(k=3))
+    assert asked > 0
+    assert [row["id"] for row in res.rejected] == [guessable.id]
+    row = res.rejected[0]
+    assert (row["stage"], row["reason"], row["pass_rate"], row["correct"], row["k"]) == (
+        "probe", "guessable", 1.0, 2, 2)
+    assert [p.id for p in res.kept] == [r.id for r in records[1:]] + [plain.id]  # the ones that need q1
+    assert res.unprobed == [plain.id]
+    assert len(res.kept) + len(res.rejected) == len(records) + 1
+    s = res.summary
+    assert (s["records"], s["probed"], s["unprobed"], s["rejected_guessable"], s["kept"]) == (
+        len(records) + 1, len(records), 1, 1, len(records))
+    assert json.loads((out / "probe_summary.json").read_text())["records"] == len(records) + 1
+    # tau 1.0 re-splits the stored pass rates: the guessable record (2 of 2) is still rejected
+    assert [row["id"] for row in again.rejected] == [guessable.id]
+    # another solver (a ready backend) into the same folder is refused; into a fresh one it gives the same split
+    with pytest.raises(RunMismatch):
+        crl.probe(records, out, ScriptedSolver(plan), config=crl.ProbeConfig(k=2))
+    ready = crl.probe(records, tmp_path / "ready", solver, config=crl.ProbeConfig(k=2))
+    assert [row["id"] for row in ready.rejected] == [guessable.id] and len(solver.prompts) == len(records)
+
+
+def test_probe_refuses_a_solver_it_cannot_build():
+    with pytest.raises(ValueError, match="needs model="):
+        crl.probe(PROBLEMS, "unused", base_url="http://x")
+    with pytest.raises(ValueError, match=r"\['base_url', 'model'\] go with a backend name"):
+        crl.probe(PROBLEMS, "unused", ScriptedSolver({}), model="m", base_url="http://x")
+    with pytest.raises(TypeError, match="unknown backend options"):
+        crl.probe(PROBLEMS, "unused", model="m", base_url="http://x", temperature=0.5)

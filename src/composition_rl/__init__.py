@@ -16,15 +16,18 @@ True
   ``GRPOTrainer`` and :func:`compute_score` for verl: the same reward as :func:`score` and
   ``crl train``;
 - :func:`profile` a policy's pass rates, with :class:`ProfileConfig`;
+- :func:`probe` composed records with a solver and reject the guessable ones, with
+  :class:`ProbeConfig`;
 - :func:`load_problems` from JSON, JSONL or parquet, and the record types :class:`Problem`
   and :class:`Link`.
 
 Every name loads on first use: importing the package imports neither torch, transformers
 nor openai (docs/api.md has an example of each verb).
 
-Three verbs share their names with a subpackage or module (``composition_rl.compose``,
-``composition_rl.verify``, ``composition_rl.profile``): as attributes of the package they are
-always the verbs; import from the modules with ``from composition_rl.compose import ...``.
+Four verbs share their names with a subpackage or module (``composition_rl.compose``,
+``composition_rl.verify``, ``composition_rl.profile``, ``composition_rl.probe``): as
+attributes of the package they are always the verbs; import from the modules with
+``from composition_rl.compose import ...``.
 """
 
 from __future__ import annotations
@@ -52,12 +55,15 @@ _EXPORTS = {
     "compute_score": "composition_rl.integrations.verl",
     "profile": "composition_rl.api",
     "ProfileConfig": "composition_rl.profile",
+    "probe": "composition_rl.api",
+    "ProbeConfig": "composition_rl.probe",
 }
 
 __all__ = [
     "ComposeConfig",
     "LLMComposeConfig",
     "Link",
+    "ProbeConfig",
     "Problem",
     "ProfileConfig",
     "VerifyConfig",
@@ -67,19 +73,21 @@ __all__ = [
     "export",
     "load_problems",
     "make_reward_fn",
+    "probe",
     "profile",
     "score",
     "verify",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from composition_rl.api import compose, profile, score, verify
+    from composition_rl.api import compose, probe, profile, score, verify
     from composition_rl.compose.llm.config import LLMComposeConfig
     from composition_rl.compose.pipeline import ComposeConfig
     from composition_rl.integrations.trl import make_reward_fn
     from composition_rl.integrations.verl import compute_score
     from composition_rl.io.export import export
     from composition_rl.io.readers import load_problems
+    from composition_rl.probe import ProbeConfig
     from composition_rl.profile import ProfileConfig
     from composition_rl.records import Link, Problem
     from composition_rl.verify.verifier import VerifyConfig
@@ -98,7 +106,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 
 
-_VERBS = frozenset({"compose", "verify", "profile"})
+_VERBS = frozenset({"compose", "verify", "profile", "probe"})
 
 
 class _Package(types.ModuleType):

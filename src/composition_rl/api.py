@@ -1,4 +1,4 @@
-"""The verbs of the top-level package: compose, verify, score, profile.
+"""The verbs of the top-level package: compose, verify, score, profile, probe.
 
 Each is a thin entry to the library (the same code ``crl`` runs), in memory where the work
 allows it. ``import composition_rl`` loads this module only when one of them is first used.
@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from composition_rl.compose.llm.config import LLMComposeConfig
     from composition_rl.compose.pipeline import ComposeConfig, ComposeResult
+    from composition_rl.probe import ProbeConfig, ProbeResult
     from composition_rl.profile import ProfileConfig
     from composition_rl.records import Problem
     from composition_rl.verify import VerifyConfig, VerifyResult
 
-__all__ = ["compose", "profile", "score", "verify"]
+__all__ = ["compose", "probe", "profile", "score", "verify"]
 
 
 def compose(
@@ -185,6 +186,84 @@ def profile(
     try:
         return profile_problems(problems, runner, shared_verifier(verify_config), out_dir, config=config,
                                 progress=progress, identity=ident)
+    finally:
+        if own and hasattr(runner, "close"):
+            runner.close()
+
+
+def probe(
+    records: Sequence[Problem],
+    out_dir: str | os.PathLike,
+    backend: Any = "auto",
+    *,
+    model: str | None = None,
+    base_url: str | Sequence[str] | None = None,
+    config: ProbeConfig | None = None,
+    verify_config: VerifyConfig | None = None,
+    progress: bool = False,
+    **backend_options: Any,
+) -> ProbeResult:
+    """Reject the composed records a solver answers without their first problem (``guessable``).
+
+    For each record the solver gets the later problem alone, its variable left as an unknown,
+    ``k`` times; a record whose pass rate is at least ``tau`` is rejected. The solver's pass
+    rates go to ``out_dir/profile.jsonl`` as they finish, so a rerun resumes (and a rerun with
+    another ``tau`` only re-splits them); a rerun with another solver or ``k`` is refused.
+
+    Args:
+        records: composed records (:func:`compose`'s ``accepted``, or a ``composed.jsonl``
+            read with :func:`load_problems`); one without a readable relation is kept unprobed.
+        out_dir: the probe's folder (``profile.jsonl``, ``run.json``, ``probe_summary.json``).
+        backend: ``auto`` (``openai`` with ``base_url``, llama.cpp for a GGUF when
+            llama-cpp-python is installed, else ``hf``), a rollout backend name built with
+            ``model``, ``base_url`` and ``backend_options`` (``concurrency``, ``batch_size``) and
+            closed afterwards, or a ready backend (the caller closes it).
+        model: the solver (the policy being trained, or a stronger model): a served model's
+            name with ``base_url``, a GGUF file or name (``qwen-0.5b``), a local model folder.
+        base_url: the solver's OpenAI-compatible endpoint, or several to balance over.
+        config: :class:`~composition_rl.ProbeConfig` (``k``, ``tau``, sampling, template).
+        verify_config: verifier settings.
+        progress: show a progress bar.
+
+    Returns:
+        A :class:`~composition_rl.probe.ProbeResult`: ``kept`` (Problems), ``rejected`` (one
+        row per guessable record, with its pass rate), ``unprobed`` (ids) and ``summary``;
+        ``len(kept) + len(rejected)`` is ``len(records)``.
+
+    Example:
+        >>> import composition_rl as crl                                   # doctest: +SKIP
+        >>> res = crl.probe(composed, "runs/probe", base_url="http://localhost:8000/v1",
+        ...                 model="Qwen/Qwen3-4B", config=crl.ProbeConfig(k=4, tau=0.5))
+        >>> res.summary["rejected_guessable"], len(res.kept)
+        (3, 97)
+    """
+    from composition_rl.io.runs import run_identity
+    from composition_rl.probe import build_solver, probe_records
+    from composition_rl.verify import shared_verifier
+
+    own = isinstance(backend, str)
+    if not own and (backend_options or model is not None or base_url is not None):
+        given = sorted([*backend_options, *(["model"] if model is not None else []),
+                        *(["base_url"] if base_url is not None else [])])
+        raise ValueError(f"backend options {given} go with a backend name, not a ready backend")
+    if own:
+        if model is None:
+            raise ValueError("probe() needs model=: the solver (a served model's name with base_url, a GGUF, "
+                             "a local model folder)")
+        unknown = sorted(set(backend_options) - {"concurrency", "batch_size"})
+        if unknown:
+            raise TypeError(f"probe() got unknown backend options {unknown}; they are ['batch_size', 'concurrency']")
+        urls = (base_url,) if isinstance(base_url, str) else tuple(base_url or ())
+        runner = build_solver(model, urls, backend, **backend_options)
+    else:
+        runner = backend
+        model = getattr(runner, "model", None)
+    # the folder records its solver (as crl probe and crl compose --probe-model do): another is refused
+    name = getattr(runner, "name", None) or (backend if own else type(runner).__name__)
+    ident = run_identity(model=str(model) if model is not None else None, backend=name, command="probe")
+    try:
+        return probe_records(records, runner, shared_verifier(verify_config), out_dir, config, progress=progress,
+                             identity=ident)
     finally:
         if own and hasattr(runner, "close"):
             runner.close()
