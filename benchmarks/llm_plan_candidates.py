@@ -1,4 +1,4 @@
-"""What the LLM engine's program plan did with each candidate of a ``crl compose --engine llm``
+"""What the LLM engine's program plan did with each candidate of a depth-2 ``crl compose --engine llm``
 run, grouped by what the model had to do and by whether the symbolic engine takes the chain.
 
     .venv/bin/python benchmarks/llm_plan_candidates.py runs/plan_q05 [--input ../shared/data/train/math_train.json]
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter, defaultdict
-import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +33,6 @@ sys.path.insert(0, str(REPO / "src"))
 from composition_rl.compose.base import Rejection  # noqa: E402
 from composition_rl.compose.symbolic import SymbolicComposer  # noqa: E402
 from composition_rl.io.readers import load_problems  # noqa: E402
-
 
 # the link's paragraph: "Let $X$ be <definition>. $Y$ is d less than $X$."
 RELATION = re.compile(r"(Let \$[A-Z]\$ be .*?\$[A-Z]\$ is .*? (?:less|more) than \$[A-Z]\$\.)\s*", re.S)
@@ -49,9 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path, help="the crl compose --engine llm output folder")
     ap.add_argument("--input", type=Path, default=REPO.parent / "shared" / "data" / "train" / "math_train.json")
+    ap.add_argument("--seed", type=int, default=0, help="the run's --seed (the symbolic engine's ties)")
     args = ap.parse_args(argv)
     by_id = {p.id: p for p in load_problems(args.input).problems}
-    finder = SymbolicComposer()
+    finder = SymbolicComposer(seed=args.seed)
     rows = [json.loads(line) for line in (args.out / "llm_journal.jsonl").read_text(encoding="utf-8").splitlines() if line]
     table: dict[tuple[bool, str], Counter] = defaultdict(Counter)
     accepted, requests = [], 0
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         requests += r["requests"]
         if r["ok"]:
             accepted.append((r["cid"], sym, row))
-    print(f"| symbolic engine takes it | model's part | candidates | accepted | rejected (reason: count) |")
+    print("| symbolic engine takes it | model's part | candidates | accepted | rejected (reason: count) |")
     print("|---|---|---|---|---|")
     for (sym, step), c in sorted(table.items(), key=lambda kv: (not kv[0][0], kv[0][1])):
         rej = ", ".join(f"{k} {v}" for k, v in c.most_common() if k != "accepted")

@@ -123,6 +123,8 @@ def math_sample(workdir: Path, n: int, seed: int) -> Path:
              "--out", str(run), "--no-progress", cwd=REPO)
     with open(run / "composed.jsonl", encoding="utf-8") as f:
         lines = f.readlines()
+    if n > len(lines):
+        raise SystemExit(f"--math-sample {n}: the run has only {len(lines)} records")
     path = workdir / "math_sample.jsonl"
     path.write_text("".join(lines[i] for i in sorted(random.Random(seed).sample(range(len(lines)), n))),
                     encoding="utf-8")

@@ -86,8 +86,8 @@ def test_tiny_model_compositions_are_rejected_cleanly(tiny, tmp_path):
         "constant",
         "check2_substitution",
     }
-    # every call counted once; at most two per chain, a reply and its feedback turn (the program
-    # plan decides some chains without the model and asks for a q1's definition once for all
-    # the chains it leads)
+    # every call counted once. No chain here needs a placement, so a chain costs at most a
+    # definition and its feedback turn (the program plan decides some chains without the model
+    # and asks for a q1's definition once for all the chains it leads)
     assert 0 < stats["llm"]["requests"] == b.stats.calls <= 2 * len(chains)
     assert stats["llm"]["completion_tokens"] > 0

@@ -161,7 +161,11 @@ def test_a_q1_that_asks_for_one_formula_is_defined_by_the_program_without_a_call
     assert rec.metadata["defined_by"] == ["program"]
     assert program_definition("Suppose $d\\not=0$.  Write it in the form $ad+b+cd^2$.  Find $a+b+c$.") == \
         "the value of $a+b+c$ found in the problem above"
+    assert program_definition("What is the value of $N$?") == "the value of $N$ found in the problem above"
+    assert program_definition("Compute $\\sqrt[4]{12960000}.$") == \
+        "the value of $\\sqrt[4]{12960000}$ found in the problem above"  # the period inside the math
     for words in ("Find the three-digit number formed by the last three digits.", "What is $x$ if $x+1=2$?",
+                  "Find $f(2)$, given that.",
                   "Compute the smallest positive integer $n$ such that", "How many marbles are in the bag?"):
         assert program_definition(words) is None, words
 
@@ -210,7 +214,7 @@ def test_the_phrase_only_says_which_occurrence_the_program_writes_the_problem():
     draft = Draft(LINES, TUTORS, {"phrase": "Wanda works on the seventh day", "constant": "seventh"})
     assert place_marker(draft) is None
     assert draft.f["rewritten"] == TUTORS.question.replace("every seventh", "every <VAR>")
-    # "every" occurs four times: the phrase, found once in problem 2, picks the second
+    # 2 occurs twice: the phrase, found once in problem 2, picks the second
     two = Problem.new("Ann works every 2 days and Bo every 2 weeks. Find the sum.", "4")
     draft = Draft(LINES, two, {"phrase": "Bo every 2 weeks", "constant": "2"})
     assert place_marker(draft) is None and draft.f["rewritten"] == two.question.replace("every 2 weeks", "every <VAR> weeks")
@@ -218,6 +222,24 @@ def test_the_phrase_only_says_which_occurrence_the_program_writes_the_problem():
     twelve = Problem.new("A dozen is 12 and a pair is 2. Find it.", "1")
     draft = Draft(LINES, twelve, {"phrase": "", "constant": "2"})
     assert place_marker(draft) is None and draft.f["rewritten"].endswith("a pair is <VAR>. Find it.")
+    # nor are the three of "three-digit" and the 1 of 1.5: "three" and "1" stand once each
+    compound = Problem.new("How many three-digit numbers are there? Take 1.5 or three, or 1.", "1")
+    draft = Draft(LINES, compound, {"phrase": "", "constant": "three"})
+    assert place_marker(draft) is None and draft.f["rewritten"].endswith("Take 1.5 or <VAR>, or 1.")
+    draft = Draft(LINES, compound, {"phrase": "", "constant": "1"})
+    assert place_marker(draft) is None and draft.f["rewritten"].endswith("or three, or <VAR>.")
+    # a phrase copied with single spaces finds a problem's double space and line break
+    spaced = Problem.new("Ann has five  pens.\nBo has five\ncups. How many?", "10")
+    draft = Draft(LINES, spaced, {"phrase": "Bo has five cups", "constant": "five"})
+    assert place_marker(draft) is None and "Bo has <VAR>\ncups" in draft.f["rewritten"]
+    # several occurrences, one where the rules allow a constant: that one, no phrase needed
+    draft = Draft(LINES, two, {"phrase": "", "constant": "2"})
+    assert place_marker(draft, frozenset({two.question.index("2 weeks")})) is None
+    assert draft.f["rewritten"] == two.question.replace("every 2 weeks", "every <VAR> weeks")
+    # a LaTeX literal is matched as written
+    half = Problem.new("Take $\\frac{1}{2}$ of the cake.", "1")
+    draft = Draft(LINES, half, {"phrase": "", "constant": "$\\frac{1}{2}$"})
+    assert place_marker(draft) is None and draft.f["rewritten"] == "Take $<VAR>$ of the cake."
 
 
 def test_a_placement_mended_after_the_feedback_turn_is_taken():
@@ -246,3 +268,28 @@ def test_the_model_plan_still_takes_the_whole_proposal():
     with FakeOpenAIServer(reply) as srv:
         res = engine(srv.url, plan="model").compose((LINES, BOX), "c")
     assert isinstance(res, Rejection) and res.reason == "v1_not_in_answer" and calls == ["propose"]
+
+
+def test_a_rerun_over_the_same_cache_repeats_every_turn_without_a_call(tmp_path):
+    """The feedback turns are requests like any other: cached, so a rerun into a new folder
+    over the same cache makes no call and gives the same records; each turn counted once."""
+    from dataclasses import replace
+
+    from composition_rl.compose.llm import compose_candidates
+
+    bad = {"phrase": "Ann works every third day", "constant": "eighth", "constant_value": "8"}
+    good = {"phrase": "Wanda works every seventh school day", "constant": "seventh", "constant_value": "7"}
+    reply, calls = scripted("the sum of the numbers in the problem above", place=bad,
+                            mended={**good, "definition": "the number of marbles in the bag found in the problem above"})
+    chains = [(MARBLES, BOX), (SUM, TUTORS)]  # SUM's definition is the program's
+    with FakeOpenAIServer(reply) as srv:
+        cfg = LLMComposeConfig(base_urls=(srv.url,), model="fake-model", dependence="exact", concurrency=1)
+        first = compose_candidates(chains, tmp_path / "a", cfg, progress=False)
+        sent = srv.requests
+        again = compose_candidates(chains, tmp_path / "b", replace(cfg, cache=str(tmp_path / "a" / "llm_cache.jsonl")),
+                                   progress=False)
+        assert srv.requests == sent  # every turn came from the cache
+    # MARBLES: define, mended; TUTORS: place, mended, the word's value verified
+    assert sorted(calls) == sorted(["define", "mend", "place", "mend", "verify"]), calls
+    assert first["accepted"] == again["accepted"] == 2 and first["llm"]["requests"] == sent == 5
+    assert (tmp_path / "a" / "composed.jsonl").read_bytes() == (tmp_path / "b" / "composed.jsonl").read_bytes()

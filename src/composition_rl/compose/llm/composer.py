@@ -258,10 +258,11 @@ class LLMComposer:
         rejection is the candidate's. Each turn is one cached request, so a rerun repeats it."""
         system, user = load_prompt(name + "_system"), fill(load_prompt(name), **slots)
         turns: tuple[dict[str, str], ...] = ()
+        rej: Rejection | None = None
         for attempt in range(self.config.feedback_tries + 1):
             resp = await self._call(self._request(system, user, schema, turns), usage)
-            if isinstance(resp, Rejection):
-                return resp
+            if isinstance(resp, Rejection):  # a feedback turn that fails for good: the reply's own rejection stands
+                return rej or resp
             obj = steps.read_reply(resp, schema, "output")
             rej = obj if isinstance(obj, Rejection) else check(obj)
             if rej is None:
@@ -319,7 +320,8 @@ class LLMComposer:
             d.definition, d.defined_by = lead.phrase, "program"
             return None
         phrase = steps.program_definition(d.earlier.question)
-        if phrase is not None:  # q1 asks for one formula: "the value of $a+b+c$", no model needed
+        if phrase is not None and len(phrase) <= self.config.max_definition_chars:
+            # q1 asks for one formula: "the value of $a+b+c$", no model needed
             d.definition, d.defined_by = phrase, "program"
             return None
         f = await self._once(("define", d.earlier.question, d.earlier.answer),
@@ -368,12 +370,17 @@ class LLMComposer:
     async def _place(self, d: Draft, usage: Usage) -> Draft | Rejection:
         """A link whose later problem has no constant the finder may replace: the model places
         one (a number in words, an ordinal), read and verified as a proposal's constant is."""
+
+        def literal(f: dict[str, str]) -> str:
+            return f.get("constant", "").strip().strip("$").strip()
+
         def check(obj: dict[str, Any]) -> Rejection | None:
             f = steps.proposal_fields(obj, PLACE_SCHEMA, ())
             if isinstance(f, Rejection):
                 return f
             trial = Draft(d.earlier, d.later, f, v1=d.v1, v1_whole=d.v1_whole, derivation=d.derivation)
-            return (steps.place_marker(trial) or steps.read_constant(trial, self.config.max_definition_chars)
+            return (steps.place_marker(trial, self._allowed(d.later).get(literal(f)))
+                    or steps.read_constant(trial, self.config.max_definition_chars)
                     or steps.check_position(trial, self._allowed(d.later).get(trial.literal, frozenset()),
                                             self.config.verify))
 
@@ -381,7 +388,8 @@ class LLMComposer:
         if isinstance(obj, Rejection):
             return obj
         d.f.update(steps.proposal_fields(obj, PLACE_SCHEMA, ()))
-        rej = (steps.place_marker(d) or steps.read_constant(d, self.config.max_definition_chars)
+        rej = (steps.place_marker(d, self._allowed(d.later).get(literal(d.f)))
+               or steps.read_constant(d, self.config.max_definition_chars)
                or steps.check_position(d, self._allowed(d.later).get(d.literal, frozenset()), self.config.verify))
         if rej is None and not self.finder.natural.allows(_fraction(d.v1 - d.v2)):
             rej = Rejection("constant", "unnatural_offset", f"{d.literal!r} gives the offset {d.v1 - d.v2} from "

@@ -195,7 +195,8 @@ def asked_sentence(question: str) -> str:
 
 
 # an order or question whose whole object is one formula: "Find $a+b+c$.", "What is $3 \cdot 4 + 5$?"
-_BARE_ORDER = re.compile(r"^(?:Find|Compute|Evaluate|Calculate|Determine|What is|What's)\s+(\$[^$]+\$)\s*[.?]$")
+_BARE_ORDER = re.compile(r"^(?:Find|Compute|Evaluate|Calculate|Determine|What is|What's)\s+(?:the value of\s+)?"
+                         r"\$([^$]+?)[.?,]?\s*\$\s*[.?]?$")
 
 
 def program_definition(question: str) -> str | None:
@@ -208,8 +209,11 @@ def program_definition(question: str) -> str | None:
     >>> program_definition("How many marbles are in the bag?") is None
     True
     """
-    m = _BARE_ORDER.match(asked_sentence(question))
-    return f"the value of {m.group(1)} found in the problem above" if m else None
+    asked = asked_sentence(question)
+    m = _BARE_ORDER.match(asked)
+    if m is None or not asked.rstrip().endswith((".", "?", ".$", "?$")):  # a sentence cut at a display
+        return None
+    return f"the value of ${m.group(1).strip()}$ found in the problem above"
 
 
 def read_grounded_definition(d: Draft, max_definition_chars: int) -> Rejection | None:
@@ -236,28 +240,39 @@ def read_grounded_definition(d: Draft, max_definition_chars: int) -> Rejection |
 
 
 # -- sub-step 2: the constant and the rewritten later problem ---------------------------------
-def place_marker(d: Draft) -> Rejection | None:
+def _occurrences(text: str, literal: str) -> list[int]:
+    """Where ``literal`` stands as a token of its own in ``text``: not inside a word, a
+    hyphenated compound ("three-digit") or a decimal (the 1 of 1.5)."""
+    edge = r"(?<![A-Za-z0-9-])(?<!\d\.)" if literal[:1].isalnum() else ""
+    tail = r"(?![A-Za-z0-9-])(?!\.\d)" if literal[-1:].isalnum() else ""
+    return [m.start() for m in re.finditer(edge + re.escape(literal) + tail, text)]
+
+
+def place_marker(d: Draft, allowed: frozenset[int] | None = None) -> Rejection | None:
     """A placement reply (a ``phrase`` copied from the later problem, the ``constant`` in it)
     turned into the later problem with ``<VAR>`` for that constant: the program writes the
     rewritten text, so a small model copies a few words instead of the whole problem.
 
-    The phrase only says which occurrence: a constant written once in the problem needs no
-    phrase, and one written several times is placed where the phrase, found once in the
-    problem, holds it. An empty constant is the model saying the problem has no number."""
+    The phrase only says which occurrence: a constant written once as its own token (among
+    the positions the rules allow, ``allowed``, when it stands at several) needs no phrase,
+    and one written several times is placed where the phrase, found once in the problem
+    (spacing aside), holds it. An empty constant is the model saying the problem has no
+    number."""
     later = d.later.question
     literal = d.f.get("constant", "").strip().strip("$").strip()
     phrase = d.f.get("phrase", "").strip()
     if not literal:
         return Rejection("constant", "no_constant", f"the model finds no number to replace in {d.later.id}")
-    token = re.compile(rf"(?<![A-Za-z0-9]){re.escape(literal)}(?![A-Za-z0-9])")
-    where = [m.start() for m in token.finditer(later)]
+    where = _occurrences(later, literal)
     if not where:
         return Rejection("constant", "constant_not_in_problem", f"constant {literal[:40]!r} does not occur in the problem")
+    if len(where) > 1 and allowed is not None and sum(w in allowed for w in where) == 1:
+        where = [w for w in where if w in allowed]
     at = where[0] if len(where) == 1 else None
-    if at is None and phrase and later.count(phrase) == 1:
-        start = later.index(phrase)
-        inside = [w for w in where if start <= w and w + len(literal) <= start + len(phrase)]
-        at = inside[0] if len(inside) == 1 else None
+    if at is None and phrase:
+        spans = [m.span() for m in re.finditer(r"\s+".join(map(re.escape, phrase.split())), later)]
+        inside = [w for a, b in spans for w in where if a <= w and w + len(literal) <= b]
+        at = inside[0] if len(spans) == 1 and len(inside) == 1 else None
     if at is None:
         return Rejection("constant", "phrase_not_in_problem",
                          f"{literal!r} occurs {len(where)} times in the problem and the phrase {phrase[:60]!r} "
