@@ -287,3 +287,110 @@ def test_grow_with_the_program_teacher_on_math_is_refused_before_any_profiling(m
     line = one_error_line(r)
     assert "cannot read any of the 300 seeds" in line and "not_a_chain 300" in line
     assert not (tmp_path / "g" / "seed_profile").exists()
+
+
+# --------------------------------------------------------------------------- prompts too long
+
+
+class _CharTokenizer:
+    """One token per character: a context of ``limit`` tokens is ``limit`` characters."""
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": list(text)}
+
+
+class _Local:
+    """A scripted model read as the local hf backend reads it: a prompt that fills its context
+    (``limit`` characters or more) gets ``n`` empty ``prompt_too_long`` answers, unsampled."""
+
+    def __init__(self, backend, limit=None):
+        from composition_rl.backends.context import PromptFit
+
+        self.backend = backend
+        self.fit = PromptFit(_CharTokenizer(), limit, chat=False)
+
+    def generate(self, prompts, n, sampling):
+        from composition_rl.backends.context import TOO_LONG
+        from composition_rl.backends.rollout import Completion
+
+        ok = [i for i, p in enumerate(prompts) if self.fit.reason(p) is None]
+        got = self.backend.generate([prompts[i] for i in ok], n, sampling) if ok else []
+        out = [[Completion("", 0, TOO_LONG) for _ in range(n)] for _ in prompts]
+        for i, comps in zip(ok, got):
+            out[i] = comps
+        return out
+
+    def close(self):
+        self.backend.close()
+
+
+def run_too_long(tmp_path: Path, limits: dict, qualify_with=None, **cfg):
+    """:func:`run_grow` with each model's context ``limits[name]`` characters (None: no limit).
+    ``qualify_with(policy, verifier, pcfg)`` builds the qualify step (default: a plain profile)."""
+    verifier = shared_verifier(VerifyConfig(timeout_s=5.0))
+    with FakeOpenAIServer(good_world()) as srv:
+        teacher = OpenAITeacher(srv.url, "teacher", max_retries=0)
+        panel = Students([(s, _Local(OpenAIRollout(srv.url, s, max_retries=0), limits.get(s)))
+                          for s in ("weak", "strong")], verifier, n=8, sampling=SAMPLING, template="plain")
+        policy = _Local(OpenAIRollout(srv.url, "policy", max_retries=0), limits.get("policy"))
+        pcfg = ProfileConfig(n=8, sampling=SAMPLING, template="plain")
+
+        def qualify(cands, qdir):
+            profile_problems(cands, policy, verifier, qdir, pcfg, progress=False)
+            return {r["id"]: r["class"] for r in load_profile(qdir)}
+
+        res = grow(seeds("a"), [teacher], panel, verifier, tmp_path / "out", GrowConfig(max_depth=1, **cfg),
+                   qualify=qualify_with(policy, verifier, pcfg) if qualify_with else qualify)
+    out = tmp_path / "out"
+    rows = [json.loads(x) for x in (out / "trees.jsonl").read_text().splitlines()]
+    rejects = [json.loads(x) for x in (out / "rejects.jsonl").read_text().splitlines()]
+    return res, rows, rejects
+
+
+def _too_long_rows(rejects, stage):
+    rows = [r for r in rejects if r["reason"] == "prompt_too_long"]
+    assert rows and {r["stage"] for r in rows} == {stage}
+    assert all(set(r) == {"seed_id", "stage", "reason", "detail", "item"} for r in rows)
+    return rows
+
+
+def test_a_problem_a_student_cannot_read_is_rejected_not_kept_as_hard(tmp_path):
+    # in this world (depth 1) the root is 6 characters, with its examples 46, a leaf 21-22, a parent 59
+    res, rows, rejects = run_too_long(tmp_path / "parent", {"weak": 50})
+    parents = [s for s in rows[0]["synthetic"] if s["kind"] == "parent"]
+    assert parents and not any(s["kept"] for s in parents)  # the weak student's 0/8 made them "hard"
+    assert all(set(s["prompt_too_long"]) == {"weak"} for s in parents)
+    assert all(s["kept"] for s in rows[0]["synthetic"] if s["kind"] == "leaf")
+    bad = _too_long_rows(rejects, "parent")
+    assert len(bad) == len(parents)
+    assert bad[0]["detail"] == ("student weak: the prompt is 59 tokens and the model's context 50 "
+                                "(prompt and completion together): no room for an answer")
+    st = res.stats
+    assert rows[0]["reason"] == "prompt_too_long" and st["dropped_by_reason"] == {"prompt_too_long": 1}
+    assert st["candidates"] == 0 and st["counts_add_up"] and st["rejects_by_reason"]["prompt_too_long"] == len(bad)
+    assert [f["seeds"] for f in st["funnel"]] == [1, 1, 1, 1, 1, 1, 0, 0]
+
+    # the effectivity test's prompt with its examples (46 characters) is too long for both
+    res, rows, rejects = run_too_long(tmp_path / "test", {"weak": 40, "strong": 40}, decompose_retries=1)
+    assert [e["passed"] for e in rows[0]["effectivity"]] == [False, False]
+    assert all(set(e["prompt_too_long"]) == {"weak", "strong"} for e in rows[0]["effectivity"])
+    bad = _too_long_rows(rejects, "decompose")
+    assert len(bad) == 2 and "student weak: the prompt is 46 tokens and the model's context 40" in bad[0]["detail"]
+    st = res.stats
+    assert rows[0]["reason"] == "prompt_too_long" and rows[0]["stages"] == ["hard", "traced", "decomposed"]
+    assert st["dropped_by_reason"] == {"prompt_too_long": 1} and st["counts_add_up"]
+
+
+def test_a_candidate_the_policy_cannot_read_is_rejected_not_counted_not_in_band(tmp_path):
+    from composition_rl.mbs.grow import profile_qualify
+
+    res, rows, rejects = run_too_long(tmp_path, {"policy": 50}, qualify_with=profile_qualify)
+    assert rows[0]["status"] == "ok" and len(rows[0]["candidates"]) == 2  # the students read every prompt
+    bad = _too_long_rows(rejects, "qualify")
+    assert len(bad) == 2 and {r["item"]["question"] for r in bad} == {c["question"] for c in rows[0]["candidates"]}
+    assert bad[0]["detail"] == ("policy policy: the prompt is 59 tokens and the model's context 50 "
+                                "(prompt and completion together): no room for an answer")
+    st = res.stats
+    assert st["dropped_by_reason"] == {"prompt_too_long": 1} and st["counts_add_up"]
+    assert st["candidate_bands"] == {} and st["qualified_seeds"] == 0
+    assert not (tmp_path / "out" / "qualify" / "profile.jsonl").exists()  # nothing was sampled for them

@@ -161,6 +161,7 @@ def _grow(args: argparse.Namespace, config, sampling, prof_cfg, bands) -> int:
         run_identity,
     )
     from composition_rl.mbs import Students, grow
+    from composition_rl.mbs.grow import profile_qualify
     from composition_rl.profile import (
         load_profile,
         profile_problems,
@@ -261,11 +262,9 @@ def _grow(args: argparse.Namespace, config, sampling, prof_cfg, bands) -> int:
             pre["over_limit"] = len(hard) - args.limit
             hard = hard[: args.limit]
 
-        def qualify(cands, qdir):
-            profile_problems(cands, policy, verifier, qdir, prof_cfg, progress=not args.no_progress,
-                             identity=run_identity(model=args.policy))
-            return {r["id"]: r["class"] for r in load_profile(qdir, ids=[c.id for c in cands])}
-
+        # a candidate too long for the policy's context is a prompt_too_long reject, not solve_none
+        qualify = profile_qualify(policy, verifier, prof_cfg, name=args.policy, progress=not args.no_progress,
+                                  identity=run_identity(model=args.policy))
         res = grow(hard, [teacher], students, verifier, out, config, method=args.method, qualify=qualify,
                    seeds_in=len(problems), pre_dropped=pre, input_rejects=loaded.rejects,
                    progress=not args.no_progress)

@@ -35,13 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from composition_rl.backends.context import TOO_LONG
 from composition_rl.io.files import JsonlLog, atomic_write_json, atomic_write_jsonl, read_jsonl
 from composition_rl.mbs.config import GrowConfig
-from composition_rl.mbs.students import Students, incontext_question
+from composition_rl.mbs.students import Students, incontext_question, too_long
 from composition_rl.mbs.teachers import Blueprint, Item, Teacher, TeacherError
 from composition_rl.records import Problem, content_id
 
-__all__ = ["FUNNEL_STAGES", "DIRECT_STAGES", "GrowResult", "grow", "grow_seed"]
+__all__ = ["FUNNEL_STAGES", "DIRECT_STAGES", "GrowResult", "grow", "grow_seed", "profile_qualify"]
 
 TREES_FILE = "trees.jsonl"
 #: Seed-level stages, in order; a seed that stops before the next stage is dropped with a reason.
@@ -164,8 +165,16 @@ class _Node:
                 "effective": self.effective}
 
 
-def _effectivity(node: _Node, subs: Sequence[Item], ctx: _Ctx, attempt: int) -> bool:
-    """Seed 002's test: exists S with acc_cond(S, p | subproblems) > acc(S, p)."""
+def _unread_detail(unread: dict[str, str]) -> str:
+    return "; ".join(f"student {s}: {why}" for s, why in unread.items())
+
+
+def _effectivity(node: _Node, subs: Sequence[Item], ctx: _Ctx, attempt: int) -> tuple[bool, bool]:
+    """Seed 002's test: exists S with acc_cond(S, p | subproblems) > acc(S, p).
+
+    Returns (passed, too long): a test that fails while a student could not read the
+    question (alone or with its examples) is a ``prompt_too_long`` reject, not a verdict
+    on the decomposition."""
     q = node.item.question
     examples = list(subs)
     if ctx.config.hide_parent_answer:
@@ -175,12 +184,20 @@ def _effectivity(node: _Node, subs: Sequence[Item], ctx: _Ctx, attempt: int) -> 
     if not examples:
         ctx.effectivity.append({"node": node.id, "level": node.level, "attempt": attempt, "examples": 0,
                                 "acc": {}, "acc_cond": {}, "passed": False})
-        return False
-    plain, cond = ctx.students.accuracy([q, incontext_question(q, examples)], [[node.item.answer]] * 2)
-    passed = any(cond[s] > plain[s] for s in plain)
-    ctx.effectivity.append({"node": node.id, "level": node.level, "attempt": attempt, "examples": len(examples),
-                            "acc": plain, "acc_cond": cond, "passed": passed})
-    return passed
+        return False, False
+    (plain, cond), (un_plain, un_cond) = ctx.students.measure([q, incontext_question(q, examples)],
+                                                              [[node.item.answer]] * 2)
+    # a student that could not read a prompt has no accuracy to compare: the shorter prompt's reason first
+    unread = {s: un_plain.get(s) or un_cond[s] for s in plain if s in un_plain or s in un_cond}
+    passed = any(cond[s] > plain[s] for s in plain if s not in unread)
+    rec = {"node": node.id, "level": node.level, "attempt": attempt, "examples": len(examples),
+           "acc": plain, "acc_cond": cond, "passed": passed}
+    if unread:
+        rec[TOO_LONG] = unread
+    ctx.effectivity.append(rec)
+    if unread and not passed:
+        ctx.reject("decompose", TOO_LONG, f"effectivity test, attempt {attempt}: {_unread_detail(unread)}", node.item)
+    return passed, bool(unread) and not passed
 
 
 def _decompose(node: _Node, ctx: _Ctx) -> None:
@@ -189,6 +206,7 @@ def _decompose(node: _Node, ctx: _Ctx) -> None:
         node.leaf_reason = "depth_limit"
         return
     first_valid: list[Item] | None = None
+    tested = unreadable = 0  # tests made, and those failed because a student could not read the prompt
     for attempt in range(1 + cfg.decompose_retries):
         try:
             subs = ctx.teacher.decompose(node.item, attempt, cfg.max_subproblems)
@@ -208,7 +226,10 @@ def _decompose(node: _Node, ctx: _Ctx) -> None:
                     ctx.reject("decompose", "sub_answer_unverified", f"trace does not end in {s.answer!r}", s)
             continue
         first_valid = first_valid or list(subs)
-        if _effectivity(node, subs, ctx, attempt):
+        passed, unread = _effectivity(node, subs, ctx, attempt)
+        tested += 1
+        unreadable += unread
+        if passed:
             node.effective = True
             break
     else:
@@ -217,7 +238,7 @@ def _decompose(node: _Node, ctx: _Ctx) -> None:
             return
         node.effective = False
         if cfg.on_ineffective == "drop":
-            node.leaf_reason = "ineffective"
+            node.leaf_reason = TOO_LONG if unreadable == tested else "ineffective"
             return
         subs = first_valid
     for k, s in enumerate(subs):
@@ -231,23 +252,34 @@ def _decompose(node: _Node, ctx: _Ctx) -> None:
 
 def _calibrate(items: Sequence[Item], alpha: float, kind: str, node: _Node, ctx: _Ctx) -> list[Item]:
     """Verify each candidate's trace, measure the students, keep those the weakest student
-    scores at most ``alpha`` on. Every candidate is recorded with its accuracies."""
+    scores at most ``alpha`` on. Every candidate is recorded with its accuracies; one that a
+    student could not read (``prompt_too_long``) is not kept, whatever its accuracies."""
     ok = ctx.verified(items)
     good = [it for it, v in zip(items, ok) if v]
     for it, v in zip(items, ok):
         if not v:
             ctx.reject(kind, "answer_unverified", f"trace does not end in {it.answer!r}", it)
-    accs = ctx.students.accuracy([it.question for it in good], [[it.answer] for it in good])
+    accs, unreads = ctx.students.measure([it.question for it in good], [[it.answer] for it in good])
     kept = []
-    for it, acc in zip(good, accs):
+    for it, acc, unread in zip(good, accs, unreads):
         weakest = Students.weakest(acc)
-        keep = weakest <= alpha
-        ctx.synthetic.append({"id": content_id(it.question, it.answer), "kind": kind, "node": node.id,
-                              "level": node.level, "item": it.to_dict(), "acc": acc, "weakest": weakest,
-                              "kept": keep})
+        keep = weakest <= alpha and not unread
+        rec = {"id": content_id(it.question, it.answer), "kind": kind, "node": node.id,
+               "level": node.level, "item": it.to_dict(), "acc": acc, "weakest": weakest, "kept": keep}
+        if unread:
+            rec[TOO_LONG] = unread
+            ctx.reject(kind, TOO_LONG, _unread_detail(unread), it)
+        ctx.synthetic.append(rec)
         if keep:
             kept.append(it)
     return kept
+
+
+def _calibration_reason(records: Sequence[dict[str, Any]], reason: str) -> str:
+    """``reason``, or ``prompt_too_long`` when every candidate the stage dropped was one a
+    student could not read."""
+    dropped = [r for r in records if not r["kept"]]
+    return TOO_LONG if dropped and all(TOO_LONG in r for r in dropped) else reason
 
 
 def _synthesise(node: _Node, ctx: _Ctx) -> list[Item]:
@@ -302,7 +334,7 @@ def _grow_mbs(seed: Problem, ctx: _Ctx) -> tuple[list[str], str, list[Problem]]:
     if not root.children:
         reason = {"atomic": "not_decomposable", "invalid": "no_valid_decomposition",
                   "ineffective": "ineffective"}.get(root.leaf_reason, root.leaf_reason)
-        if root.leaf_reason == "ineffective":
+        if root.leaf_reason in ("ineffective", TOO_LONG):
             stages.append("decomposed")
         return stages, reason, []
     stages.append("decomposed")
@@ -313,13 +345,15 @@ def _grow_mbs(seed: Problem, ctx: _Ctx) -> tuple[list[str], str, list[Problem]]:
 
 def _finish_mbs(root: _Node, seed: Problem, ctx: _Ctx, stages: list[str]) -> tuple[list[str], str, list[Problem]]:
     roots = _synthesise(root, ctx)
-    leaves_ok = all(any(r["kept"] for r in ctx.synthetic if r["node"] == n["id"] and r["kind"] == "leaf")
-                    for n in ctx.nodes if not n["children"])
-    if not leaves_ok:
-        return stages, "leaf_calibration", []
+    failed = [n["id"] for n in ctx.nodes if not n["children"]
+              and not any(r["kept"] for r in ctx.synthetic if r["node"] == n["id"] and r["kind"] == "leaf")]
+    if failed:
+        return stages, _calibration_reason([r for r in ctx.synthetic if r["node"] in failed and r["kind"] == "leaf"],
+                                           "leaf_calibration"), []
     stages.append("leaves_kept")
     if not roots:
-        return stages, "parent_calibration", []
+        return stages, _calibration_reason([r for r in ctx.synthetic if r["kind"] == "parent"],
+                                           "parent_calibration"), []
     stages.append("parents_kept")
     if ctx.config.qualify == "root":
         chosen = [(it, "root") for it in roots]
@@ -358,7 +392,7 @@ def _grow_direct(seed: Problem, ctx: _Ctx) -> tuple[list[str], str, list[Problem
     stages.append("varied")
     kept = _calibrate(cands, ctx.config.alpha_parent, "variation", node, ctx)
     if not kept:
-        return stages, "calibration", []
+        return stages, _calibration_reason(ctx.synthetic, "calibration"), []
     stages.append("calibrated")
     out, seen = [], set()
     for it in kept:
@@ -395,7 +429,9 @@ def grow(seeds: Sequence[Problem], teachers: Sequence[Teacher], students: Studen
         config: :class:`GrowConfig`.
         method: ``mbs`` or ``direct`` (the baseline).
         qualify: ``callable(problems, out_dir) -> {id: class}`` measuring the target policy
-            (``crl grow`` passes a profile run); None skips qualification (nothing qualifies).
+            (``crl grow`` passes :func:`profile_qualify`); a problem the policy cannot read
+            maps to ``"prompt_too_long: <why>"`` instead of a class. None skips qualification
+            (nothing qualifies).
         seeds_in: seeds before hardness selection (for the funnel); default ``len(seeds)``.
         pre_dropped: seeds dropped before growing, by reason (e.g. ``not_hard``).
         input_rejects: rows the reader rejected (written to rejects.jsonl too).
@@ -427,18 +463,57 @@ def grow(seeds: Sequence[Problem], teachers: Sequence[Teacher], students: Studen
                 candidates.append(Problem.from_dict(d))
     atomic_write_jsonl(out / "candidates.jsonl", (p.to_dict() for p in candidates))
     classes = qualify(candidates, out / "qualify") if (qualify is not None and candidates) else {}
+    # a candidate the policy cannot read has no band: it is a reject of the qualify step
+    unread = {k: v for k, v in classes.items() if v == TOO_LONG or v.startswith(f"{TOO_LONG}:")}
+    classes = {k: v for k, v in classes.items() if k not in unread}
     qualified = [p for p in candidates if classes.get(p.id) == "goldilocks"]
     atomic_write_jsonl(out / "qualified.jsonl", (p.to_dict() for p in qualified))
-    rejects = [{"stage": "input", **r} for r in input_rejects] + [rj for r in rows for rj in r["rejects"]]
+    too_long_rejects = [
+        {"seed_id": r["seed_id"], "stage": "qualify", "reason": TOO_LONG,
+         "detail": unread[d["id"]].removeprefix(TOO_LONG).removeprefix(":").strip(),
+         "item": Item(d["question"], d["metadata"]["mbs"]["trace"], d["answer"]).to_dict()}
+        for r in rows for d in r["candidates"] if d["id"] in unread]
+    rejects = ([{"stage": "input", **r} for r in input_rejects] + [rj for r in rows for rj in r["rejects"]]
+               + too_long_rejects)
     atomic_write_jsonl(out / "rejects.jsonl", rejects)
     stats = _stats(rows, classes, method, config, seeds_in if seeds_in is not None else len(unique),
-                   pre_dropped or {}, len(input_rejects), teachers, students)
+                   pre_dropped or {}, len(input_rejects), teachers, students, too_long_rejects)
     atomic_write_json(out / "stats.json", stats)
     write_funnel_png(stats, out / "funnel.png")
     return GrowResult(stats, qualified)
 
 
-def _stats(rows, classes, method, config, seeds_in, pre_dropped, n_input_rejects, teachers, students) -> dict[str, Any]:
+def profile_qualify(policy: Any, verifier: Any, config: Any, name: str = "policy", progress: bool = False,
+                    identity: dict[str, Any] | None = None):
+    """The qualify step of ``crl grow``: ``qualify(problems, out_dir) -> {id: class}``.
+
+    The candidates are profiled with ``policy`` by ``crl profile``'s machinery
+    (:class:`~composition_rl.profile.ProfileConfig` ``config``) into ``out_dir``; one whose
+    prompt does not fit the local policy's context is not sampled (it could only be
+    ``solve_none``) and maps to ``"prompt_too_long: policy <name>: <why>"``.
+    """
+    from composition_rl.backends.rollout import load_template, render_prompt
+    from composition_rl.profile import load_profile, profile_problems
+
+    def qualify(problems: Sequence[Problem], out_dir: Path) -> dict[str, str]:
+        template = load_template(config.template)
+        unread = {}
+        for p in problems:
+            why = too_long(policy, render_prompt(template, p.question))
+            if why:
+                unread[p.id] = f"{TOO_LONG}: policy {name}: {why.removeprefix(f'{TOO_LONG}:').strip()}"
+        fit = [p for p in problems if p.id not in unread]
+        classes: dict[str, str] = {}
+        if fit:
+            profile_problems(fit, policy, verifier, out_dir, config, progress=progress, identity=identity)
+            classes = {r["id"]: r["class"] for r in load_profile(out_dir, ids=[p.id for p in fit])}
+        return {**classes, **unread}
+
+    return qualify
+
+
+def _stats(rows, classes, method, config, seeds_in, pre_dropped, n_input_rejects, teachers, students,
+           qualify_rejects=()) -> dict[str, Any]:
     stages = FUNNEL_STAGES if method == "mbs" else DIRECT_STAGES
     reached: Counter = Counter()
     dropped: Counter = Counter(pre_dropped)
@@ -454,8 +529,12 @@ def _stats(rows, classes, method, config, seeds_in, pre_dropped, n_input_rejects
         elif nq:
             qualified_seeds += 1
             reached["qualified"] += 1
+        elif any(d["id"] in classes for d in r["candidates"]):
+            dropped["not_in_band"] += 1
+        elif any(q["seed_id"] == r["seed_id"] for q in qualify_rejects):  # the policy could read none
+            dropped[TOO_LONG] += 1
         else:
-            dropped["not_in_band" if any(d["id"] in classes for d in r["candidates"]) else "not_profiled"] += 1
+            dropped["not_profiled"] += 1
     reached["seeds_in"] = seeds_in
     reached["hard"] = len(rows)
     funnel = [{"stage": st, "seeds": reached.get(st, 0)} for st in stages]
@@ -489,7 +568,8 @@ def _stats(rows, classes, method, config, seeds_in, pre_dropped, n_input_rejects
                 "roots_passed": sum(1 for r in rows if any(e["passed"] and e["level"] == 0 for e in r["effectivity"])),
             "roots_tested": sum(1 for r in rows if any(e["level"] == 0 for e in r["effectivity"])),
         },
-        "rejects_by_reason": dict(sorted(Counter(rj["reason"] for r in rows for rj in r["rejects"]).items())),
+        "rejects_by_reason": dict(sorted(Counter(rj["reason"] for rj in [*(rj for r in rows for rj in r["rejects"]),
+                                                                           *qualify_rejects]).items())),
         "cost": dict(sorted(cost.items())),
     }
 

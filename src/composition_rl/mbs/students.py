@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from composition_rl.backends.context import TOO_LONG, PromptFit
 from composition_rl.backends.rollout import (
     RolloutBackend,
     SamplingConfig,
@@ -19,7 +20,7 @@ from composition_rl.backends.rollout import (
 )
 from composition_rl.mbs.teachers import Item
 
-__all__ = ["Students", "incontext_question"]
+__all__ = ["Students", "incontext_question", "too_long"]
 
 
 def incontext_question(question: str, examples: Sequence[Item]) -> str:
@@ -30,6 +31,33 @@ def incontext_question(question: str, examples: Sequence[Item]) -> str:
     """
     blocks = [f"{e.question}\n{e.trace}" for e in examples]
     return "\n\n".join([*blocks, question])
+
+
+def too_long(backend: RolloutBackend, prompt: str) -> str | None:
+    """Why ``prompt`` does not fit a local backend's context (``"prompt_too_long: the prompt is
+    N tokens and the model's context C ..."``, :class:`PromptFit`'s words), or None when it fits
+    or the backend's context is not known here.
+
+    The hf backend carries its :class:`PromptFit`; llama.cpp's context and tokenizer are
+    asked the same question. An endpoint's context is not known: a prompt too long for it
+    stops the run with an error, never an empty answer.
+    """
+    fit = getattr(backend, "fit", None)
+    if fit is not None:
+        return fit.reason(prompt)
+    context, tokenize, fmt = (getattr(backend, k, None) for k in ("context", "tokenize", "format"))
+    if isinstance(context, int) and callable(tokenize) and callable(fmt):
+        return PromptFit(None, context, False).reason(prompt, tokens=len(tokenize(fmt(prompt))))
+    return None
+
+
+def _unread(backend: RolloutBackend, prompt: str, n: int) -> str:
+    """What a student that answered ``prompt`` with ``n`` empty ``prompt_too_long`` answers
+    says about it: the length and the context where the backend tells them."""
+    why = too_long(backend, prompt)
+    if why:
+        return why.removeprefix(f"{TOO_LONG}:").strip()
+    return f"all {n} answers ended {TOO_LONG} (the prompt, {len(prompt):,} characters, does not fit its context)"
 
 
 @dataclass
@@ -65,11 +93,20 @@ class Students:
 
     def accuracy(self, questions: Sequence[str], answers: Sequence[Sequence[str]]) -> list[dict[str, float]]:
         """Per question, ``{student: correct / n}``; one generate call per student."""
+        return self.measure(questions, answers)[0]
+
+    def measure(self, questions: Sequence[str], answers: Sequence[Sequence[str]]
+                ) -> tuple[list[dict[str, float]], list[dict[str, str]]]:
+        """Per question, ``{student: correct / n}`` and ``{student: why}`` for each student
+        that could not read it: every answer ended ``prompt_too_long`` (the prompt fills the
+        local model's context), so its 0 says nothing of how hard the problem is. ``why``
+        names the prompt's length and the context where the backend tells them."""
         if len(questions) != len(answers):
             raise ValueError(f"{len(questions)} questions but {len(answers)} answer lists")
         out: list[dict[str, float]] = [{} for _ in questions]
+        unread: list[dict[str, str]] = [{} for _ in questions]
         if not questions:
-            return out
+            return out, unread
         prompts = [render_prompt(self._template, q) for q in questions]
         for name, backend in self.backends:
             comps = backend.generate(prompts, self.n, self.sampling)
@@ -78,7 +115,9 @@ class Students:
             res = self.verifier.score_batch(pairs)
             for i in range(len(questions)):
                 out[i][name] = sum(r.score for r in res[i * self.n : (i + 1) * self.n]) / self.n
-        return out
+                if comps[i] and all(c.finish_reason == TOO_LONG for c in comps[i]):
+                    unread[i][name] = _unread(backend, prompts[i], len(comps[i]))
+        return out, unread
 
     @staticmethod
     def weakest(acc: dict[str, float]) -> float:
