@@ -234,7 +234,7 @@ def test_the_phrase_only_says_which_occurrence_the_program_writes_the_problem():
     assert place_marker(draft) is None and "Bo has <VAR>\ncups" in draft.f["rewritten"]
     # several occurrences, one where the rules allow a constant: that one, no phrase needed
     draft = Draft(LINES, two, {"phrase": "", "constant": "2"})
-    assert place_marker(draft, frozenset({two.question.index("2 weeks")})) is None
+    assert place_marker(draft, {"2": frozenset({two.question.index("2 weeks")})}) is None
     assert draft.f["rewritten"] == two.question.replace("every 2 weeks", "every <VAR> weeks")
     # a LaTeX literal is matched as written
     half = Problem.new("Take $\\frac{1}{2}$ of the cake.", "1")

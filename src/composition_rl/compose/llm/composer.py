@@ -371,31 +371,29 @@ class LLMComposer:
         """A link whose later problem has no constant the finder may replace: the model places
         one (a number in words, an ordinal), read and verified as a proposal's constant is."""
 
-        def literal(f: dict[str, str]) -> str:
-            return f.get("constant", "").strip().strip("$").strip()
+        placed: list[Draft] = []  # the draft of the reply the checks accepted: read once, kept
 
         def check(obj: dict[str, Any]) -> Rejection | None:
             f = steps.proposal_fields(obj, PLACE_SCHEMA, ())
             if isinstance(f, Rejection):
                 return f
-            trial = Draft(d.earlier, d.later, f, v1=d.v1, v1_whole=d.v1_whole, derivation=d.derivation)
-            return (steps.place_marker(trial, self._allowed(d.later).get(literal(f)))
-                    or steps.read_constant(trial, self.config.max_definition_chars)
-                    or steps.check_position(trial, self._allowed(d.later).get(trial.literal, frozenset()),
-                                            self.config.verify))
+            trial = Draft(d.earlier, d.later, {**d.f, **f}, v1=d.v1, v1_whole=d.v1_whole, derivation=d.derivation)
+            rej = (steps.place_marker(trial, self._allowed(d.later))
+                   or steps.read_constant(trial, self.config.max_definition_chars)
+                   or steps.check_position(trial, self._allowed(d.later).get(trial.literal, frozenset()),
+                                           self.config.verify))
+            if rej is None:
+                placed.append(trial)
+            return rej
 
         obj = await self._ask_checked("llm_place", PLACE_SCHEMA, usage, check, Q2=d.later.question)
         if isinstance(obj, Rejection):
             return obj
-        d.f.update(steps.proposal_fields(obj, PLACE_SCHEMA, ()))
-        rej = (steps.place_marker(d, self._allowed(d.later).get(literal(d.f)))
-               or steps.read_constant(d, self.config.max_definition_chars)
-               or steps.check_position(d, self._allowed(d.later).get(d.literal, frozenset()), self.config.verify))
-        if rej is None and not self.finder.natural.allows(_fraction(d.v1 - d.v2)):
-            rej = Rejection("constant", "unnatural_offset", f"{d.literal!r} gives the offset {d.v1 - d.v2} from "
-                            "v1, outside the naturalness limits")
-        if rej is None:  # only a placed constant costs the definition call
-            rej = await self._define(d, self.finder.lead(d.earlier), usage)
+        d = placed[-1]
+        if not self.finder.natural.allows(_fraction(d.v1 - d.v2)):
+            return Rejection("constant", "unnatural_offset", f"{d.literal!r} gives the offset {d.v1 - d.v2} from "
+                             "v1, outside the naturalness limits")
+        rej = await self._define(d, self.finder.lead(d.earlier), usage)  # only a placed constant costs it
         if rej is not None:
             return rej
         return await self._verified(d, usage)

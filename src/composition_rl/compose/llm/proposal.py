@@ -248,26 +248,32 @@ def _occurrences(text: str, literal: str) -> list[int]:
     return [m.start() for m in re.finditer(edge + re.escape(literal) + tail, text)]
 
 
-def place_marker(d: Draft, allowed: frozenset[int] | None = None) -> Rejection | None:
+def literal_of(f: dict[str, str]) -> str:
+    """The constant of a reply as written in the problem: without the ``$`` a model may add."""
+    return f.get("constant", "").strip().strip("$").strip()
+
+
+def place_marker(d: Draft, allowed: dict[str, frozenset[int]] | None = None) -> Rejection | None:
     """A placement reply (a ``phrase`` copied from the later problem, the ``constant`` in it)
     turned into the later problem with ``<VAR>`` for that constant: the program writes the
     rewritten text, so a small model copies a few words instead of the whole problem.
 
     The phrase only says which occurrence: a constant written once as its own token (among
-    the positions the rules allow, ``allowed``, when it stands at several) needs no phrase,
+    the positions the rules allow, ``allowed[literal]``, when it stands at several) needs no phrase,
     and one written several times is placed where the phrase, found once in the problem
     (spacing aside), holds it. An empty constant is the model saying the problem has no
     number."""
     later = d.later.question
-    literal = d.f.get("constant", "").strip().strip("$").strip()
+    literal = literal_of(d.f)
     phrase = d.f.get("phrase", "").strip()
     if not literal:
         return Rejection("constant", "no_constant", f"the model finds no number to replace in {d.later.id}")
     where = _occurrences(later, literal)
     if not where:
         return Rejection("constant", "constant_not_in_problem", f"constant {literal[:40]!r} does not occur in the problem")
-    if len(where) > 1 and allowed is not None and sum(w in allowed for w in where) == 1:
-        where = [w for w in where if w in allowed]
+    ok = (allowed or {}).get(literal, frozenset())
+    if len(where) > 1 and sum(w in ok for w in where) == 1:
+        where = [w for w in where if w in ok]
     at = where[0] if len(where) == 1 else None
     if at is None and phrase:
         spans = [m.span() for m in re.finditer(r"\s+".join(map(re.escape, phrase.split())), later)]
@@ -283,7 +289,7 @@ def place_marker(d: Draft, allowed: frozenset[int] | None = None) -> Rejection |
 
 
 def read_constant(d: Draft, max_definition_chars: int) -> Rejection | None:
-    literal = d.f["constant"].strip().strip("$").strip()
+    literal = literal_of(d.f)
     d.rewritten = d.f["rewritten"]
     if not literal or literal not in d.later.question:
         return Rejection("constant", "constant_not_in_problem", f"constant {literal[:40]!r} does not occur in the problem")
