@@ -53,6 +53,9 @@ def test_the_backend_sets_aside_only_the_over_long_prompts(tiny, questions):
     assert [[c.finish_reason for c in cs] for cs in together[:2]] == [[TOO_LONG] * 2] * 2
     assert all(c.tokens == 0 for cs in together[:2] for c in cs)
     assert together[2] == alone[0] and all(c.tokens > 0 for c in alone[0])
+    # asked beforehand (crl grow asks it of each student), the backend gives the same verdict
+    assert [backend.prompt_too_long(p) is not None for p in prompts] == [True, True, False]
+    assert "tokens and the model's context" in backend.prompt_too_long(prompts[0])
 
 
 def test_profile_rejects_them_per_row_and_the_counts_add_up(tiny, questions, tmp_path, capsys):

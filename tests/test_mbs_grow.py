@@ -309,6 +309,9 @@ class _Local:
         self.backend = backend
         self.fit = PromptFit(_CharTokenizer(), limit, chat=False)
 
+    def prompt_too_long(self, prompt):  # the local backends' own question
+        return self.fit.reason(prompt)
+
     def generate(self, prompts, n, sampling):
         from composition_rl.backends.context import TOO_LONG
         from composition_rl.backends.rollout import Completion

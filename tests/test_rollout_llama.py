@@ -148,3 +148,22 @@ def test_crl_profile_takes_the_llama_backend_for_a_gguf(smollm2_gguf, tmp_path):
     assert len(rows) == 3
     run = json.loads((out / "run.json").read_text())
     assert "llama" in json.dumps(run)
+
+
+@pytest.mark.real_llm
+def test_prompt_too_long_says_beforehand_what_generate_answers(smollm2_gguf):
+    """The question crl grow asks a student before trusting its 0: the backend's own answer,
+    the same verdict generate gives (empty prompt_too_long completions), with the lengths."""
+    from composition_rl.backends.rollout import build_backend
+
+    b = build_backend("llama", model=str(smollm2_gguf), context=64)
+    try:
+        long = "word " * 80
+        assert b.prompt_too_long(QUESTIONS[0]) is None
+        why = b.prompt_too_long(long)
+        assert why and why.startswith("prompt_too_long: the prompt is") and "context 64" in why
+        short, cut = b.generate([QUESTIONS[0], long], 2, SamplingConfig(max_tokens=4))
+        assert all(c.finish_reason != "prompt_too_long" for c in short)
+        assert [c.finish_reason for c in cut] == ["prompt_too_long"] * 2
+    finally:
+        b.close()

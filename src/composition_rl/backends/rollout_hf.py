@@ -93,6 +93,11 @@ class HFRollout:
             ids.update(v if isinstance(v, (list, tuple)) else [v])
         return ids
 
+    def prompt_too_long(self, prompt: str) -> str | None:
+        """``"prompt_too_long: ..."`` (the prompt's tokens and the context) when ``prompt``
+        leaves no room for an answer: what :meth:`generate` answers it with, said before."""
+        return self.fit.reason(prompt)
+
     def format(self, prompt: str) -> str:
         """The exact text fed to the model for ``prompt`` (chat template or raw)."""
         return self.fit.text(prompt)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from composition_rl.backends.context import TOO_LONG
+from composition_rl.backends.context import TOO_LONG, PromptFit
 from composition_rl.backends.rollout import Completion, RolloutError, SamplingConfig
 
 log = logging.getLogger(__name__)
@@ -169,6 +169,11 @@ class LlamaCppRollout:
         buf = ctypes.create_string_buffer(64)
         k = self._L.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, True)
         return buf.raw[: max(k, 0)].decode("utf-8", errors="replace")
+
+    def prompt_too_long(self, prompt: str) -> str | None:
+        """``"prompt_too_long: ..."`` when ``prompt`` alone fills the context, the case in which
+        :meth:`generate` answers it with empty ``prompt_too_long`` completions."""
+        return PromptFit(None, self.context, False).reason(prompt, tokens=len(self.tokenize(self.format(prompt))))
 
     def format(self, prompt: str) -> str:
         """The exact text fed to the model for ``prompt`` (the GGUF's chat template or raw)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from composition_rl.backends.context import TOO_LONG, PromptFit
+from composition_rl.backends.context import TOO_LONG
 from composition_rl.backends.rollout import (
     RolloutBackend,
     SamplingConfig,
@@ -35,20 +35,13 @@ def incontext_question(question: str, examples: Sequence[Item]) -> str:
 
 def too_long(backend: RolloutBackend, prompt: str) -> str | None:
     """Why ``prompt`` does not fit a local backend's context (``"prompt_too_long: the prompt is
-    N tokens and the model's context C ..."``, :class:`PromptFit`'s words), or None when it fits
-    or the backend's context is not known here.
-
-    The hf backend carries its :class:`PromptFit`; llama.cpp's context and tokenizer are
-    asked the same question. An endpoint's context is not known: a prompt too long for it
-    stops the run with an error, never an empty answer.
+    N tokens and the model's context C ..."``), as the backend itself says it
+    (``prompt_too_long``: the hf and llama.cpp backends), or None when it fits or the backend
+    cannot tell. An endpoint's context is not known here: a prompt too long for it stops the
+    run with an error, never an empty answer.
     """
-    fit = getattr(backend, "fit", None)
-    if fit is not None:
-        return fit.reason(prompt)
-    context, tokenize, fmt = (getattr(backend, k, None) for k in ("context", "tokenize", "format"))
-    if isinstance(context, int) and callable(tokenize) and callable(fmt):
-        return PromptFit(None, context, False).reason(prompt, tokens=len(tokenize(fmt(prompt))))
-    return None
+    ask = getattr(backend, "prompt_too_long", None)
+    return ask(prompt) if callable(ask) else None
 
 
 def _unread(backend: RolloutBackend, prompt: str, n: int) -> str:
