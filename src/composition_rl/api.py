@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -175,17 +176,24 @@ def profile(
     from composition_rl.profile import profile_problems
     from composition_rl.verify import shared_verifier
 
-    own = isinstance(backend, str)
-    if not own and backend_options:
-        raise ValueError(f"backend options {sorted(backend_options)} go with a backend name, not a ready backend")
-    runner = build_backend(backend, **backend_options) if own else backend
-    # the run folder records what made it: a rerun with another model is refused, not mixed in
-    model = backend_options.get("model", getattr(runner, "model", None))
-    name = getattr(runner, "name", None) or (backend if own else type(runner).__name__)
-    ident = run_identity(model=str(model) if model is not None else None, backend=name)
-    try:
+    with _runner(backend, lambda: build_backend(backend, **backend_options), sorted(backend_options)) as (runner, name):
+        # the run folder records what made it: a rerun with another model is refused, not mixed in
+        model = backend_options.get("model", getattr(runner, "model", None))
+        ident = run_identity(model=str(model) if model is not None else None, backend=name)
         return profile_problems(problems, runner, shared_verifier(verify_config), out_dir, config=config,
                                 progress=progress, identity=ident)
+
+
+@contextmanager
+def _runner(backend: Any, build: Any, given: Sequence[str]):
+    """``(runner, its name)`` for a verb's ``backend``: a name is built by ``build()`` and
+    closed afterwards; a ready backend is the caller's, and options ``given`` with it are refused."""
+    own = isinstance(backend, str)
+    if not own and given:
+        raise ValueError(f"backend options {list(given)} go with a backend name, not a ready backend")
+    runner = build() if own else backend
+    try:
+        yield runner, getattr(runner, "name", None) or (backend if own else type(runner).__name__)
     finally:
         if own and hasattr(runner, "close"):
             runner.close()
@@ -241,12 +249,7 @@ def probe(
     from composition_rl.probe import build_solver, probe_records
     from composition_rl.verify import shared_verifier
 
-    own = isinstance(backend, str)
-    if not own and (backend_options or model is not None or base_url is not None):
-        given = sorted([*backend_options, *(["model"] if model is not None else []),
-                        *(["base_url"] if base_url is not None else [])])
-        raise ValueError(f"backend options {given} go with a backend name, not a ready backend")
-    if own:
+    def build() -> Any:
         if model is None:
             raise ValueError("probe() needs model=: the solver (a served model's name with base_url, a GGUF, "
                              "a local model folder)")
@@ -254,16 +257,13 @@ def probe(
         if unknown:
             raise TypeError(f"probe() got unknown backend options {unknown}; they are ['batch_size', 'concurrency']")
         urls = (base_url,) if isinstance(base_url, str) else tuple(base_url or ())
-        runner = build_solver(model, urls, backend, **backend_options)
-    else:
-        runner = backend
-        model = getattr(runner, "model", None)
-    # the folder records its solver (as crl probe and crl compose --probe-model do): another is refused
-    name = getattr(runner, "name", None) or (backend if own else type(runner).__name__)
-    ident = run_identity(model=str(model) if model is not None else None, backend=name, command="probe")
-    try:
+        return build_solver(model, urls, backend, **backend_options)
+
+    given = sorted([*backend_options, *(["model"] if model is not None else []),
+                    *(["base_url"] if base_url is not None else [])])
+    with _runner(backend, build, given) as (runner, name):
+        solver = model if isinstance(backend, str) else getattr(runner, "model", None)
+        # the folder records its solver (as crl probe and crl compose --probe-model do): another is refused
+        ident = run_identity(model=str(solver) if solver is not None else None, backend=name, command="probe")
         return probe_records(records, runner, shared_verifier(verify_config), out_dir, config, progress=progress,
                              identity=ident)
-    finally:
-        if own and hasattr(runner, "close"):
-            runner.close()
