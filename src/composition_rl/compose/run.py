@@ -169,9 +169,8 @@ def run_compose(
             stage.discard()  # nothing to replace the previous complete run with
             return {**stats, "kept_previous": True}
         if stats["accepted"]:
-            composed = [Problem.from_dict(r) for r in read_jsonl(made / "composed.jsonl")]
-            for name in exports:
-                export(composed, name, stage.dir)
+            for name in exports:  # streamed from the file: never every record in memory at once
+                export((Problem.from_dict(r) for r in read_jsonl(made / "composed.jsonl")), name, stage.dir)
         record_run(stage.dir, "compose", {"config": config_stats(config, drop=("workers",)),
                                           "inputs": {k: v.get("sha256") for k, v in (inputs or {}).items()
                                                      if isinstance(v, dict)}})

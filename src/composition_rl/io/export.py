@@ -17,8 +17,9 @@ So a completion gets the same reward from ``crl train``, TRL and verl
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -30,7 +31,9 @@ from composition_rl.registry import Registry
 
 __all__ = ["EXPORTERS", "clear_exports", "export", "export_path", "instruction", "user_prompt"]
 
-EXPORTERS: Registry[Callable[[Sequence[Problem], str], list[dict[str, Any]]]] = Registry("exporter")
+#: name -> ``fn(problems, split, start=0)``: one row per problem; ``start`` is the first
+#: problem's index in the whole set (:func:`export` hands an exporter one batch at a time)
+EXPORTERS: Registry[Callable[..., list[dict[str, Any]]]] = Registry("exporter")
 
 
 @cache
@@ -65,7 +68,7 @@ def _extra(p: Problem, index: int, split: str) -> dict[str, Any]:
 
 
 @EXPORTERS.register("verl")
-def to_verl(problems: Sequence[Problem], split: str = "train") -> list[dict[str, Any]]:
+def to_verl(problems: Sequence[Problem], split: str = "train", start: int = 0) -> list[dict[str, Any]]:
     return [
         {
             "data_source": p.source or "composition_rl",
@@ -74,12 +77,12 @@ def to_verl(problems: Sequence[Problem], split: str = "train") -> list[dict[str,
             "reward_model": {"style": "rule", "ground_truth": p.answer},
             "extra_info": _extra(p, i, split),
         }
-        for i, p in enumerate(problems)
+        for i, p in enumerate(problems, start)
     ]
 
 
 @EXPORTERS.register("trl")
-def to_trl(problems: Sequence[Problem], split: str = "train") -> list[dict[str, Any]]:
+def to_trl(problems: Sequence[Problem], split: str = "train", start: int = 0) -> list[dict[str, Any]]:
     return [
         {
             "prompt": [{"role": "user", "content": user_prompt(p.question)}],
@@ -113,9 +116,22 @@ def clear_exports(out_dir: str | os.PathLike) -> list[Path]:
     return gone
 
 
-def export(problems: Sequence[Problem], name: str, out_dir: str | os.PathLike, split: str = "train") -> Path:
+#: problems an exporter turns into rows at a time: the rows of one batch are Python dicts (a
+#: few KB each), the whole set is held only as Arrow columns
+EXPORT_BATCH = 4096
+
+
+def export(problems: Iterable[Problem], name: str, out_dir: str | os.PathLike, split: str = "train",
+           batch: int = EXPORT_BATCH) -> Path:
     """Write ``<name>.parquet`` into ``out_dir`` atomically; returns its path. Refuses (ValueError)
     to write an empty dataset.
+
+    ``problems`` may be any iterable, read once (a generator over a ``composed.jsonl``): the
+    exporter gets ``batch`` problems at a time and only their Arrow columns are kept, never
+    every problem and row as Python objects at once (MATH depth 2's 124,753 records as
+    ``Problem`` objects and row dicts took about 1 GB). The file is the same bytes whatever
+    ``batch`` is: the batches are joined into one contiguous column each, as one
+    ``Table.from_pylist`` of every row would give, before the parquet writer sees them.
 
     Example:
         >>> export([Problem.new("What is $1+1$?", "2")], "trl", "/tmp/x")  # doctest: +SKIP
@@ -124,11 +140,35 @@ def export(problems: Sequence[Problem], name: str, out_dir: str | os.PathLike, s
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if not problems:  # a parquet with no rows and no columns would fail late, inside the trainer
+    if batch < 1:
+        raise ValueError(f"batch={batch} must be at least 1")
+    to_rows = EXPORTERS.get(name)
+    it = iter(problems)
+    batches = []
+    start = 0
+    while chunk := list(itertools.islice(it, batch)):
+        batches.append(pa.RecordBatch.from_pylist(to_rows(chunk, split, start=start)))
+        start += len(chunk)
+    if not batches:  # a parquet with no rows and no columns would fail late, inside the trainer
         raise ValueError(f"no problems to export: refusing to write an empty {name}.parquet")
-    rows = EXPORTERS.get(name)(problems, split)
-    table = pa.Table.from_pylist(rows)
+    table = _one_table(batches)
     path = export_path(out_dir, name)
     with atomic_open(path, "wb") as f:
         pq.write_table(table, f)
     return path
+
+
+def _one_table(batches: list) -> Any:
+    """One table of ``batches`` with each column in one contiguous chunk: the schema that
+    reading every row at once infers (a column null in one batch takes its type from the
+    others), and the same parquet bytes as that table (the writer's pages follow the chunks)."""
+    import pyarrow as pa
+
+    schema = pa.unify_schemas([b.schema for b in batches], promote_options="permissive")
+    table = pa.Table.from_batches([b if b.schema == schema else b.cast(schema) for b in batches], schema)
+    batches.clear()  # the table holds the buffers now
+    columns = []
+    for _ in range(table.num_columns):  # column by column: the batches' copy of one column at a time
+        columns.append(table.column(0).combine_chunks())
+        table = table.remove_column(0)
+    return pa.Table.from_arrays(columns, schema=schema)
