@@ -58,3 +58,74 @@ def test_one_helper_records_and_compares_every_run_identity(tmp_path):
     rec.unlink()
     with pytest.raises(RunMismatch, match="no record of what made it"):
         claim_run(rec, ident)  # work without a record is never adopted
+
+
+def test_a_field_on_one_side_only_is_a_difference_both_ways(tmp_path):
+    """A run made with a model is not resumed by one that names none, nor the reverse; what a
+    call records as ``info`` (paths, notes) is never compared, whichever side has it."""
+    from composition_rl.io.runs import RunMismatch, claim_run, run_identity
+
+    made_with = tmp_path / "with_model.json"
+    claim_run(made_with, run_identity(model="Qwen3-4B", backend="openai"), has_work=False)
+    with pytest.raises(RunMismatch, match=r"model: 'Qwen3-4B' -> \(not given\)"):
+        claim_run(made_with, run_identity(backend="openai"))
+    made_without = tmp_path / "without_model.json"
+    claim_run(made_without, run_identity(backend="openai"), has_work=False)
+    with pytest.raises(RunMismatch, match=r"model: \(not recorded\) -> 'Qwen3-4B'"):
+        claim_run(made_without, run_identity(model="Qwen3-4B", backend="openai"))
+    notes = tmp_path / "notes.json"
+    claim_run(notes, {"n": 8}, info={"input": "a.jsonl"}, has_work=False)
+    claim_run(notes, {"n": 8}, info={"input": "moved/a.jsonl"})
+    claim_run(notes, {"n": 8})
+    # a record written before records listed their identity's fields: the call's info is not identity
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"input": "a.jsonl", "n": 8, "model": "A"}))
+    claim_run(old, {"n": 8, "model": "A"}, info={"input": "b.jsonl"})
+    with pytest.raises(RunMismatch, match=r"model: 'A' -> \(not given\)"):
+        claim_run(old, {"n": 8}, info={"input": "b.jsonl"})
+
+
+def test_a_run_records_its_package_versions_and_a_resume_with_others_is_said_not_refused(tmp_path, capsys):
+    """Versions are provenance, not identity: a patch release of a dependency would otherwise
+    strand every long run, and a fixed bug must reach a resumed run (docs/first_hour.md)."""
+    from importlib.metadata import version
+
+    from composition_rl.io.runs import claim_run, record_run
+
+    rec = tmp_path / "run.json"
+    claim_run(rec, {"n": 8}, has_work=False)
+    made = json.loads(rec.read_text())
+    assert made["versions"]["composition-rl"] == version("composition-rl")
+    assert made["versions"]["math-verify"] == version("math-verify")
+    made["versions"]["math-verify"] = "0.0.1"
+    rec.write_text(json.dumps(made))
+    claim_run(rec, {"n": 8})  # resumed, not refused
+    err = capsys.readouterr().err
+    assert "math-verify 0.0.1" in err and version("math-verify") in err
+    assert json.loads(rec.read_text())["versions_resumed"] == [{"math-verify": version("math-verify")}]
+    claim_run(rec, {"n": 8})  # the same versions again: said once, recorded once
+    assert json.loads(rec.read_text())["versions_resumed"] == [{"math-verify": version("math-verify")}]
+    record_run(tmp_path / "o", "export", {"formats": ["trl"]})
+    assert json.loads((tmp_path / "o" / "run.json").read_text())["versions"]["composition-rl"] == version("composition-rl")
+
+
+def test_a_folder_input_is_hashed_by_its_content(tmp_path):
+    from composition_rl.io.runs import run_identity
+
+    prof = tmp_path / "prof"
+    prof.mkdir()
+    (prof / "profile.jsonl").write_text('{"id": "a", "class": "solve_none"}\n')
+    (prof / "samples").mkdir()
+    (prof / "samples" / "x.jsonl").write_text("1\n")
+    first = run_identity(inputs={"from_profile": prof})["from_profile_sha256"]
+    assert first != "(not recorded)" and len(first) == 16
+    # the lock (it names its last holder), a page made from the folder and staging leftovers are not content
+    (prof / ".crl.lock").write_text("123 profile\n")
+    (prof / "report.html").write_text("<html>")
+    (prof / ".crl-stage-x").mkdir()
+    assert run_identity(inputs={"from_profile": prof})["from_profile_sha256"] == first
+    (prof / "samples" / "x.jsonl").write_text("2\n")
+    second = run_identity(inputs={"from_profile": prof})["from_profile_sha256"]
+    assert second != first
+    (prof / "profile.jsonl").write_text('{"id": "a", "class": "solve_all"}\n')
+    assert run_identity(inputs={"from_profile": prof})["from_profile_sha256"] not in (first, second)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -39,8 +40,8 @@ from composition_rl.io.files import (
 from composition_rl.io.gguf import MODELS, is_gguf, read_gguf_metadata
 
 __all__ = ["LOCK_FILE", "RUN_FILE", "RUN_OUTPUTS", "RunBusy", "RunClash", "RunMismatch", "check_model_source",
-           "claim_run", "file_sha256", "folder_owner", "hold_lock", "model_content", "model_identity", "record_run",
-           "refuse_foreign", "run_folder", "run_identity"]
+           "claim_run", "file_sha256", "folder_owner", "folder_sha256", "hold_lock", "model_content", "model_identity",
+           "package_versions", "record_run", "refuse_foreign", "run_folder", "run_identity"]
 
 RUN_FILE = "run.json"
 _NOT_RECORDED = "(not recorded)"
@@ -72,6 +73,35 @@ def file_sha256(path: str | os.PathLike) -> str:
                 h.update(block)
         hit = _DIGESTS[key] = h.hexdigest()[:16]
     return hit
+
+
+#: what a run folder holds that is not its content: the lock (it names its last holder), a
+#: page made from the folder (``crl browse``), hidden staging folders and temporaries
+_NOT_CONTENT = ("report.html",)
+
+
+def folder_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a folder's content (hex, first 16 digits): every file under it by its
+    path inside the folder and its bytes (:func:`file_sha256`), in sorted order; hidden
+    names (the lock, staging folders, temporaries) and ``report.html`` left out. A profile
+    folder given to ``crl grow --from-profile`` is the same input exactly when this is the same.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "profile.jsonl").write_text("abc")
+    >>> a = folder_sha256(d); _ = (d / ".crl.lock").write_text("1 profile"); a == folder_sha256(d)
+    True
+    """
+    root = Path(path)
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        here = Path(dirpath)
+        for name in sorted(filenames):
+            f = here / name
+            if name.startswith(".") or name in _NOT_CONTENT or not f.is_file():
+                continue
+            h.update(f"{f.relative_to(root).as_posix()}\0{file_sha256(f)}\n".encode())
+    return h.hexdigest()[:16]
 
 
 def model_identity(model: str) -> str:
@@ -109,8 +139,9 @@ def _gguf_identity(model: str) -> str:
 def run_identity(model: str | None = None, backend: str | None = None,
                  inputs: Mapping[str, str | os.PathLike | None] | None = None, **options: Any) -> dict[str, Any]:
     """The identity of a run: ``model`` (a local folder by its absolute path and its content,
-    :func:`model_content`; an endpoint's model by its name), ``backend``, each named input file by its content hash, and any
-    further ``options`` as given. ``None`` values are left out.
+    :func:`model_content`; an endpoint's model by its name), ``backend``, each named input by
+    its content hash (a file by its bytes, a folder such as ``--from-profile`` by its files:
+    :func:`folder_sha256`), and any further ``options`` as given. ``None`` values are left out.
 
     >>> run_identity(model="Qwen3-4B", backend="openai", n=8)
     {'model': 'Qwen3-4B', 'backend': 'openai', 'n': 8}
@@ -125,7 +156,8 @@ def run_identity(model: str | None = None, backend: str | None = None,
         ident["backend"] = backend
     for name, path in (inputs or {}).items():
         if path is not None:
-            ident[f"{name}_sha256"] = file_sha256(path) if Path(path).is_file() else _NOT_RECORDED
+            p = Path(path)
+            ident[f"{name}_sha256"] = file_sha256(p) if p.is_file() else folder_sha256(p) if p.is_dir() else _NOT_RECORDED
     ident.update({k: v for k, v in options.items() if v is not None})
     return ident
 
@@ -134,7 +166,15 @@ def claim_run(record: str | os.PathLike, identity: Mapping[str, Any], *, has_wor
               info: Mapping[str, Any] | None = None, what: str = "a run",
               fix: str = "use another --out, or rerun with the same settings") -> None:
     """Write ``identity`` (and ``info``, recorded but never compared) to the ``record`` file
-    on a first run; on a rerun, refuse when any field of ``identity`` differs from the record.
+    on a first run; on a rerun, refuse when any field of ``identity`` differs from the record,
+    both ways: a field the record has and ``identity`` lacks (a run made with a model, resumed
+    by one that names none) is a difference as much as the reverse.
+
+    The record lists its identity's fields (``identity_fields``), so ``info`` is never taken
+    for identity; of a record written before that list, every field but this call's ``info``
+    and ``versions`` is identity. The package versions of the run (:func:`package_versions`)
+    are recorded too, but not compared: a resume under other versions goes on, says so on
+    stderr, and adds them to ``versions_resumed`` in the record.
 
     Args:
         record: the record file (``OUT/run.json``, or a sidecar such as ``scored.options.json``).
@@ -151,6 +191,7 @@ def claim_run(record: str | os.PathLike, identity: Mapping[str, Any], *, has_wor
     """
     path = Path(record)
     ident = json.loads(json.dumps(dict(identity)))  # compared as JSON reads it back (tuples -> lists)
+    versions = package_versions()
     if has_work and path.exists():
         try:
             old = json.loads(path.read_text(encoding="utf-8") or "null")
@@ -158,16 +199,88 @@ def claim_run(record: str | os.PathLike, identity: Mapping[str, Any], *, has_wor
             old = None
         if not isinstance(old, dict):
             raise RunMismatch(f"{path.parent} holds {what}, but its record {path.name} is unreadable; {fix}")
-        # a record made before commands recorded themselves has no "command": its files
-        # already told run_folder which command made it
-        diff = [f"{k}: {old.get(k, _NOT_RECORDED)!r} -> {v!r}" for k, v in ident.items()
-                if old.get(k, _NOT_RECORDED) != v and not (k == "command" and k not in old)]
+        diff = _differences(old, ident, info or {})
         if diff:
             raise RunMismatch(f"{path.parent} holds {what} made with other settings ({'; '.join(diff)}); {fix}")
+        _note_versions(path, old, versions, what)
         return
     if has_work:
         raise RunMismatch(f"{path.parent} holds {what} but no record of what made it ({path.name}); {fix}")
-    atomic_write_json(path, {**(info or {}), **ident})
+    atomic_write_json(path, {**(info or {}), **ident, IDENTITY_FIELDS: sorted(ident), VERSIONS: versions})
+
+
+#: fields of a run record that are about the record, never identity
+IDENTITY_FIELDS = "identity_fields"
+VERSIONS = "versions"
+_RECORD_ONLY = frozenset({IDENTITY_FIELDS, VERSIONS, "versions_resumed"})
+_NOT_GIVEN = "(not given)"
+
+
+def _differences(old: Mapping[str, Any], new: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+    """Each field of the recorded identity (in record ``old``) and the new identity ``new``
+    that differs, as ``field: old -> new``; a field only one side has is a difference too."""
+    listed = old.get(IDENTITY_FIELDS)
+    if isinstance(listed, list):
+        recorded = {k for k in listed if isinstance(k, str)}
+    else:  # a record from before the list: all but the call's info is identity
+        recorded = {k for k in old if k not in info and k not in _RECORD_ONLY}
+    diff = []
+    for k, v in new.items():
+        # a record made before commands recorded themselves has no "command": its files
+        # already told run_folder which command made it
+        if k == "command" and k not in old:
+            continue
+        if k not in recorded:
+            diff.append(f"{k}: {_NOT_RECORDED} -> {v!r}")
+        elif old.get(k) != v:
+            diff.append(f"{k}: {old.get(k)!r} -> {v!r}")
+    # the command names who made the folder (run_folder compares it); a library call names none
+    diff += [f"{k}: {old.get(k)!r} -> {_NOT_GIVEN}" for k in sorted(recorded - set(new)) if k != "command"]
+    return diff
+
+
+def _note_versions(path: Path, old: Mapping[str, Any], versions: Mapping[str, str], what: str) -> None:
+    """Say so when a run is resumed under other package versions than the ones that made it,
+    and record them (``versions_resumed``)."""
+    made = old.get(VERSIONS)
+    if not isinstance(made, dict):
+        return  # a record from before versions were recorded: nothing to compare with
+    seen = [made, *[v for v in old.get("versions_resumed", []) if isinstance(v, dict)]]
+    changed = {k: v for k, v in versions.items() if k in made and made[k] != v}
+    if not changed or any(all(s.get(k) == v for k, v in changed.items()) for s in seen[1:]):
+        return
+    said = ", ".join(f"{k} {made[k]} -> {v}" for k, v in changed.items())
+    print(f"note: {path.parent} holds {what} made with {said}; resuming it with these versions "
+          f"(recorded in {path.name} as versions_resumed; versions are not part of a run's identity)",
+          file=sys.stderr)
+    atomic_write_json(path, {**old, "versions_resumed": [*old.get("versions_resumed", []), changed]})
+
+
+#: the distributions whose versions decide results: always these two, the rest when imported
+_ALWAYS = ("composition-rl", "math-verify")
+_WHEN_IMPORTED = {"transformers": "transformers", "trl": "trl", "torch": "torch"}
+
+
+def package_versions() -> dict[str, str]:
+    """The versions of composition-rl and math-verify, and of transformers, trl and torch
+    when this process imported them (a compose run uses none of the three), as a run records
+    them in its ``run.json``.
+
+    >>> sorted(package_versions())[:2]
+    ['composition-rl', 'math-verify']
+    """
+    names = [*_ALWAYS, *(d for d, module in _WHEN_IMPORTED.items() if module in sys.modules)]
+    return {d: _version(d) for d in names}
+
+
+@functools.cache
+def _version(dist: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 # ---------------------------------------------------------------------------------------
@@ -381,9 +494,10 @@ def record_run(out: str | os.PathLike, command: str, identity: Mapping[str, Any]
                info: Mapping[str, Any] | None = None) -> None:
     """Write ``out/run.json`` for a command whose every run replaces the folder's outputs as
     a whole (nothing is resumed, so nothing is compared but the command, by
-    :func:`run_folder`): the command, its identity and ``info``."""
+    :func:`run_folder`): the command, its identity, ``info`` and the package versions
+    (:func:`package_versions`)."""
     atomic_write_json(Path(out) / RUN_FILE, {**(info or {}), **json.loads(json.dumps(dict(identity or {}))),
-                                             "command": command})
+                                             "command": command, VERSIONS: package_versions()})
 
 
 # ---------------------------------------------------------------------------------------
