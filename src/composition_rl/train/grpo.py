@@ -232,6 +232,10 @@ class _Run:
             self.skipper.load_state_dict(state["skip"])
         for st, s in zip(self.cfg.stages, self.streams):
             if s is not None:
+                if st.name not in state["streams"]:  # a renamed or added stage: not this run's checkpoint
+                    raise ValueError(f"the checkpoint has no state for stage {st.name!r} (it has: "
+                                     f"{', '.join(sorted(state['streams'])) or 'none'}): it was written with other "
+                                     "stages (crl train --fresh starts over)")
                 s.load_state_dict(state["streams"][st.name])
             elif st.name in state["streams"]:
                 self.pending_streams[st.name] = state["streams"][st.name]
@@ -310,6 +314,28 @@ def _observe_online(run: _Run, step: int, sample, row: dict[str, Any]) -> None:
     row["online"] = run.online.step_metrics()
 
 
+def training_identity(cfg: TrainConfig) -> dict[str, Any]:
+    """What a training run's checkpoints were trained from (:func:`composition_rl.io.runs.run_identity`):
+    the model, the stages (each stage's settings, its name among them, and its data files by
+    content), the curriculum, the skip setting, the GRPO and dynamic-sampling settings, the seed,
+    the instruction and how the reward reads answers. A resume with any of them changed would
+    report one run's training as another's, so it is refused; a renamed stage is refused here
+    rather than failing on the checkpoint's per-stage state."""
+    files = {f"stage {st.name}": st.data for st in cfg.stages if st.data}
+    files.update({f"stage {st.name} compose from": st.compose["from"] for st in cfg.stages
+                  if st.compose and st.compose.get("from")})
+    if cfg.curriculum.partners:
+        files["curriculum partners"] = cfg.curriculum.partners
+    # file paths are compared by content (above), not by where they are
+    stages = [{k: ({**v, "from": None} if k == "compose" and v and v.get("from") else v)
+               for k, v in asdict(st).items() if k != "data"} for st in cfg.stages]
+    curriculum = {**asdict(cfg.curriculum), "partners": None}
+    return run_identity(model=cfg.model, inputs=files, seed=cfg.seed, grpo=asdict(cfg.grpo),
+                        dynamic_sampling=asdict(cfg.dynamic_sampling), instruction=cfg.instruction, command="train",
+                        reward_fallbacks=cfg.verify_fallbacks, stages=stages, curriculum=curriculum,
+                        skip=asdict(cfg.skip))
+
+
 def run_training(
     config: TrainConfig | str | os.PathLike,
     resume: bool | str = "auto",
@@ -351,10 +377,7 @@ def run_training(
         raise ValueError(f"resume=True but no checkpoint with {CRL_STATE} under {out / 'checkpoints'}")
     # what the checkpoints were trained from: resuming them with another model, other data or
     # other GRPO settings would report one run's training as another's
-    ident = run_identity(model=cfg.model, inputs={f"stage {st.name}": st.data for st in cfg.stages if st.data},
-                         seed=cfg.seed, grpo=asdict(cfg.grpo),
-                         dynamic_sampling=asdict(cfg.dynamic_sampling), instruction=cfg.instruction, command="train",
-                         reward_fallbacks=cfg.verify_fallbacks)
+    ident = training_identity(cfg)
     # a folder with metrics but no checkpoint (save_steps: 0) still holds a run: starting it
     # over with another model would replace that run's logs; --fresh says to
     logged = bool(resume) and (out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").stat().st_size > 0
