@@ -787,3 +787,35 @@ def test_a_candidate_whose_requests_all_fail_is_pending_not_rejected(tmp_path):
         again = compose_candidates(PAIRS[:12], tmp_path / "o", CFG, backend=backend(srv.url), progress=False)
         assert srv.requests > 0
     assert again["pending"] == 0 and again["candidates"] == 12
+
+
+def test_an_internal_error_is_journaled_as_retryable_and_a_rerun_composes_it_again(tmp_path, monkeypatch):
+    """A bug in the engine (an exception in one candidate) is counted, not fatal; the journal
+    marks it retryable, so once the bug is fixed a rerun composes that candidate again instead
+    of keeping the internal_error forever, and the outputs are an uninterrupted run's."""
+    from composition_rl.compose.llm.composer import LLMComposer
+
+    real = LLMComposer.acompose
+    broken = {(a.id, b.id) for a, b in PAIRS[:30:3]}  # a third of the candidates trip the bug
+
+    async def buggy(self, chain, cid, usage=None):
+        if tuple(p.id for p in chain) in broken:
+            raise ZeroDivisionError("a bug")
+        return await real(self, chain, cid, usage)
+
+    with FakeOpenAIServer(good_composer) as srv:
+        monkeypatch.setattr(LLMComposer, "acompose", buggy)
+        first = compose_candidates(PAIRS[:30], tmp_path / "a", CFG, backend=backend(srv.url), progress=False)
+        hit = first["rejected_by_reason"].get("internal_error", 0)
+        assert hit == len(broken)
+        journal = [json.loads(x) for x in (tmp_path / "a" / "llm_journal.jsonl").read_text().splitlines()]
+        assert sum(bool(e.get("retryable")) for e in journal) == hit
+        monkeypatch.setattr(LLMComposer, "acompose", real)  # the bug fixed
+        again = compose_candidates(PAIRS[:30], tmp_path / "a", CFG, backend=backend(srv.url), progress=False)
+        fresh = compose_candidates(PAIRS[:30], tmp_path / "b", CFG, backend=backend(srv.url), progress=False)
+        third = compose_candidates(PAIRS[:30], tmp_path / "a", CFG, backend=backend(srv.url), progress=False)
+    assert "internal_error" not in again["rejected_by_reason"] and again["candidates"] == 30
+    assert again["accepted"] == fresh["accepted"] and again["rejected_by_reason"] == fresh["rejected_by_reason"]
+    assert again["this_run"]["calls"] > 0 and third["this_run"]["calls"] == 0  # retried once, then done
+    for name in ("composed.jsonl", "rejected.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()

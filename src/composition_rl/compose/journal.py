@@ -6,6 +6,10 @@ keyed by the candidate's content id; a rerun skips what is there, and the final
 ``composed.jsonl`` / ``rejected.jsonl`` are written from the journal in candidate order, so
 an interrupted and resumed run writes the same bytes as an uninterrupted one. The settings
 the journal was made with are kept in ``llm_run.json``; resuming with others is refused.
+
+A candidate that failed by a bug of ours (an exception in the engine: ``internal_error``)
+is journaled with ``"retryable": true``: it counts as rejected in this run, but a rerun
+composes it again (the bug may be fixed by then) and its new line supersedes the old one.
 """
 
 from __future__ import annotations
@@ -112,6 +116,8 @@ async def _drive(candidates, out, engine, backend, concurrency, total, progress,
     from composition_rl.compose.llm.proposal import Usage
 
     journal = JsonlLog(out / JOURNAL, key="cid")
+    retry = _retryable(out / JOURNAL)
+    journal.done -= retry  # composed again: the new line supersedes the retryable one
     order: list[str] = []
     seen: set[str] = set()
     done_before = len(journal.done)
@@ -159,7 +165,7 @@ async def _drive(candidates, out, engine, backend, concurrency, total, progress,
         if usage.requests:  # an answer came back: the endpoint is up (a candidate the program
             transient["in_a_row"] = 0  # decided without a call says nothing about it)
         ok = isinstance(res, Problem)
-        journal.append({
+        entry = {
             "cid": cid,
             "ok": ok,
             "engine": res.engine if ok else "llm",
@@ -167,7 +173,10 @@ async def _drive(candidates, out, engine, backend, concurrency, total, progress,
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
             "row": res.to_dict() if ok else res.row(cid, chain),
-        })
+        }
+        if not ok and res.reason in RETRYABLE:
+            entry["retryable"] = True
+        journal.append(entry)
         counters["done"] += 1
         counters["accepted"] += int(ok)
         tick()
@@ -217,14 +226,33 @@ async def _drive(candidates, out, engine, backend, concurrency, total, progress,
     return order, out / JOURNAL
 
 
+#: rejection reasons that say nothing about the candidate (a bug of ours): a rerun retries them
+RETRYABLE = frozenset({"internal_error"})
+
+
+def _retryable(path: Path) -> set[str]:
+    """The candidates whose latest journal line is retryable (composed again by this run)."""
+    latest: dict[str, bool] = {}
+    if path.exists():
+        with open(path, "rb") as f:
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break
+                if b'"retryable"' in raw or latest:  # only a journal with one reads each line
+                    e = json.loads(raw)
+                    latest[e["cid"]] = bool(e.get("retryable"))
+    return {cid for cid, again in latest.items() if again}
+
+
 def _index_journal(path: Path) -> dict[str, int]:
+    """Where each candidate's line is: the last one, which supersedes a retryable earlier one."""
     offsets: dict[str, int] = {}
     pos = 0
     with open(path, "rb") as f:
         for raw in f:
             if not raw.endswith(b"\n"):
                 break
-            offsets.setdefault(json.loads(raw)["cid"], pos)
+            offsets[json.loads(raw)["cid"]] = pos
             pos += len(raw)
     return offsets
 
