@@ -397,3 +397,23 @@ def test_a_candidate_the_policy_cannot_read_is_rejected_not_counted_not_in_band(
     assert st["dropped_by_reason"] == {"prompt_too_long": 1} and st["counts_add_up"]
     assert st["candidate_bands"] == {} and st["qualified_seeds"] == 0
     assert not (tmp_path / "out" / "qualify" / "profile.jsonl").exists()  # nothing was sampled for them
+
+
+def test_grow_from_a_profile_folder_resumes_only_with_the_same_profile(tmp_path):
+    """--from-profile is an input like --input: its folder is hashed by content, and a rerun
+    with another profile in it is refused instead of mixing two profiles' hard seeds."""
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text(json.dumps({"question": "X=5+3. Y=X-2. Y-4=?", "answer": "2"}) + "\n")
+    seed = Problem.new("X=5+3. Y=X-2. Y-4=?", "2")
+    prof = tmp_path / "prof"
+    prof.mkdir()
+    (prof / "profile.jsonl").write_text(json.dumps({"id": seed.id, "class": "solve_all", "pass_rate": 1.0}) + "\n")
+    argv = ["grow", "--input", str(seeds), "--policy", "m@http://127.0.0.1:9/v1", "--teacher", "program",
+            "--from-profile", str(prof), "--out", str(tmp_path / "g"), "--no-progress"]
+    r = crl(*argv, timeout=300)
+    assert r.returncode in (0, 1), r.stderr  # no hard seed: nothing to grow, but the folder is the run's
+    assert json.loads((tmp_path / "g" / "run.json").read_text())["from_profile_sha256"] != "(not recorded)"
+    assert crl(*argv, timeout=300).returncode == r.returncode  # the same profile resumes
+    (prof / "profile.jsonl").write_text(json.dumps({"id": seed.id, "class": "solve_none", "pass_rate": 0.0}) + "\n")
+    r = crl(*argv, timeout=300)
+    assert r.returncode == 2 and "from_profile_sha256: '" in one_error_line(r)

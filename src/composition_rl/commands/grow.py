@@ -208,14 +208,17 @@ def _grow(args: argparse.Namespace, config, sampling, prof_cfg, bands) -> int:
                   file=sys.stderr)
     else:
         readable = list(problems)
-    identity = run_identity(inputs={"input": args.input}, method=args.method, config=config.to_dict(),
+    # --from-profile decides which seeds are hard: its folder is an input, by content
+    identity = run_identity(inputs={"input": args.input, "from_profile": args.from_profile}, method=args.method,
+                            config=config.to_dict(),
                             teacher=args.teacher, teacher_model=args.teacher_model,
                             policy=model_identity(args.policy), students=[model_identity(m) for m in args.students],
                             models_content=[model_content(m) for m in [args.policy, *args.students]],
                             command="grow",
                             profile=prof_cfg.run_record(), select=sorted(bands))
     try:
-        claim_run(out / RUN_FILE, identity, info={"input": str(args.input)}, what="a grow run", has_work=had_work)
+        claim_run(out / RUN_FILE, identity, info={"input": str(args.input), "from_profile": args.from_profile},
+                  what="a grow run", has_work=had_work)
     except RunMismatch as e:
         raise UsageError(str(e)) from None
 
