@@ -111,12 +111,23 @@ def test_the_gguf_chat_template_and_end_of_turn_come_from_the_model(backend):
 
 
 @pytest.mark.real_llm
-def test_many_prompts_and_samples_are_batched_and_repeat_exactly(backend):
+def test_many_prompts_and_samples_are_batched_and_repeat_exactly(smollm2_gguf):
+    from composition_rl.backends.rollout import build_backend
+
     cfg = SamplingConfig(max_tokens=40, seed=3)
-    a = backend.generate(QUESTIONS, n=4, sampling=cfg)
-    b = backend.generate(QUESTIONS, n=4, sampling=cfg)
+    one = build_backend("llama", model=str(smollm2_gguf), n_parallel=8)
+    two = build_backend("llama", model=str(smollm2_gguf), n_parallel=8)
+    try:
+        a, b = one.generate(QUESTIONS, n=4, sampling=cfg), two.generate(QUESTIONS, n=4, sampling=cfg)
+        # asked again, a prompt gets new draws (samples 4..7), which a fresh backend repeats too
+        more, more2 = one.generate(QUESTIONS, n=4, sampling=cfg), two.generate(QUESTIONS, n=4, sampling=cfg)
+    finally:
+        one.close()
+        two.close()
     assert [len(r) for r in a] == [4, 4, 4]
     assert [[c.text for c in r] for r in a] == [[c.text for c in r] for r in b]
+    assert [[c.text for c in r] for r in more] == [[c.text for c in r] for r in more2]
+    assert [[c.text for c in r] for r in more] != [[c.text for c in r] for r in a]
     # the four samples of a prompt are drawn independently (not one sample copied)
     assert any(len({c.text for c in r}) > 1 for r in a)
     other = backend.generate(QUESTIONS, n=4, sampling=SamplingConfig(max_tokens=40, seed=4))
