@@ -123,6 +123,24 @@ def test_compose_with_a_model_in_memory_gives_the_records_the_executor_writes(en
     assert len(got.accepted) >= 5 and calls > 0  # the two paths agree on sets that are not trivial
 
 
+@pytest.mark.parametrize("engine", ["llm", "auto"])
+def test_compose_with_a_model_works_where_an_event_loop_already_runs(engine):
+    """A Jupyter cell runs inside an event loop: asyncio.run refuses there, so the sync API
+    must not call it on the caller's thread."""
+    import asyncio
+
+    with FakeOpenAIServer(good_composer) as srv:
+        llm = LLMComposeConfig(base_urls=(srv.url,), model="fake-model", concurrency=4, no_cache=True)
+        plain = crl.compose(PROBLEMS, depth=2, engine=engine, llm=llm)
+
+        async def cell():
+            return crl.compose(PROBLEMS, depth=2, engine=engine, llm=llm)
+
+        in_loop = asyncio.run(cell())
+    assert [p.to_dict() for p in in_loop.accepted] == [p.to_dict() for p in plain.accepted]
+    assert in_loop.rejected == plain.rejected and len(plain.accepted) >= 5
+
+
 def test_compose_with_a_model_and_an_endpoint_that_is_down_raises_instead_of_rejecting():
     from composition_rl.backends.base import ChatError
 
