@@ -92,6 +92,10 @@ APPROXIMATE_GOLDS = [
      "$\\log_{10} 2000 = 3 + \\log_{10} 2 \\approx \\boxed{3.30}$", "rounded_result"),
     ("3", "What is $\\log_{10} 2000$, to the nearest whole number?",
      "$\\log_{10} 2000 \\approx \\boxed{3}$", "rounded_result"),
+    # AIME 1983-2023: the box on a line of its own after "1200 - 200\pi \approx 571.68"
+    ("572", "What is the integer that is nearest the area of $A$?",
+     "the area is $40^2-(200\\pi + 400) \\Rightarrow 1200 - 200\\pi \\approx 571.68$\n$\\boxed{572}$",
+     "rounded_result"),
     # an integer reached with pi taken as 3
     ("12", "A circle has radius $2$. What is its area?",
      "We take $\\pi \\approx 3$.\nThe area is $\\pi r^2 = 3 \\cdot 4$, so it is $\\boxed{12}$.", "approximated_constant"),
@@ -105,6 +109,11 @@ APPROXIMATE_GOLDS = [
      "Since $49 < 50 < 64$, $7 < \\sqrt{50} < 8$.\nThe answer is $\\boxed{7}$.", ""),
     ("3.3", "Compute $33/10$ as a decimal.", "$33/10 = \\boxed{3.3}$", ""),
     ("12\\pi", "A circle has radius $2\\sqrt{3}$. What is its area?", "$\\pi r^2 = \\boxed{12\\pi} \\approx 37.7$", ""),
+    # MATH500: pi's value bounds a ceiling; "36\pi-16\pi = 20\pi" and "2 \pi=8076 \alpha" give pi no value
+    ("12", "Let $f(n) = \\lceil n \\rceil$. Find $f(\\pi/3) + 10$.",
+     "Since we know that $\\pi \\approx 3.14$, $\\frac{\\pi}{3}$ is slightly greater than $1$.\nSo $\\boxed{12}$.", ""),
+    ("7", "Find the area ratio.", "The ring is $36\\pi-16\\pi = 20\\pi$ and $3^2\\pi = 9\\pi$.\nSo $\\boxed{7}$.", ""),
+    ("5", "Find it.", "Let $0 \\leq \\theta<2 \\pi=8076 \\alpha$.\nSo $\\boxed{5}$.", ""),
 ]
 
 

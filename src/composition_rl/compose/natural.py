@@ -192,25 +192,41 @@ _APPROX_ANSWER = re.compile(
 # whatever it boxes is the stand-in's result, not the problem's. Only these two constants: a
 # root or a logarithm given approximately usually bounds an integer that is exact (the greatest
 # integer below sqrt(50) is 7 whatever 7.07 is rounded to).
+# pi alone (not "16\pi = 20\pi") given a value near it (3, 3.14, 3.1416), or e given 2.7...
 _CONSTANT_STANDIN = re.compile(
-    r"\\pi\s*(?:\\approx|\\simeq|≈|=)\s*\d+(?:\.\d+)?(?![\d/])"
-    r"|(?<![\\A-Za-z])e\s*(?:\\approx|\\simeq|≈)\s*\d")
+    r"(?<![\w}\])])\\pi\s*(?:\\approx|\\simeq|≈|=)\s*3(?:\.\d+)?(?![\d.]|\s*\\?[A-Za-z])"
+    r"|(?<![\\\w])e\s*(?:\\approx|\\simeq|≈)\s*(?:2\.7\d*|3)(?![\d.])")
+# a question that asks for a floor or a ceiling: an approximation in its solution bounds an
+# integer that is exact (ceil(pi/3) = 2 because pi is about 3.14)
+_FLOOR_ASKED = re.compile(r"\\[lr]floor|\\[lr]ceil|\b(?:greatest|largest|least|smallest) integer|\bfloor\b|\bceiling\b",
+                          re.I)
 
 
-def _final_computation(solution: str) -> str:
-    """The text from the last line or sentence break before the last box to the box."""
+_BREAKS = ("\n", "$$", "\\[", ". ", "\\\\")
+
+
+def _final_computation(solution: str, reach_back: bool = False) -> str:
+    """The text from the last line or sentence break before the last box to the box.
+
+    ``reach_back``: a box on a line of its own (``...\\approx 571.68$\\n$\\boxed{572}$``)
+    ends the computation of the line before it, so an empty segment takes in the one before.
+    """
     at = solution.rfind("\\boxed{")
     if at < 0:
         return ""
-    start = max(solution.rfind(c, 0, at) for c in ("\n", "$$", "\\[", ". ", "\\\\"))
+    start = max(solution.rfind(c, 0, at) for c in _BREAKS)
+    if reach_back and start > 0 and not re.search(r"[\d=<>]|\\approx", solution[start:at]):
+        start = max(solution.rfind(c, 0, start) for c in _BREAKS)
     return solution[max(start, 0) : at]
 
 
-def approximate_gold(answers, solution: str = "") -> str:
+def approximate_gold(answers, solution: str = "", question: str = "") -> str:
     """Why a gold answer is stated as an approximation ("" if it is not), whatever the
     question asks: its text says so (``approximate_answer``: "\\approx 8.24", "~3", "about 3"),
     the worked solution boxes it as one (``rounded_result``: "\\log_{10} 2000 \\approx
     \\boxed{3.30}"), or reaches it with a stand-in for pi or e (``approximated_constant``).
+    Where the ``question`` asks for a floor or a ceiling, an approximation in the solution
+    only bounds an exact integer: only the answer's own text counts then.
 
     A question that asks for rounding defines its rounded answer, but a reader of the composed
     problem may carry the unrounded value into the later one (3.30103 instead of 3.30 gives
@@ -218,14 +234,14 @@ def approximate_gold(answers, solution: str = "") -> str:
 
     >>> approximate_gold(["~3"]), approximate_gold(["3.30"], r"$\\log_{10} 2000 \\approx \\boxed{3.30}$")
     ('approximate_answer', 'rounded_result')
-    >>> approximate_gold(["12"], r"Take $\\pi \\approx 3$. Then $\\boxed{12}$."), approximate_gold([r"5~\\text{cm}"])
+    >>> approximate_gold(["12"], r"Take $\\pi \\approx 3$. The area is $4 \\cdot 3 = \\boxed{12}$."), approximate_gold([r"5~\\text{cm}"])
     ('approximated_constant', '')
     """
     if any(_APPROX_ANSWER.search(str(a)) for a in answers):
         return "approximate_answer"
-    if not solution:
+    if not solution or _FLOOR_ASKED.search(question):
         return ""
-    if _APPROX_SIGN.search(_final_computation(solution)):
+    if _APPROX_SIGN.search(_final_computation(solution, reach_back=True)):
         return "rounded_result"
     if _CONSTANT_STANDIN.search(solution[: solution.rfind("\\boxed{")] if "\\boxed{" in solution else solution):
         return "approximated_constant"
@@ -245,7 +261,7 @@ def inexact_q1(answers, question: str, solution: str = "") -> str:
     """
     if answers and incomplete_answer(question, str(answers[0])):
         return "incomplete_answer"  # it lists fewer items than the question asks: no X can be read
-    why = approximate_gold(answers, solution)
+    why = approximate_gold(answers, solution, question)
     if why:
         return why
     why = inexact_answer(answers, solution)
