@@ -301,6 +301,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.probe_model and stats["accepted"] and not stats.get("kept_previous"):
         stats = _probe(args, out, exports, probe_config)
+        from composition_rl.profile import no_answer_note
+
+        note = no_answer_note(stats["probe"]["no_answer"], stats["probe"]["replies"])
+        if note:  # the probe's "guessable" count rests on replies it could grade
+            print(f"probe: {note}", file=sys.stderr)
     empty = _empty_outcome(stats, len(problems), config.depth)
     if empty:
         print_summary(stats, out, [], time.perf_counter() - t0)
