@@ -97,6 +97,34 @@ def _default(f: dataclasses.Field) -> Any:
     return None
 
 
+def _flag(f: dataclasses.Field) -> str:
+    """The flag :func:`add_flags` gives field ``f``."""
+    md, default = f.metadata, _default(f)
+    if isinstance(default, bool) and default and "flag" not in md:
+        return "--no-" + f.name.replace("_", "-")
+    return md.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def flags_given(cls: type, args: Any, *, prefix: str = "", skip: Iterable[str] = ()) -> list[str]:
+    """The flags of ``cls`` (added by :func:`add_flags`) whose parsed value is not the default:
+    what a user set. A command that has no use for them says so instead of ignoring them.
+
+    >>> import argparse, dataclasses
+    >>> @dataclasses.dataclass
+    ... class Demo:
+    ...     size: int = dataclasses.field(default=1, metadata={"help": "a size"})
+    >>> p = argparse.ArgumentParser(); add_flags(p, Demo)
+    >>> flags_given(Demo, p.parse_args(["--size", "3"])), flags_given(Demo, p.parse_args([]))
+    (['--size'], [])
+    """
+    given = []
+    for f in flag_fields(cls, skip):
+        value = getattr(args, prefix + f.name, None)
+        if (bool(value) if f.metadata.get("append") else value != _default(f)):
+            given.append(_flag(f))
+    return given
+
+
 def add_flags(group: Any, cls: type, *, prefix: str = "", skip: Iterable[str] = ()) -> None:
     """Add one flag per documented field of ``cls`` to ``group`` (a parser or argument group).
 
