@@ -206,14 +206,10 @@ def build_solver(model: str, base_urls: Sequence[str] = (), backend: str = "auto
     Raises:
         ValueError: an endpoint without a URL, or a URL with a local backend.
     """
-    import importlib.util
-
+    from composition_rl.backends.rollout import resolve_backend
     from composition_rl.executors import BackendSpec, ExecutorConfig, build_executor
-    from composition_rl.io.gguf import is_gguf
 
-    if backend == "auto":
-        backend = ("openai" if base_urls else
-                   "llama" if is_gguf(model) and importlib.util.find_spec("llama_cpp") is not None else "hf")
+    backend = resolve_backend(backend, model, base_urls)
     if backend == "openai":
         if not base_urls:
             raise ValueError("the openai backend needs --probe-base-url")

@@ -34,6 +34,7 @@ __all__ = [
     "build_backend",
     "load_template",
     "render_prompt",
+    "resolve_backend",
 ]
 
 
@@ -187,6 +188,26 @@ ROLLOUT_BACKENDS.register("hf")("composition_rl.backends.rollout_hf:HFRollout")
 ROLLOUT_BACKENDS.register("openai")("composition_rl.backends.rollout_openai:OpenAIRollout")
 ROLLOUT_BACKENDS.register("vllm")("composition_rl.backends.vllm_offline:VLLMRollout")
 ROLLOUT_BACKENDS.register("llama")("composition_rl.backends.rollout_llama:LlamaCppRollout")
+
+
+def resolve_backend(name: str, model: Any = None, base_url: Any = None) -> str:
+    """The backend ``auto`` stands for, one choice for every command and verb: ``openai``
+    with an endpoint URL, ``llama`` for a GGUF when llama-cpp-python is installed (decoded on
+    its quantized weights), else ``hf``; any other name is itself.
+
+    >>> resolve_backend("auto", "m", "http://localhost:8000/v1"), resolve_backend("hf", "x.gguf")
+    ('openai', 'hf')
+    """
+    if name != "auto":
+        return name
+    if base_url:
+        return "openai"
+    import importlib.util
+
+    from composition_rl.io.gguf import is_gguf
+
+    gguf = model is not None and is_gguf(str(model))
+    return "llama" if gguf and importlib.util.find_spec("llama_cpp") is not None else "hf"
 
 
 def build_backend(name: str, **kwargs: Any) -> RolloutBackend:

@@ -100,22 +100,13 @@ def chunk_from_args(args: argparse.Namespace) -> int:
     return 4 * args.concurrency if args.base_url else 32
 
 
-def _llama_fits(model: str) -> bool:
-    """A GGUF model (a ``.gguf`` file or a name such as ``smollm2``) with llama.cpp installed:
-    decoded on its quantized weights, many sequences per step; without llama-cpp-python the
-    ``hf`` backend de-quantizes it to float32 (slower on a CPU, the same on a GPU)."""
-    import importlib.util
-
-    from composition_rl.io.gguf import is_gguf
-
-    return is_gguf(model) and importlib.util.find_spec("llama_cpp") is not None
-
-
 def backend_from_args(args: argparse.Namespace):
     """The executor the flags ask for, holding (or placing) the rollout backend they ask for."""
-    name = args.backend
-    if name == "auto":
-        name = "openai" if args.base_url else "llama" if _llama_fits(args.model) else "hf"
+    from composition_rl.backends.rollout import resolve_backend
+
+    # a GGUF with llama.cpp installed is decoded on its quantized weights, many sequences per
+    # step; without llama-cpp-python the hf backend de-quantizes it (slower on a CPU)
+    name = resolve_backend(args.backend, args.model, args.base_url)
     chat = False if args.no_chat_template else None
     if name == "openai":
         if not args.base_url:
