@@ -206,3 +206,30 @@ def test_a_profile_resumed_by_a_new_backend_gives_the_rows_of_an_uninterrupted_o
         profile_problems(problems, backend(), v, tmp_path / "resumed", cfg, progress=False)
     texts = lambda d: {r["id"]: [x["text"] for x in r["responses"]] for r in load_profile(tmp_path / d)}  # noqa: E731
     assert texts("resumed") == texts("whole") and len(texts("whole")) == 3
+
+
+def test_a_folder_that_is_no_model_or_whose_weights_misfit_is_one_line_naming_it(tiny_dir, tmp_path):
+    """A folder without config.json got transformers' lines about sentencepiece; weights of
+    another vocabulary size than config.json's a RuntimeError traceback."""
+    import json
+    import shutil
+
+    from cli_run import crl
+
+    inp = tmp_path / "q.jsonl"
+    inp.write_text(json.dumps({"question": "What is 1+1?", "answer": "2"}) + "\n")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "readme.txt").write_text("not a model")
+    misfit = tmp_path / "misfit"
+    shutil.copytree(tiny_dir, misfit)
+    cfg = json.loads((misfit / "config.json").read_text())
+    cfg["vocab_size"] += 7
+    (misfit / "config.json").write_text(json.dumps(cfg))
+    for folder, said in [(notes, "no config.json"), (misfit, "model.embed_tokens.weight")]:
+        with pytest.raises(ValueError, match=said):
+            build_backend("hf", model=str(folder), device="cpu")
+        r = crl("profile", "--model", str(folder), "--input", str(inp), "--out", str(tmp_path / f"o-{folder.name}"),
+                "-n", "1", "--no-progress")
+        assert r.returncode == 2 and "Traceback" not in r.stderr and "sentencepiece" not in r.stderr, r.stderr
+        assert said in r.stderr and str(folder) in r.stderr
