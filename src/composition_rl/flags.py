@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -103,6 +104,19 @@ def _flag(f: dataclasses.Field) -> str:
     if isinstance(default, bool) and default and "flag" not in md:
         return "--no-" + f.name.replace("_", "-")
     return md.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def in_flags(error: Exception, names: dict[str, str]) -> str:
+    """``error``'s message with the config fields it names written as the flags that set them:
+    a command line user never typed ``timeout_s``.
+
+    >>> in_flags(ValueError("timeout_s must be a number in (0, 3600] seconds, got -1.0"), {"timeout_s": "--timeout"})
+    '--timeout must be a number in (0, 3600] seconds, got -1.0'
+    """
+    msg = str(error)
+    for name, flag in names.items():
+        msg = re.sub(rf"(?<![\w-]){re.escape(name)}(?!\w)", flag, msg)
+    return msg
 
 
 def flags_given(cls: type, args: Any, *, prefix: str = "", skip: Iterable[str] = ()) -> list[str]:

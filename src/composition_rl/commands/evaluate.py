@@ -100,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        from composition_rl.flags import in_flags
+
+        raise UsageError(in_flags(e, {"timeout_s": "--verify-timeout", "fallbacks": "--fallback"})) from None
     from composition_rl.io.runs import RunBusy, run_folder
 
     try:

@@ -84,7 +84,9 @@ def _probe(args: argparse.Namespace, config, out: Path) -> int:
         fallbacks = fallbacks_from_names(args.fallback)
         verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        from composition_rl.flags import in_flags
+
+        raise UsageError(in_flags(e, {"timeout_s": "--verify-timeout", "fallbacks": "--fallback"})) from None
     try:
         res = load_problems(args.input, ReaderConfig())
     except (InputError, OSError) as e:

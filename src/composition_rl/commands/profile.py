@@ -253,7 +253,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        from composition_rl.flags import in_flags
+
+        raise UsageError(in_flags(e, {"timeout_s": "--verify-timeout", "fallbacks": "--fallback"})) from None
     out = Path(args.out)
     keep_out = Path(args.keep_out) if args.keep_out else out / "kept.jsonl"
     keep_rejects = keep_out.with_name(keep_out.stem + ".rejects.jsonl")
