@@ -283,12 +283,15 @@ def write_histogram(rows: Sequence[dict[str, Any]], n: int, path: str | Path) ->
         return False
     per_k = Counter(int(r["correct"]) for r in rows)
     ks = list(range(n + 1))
-    colours = ["#c0392b" if k == 0 else "#2c7fb8" if k == n else "#27ae60" for k in ks]
+    from composition_rl.colours import COLOURS
+
+    colours = [COLOURS["solve_none"] if k == 0 else COLOURS["solve_all"] if k == n else COLOURS["goldilocks"]
+               for k in ks]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.bar([k / n for k in ks], [per_k.get(k, 0) for k in ks], width=0.8 / n, color=colours)
     ax.set_xlabel(f"pass rate (correct / {n})")
     ax.set_ylabel("prompts")
-    ax.set_title(f"{len(rows)} prompts: red solve_none, green goldilocks, blue solve_all")
+    ax.set_title(f"{len(rows)} prompts: red solve_none, amber goldilocks, green solve_all")
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(path).with_name(f".{Path(path).name}.tmp.png")
