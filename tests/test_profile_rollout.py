@@ -208,13 +208,13 @@ def test_a_profile_resumed_by_a_new_backend_gives_the_rows_of_an_uninterrupted_o
     assert texts("resumed") == texts("whole") and len(texts("whole")) == 3
 
 
-def test_a_folder_that_is_no_model_or_whose_weights_misfit_is_one_line_naming_it(tiny_dir, tmp_path):
+def test_a_folder_that_is_no_model_or_whose_weights_misfit_is_one_line_naming_it(tiny_dir, tmp_path, capsys):
     """A folder without config.json got transformers' lines about sentencepiece; weights of
     another vocabulary size than config.json's a RuntimeError traceback."""
     import json
     import shutil
 
-    from cli_run import crl
+    from composition_rl.cli import main
 
     inp = tmp_path / "q.jsonl"
     inp.write_text(json.dumps({"question": "What is 1+1?", "answer": "2"}) + "\n")
@@ -229,7 +229,9 @@ def test_a_folder_that_is_no_model_or_whose_weights_misfit_is_one_line_naming_it
     for folder, said in [(notes, "no config.json"), (misfit, "model.embed_tokens.weight")]:
         with pytest.raises(ValueError, match=said):
             build_backend("hf", model=str(folder), device="cpu")
-        r = crl("profile", "--model", str(folder), "--input", str(inp), "--out", str(tmp_path / f"o-{folder.name}"),
-                "-n", "1", "--no-progress")
-        assert r.returncode == 2 and "Traceback" not in r.stderr and "sentencepiece" not in r.stderr, r.stderr
-        assert said in r.stderr and str(folder) in r.stderr
+        capsys.readouterr()
+        assert main(["profile", "--model", str(folder), "--input", str(inp), "--out", str(tmp_path / f"o-{folder.name}"),
+                     "-n", "1", "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert "sentencepiece" not in err and said in err and str(folder) in err, err
+        assert len([line for line in err.splitlines() if line.startswith("crl profile: error")]) == 1, err
