@@ -56,7 +56,7 @@ def test_every_name_resolves_and_the_verbs_still_import_nothing_heavy():
 
 
 def test_the_names_are_few_and_each_has_a_docstring_with_an_example():
-    assert len(crl.__all__) <= 17
+    assert len(crl.__all__) <= 18
     assert set(crl.__all__) == set(crl._EXPORTS) | {"__version__"}
     for name in crl.__all__:
         if name == "__version__":
@@ -123,6 +123,24 @@ def test_compose_with_a_model_in_memory_gives_the_records_the_executor_writes(en
     assert len(got.accepted) >= 5 and calls > 0  # the two paths agree on sets that are not trivial
 
 
+@pytest.mark.parametrize("engine", ["llm", "auto"])
+def test_compose_with_a_model_works_where_an_event_loop_already_runs(engine):
+    """A Jupyter cell runs inside an event loop: asyncio.run refuses there, so the sync API
+    must not call it on the caller's thread."""
+    import asyncio
+
+    with FakeOpenAIServer(good_composer) as srv:
+        llm = LLMComposeConfig(base_urls=(srv.url,), model="fake-model", concurrency=4, no_cache=True)
+        plain = crl.compose(PROBLEMS, depth=2, engine=engine, llm=llm)
+
+        async def cell():
+            return crl.compose(PROBLEMS, depth=2, engine=engine, llm=llm)
+
+        in_loop = asyncio.run(cell())
+    assert [p.to_dict() for p in in_loop.accepted] == [p.to_dict() for p in plain.accepted]
+    assert in_loop.rejected == plain.rejected and len(plain.accepted) >= 5
+
+
 def test_compose_with_a_model_and_an_endpoint_that_is_down_raises_instead_of_rejecting():
     from composition_rl.backends.base import ChatError
 
@@ -153,6 +171,30 @@ def test_profile_through_an_openai_compatible_endpoint(tmp_path):
     assert summary["prompts"] == 5 and summary["counts"]["solve_all"] == 1 and summary["counts"]["solve_none"] == 4
     with pytest.raises(ValueError, match="go with a backend name"):
         crl.profile(PROBLEMS, tmp_path / "q", object(), model="m")
+
+
+def test_profile_and_probe_pick_a_backend_alike_and_take_decoding_settings(tmp_path):
+    """profile defaulted to the openai backend (a local model then failed asking for a URL),
+    probe to auto; max_tokens= went to the backend, which ignored it; SamplingConfig, which
+    ProfileConfig and ProbeConfig take, was not importable from the package."""
+    import inspect
+
+    from fakes.rollout_tiny_qwen import build_tiny_qwen
+
+    assert crl.SamplingConfig(max_tokens=8).max_tokens == 8
+    assert (inspect.signature(crl.profile).parameters["backend"].default
+            == inspect.signature(crl.probe).parameters["backend"].default == "auto")
+    tiny = build_tiny_qwen(tmp_path / "tiny")
+    summary = crl.profile(PROBLEMS[:2], tmp_path / "p", model=str(tiny), max_tokens=6, device="cpu",
+                          config=crl.ProfileConfig(n=2))
+    assert summary["prompts"] == 2
+    run = json.loads((tmp_path / "p" / "run.json").read_text())
+    assert run["backend"] == "hf" and run["sampling"]["max_tokens"] == 6, run
+    rows = [json.loads(x) for x in (tmp_path / "p" / "profile.jsonl").read_text().splitlines()]
+    assert all(r["mean_tokens"] <= 6 for r in rows)
+    with pytest.raises(TypeError, match="max_tokens"):
+        crl.profile(PROBLEMS[:2], tmp_path / "q", model=str(tiny), max_tokens=6,
+                    config=crl.ProfileConfig(sampling=crl.SamplingConfig(max_tokens=9)))
 
 
 def test_probe_is_exported_with_its_config():
@@ -239,4 +281,4 @@ def test_probe_refuses_a_solver_it_cannot_build():
     with pytest.raises(ValueError, match=r"\['base_url', 'model'\] go with a backend name"):
         crl.probe(PROBLEMS, "unused", ScriptedSolver({}), model="m", base_url="http://x")
     with pytest.raises(TypeError, match="unknown backend options"):
-        crl.probe(PROBLEMS, "unused", model="m", base_url="http://x", temperature=0.5)
+        crl.probe(PROBLEMS, "unused", model="m", base_url="http://x", colour="red")  # temperature= is a decoding setting now

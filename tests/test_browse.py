@@ -191,3 +191,37 @@ def test_a_record_without_the_spc_shape_is_embedded_whole(math_run, tmp_path):
     (rec,) = data["records"]
     assert rec["text"] == row["question"] and "g" not in rec
     assert [data["problems"][i][1] for i in rec["p"]] == row["parents"]
+
+
+def test_browse_and_the_plots_give_each_band_one_colour():
+    """browse.js drew solve_all green, the training plot red, the profile histogram blue."""
+    import re
+
+    from composition_rl.colours import COLOURS
+
+    js = (Path(__file__).resolve().parents[1] / "src" / "composition_rl" / "browse" / "assets" / "browse.js").read_text()
+    table = re.search(r"const COLORS = \{(.*?)\};", js, re.S).group(1)
+    assert dict(re.findall(r"(\w+): \"(#[0-9a-f]{6})\"", table)) == COLOURS
+
+
+def test_the_solve_rate_plot_keeps_its_legend_off_the_curves_in_the_browse_colours(tmp_path):
+    """The legend sat at the right of the panel, over the depth-2 stage's curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.colors import to_hex
+
+    from composition_rl.colours import COLOURS
+    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.train.metrics import solve_rates_figure
+
+    rows = [{"step": s, "depth": 1 + s // 10, "solve_all": s / 20, "solve_none": 1 - s / 20, "informative": 0.5,
+             "reward_mean": s / 20} for s in range(20)]
+    atomic_write_jsonl(tmp_path / "m.jsonl", rows)
+    fig = solve_rates_figure(tmp_path / "m.jsonl", [{"step": 9, "to_stage": "depth 2"}])
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert not legend.overlaps(ax.get_window_extent())
+    assert {ln.get_label(): to_hex(ln.get_color()) for ln in ax.get_lines() if not ln.get_label().startswith("_")} == {
+        k: COLOURS[k] for k in ("solve_all", "solve_none", "informative")}

@@ -151,6 +151,17 @@ def test_nothing_accepted_exits_1_with_the_top_reasons(math300, tmp_path):
     assert r.returncode == 1
     assert "0 of 300 candidates accepted; top reasons: too_long" in r.stderr
     assert not (tmp_path / "o" / "verl.parquet").exists()
+    # a failed run does not first announce its outputs as a finished one does
+    flat = r.stdout.replace("\n", "")  # rich wraps long paths at the terminal's width
+    assert "outputs in" not in flat and "reason in" in flat and "rejected.jsonl" in flat
+
+
+def test_the_llm_engines_options_are_refused_by_the_symbolic_engine_not_ignored(math300, tmp_path):
+    r = crl("compose", "--input", str(math300["math300.jsonl"]), "--out", str(tmp_path / "o"), "--concurrency", "-5",
+            "--max-tokens", "0", "--no-progress")
+    assert r.returncode == 2
+    assert "--concurrency, --max-tokens" in r.stderr and "--engine llm or auto" in r.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_rerun_without_export_removes_the_previous_exports(math300, tmp_path):

@@ -49,7 +49,8 @@ def test_the_backend_sets_aside_only_the_over_long_prompts(tiny, questions):
     prompts = [render_prompt(template, questions[t]) for t in (670, 540, 240)]
     sampling = SamplingConfig(max_tokens=40, seed=3)
     together = backend.generate(prompts, n=2, sampling=sampling)
-    alone = backend.generate(prompts[2:], n=2, sampling=sampling)
+    # a fresh backend: the same one would draw the prompt's next samples (2 and 3), not 0 and 1
+    alone = HFRollout(tiny, device="cpu").generate(prompts[2:], n=2, sampling=sampling)
     assert [[c.finish_reason for c in cs] for cs in together[:2]] == [[TOO_LONG] * 2] * 2
     assert all(c.tokens == 0 for cs in together[:2] for c in cs)
     assert together[2] == alone[0] and all(c.tokens > 0 for c in alone[0])

@@ -75,8 +75,8 @@ def test_repeatable_options_still_repeat():
 
 
 @pytest.mark.parametrize("argv, says", [
-    (["score", "--input", "{resp}", "--out", "{out}/s.jsonl", "--timeout", "1e9"], "timeout_s must be a number in (0, 3600]"),
-    (["score", "--input", "{resp}", "--out", "{out}/s.jsonl", "--workers", "100000"], "workers must be None or an int in [1, 1024]"),
+    (["score", "--input", "{resp}", "--out", "{out}/s.jsonl", "--timeout", "1e9"], "--timeout must be a number in (0, 3600]"),
+    (["score", "--input", "{resp}", "--out", "{out}/s.jsonl", "--workers", "100000"], "--workers must be an int in [1, 1024]"),
     (["profile", "--model", "{out}/m", "--input", "{qa}", "--out", "{out}/p", "-n", "100000000"], "n=100000000 (must be in [1, 1024])"),
     (["profile", "--model", "{out}/m", "--input", "{qa}", "--out", "{out}/p", "--max-tokens", "10000000000"], "max_tokens=10000000000"),
     (["profile", "--model", "{out}/m", "--input", "{qa}", "--out", "{out}/p", "--temperature", "nan"], "temperature=nan"),

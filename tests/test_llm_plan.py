@@ -293,3 +293,22 @@ def test_a_rerun_over_the_same_cache_repeats_every_turn_without_a_call(tmp_path)
     assert sorted(calls) == sorted(["define", "mend", "place", "mend", "verify"]), calls
     assert first["accepted"] == again["accepted"] == 2 and first["llm"]["requests"] == sent == 5
     assert (tmp_path / "a" / "composed.jsonl").read_bytes() == (tmp_path / "b" / "composed.jsonl").read_bytes()
+
+
+def test_the_sync_contract_runs_inside_an_event_loop_and_close_ends_its_loop():
+    import asyncio
+
+    reply, _ = scripted()
+    with FakeOpenAIServer(reply) as srv:
+        eng = engine(srv.url)
+        first = eng.compose((LINES, BOX), "c")
+
+        async def cell():  # a Jupyter cell: the caller's thread already runs a loop
+            return eng.compose((LINES, BOX), "c")
+
+        again = asyncio.run(cell())
+        loop = eng._loop
+        eng.close()
+    assert isinstance(first, Problem) and again.to_dict() == first.to_dict()
+    assert loop is not None and loop.is_closed()
+    eng.close()  # twice is harmless

@@ -75,3 +75,63 @@ def test_a_fractional_offset_gives_way_to_a_partner_with_a_whole_one():
     eng = SymbolicComposer()
     eng.partners[0] = reserve[1:]
     assert eng.compose((half, rect), "a").parents[0] == half.id
+
+
+# (answer, question, solution, why): a gold stated as an approximation, or reached through one,
+# is no exact X whatever the question asks; exact golds around them stay eligible
+APPROXIMATE_GOLDS = [
+    # MATH train: the answer field itself says "approximately"
+    ("\\approx 8.24 \\text{ mph}", "How fast does Laura run?", "", "approximate_answer"),
+    ("~3", "About how many hours?", "", "approximate_answer"),
+    ("\\sim 3", "How many?", "", "approximate_answer"),
+    ("approximately 3", "How many?", "", "approximate_answer"),
+    ("about 3", "How many?", "", "approximate_answer"),
+    # rounding asked for, but the box is an approximation of log10 2000 = 3.30103...: a reader
+    # who carries 3.30103 into the later problem gets 1502.45 where the gold says 1502
+    ("3.30", "What is $\\log_{10} 2000$, to the nearest hundredth?",
+     "$\\log_{10} 2000 = 3 + \\log_{10} 2 \\approx \\boxed{3.30}$", "rounded_result"),
+    ("3", "What is $\\log_{10} 2000$, to the nearest whole number?",
+     "$\\log_{10} 2000 \\approx \\boxed{3}$", "rounded_result"),
+    # AIME 1983-2023: the box on a line of its own after "1200 - 200\pi \approx 571.68"
+    ("572", "What is the integer that is nearest the area of $A$?",
+     "the area is $40^2-(200\\pi + 400) \\Rightarrow 1200 - 200\\pi \\approx 571.68$\n$\\boxed{572}$",
+     "rounded_result"),
+    # an integer reached with pi taken as 3
+    ("12", "A circle has radius $2$. What is its area?",
+     "We take $\\pi \\approx 3$.\nThe area is $\\pi r^2 = 3 \\cdot 4$, so it is $\\boxed{12}$.", "approximated_constant"),
+    ("157", "A circle has radius $5$. To the nearest whole number, what is twice its area?",
+     "Using $\\pi = 3.14$, twice the area is $2 \\cdot 3.14 \\cdot 25$.\nThat is $\\boxed{157}$.",
+     "approximated_constant"),
+    # exact: a LaTeX space, a variable named e, a bound on a root, a question that asks for rounding
+    ("5~\\text{cm}", "How long?", "", ""),
+    ("3", "Let $a, b, c, d, e$ be integers with $e = 3$. What is $e$?", "We have $e = 3$, so $\\boxed{3}$.", ""),
+    ("7", "What is the greatest integer less than $\\sqrt{50}$?",
+     "Since $49 < 50 < 64$, $7 < \\sqrt{50} < 8$.\nThe answer is $\\boxed{7}$.", ""),
+    ("3.3", "Compute $33/10$ as a decimal.", "$33/10 = \\boxed{3.3}$", ""),
+    ("12\\pi", "A circle has radius $2\\sqrt{3}$. What is its area?", "$\\pi r^2 = \\boxed{12\\pi} \\approx 37.7$", ""),
+    # MATH500: pi's value bounds a ceiling; "36\pi-16\pi = 20\pi" and "2 \pi=8076 \alpha" give pi no value
+    ("12", "Let $f(n) = \\lceil n \\rceil$. Find $f(\\pi/3) + 10$.",
+     "Since we know that $\\pi \\approx 3.14$, $\\frac{\\pi}{3}$ is slightly greater than $1$.\nSo $\\boxed{12}$.", ""),
+    ("7", "Find the area ratio.", "The ring is $36\\pi-16\\pi = 20\\pi$ and $3^2\\pi = 9\\pi$.\nSo $\\boxed{7}$.", ""),
+    ("5", "Find it.", "Let $0 \\leq \\theta<2 \\pi=8076 \\alpha$.\nSo $\\boxed{5}$.", ""),
+]
+
+
+@pytest.mark.parametrize("answer, question, solution, why", APPROXIMATE_GOLDS)
+def test_a_gold_reached_by_approximation_cannot_lead(answer, question, solution, why):
+    assert inexact_q1([answer], question, solution) == why
+
+
+def test_the_symbolic_engine_rejects_an_approximate_q1_with_the_reason():
+    from composition_rl.compose.symbolic import SymbolicComposer
+    from composition_rl.records import Problem
+
+    q2 = Problem.new("A rectangle has width $6$ and length $8$. What is its perimeter?", "28")
+    for answer, question, solution, why in APPROXIMATE_GOLDS:
+        q1 = Problem.new(question, answer, metadata={"solution": solution} if solution else {})
+        res = SymbolicComposer().compose((q1, q2), "c")
+        if why:
+            assert res.reason == f"q1_{why}" and res.stage == "check1_v1", (answer, res)
+            assert f"({why})" in res.detail
+        else:
+            assert not getattr(res, "reason", "").startswith("q1_approx"), (answer, res)

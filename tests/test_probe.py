@@ -196,3 +196,32 @@ def test_crl_compose_with_the_probe_moves_guessable_records_to_rejected(problems
 def test_crl_compose_refuses_a_probe_url_without_a_solver_name(tmp_path):
     r = crl("compose", "--input", str(FIXTURE), "--out", str(tmp_path / "o"), "--probe-base-url", "http://x")
     assert r.returncode == 2 and "--probe-base-url needs --probe-model" in r.stderr
+
+
+def test_crl_probe_says_when_the_solver_never_answers_in_the_form_and_takes_fallback(records, tmp_path, capsys):
+    """A solver that writes "The answer is 7." without a box gives no answer to grade: the
+    probe must say so, not report "0 guessable" as if every record needed q1; --fallback
+    prose reads those replies."""
+    plan = planned(records)
+    inp = tmp_path / "composed.jsonl"
+    atomic_write_jsonl(inp, [r.to_dict() for r in records])
+
+    def respond(body):
+        q = next(q for q in plan if q.strip() in body["messages"][-1]["content"])
+        return [f"The answer is {plan[q][0]}."] * int(body.get("n") or 1)
+
+    from composition_rl.cli import main
+
+    replies_n = K * len(records)
+    with FakeOpenAIServer(respond) as srv:
+        base = ["probe", "--input", str(inp), "--probe-base-url", srv.url, "--probe-model", "fake-model",
+                "-k", str(K), "--no-progress"]
+        assert main([*base, "--out", str(tmp_path / "boxed")]) == 0
+        boxed = capsys.readouterr()
+        assert main([*base, "--out", str(tmp_path / "prose"), "--fallback", "prose"]) == 0
+        prose = capsys.readouterr()
+    assert "0 guessable" in boxed.out
+    assert f"no answer in {replies_n} of {replies_n} replies" in boxed.err and "--fallback" in boxed.err
+    summary = json.loads((tmp_path / "boxed" / "probe_summary.json").read_text())
+    assert summary["no_answer"] == replies_n and summary["replies"] == replies_n
+    assert f"{len(records)} guessable" in prose.out and "no answer in" not in prose.out + prose.err

@@ -306,3 +306,72 @@ def test_cli_profile_with_a_tiny_local_model(shared_data, verifier, tmp_path, ca
     assert (summary["solve_none"], summary["prompts"], summary["n"]) == (1.0, 4, 3)
     assert runs[0] == runs[1] and b'"responses"' in runs[0]
     capsys.readouterr()
+
+
+class _SmallContextGGUF:
+    """A local backend with a 64-token context, as the llama backend answers it: a prompt over
+    300 characters gets empty ``prompt_too_long`` completions, the others a right answer."""
+
+    name = "llama"
+    context = 64
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def prompt_too_long(self, prompt):
+        if len(prompt) <= 300:
+            return None
+        return f"prompt_too_long: the prompt is {len(prompt) // 4} tokens and the model's context {self.context}"
+
+    def generate(self, prompts, n, sampling):
+        from composition_rl.backends.rollout import Completion
+
+        self.asked += prompts
+        return [[Completion("", 0, "prompt_too_long") if self.prompt_too_long(p) else Completion("so \\boxed{4}", 5)
+                 for _ in range(n)] for p in prompts]
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("command", ["profile", "eval"])
+def test_a_gguf_prompt_longer_than_the_context_is_set_aside_not_profiled(command, tmp_path, monkeypatch, capsys):
+    """The llama backend answers a prompt that fills its context with empty completions; profile
+    and eval must set it aside as prompt_too_long (as with a model folder), not count it a
+    solve_none problem with n no_answer replies."""
+    from composition_rl.commands import evaluate as eval_cmd
+    from composition_rl.commands import profile as profile_cmd
+
+    fake = _SmallContextGGUF()
+    monkeypatch.setattr(profile_cmd, "backend_from_args", lambda args: fake)
+    monkeypatch.setattr(eval_cmd, "backend_from_args", lambda args: fake)
+    inp = tmp_path / "qa.jsonl"
+    inp.write_text(json.dumps({"question": "What is 2+2?", "answer": "4"}) + "\n"
+                   + json.dumps({"question": "What is 2+2? " + "Think about it. " * 30, "answer": "4"}) + "\n")
+    out = tmp_path / "o"
+    if command == "profile":
+        args = ["profile", "--input", str(inp), "-n", "2"]
+    else:
+        args = ["eval", "--benchmark", str(inp), "-n", "2"]
+    assert crl([*args, "--model", "smollm2", "--out", str(out), "--no-progress"]) == 0
+    rejects = list(read_jsonl(out / "input_rejects.jsonl"))
+    assert [(r["reason"], r["row"]) for r in rejects] == [("prompt_too_long", 1)]
+    assert "longer than the context" in capsys.readouterr().err
+    assert len(fake.asked) == 1  # nothing was sampled for the long prompt
+    if command == "profile":
+        rows = list(read_jsonl(out / "profile.jsonl"))
+        assert [r["class"] for r in rows] == ["solve_all"]
+
+
+def test_profile_says_how_many_replies_had_no_answer(tmp_path, capsys):
+    """87 of 88 no_answer replies read "solve_none 22 (100%)" and nothing else: the summary
+    must say that the replies had no answer to grade (a template or --fallback matter)."""
+    problems = make_problems()[:3]
+    inp = write_input(tmp_path / "in.jsonl", problems)
+    with FakeOpenAIServer(lambda body: ["I think it is seven."] * int(body.get("n") or 1)) as srv:
+        assert crl(["profile", "--model", "m", "--base-url", srv.url, "--input", str(inp), "-n", "2",
+                    "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    said = capsys.readouterr()
+    assert "no answer in 6 of 6 replies" in said.out + said.err and "--fallback" in said.out + said.err
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert (summary["no_answer"], summary["replies"]) == (6, 6)

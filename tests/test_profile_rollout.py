@@ -102,13 +102,25 @@ def test_hf_top_k_1_sampling_is_greedy(hf):
     assert [[c.text for c in comps] for comps in top1] == [[g[0].text] * 2 for g in greedy]
 
 
-def test_hf_sampling_repeats_with_the_same_seed_and_changes_with_another(hf):
+def test_hf_sampling_repeats_with_the_same_seed_and_changes_with_another(tiny_dir):
     s = SamplingConfig(max_tokens=8, temperature=1.0)
-    a = hf.generate(PROMPTS, n=2, sampling=s)
-    b = hf.generate(PROMPTS, n=2, sampling=s)
-    c = hf.generate(PROMPTS, n=2, sampling=SamplingConfig(max_tokens=8, temperature=1.0, seed=1))
+    a = build_backend("hf", model=str(tiny_dir), device="cpu", max_batch_sequences=8).generate(PROMPTS, n=2, sampling=s)
+    b = build_backend("hf", model=str(tiny_dir), device="cpu", max_batch_sequences=8).generate(PROMPTS, n=2, sampling=s)
+    c = build_backend("hf", model=str(tiny_dir), device="cpu", max_batch_sequences=8).generate(
+        PROMPTS, n=2, sampling=SamplingConfig(max_tokens=8, temperature=1.0, seed=1))
     assert a == b
     assert a != c
+
+
+def test_hf_more_samples_of_a_prompt_are_new_draws_and_a_new_backend_repeats_them(tiny_dir):
+    # a second ask for the same prompts (more evidence on a pass rate) must not copy the first
+    s = SamplingConfig(max_tokens=8, temperature=1.0)
+    one = build_backend("hf", model=str(tiny_dir), device="cpu", max_batch_sequences=8)
+    first, again = one.generate(PROMPTS, n=2, sampling=s), one.generate(PROMPTS, n=2, sampling=s)
+    assert all(x != y for x, y in zip(first, again))
+    two = build_backend("hf", model=str(tiny_dir), device="cpu", max_batch_sequences=8)
+    assert two.generate(PROMPTS, n=2, sampling=s) == first
+    assert two.generate(PROMPTS, n=2, sampling=s) == again
 
 
 def test_hf_raw_prompts_without_chat_template(tiny_dir):
@@ -118,13 +130,14 @@ def test_hf_raw_prompts_without_chat_template(tiny_dir):
         build_backend("hf", model=str(tiny_dir / "missing"))
 
 
-def test_shared_prefill_samples_exactly_what_n_separate_prefills_sample(tiny_dir, hf):
+def test_shared_prefill_samples_exactly_what_n_separate_prefills_sample(tiny_dir):
     # Prefill draws no random numbers, so with one seed both paths must give the same samples;
     # a wrong KV-cache copy or wrong positions under left padding would change the text.
+    shared = build_backend("hf", model=str(tiny_dir), device="cpu", max_batch_sequences=8)
     plain = build_backend("hf", model=str(tiny_dir), device="cpu", max_batch_sequences=8, share_prefill=False)
     s = SamplingConfig(max_tokens=10, temperature=1.0)
-    assert hf.share_prefill
-    assert hf.generate(PROMPTS, n=2, sampling=s) == plain.generate(PROMPTS, n=2, sampling=s)
+    assert shared.share_prefill
+    assert shared.generate(PROMPTS, n=2, sampling=s) == plain.generate(PROMPTS, n=2, sampling=s)
 
 
 def test_vllm_sampling_params_follow_our_config():
@@ -172,3 +185,53 @@ def test_max_tokens_is_capped_at_the_models_context_and_said_once(tmp_path, capl
     said = [r for r in caplog.records if "more than the context" in r.getMessage()]
     assert len(said) == 1 and "4096" in said[0].getMessage() and "48 tokens" in said[0].getMessage()
     hf.close()
+
+
+def test_a_profile_resumed_by_a_new_backend_gives_the_rows_of_an_uninterrupted_one(tiny_dir, tmp_path):
+    # samples are numbered per backend life: a resumed run asks each remaining prompt for the
+    # first time, as the uninterrupted run did, so its draws (and rows) are the same
+    from composition_rl.profile import ProfileConfig, load_profile, profile_problems
+    from composition_rl.records import Problem
+    from composition_rl.verify import Verifier, VerifyConfig
+
+    problems = [Problem.new(p, ["2"]) for p in PROMPTS]
+    cfg = ProfileConfig(n=2, sampling=SamplingConfig(max_tokens=8, temperature=1.0), chunk=1, keep_responses=True)
+
+    def backend():
+        return build_backend("hf", model=str(tiny_dir), device="cpu", max_batch_sequences=8)
+
+    with Verifier(VerifyConfig(timeout_s=5.0, workers=1)) as v:
+        profile_problems(problems, backend(), v, tmp_path / "whole", cfg, progress=False)
+        profile_problems(problems[:1], backend(), v, tmp_path / "resumed", cfg, progress=False)  # "killed" here
+        profile_problems(problems, backend(), v, tmp_path / "resumed", cfg, progress=False)
+    texts = lambda d: {r["id"]: [x["text"] for x in r["responses"]] for r in load_profile(tmp_path / d)}  # noqa: E731
+    assert texts("resumed") == texts("whole") and len(texts("whole")) == 3
+
+
+def test_a_folder_that_is_no_model_or_whose_weights_misfit_is_one_line_naming_it(tiny_dir, tmp_path, capsys):
+    """A folder without config.json got transformers' lines about sentencepiece; weights of
+    another vocabulary size than config.json's a RuntimeError traceback."""
+    import json
+    import shutil
+
+    from composition_rl.cli import main
+
+    inp = tmp_path / "q.jsonl"
+    inp.write_text(json.dumps({"question": "What is 1+1?", "answer": "2"}) + "\n")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "readme.txt").write_text("not a model")
+    misfit = tmp_path / "misfit"
+    shutil.copytree(tiny_dir, misfit)
+    cfg = json.loads((misfit / "config.json").read_text())
+    cfg["vocab_size"] += 7
+    (misfit / "config.json").write_text(json.dumps(cfg))
+    for folder, said in [(notes, "no config.json"), (misfit, "model.embed_tokens.weight")]:
+        with pytest.raises(ValueError, match=said):
+            build_backend("hf", model=str(folder), device="cpu")
+        capsys.readouterr()
+        assert main(["profile", "--model", str(folder), "--input", str(inp), "--out", str(tmp_path / f"o-{folder.name}"),
+                     "-n", "1", "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert "sentencepiece" not in err and said in err and str(folder) in err, err
+        assert len([line for line in err.splitlines() if line.startswith("crl profile: error")]) == 1, err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -184,3 +185,20 @@ def test_a_latin1_row_is_rejected_by_line_and_a_misnamed_table_gets_a_hint(tmp_p
     named_json.write_text("problem,answer\n" + "".join(f"{r['problem']},{r['answer']}\n" for r in rows))
     with pytest.raises(InputError, match=r"looks like CSV \(.csv\)"):
         load_problems(named_json)
+
+
+@pytest.mark.parametrize("head, kind", [
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01", "a PNG image"),
+    (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00", "a JPEG image"),
+    (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", "a PDF document"),
+    (b"GIF89a\x01\x00\x01\x00", "a GIF image"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00", "binary data"),
+    ("\ufeff{\"question\": \"q\"}\n".encode("utf-16-le"), "UTF-16 text"),
+])
+@pytest.mark.parametrize("name", ["in.jsonl", "in.json", "in.txt", "in"])
+def test_a_binary_file_is_named_for_what_it_is_not_asked_if_it_is_latin1(tmp_path, head, kind, name):
+    p = tmp_path / name
+    p.write_bytes(head + bytes(range(256)))
+    with pytest.raises(InputError, match=f"{re.escape(str(p))}: {kind}") as e:
+        load_problems(str(p))
+    assert "Latin-1" not in str(e.value)

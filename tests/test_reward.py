@@ -246,3 +246,28 @@ def test_the_verl_export_keeps_ground_truth_a_string_and_every_form_in_extra_inf
     assert row["extra_info"]["answers"] == ["6630.65", "6630"]
     assert json.loads(json.dumps(row["extra_info"]))["answers"] == list(p.answers)
     assert re.fullmatch(r"[0-9a-f]{16}", row["extra_info"]["id"])
+
+
+@pytest.mark.parametrize("missing", ["", "  ", "\n", float("nan"), None, [], [""], ["  "], [None, float("nan")]],
+                         ids=["empty", "spaces", "newline", "nan", "none", "no-forms", "empty-form", "blank-form",
+                              "none-and-nan"])
+def test_a_missing_answer_is_no_answer_in_every_spelling(missing):
+    # a parquet or pandas column spells "no answer" as "", whitespace or NaN as often as None
+    assert accepted_answers(missing) == ()
+    assert accepted_answers(missing, "7") == ("7",)
+
+
+def test_trl_gives_none_for_a_row_without_an_answer_instead_of_killing_the_step():
+    reward = make_reward_fn()
+    got = reward(prompts=["p", "p", "p"], completions=["\\boxed{7}", "\\boxed{7}", "\\boxed{7}"],
+                 answer=["7", "", float("nan")])
+    assert got == [1.0, None, None]
+
+
+def test_verl_reads_the_extra_answers_when_ground_truth_is_empty():
+    for gt in ("", "  ", float("nan")):
+        out = verl_reward.compute_score("minerva", "so $\\boxed{7}$", gt, {"answers": ["7"]},
+                                        timeout_s=TIMEOUT_S, workers=WORKERS)
+        assert out["acc"] == 1.0, gt
+    with pytest.raises(ValueError, match="no accepted answer"):
+        verl_reward.compute_score("minerva", "x", "", {"answers": [""]}, timeout_s=TIMEOUT_S, workers=WORKERS)

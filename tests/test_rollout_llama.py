@@ -111,15 +111,26 @@ def test_the_gguf_chat_template_and_end_of_turn_come_from_the_model(backend):
 
 
 @pytest.mark.real_llm
-def test_many_prompts_and_samples_are_batched_and_repeat_exactly(backend):
+def test_many_prompts_and_samples_are_batched_and_repeat_exactly(smollm2_gguf):
+    from composition_rl.backends.rollout import build_backend
+
     cfg = SamplingConfig(max_tokens=40, seed=3)
-    a = backend.generate(QUESTIONS, n=4, sampling=cfg)
-    b = backend.generate(QUESTIONS, n=4, sampling=cfg)
+    one = build_backend("llama", model=str(smollm2_gguf), n_parallel=8)
+    two = build_backend("llama", model=str(smollm2_gguf), n_parallel=8)
+    try:
+        a, b = one.generate(QUESTIONS, n=4, sampling=cfg), two.generate(QUESTIONS, n=4, sampling=cfg)
+        # asked again, a prompt gets new draws (samples 4..7), which a fresh backend repeats too
+        more, more2 = one.generate(QUESTIONS, n=4, sampling=cfg), two.generate(QUESTIONS, n=4, sampling=cfg)
+        other = two.generate(QUESTIONS, n=4, sampling=SamplingConfig(max_tokens=40, seed=4))
+    finally:
+        one.close()
+        two.close()
     assert [len(r) for r in a] == [4, 4, 4]
     assert [[c.text for c in r] for r in a] == [[c.text for c in r] for r in b]
+    assert [[c.text for c in r] for r in more] == [[c.text for c in r] for r in more2]
+    assert [[c.text for c in r] for r in more] != [[c.text for c in r] for r in a]
     # the four samples of a prompt are drawn independently (not one sample copied)
     assert any(len({c.text for c in r}) > 1 for r in a)
-    other = backend.generate(QUESTIONS, n=4, sampling=SamplingConfig(max_tokens=40, seed=4))
     assert [[c.text for c in r] for r in other] != [[c.text for c in r] for r in a]
 
 
@@ -135,8 +146,10 @@ def test_a_prompt_decodes_the_same_alone_and_among_others(backend):
 @pytest.mark.real_llm
 def test_crl_profile_takes_the_llama_backend_for_a_gguf(smollm2_gguf, tmp_path):
     data = tmp_path / "qa.jsonl"
+    # the last question (6,633 tokens, 7,705 chars) fills the context (4,096): set aside as with a model folder,
+    # not profiled as a solve_none problem with 4 no_answer replies
     data.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n"
-                            for q, a in zip(QUESTIONS, ["12", "7", "54"])))
+                            for q, a in zip([*QUESTIONS, "Add: " + "3 + 4, " * 1100], ["12", "7", "54", "7"])))
     out = tmp_path / "prof"
     r = subprocess.run(
         [sys.executable, "-m", "composition_rl.cli", "profile", "--model", str(smollm2_gguf), "--input", str(data),
@@ -146,6 +159,8 @@ def test_crl_profile_takes_the_llama_backend_for_a_gguf(smollm2_gguf, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     rows = [json.loads(line) for line in (out / "profile.jsonl").read_text().splitlines()]
     assert len(rows) == 3
+    rejects = [json.loads(line) for line in (out / "input_rejects.jsonl").read_text().splitlines()]
+    assert [(r["reason"], r["row"]) for r in rejects] == [("prompt_too_long", 3)]
     run = json.loads((out / "run.json").read_text())
     assert "llama" in json.dumps(run)
 

@@ -144,3 +144,23 @@ def test_assemble_batch_selects_whole_groups_and_repads_each_side():
     assert out["completion_ids"][0, :5].tolist() == [12] * 5
     assert int(out["num_items_in_batch"]) == 5 + 4 + 1 + 1
     assert "old_per_token_logps" not in out
+
+
+def test_the_filler_groups_of_a_bound_hit_are_named():
+    s = Script(lambda i: [1, 0, 1, 0] if i == 1 else [1] * G)  # one informative group in round 1
+    out = DynamicSampler(DynamicSamplingConfig(max_rounds=2), G).sample(3, s.draw, s.generate)
+    assert out.bound_hit and out.filled == 2
+    assert sorted(out.fillers) == [(1, 0), (1, 1)]  # the latest dropped groups: round 2's
+
+
+def test_zero_advantage_filler_tokens_are_not_in_the_token_mean():
+    # a bound-hit step: one informative group, one zero-advantage filler, one out-of-band filler
+    a = _round([2, 2, 2, 2, 2, 2], [3, 1, 7, 7, 2, 2], start=0)
+    a["advantages"] = torch.tensor([0.5, -0.5, 0.0, 0.0, 0.3, -0.3])
+    out = assemble_batch([(a, [0, 1, 2])], num_generations=2, pad_token_id=0, fillers=[(0, 1), (0, 2)])
+    # the filler with no advantage teaches nothing: its 14 tokens must not dilute the loss of
+    # the other groups' 8 (TRL's dapo loss divides by num_items_in_batch)
+    assert int(out["num_items_in_batch"]) == 3 + 1 + 2 + 2
+    assert out["completion_mask"][2:4].sum() == 0
+    assert out["completion_mask"][4:6].sum() == 4  # out of band but with an advantage: trained
+    assert out["completion_ids"][2, :7].tolist() == [2] * 7  # the rows stay; only their loss weight goes

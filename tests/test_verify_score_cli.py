@@ -201,3 +201,19 @@ def test_score_refuses_an_out_that_is_its_input_and_leaves_it_whole(tmp_path):
     # through another spelling of the same path
     r = crl("score", "--input", str(inp), "--out", str(tmp_path / "." / "r.jsonl"), "--workers", "1", "--fresh")
     assert r.returncode == 2 and inp.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["score", "--workers", "0"], "--workers"),
+    (["score", "--timeout", "-1"], "--timeout"),
+    (["profile", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--verify-timeout", "0"], "--verify-timeout"),
+    (["probe", "--probe-model", "m", "--verify-timeout", "0"], "--verify-timeout"),
+    (["grow", "--teacher", "program", "--policy", "p", "--verify-timeout", "0"], "--verify-timeout"),
+])
+def test_a_bad_verifier_setting_is_named_by_its_flag(tmp_path, capsys, argv, flag):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"question": "What is 1+1?", "answer": "2", "completion": "\\boxed{2}"}) + "\n")
+    assert main([*argv, "--input", str(inp), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} must be" in err, err
+    assert "timeout_s" not in err and "None or an int" not in err

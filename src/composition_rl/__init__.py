@@ -57,6 +57,7 @@ _EXPORTS = {
     "ProfileConfig": "composition_rl.profile",
     "probe": "composition_rl.api",
     "ProbeConfig": "composition_rl.probe",
+    "SamplingConfig": "composition_rl.backends.rollout",
 }
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "ProbeConfig",
     "Problem",
     "ProfileConfig",
+    "SamplingConfig",
     "VerifyConfig",
     "__version__",
     "compose",
@@ -81,6 +83,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from composition_rl.api import compose, probe, profile, score, verify
+    from composition_rl.backends.rollout import SamplingConfig
     from composition_rl.compose.llm.config import LLMComposeConfig
     from composition_rl.compose.pipeline import ComposeConfig
     from composition_rl.integrations.trl import make_reward_fn

@@ -138,7 +138,7 @@ def score(completions: Sequence[Any], answers: Sequence[Any], config: VerifyConf
 def profile(
     problems: Sequence[Problem],
     out_dir: str | os.PathLike,
-    backend: Any = "openai",
+    backend: Any = "auto",
     *,
     config: ProfileConfig | None = None,
     verify_config: VerifyConfig | None = None,
@@ -155,10 +155,14 @@ def profile(
     Args:
         problems: the prompts to profile.
         out_dir: the run folder (``profile.jsonl``, ``summary.json``).
-        backend: a rollout backend name (``openai``: any OpenAI-compatible endpoint; ``hf``: a
-            local transformers model; ``vllm``) built with ``backend_options`` (``base_url``,
-            ``model`` ...) and closed afterwards, or a ready backend (the caller closes it).
-        config: :class:`~composition_rl.ProfileConfig` (``n``, sampling, template).
+        backend: ``auto`` (as :func:`probe`: ``openai`` with ``base_url``, llama.cpp for a GGUF
+            when llama-cpp-python is installed, else ``hf``), a rollout backend name (``openai``:
+            any OpenAI-compatible endpoint; ``hf``: a local transformers model; ``llama``;
+            ``vllm``) built with ``backend_options`` (``base_url``, ``model`` ...) and closed
+            afterwards, or a ready backend (the caller closes it).
+        config: :class:`~composition_rl.ProfileConfig` (``n``, sampling, template). The
+            decoding settings may also be given as keywords (``max_tokens=512``,
+            ``temperature=0``: the fields of :class:`~composition_rl.SamplingConfig`).
         verify_config: verifier settings.
         progress: show a progress bar.
 
@@ -171,17 +175,40 @@ def profile(
         ...             model="Qwen/Qwen3-4B", config=crl.ProfileConfig(n=8))["goldilocks"]
         0.4
     """
-    from composition_rl.backends.rollout import build_backend
+    from composition_rl.backends.rollout import build_backend, resolve_backend
     from composition_rl.io.runs import run_identity
-    from composition_rl.profile import profile_problems
+    from composition_rl.profile import ProfileConfig, profile_problems
     from composition_rl.verify import shared_verifier
 
-    with _runner(backend, lambda: build_backend(backend, **backend_options), sorted(backend_options)) as (runner, name):
+    config = _with_sampling(config, ProfileConfig, backend_options)
+    def build() -> Any:
+        return build_backend(resolve_backend(backend, backend_options.get("model"), backend_options.get("base_url")),
+                             **backend_options)
+
+    with _runner(backend, build, sorted(backend_options)) as (runner, name):
         # the run folder records what made it: a rerun with another model is refused, not mixed in
         model = backend_options.get("model", getattr(runner, "model", None))
         ident = run_identity(model=str(model) if model is not None else None, backend=name)
         return profile_problems(problems, runner, shared_verifier(verify_config), out_dir, config=config,
                                 progress=progress, identity=ident)
+
+
+def _with_sampling(config: Any, cls: Any, options: dict[str, Any]) -> Any:
+    """``config`` with the decoding settings given as keywords (taken out of ``options``,
+    where a backend would ignore them); refused when ``config`` sets its own too."""
+    import dataclasses
+
+    from composition_rl.backends.rollout import SamplingConfig
+
+    fields = {f.name for f in dataclasses.fields(SamplingConfig)}
+    given = {k: options.pop(k) for k in sorted(fields & set(options))}
+    if not given:
+        return config
+    if config is not None and config.sampling != cls().sampling:
+        raise TypeError(f"{sorted(given)} given as keywords and config.sampling set too: give the decoding "
+                        "settings in one place")
+    config = config or cls()
+    return dataclasses.replace(config, sampling=dataclasses.replace(config.sampling, **given))
 
 
 @contextmanager
@@ -229,7 +256,8 @@ def probe(
         model: the solver (the policy being trained, or a stronger model): a served model's
             name with ``base_url``, a GGUF file or name (``qwen-0.5b``), a local model folder.
         base_url: the solver's OpenAI-compatible endpoint, or several to balance over.
-        config: :class:`~composition_rl.ProbeConfig` (``k``, ``tau``, sampling, template).
+        config: :class:`~composition_rl.ProbeConfig` (``k``, ``tau``, sampling, template); the
+            decoding settings may also be given as keywords (``max_tokens=512``).
         verify_config: verifier settings.
         progress: show a progress bar.
 
@@ -246,8 +274,10 @@ def probe(
         (3, 97)
     """
     from composition_rl.io.runs import run_identity
-    from composition_rl.probe import build_solver, probe_records
+    from composition_rl.probe import ProbeConfig, build_solver, probe_records
     from composition_rl.verify import shared_verifier
+
+    config = _with_sampling(config, ProbeConfig, backend_options)
 
     def build() -> Any:
         if model is None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -95,6 +96,47 @@ def _default(f: dataclasses.Field) -> Any:
     if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
         return f.default_factory()  # type: ignore[misc]
     return None
+
+
+def _flag(f: dataclasses.Field) -> str:
+    """The flag :func:`add_flags` gives field ``f``."""
+    md, default = f.metadata, _default(f)
+    if isinstance(default, bool) and default and "flag" not in md:
+        return "--no-" + f.name.replace("_", "-")
+    return md.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def in_flags(error: Exception, names: dict[str, str]) -> str:
+    """``error``'s message with the config fields it names written as the flags that set them:
+    a command line user never typed ``timeout_s``.
+
+    >>> in_flags(ValueError("timeout_s must be a number in (0, 3600] seconds, got -1.0"), {"timeout_s": "--timeout"})
+    '--timeout must be a number in (0, 3600] seconds, got -1.0'
+    """
+    msg = str(error)
+    for name, flag in names.items():
+        msg = re.sub(rf"(?<![\w-]){re.escape(name)}(?!\w)", flag, msg)
+    return msg
+
+
+def flags_given(cls: type, args: Any, *, prefix: str = "", skip: Iterable[str] = ()) -> list[str]:
+    """The flags of ``cls`` (added by :func:`add_flags`) whose parsed value is not the default:
+    what a user set. A command that has no use for them says so instead of ignoring them.
+
+    >>> import argparse, dataclasses
+    >>> @dataclasses.dataclass
+    ... class Demo:
+    ...     size: int = dataclasses.field(default=1, metadata={"help": "a size"})
+    >>> p = argparse.ArgumentParser(); add_flags(p, Demo)
+    >>> flags_given(Demo, p.parse_args(["--size", "3"])), flags_given(Demo, p.parse_args([]))
+    (['--size'], [])
+    """
+    given = []
+    for f in flag_fields(cls, skip):
+        value = getattr(args, prefix + f.name, None)
+        if (bool(value) if f.metadata.get("append") else value != _default(f)):
+            given.append(_flag(f))
+    return given
 
 
 def add_flags(group: Any, cls: type, *, prefix: str = "", skip: Iterable[str] = ()) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 from composition_rl.backends.rollout import MAX_SAMPLES, PAPER_SAMPLING, SamplingConfig
 from composition_rl.compose.spc import find_glue, withheld_note
 from composition_rl.io.files import atomic_open, atomic_write_json, atomic_write_jsonl
-from composition_rl.profile import ProfileConfig, load_profile, profile_problems
+from composition_rl.profile import ProfileConfig, load_profile, profile_problems, summarize
 from composition_rl.records import Problem
 
 __all__ = ["ProbeConfig", "ProbeResult", "apply_to_run", "build_solver", "probe_records", "withheld_question",
@@ -179,7 +179,10 @@ def probe_records(
         else:
             kept.append(rec)
     rates = [rows[p.id]["pass_rate"] for p in probes.values() if p.id in rows]
+    graded = summarize(list(rows.values()), config.k)
     summary = {"records": len(records), "probed": len(probes), "unprobed": len(unprobed),
+               # a reply without an answer is no evidence either way: 0 guessable then means nothing
+               "replies": graded["replies"], "no_answer": graded["no_answer"],
                "rejected_guessable": len(rejected), "kept": len(kept),
                "rejected_share": len(rejected) / len(records) if records else None,
                "k": config.k, "tau": config.tau,
@@ -203,14 +206,10 @@ def build_solver(model: str, base_urls: Sequence[str] = (), backend: str = "auto
     Raises:
         ValueError: an endpoint without a URL, or a URL with a local backend.
     """
-    import importlib.util
-
+    from composition_rl.backends.rollout import resolve_backend
     from composition_rl.executors import BackendSpec, ExecutorConfig, build_executor
-    from composition_rl.io.gguf import is_gguf
 
-    if backend == "auto":
-        backend = ("openai" if base_urls else
-                   "llama" if is_gguf(model) and importlib.util.find_spec("llama_cpp") is not None else "hf")
+    backend = resolve_backend(backend, model, base_urls)
     if backend == "openai":
         if not base_urls:
             raise ValueError("the openai backend needs --probe-base-url")

@@ -42,6 +42,7 @@ __all__ = [
     "RunMismatch",
     "keep_from_profile",
     "load_profile",
+    "no_answer_note",
     "profile_problems",
     "select_from_profile",
     "summarize",
@@ -239,10 +240,33 @@ def summarize(rows: Sequence[dict[str, Any]], n: int) -> dict[str, Any]:
         "prompts": total,
         "counts": {b: counts.get(b, 0) for b in BANDS},
         "mean_pass_rate": mean(r["pass_rate"] for r in rows) if rows else None,
+        # a reply with nothing to grade is not a wrong one: counted, so a summary can say it
+        "replies": sum(int(r.get("n", n)) for r in rows),
+        "no_answer": sum(int(r.get("outcomes", {}).get("no_answer", 0)) for r in rows),
     }
     for b in BANDS:
         summary[b] = counts.get(b, 0) / total if total else None
     return summary
+
+
+def no_answer_note(no_answer: int, replies: int) -> str:
+    """What a summary says about replies that held no answer to grade ("" when none did).
+
+    A solver that never writes the answer in the form the verifier reads scores 0 on every
+    prompt: its pass rates say nothing of the problems. From half of the replies on, the note
+    says where to look.
+
+    >>> no_answer_note(87, 88)
+    'no answer in 87 of 88 replies: check the template / --fallback (how answers are read)'
+    >>> no_answer_note(2, 88), no_answer_note(0, 88)
+    ('no answer in 2 of 88 replies', '')
+    """
+    if not no_answer:
+        return ""
+    note = f"no answer in {no_answer:,} of {replies:,} replies"
+    if 2 * no_answer >= replies:
+        note += ": check the template / --fallback (how answers are read)"
+    return note
 
 
 def write_histogram(rows: Sequence[dict[str, Any]], n: int, path: str | Path) -> bool:
@@ -259,12 +283,15 @@ def write_histogram(rows: Sequence[dict[str, Any]], n: int, path: str | Path) ->
         return False
     per_k = Counter(int(r["correct"]) for r in rows)
     ks = list(range(n + 1))
-    colours = ["#c0392b" if k == 0 else "#2c7fb8" if k == n else "#27ae60" for k in ks]
+    from composition_rl.colours import COLOURS
+
+    colours = [COLOURS["solve_none"] if k == 0 else COLOURS["solve_all"] if k == n else COLOURS["goldilocks"]
+               for k in ks]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.bar([k / n for k in ks], [per_k.get(k, 0) for k in ks], width=0.8 / n, color=colours)
     ax.set_xlabel(f"pass rate (correct / {n})")
     ax.set_ylabel("prompts")
-    ax.set_title(f"{len(rows)} prompts: red solve_none, green goldilocks, blue solve_all")
+    ax.set_title(f"{len(rows)} prompts: red solve_none, amber goldilocks, green solve_all")
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(path).with_name(f".{Path(path).name}.tmp.png")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,6 +35,7 @@ __all__ = [
     "RequestRefused",
     "build_chat_backend",
     "run_chat_batch",
+    "run_sync",
 ]
 
 
@@ -330,7 +332,45 @@ def run_chat_batch(
         finally:
             await backend.end_loop()
 
-    return asyncio.run(main())
+    return run_sync(main())
+
+
+def run_sync(coro: Any, loop: asyncio.AbstractEventLoop | None = None) -> Any:
+    """Run ``coro`` to completion from synchronous code and return its result.
+
+    On ``loop`` when given (kept open for the caller's next call), else on a new loop that
+    is closed after. Where this thread already runs an event loop (a Jupyter cell, an async
+    web handler), ``asyncio.run`` and ``run_until_complete`` refuse to start: the coroutine
+    then runs on a helper thread, and this call waits for it (each request in it has its
+    backend's timeout, so the wait is bounded by them).
+
+    >>> async def two():
+    ...     return 2
+    >>> run_sync(two())
+    2
+    """
+
+    def go() -> Any:
+        return asyncio.run(coro) if loop is None else loop.run_until_complete(coro)
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return go()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = go()
+        except BaseException as e:  # handed back to the caller's thread below
+            box["error"] = e
+
+    t = threading.Thread(target=target, name="crl-run-sync", daemon=True)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 #: name -> "module:Class", imported lazily by :func:`build_chat_backend`.

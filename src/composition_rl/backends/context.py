@@ -52,6 +52,9 @@ class PromptFit:
         (None: the tokenizer's template when it has one, False: raw text)."""
         from transformers import AutoConfig, AutoTokenizer
 
+        from composition_rl.backends.hf_model import check_model_folder
+
+        check_model_folder(model)
         tok = AutoTokenizer.from_pretrained(str(model))
         has = bool(getattr(tok, "chat_template", None))
         return cls(tok, context_of(AutoConfig.from_pretrained(str(model))),

@@ -30,7 +30,7 @@ from typing import Any
 from composition_rl.io.gguf import cache_dir, gguf_file, is_gguf
 from composition_rl.io.runs import file_sha256
 
-__all__ = ["hf_folder", "is_local_model", "load_causal_lm"]
+__all__ = ["check_model_folder", "hf_folder", "is_local_model", "load_causal_lm"]
 
 
 def is_local_model(model: str) -> bool:
@@ -118,6 +118,51 @@ def load_causal_lm(model: str, dtype: Any = None, **tokenizer_kw: Any):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = hf_folder(model)
+    check_model_folder(folder, model)
     tok = AutoTokenizer.from_pretrained(folder, **tokenizer_kw)
     kw = {"dtype": dtype} if dtype is not None else {}
-    return tok, AutoModelForCausalLM.from_pretrained(folder, **kw)
+    try:
+        lm = AutoModelForCausalLM.from_pretrained(folder, **kw)
+    except RuntimeError as e:
+        if "mismatched_sizes" not in str(e) and "size mismatch" not in str(e):
+            raise
+        why = _shape_misfit(folder) or "transformers' load report above names the tensors"
+        raise ValueError(f"{model}: the weights do not have the shapes its config.json declares ({why}): the "
+                         "weights and config.json must come from the same model") from None
+    return tok, lm
+
+
+def check_model_folder(folder: str | os.PathLike, name: Any = None) -> None:
+    """Raise ``ValueError`` naming the folder when a local ``folder`` cannot be a model
+    (transformers would otherwise answer with lines about sentencepiece and slow tokenizers).
+
+    >>> check_model_folder("/")
+    Traceback (most recent call last):
+    ...
+    ValueError: / is a folder but not a model: it has no config.json (a model folder is what save_pretrained writes: config.json, the weights and the tokenizer files)
+    """
+    p = Path(folder)
+    if p.is_dir() and not (p / "config.json").is_file():
+        raise ValueError(f"{name or folder} is a folder but not a model: it has no config.json (a model folder is "
+                         "what save_pretrained writes: config.json, the weights and the tokenizer files)")
+
+
+def _shape_misfit(folder: str) -> str:
+    """Which embedding of ``folder``'s safetensors has another number of rows than
+    config.json's ``vocab_size`` ("" when none, or when the files cannot say)."""
+    import json
+
+    try:
+        from safetensors import safe_open
+
+        vocab = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("vocab_size")
+        for f in sorted(Path(folder).glob("*.safetensors")):
+            with safe_open(str(f), "pt") as st:
+                for k in st.keys():
+                    if k.endswith(("embed_tokens.weight", "wte.weight", "lm_head.weight")):
+                        rows = st.get_slice(k).get_shape()[0]
+                        if vocab and rows != vocab:
+                            return f"{k} has {rows} rows where config.json's vocab_size is {vocab}"
+    except Exception:  # a best effort at a better message; the error is raised either way
+        return ""
+    return ""

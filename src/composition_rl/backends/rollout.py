@@ -10,6 +10,7 @@ This module knows nothing about problems, verification or profiling.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -25,6 +26,7 @@ __all__ = [
     "MAX_SAMPLES",
     "PAPER_SAMPLING",
     "Completion",
+    "Draws",
     "RolloutBackend",
     "RolloutError",
     "ROLLOUT_BACKENDS",
@@ -32,6 +34,7 @@ __all__ = [
     "build_backend",
     "load_template",
     "render_prompt",
+    "resolve_backend",
 ]
 
 
@@ -117,6 +120,49 @@ class Completion:
     finish_reason: str = "stop"
 
 
+class Draws:
+    """How many samples of each prompt a backend has drawn so far, so that its samples are
+    numbered through the backend's life: a second call for a prompt gets samples ``n..2n-1``
+    (new draws), not samples ``0..n-1`` again, and a fresh backend given the same calls in
+    the same order gives the same completions.
+
+    A local backend seeds sample ``i`` of a prompt from (seed, prompt, ``i``), so a profile
+    rerun or resumed in a new process repeats its rows (each prompt is asked once there),
+    while more samples asked later of the same prompt are more evidence, not copies.
+
+    >>> d = Draws()
+    >>> d.first(["a", "b", "a"], copies=4, seed=0)
+    [0, 0, 4]
+    >>> d.commit(["a", "b", "a"], copies=4, seed=0)
+    >>> d.first(["a"], copies=4, seed=0), d.first(["a"], copies=4, seed=1)
+    ([8], [0])
+    """
+
+    def __init__(self) -> None:
+        self._drawn: dict[bytes, int] = {}
+
+    @staticmethod
+    def _key(prompt: str, seed: int) -> bytes:
+        return hashlib.sha256(f"{seed}\x1f{prompt}".encode()).digest()
+
+    def first(self, prompts: Sequence[str], copies: int, seed: int) -> list[int]:
+        """The run index of the first sample of each prompt in this call (a prompt given
+        twice in one call continues after its first ``copies``)."""
+        extra: dict[bytes, int] = {}
+        out = []
+        for p in prompts:
+            k = self._key(p, seed)
+            out.append(self._drawn.get(k, 0) + extra.get(k, 0))
+            extra[k] = extra.get(k, 0) + copies
+        return out
+
+    def commit(self, prompts: Sequence[str], copies: int, seed: int) -> None:
+        """Count a call's samples as drawn (after it succeeded: a failed call is redone)."""
+        for p in prompts:
+            k = self._key(p, seed)
+            self._drawn[k] = self._drawn.get(k, 0) + copies
+
+
 class RolloutError(RuntimeError):
     """Generation failed for good (e.g. an endpoint kept failing); a rerun resumes the job."""
 
@@ -142,6 +188,26 @@ ROLLOUT_BACKENDS.register("hf")("composition_rl.backends.rollout_hf:HFRollout")
 ROLLOUT_BACKENDS.register("openai")("composition_rl.backends.rollout_openai:OpenAIRollout")
 ROLLOUT_BACKENDS.register("vllm")("composition_rl.backends.vllm_offline:VLLMRollout")
 ROLLOUT_BACKENDS.register("llama")("composition_rl.backends.rollout_llama:LlamaCppRollout")
+
+
+def resolve_backend(name: str, model: Any = None, base_url: Any = None) -> str:
+    """The backend ``auto`` stands for, one choice for every command and verb: ``openai``
+    with an endpoint URL, ``llama`` for a GGUF when llama-cpp-python is installed (decoded on
+    its quantized weights), else ``hf``; any other name is itself.
+
+    >>> resolve_backend("auto", "m", "http://localhost:8000/v1"), resolve_backend("hf", "x.gguf")
+    ('openai', 'hf')
+    """
+    if name != "auto":
+        return name
+    if base_url:
+        return "openai"
+    import importlib.util
+
+    from composition_rl.io.gguf import is_gguf
+
+    gguf = model is not None and is_gguf(str(model))
+    return "llama" if gguf and importlib.util.find_spec("llama_cpp") is not None else "hf"
 
 
 def build_backend(name: str, **kwargs: Any) -> RolloutBackend:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.backends.context import TOO_LONG, PromptFit, context_of
-from composition_rl.backends.rollout import Completion, SamplingConfig
+from composition_rl.backends.rollout import Completion, Draws, SamplingConfig
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,7 @@ class HFRollout:
         #: the check every prompt passes before it joins a batch (and commands ask before sampling)
         self.fit = PromptFit(self.tokenizer, self.context, self.use_chat)
         self._capped_said = False
+        self._draws = Draws()
 
     def _stop_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -114,6 +115,8 @@ class HFRollout:
         if n < 1:
             raise ValueError(f"n must be >= 1; got {n}")
         texts = [self.format(p) for p in prompts]
+        # samples are numbered through the backend's life: asking a prompt again draws anew
+        firsts = self._draws.first(texts, 1 if sampling.greedy else n, sampling.seed)
         lengths = [len(self.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
         out: list[list[Completion] | None] = [None] * len(texts)
         room: dict[int, list[int]] = {}  # new tokens allowed -> prompts, shortest text first
@@ -127,12 +130,14 @@ class HFRollout:
         for max_new, order in room.items():
             for start in range(0, len(order), per_batch):
                 idx = order[start : start + per_batch]
-                for i, comps in zip(idx, self._generate_batch([texts[i] for i in idx], n, sampling, max_new)):
+                batch = self._generate_batch([texts[i] for i in idx], n, sampling, max_new, [firsts[i] for i in idx])
+                for i, comps in zip(idx, batch):
                     out[i] = comps
+        self._draws.commit(texts, 1 if sampling.greedy else n, sampling.seed)
         return [c for c in out if c is not None]
 
     def _generate_batch(
-        self, texts: list[str], n: int, sampling: SamplingConfig, max_new: int
+        self, texts: list[str], n: int, sampling: SamplingConfig, max_new: int, firsts: list[int] | None = None
     ) -> list[list[Completion]]:
         import torch
 
@@ -155,8 +160,13 @@ class HFRollout:
             )
         # Greedy samples are all the same: decode once, copy n times.
         copies = 1 if sampling.greedy else n
-        # The seed depends on the batch content, so a rerun of the same batch repeats exactly.
-        digest = hashlib.sha1("\x1f".join(texts).encode("utf-8")).digest()
+        # The seed depends on the batch content, so a rerun of the same batch repeats exactly,
+        # and on where each prompt's samples start, so a prompt asked again draws anew (a first
+        # ask keeps the seed it always had).
+        key = "\x1f".join(texts)
+        if firsts and any(firsts):
+            key += "\x1e" + ",".join(map(str, firsts))
+        digest = hashlib.sha1(key.encode("utf-8")).digest()
         torch.manual_seed((sampling.seed * 1_000_003 + int.from_bytes(digest[:6], "big")) % 2**63)
         with torch.inference_mode():
             if copies > 1 and self.share_prefill and ids.shape[1] > 1:

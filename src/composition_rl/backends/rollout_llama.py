@@ -10,7 +10,9 @@ unified KV cache. When a prompt's samples are all done its sequences are dropped
 next prompt takes their place (continuous batching at prompt granularity).
 
 Sampling (temperature, top-k, top-p) is done here in numpy from the logits, with a seeded
-generator per (prompt, sample), so the same batch gives the same completions on a rerun.
+generator per (prompt, sample index), so the same calls give the same completions on a
+rerun whatever else is in the batch; samples are numbered through the backend's life
+(:class:`~composition_rl.backends.rollout.Draws`), so asking a prompt again draws new ones.
 The chat template and the end-of-generation tokens come from the GGUF itself.
 
 ``benchmarks/real_model_throughput.py`` measures it against the one-request server.
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.backends.context import TOO_LONG, PromptFit
-from composition_rl.backends.rollout import Completion, RolloutError, SamplingConfig
+from composition_rl.backends.rollout import Completion, Draws, RolloutError, SamplingConfig
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +162,7 @@ class LlamaCppRollout:
                 add_generation_prompt=True,
             )
         self._add_bos = bool(L.llama_vocab_get_add_bos(self._vocab))
+        self._draws = Draws()
 
     # -- text <-> tokens ------------------------------------------------------------------
 
@@ -250,8 +253,11 @@ class LlamaCppRollout:
         L = self._L
         if not prompts:
             return []
-        encoded = [self.tokenize(self.format(p)) for p in prompts]
+        formatted = [self.format(p) for p in prompts]
+        encoded = [self.tokenize(t) for t in formatted]
         copies = 1 if sampling.greedy else n  # greedy samples are all the same
+        # sample s of prompt i is sample firsts[i] + s of that prompt in this backend's life
+        firsts = self._draws.first(formatted, copies, sampling.seed)
         width = min(copies, self.n_parallel)  # sequences per prompt in flight
         if width < copies:  # more samples than slots: a prompt runs as several groups
             groups = [(i, list(range(s, min(s + width, copies)))) for i in range(len(prompts))
@@ -278,7 +284,8 @@ class LlamaCppRollout:
                         for s in samples:
                             out[(i, s)] = Completion(text="", tokens=0, finish_reason=TOO_LONG)
                         continue
-                    seqs = [_Seq(i, s, free_ids.pop(), len(toks), _rng(sampling.seed, toks, s)) for s in samples]
+                    seqs = [_Seq(i, s, free_ids.pop(), len(toks), _rng(sampling.seed, toks, firsts[i] + s))
+                            for s in samples]
                     for j, t in enumerate(toks):
                         batch.token[m] = t
                         batch.pos[m] = j
@@ -322,6 +329,7 @@ class LlamaCppRollout:
                     )
         finally:
             L.llama_batch_free(batch)
+        self._draws.commit(formatted, copies, sampling.seed)
         result = []
         for i in range(len(prompts)):
             comps = [out[(i, s)] for s in range(copies)]
@@ -384,7 +392,8 @@ def _row(L, ctx, i: int, n_vocab: int):
 
 def _rng(seed: int, tokens: Sequence[int], sample: int):
     """The generator of one (prompt, sample): from the seed, the prompt's tokens and the
-    sample's index, so a rerun repeats whatever else is in the batch."""
+    sample's index in the backend's life, so a rerun repeats whatever else is in the batch
+    and a later call for the same prompt draws anew."""
     import numpy as np
 
     h = hashlib.sha256(f"{seed}:{sample}:".encode() + bytes(str(list(tokens)), "ascii")).digest()

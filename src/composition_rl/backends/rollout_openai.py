@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from composition_rl.backends.base import ChatError, ChatRequest, RequestRefused, run_chat_batch
+from composition_rl.backends.base import (
+    ChatError,
+    ChatRequest,
+    RequestRefused,
+    run_chat_batch,
+    run_sync,
+)
 from composition_rl.backends.rollout import Completion, RolloutError, SamplingConfig
 
 __all__ = ["OpenAIRollout", "RolloutError"]
@@ -129,6 +135,4 @@ class OpenAIRollout:
         return self.chat.stats.to_dict()
 
     def close(self) -> None:
-        import asyncio
-
-        asyncio.run(self.chat.aclose())
+        run_sync(self.chat.aclose())

@@ -92,6 +92,18 @@ def llm_config_from_args(args: argparse.Namespace):
     return from_flags(LLMComposeConfig, args, prefix="llm_")
 
 
+def _refuse_llm_flags(args: argparse.Namespace) -> None:
+    """The model's settings given to an engine that asks no model are a mistake to name,
+    not options to drop (``--concurrency -5`` ran as if unset)."""
+    from composition_rl.compose.llm.config import LLMComposeConfig
+    from composition_rl.flags import flags_given
+
+    given = flags_given(LLMComposeConfig, args, prefix="llm_")
+    if given:
+        raise ValueError(f"{', '.join(given)} set the model of --engine llm or auto; --engine {args.engine} asks "
+                         "no model: drop them, or choose --engine llm or auto")
+
+
 def load_inputs(
     args: argparse.Namespace, out: Path | None = None
 ) -> tuple[list, list | None, dict[str, Any], list[dict[str, Any]]]:
@@ -257,6 +269,8 @@ def run(args: argparse.Namespace) -> int:
         llm_kw: dict[str, Any] = {}
         if is_resumable(args.engine):  # an engine with a model behind it
             llm_kw["llm_config"] = llm_config_from_args(args)
+        else:
+            _refuse_llm_flags(args)
     except (ValueError, KeyError) as e:
         raise UsageError(str(e).strip("'\"")) from e
     if args.select and not args.from_profile:
@@ -301,9 +315,14 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.probe_model and stats["accepted"] and not stats.get("kept_previous"):
         stats = _probe(args, out, exports, probe_config)
+        from composition_rl.profile import no_answer_note
+
+        note = no_answer_note(stats["probe"]["no_answer"], stats["probe"]["replies"])
+        if note:  # the probe's "guessable" count rests on replies it could grade
+            print(f"probe: {note}", file=sys.stderr)
     empty = _empty_outcome(stats, len(problems), config.depth)
     if empty:
-        print_summary(stats, out, [], time.perf_counter() - t0)
+        print_summary(stats, out, [], time.perf_counter() - t0, failed=True)
         kept = (f"; {out} keeps the previous run as it was (its composed.jsonl, stats.json and exports); rerun "
                 "into a new --out to see this run's rejected.jsonl") if stats.get("kept_previous") else ""
         print(f"crl compose: error: {empty}; no trainer export written{kept}", file=sys.stderr)
@@ -366,8 +385,9 @@ def _empty_outcome(stats: dict[str, Any], n_problems: int, depth: int) -> str | 
     return None
 
 
-def print_summary(stats: dict[str, Any], out: Path, exports: list[Path], wall: float) -> None:
-    """The closing table: the yield funnel, the reasons, and where the files are."""
+def print_summary(stats: dict[str, Any], out: Path, exports: list[Path], wall: float, failed: bool = False) -> None:
+    """The closing table: the yield funnel, the reasons, and where the files are (of a
+    ``failed`` run, only where each candidate's reason is: the error that follows says why)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -397,5 +417,9 @@ def print_summary(stats: dict[str, Any], out: Path, exports: list[Path], wall: f
     if stats.get("pending"):
         con.print(f"[bold]{stats['pending']:,}[/bold] candidates got no answer (timeouts, connection errors, 5xx) "
                   "and are not counted above: rerun the same command to retry them")
+    if failed:
+        if not stats.get("kept_previous"):  # then the folder's files are the previous run's
+            con.print(f"each candidate's reason in {out}/rejected.jsonl")
+        return
     con.print(f"outputs in {out}/: composed.jsonl, rejected.jsonl, input_rejects.jsonl, stats.json"
               + "".join(f", {p.name}" for p in exports))

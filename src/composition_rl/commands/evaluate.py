@@ -100,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        from composition_rl.flags import in_flags
+
+        raise UsageError(in_flags(e, {"timeout_s": "--verify-timeout", "fallbacks": "--fallback"})) from None
     from composition_rl.io.runs import RunBusy, run_folder
 
     try:
@@ -124,24 +126,28 @@ def _evaluate(args: argparse.Namespace, config, verify_config, fallbacks) -> int
     for name, path in zip(_names(args.benchmark), args.benchmark):
         rejects: list = []
         benchmarks[name] = load_input(path, args, rejects)
-        benchmarks[name], too_long = fit_to_context(benchmarks[name], args, where=path)
-        input_rejects += [{"benchmark": name, **r} for r in rejects + too_long]
-        if not benchmarks[name]:
-            raise UsageError(f"{path}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
-    compositional = None
-    if depths:
-        compositional = {}
-        for name, probs in benchmarks.items():
-            print(f"composing {name}:")
-            compositional[name] = build_compositional(probs, depths, args)
-            for d in depths:
-                compositional[name][d], too_long = fit_to_context(compositional[name][d], args,
-                                                                  where=f"{name} depth {d}")
-                input_rejects += [{"benchmark": name, "depth": d, **r} for r in too_long]
+        input_rejects += [{"benchmark": name, **r} for r in rejects]
     backend = backend_from_args(args)
     from composition_rl.verify import shared_verifier
 
     try:
+        # the backend says what fits its context (a GGUF's is known only once it is loaded)
+        for name, path in zip(_names(args.benchmark), args.benchmark):
+            benchmarks[name], too_long = fit_to_context(benchmarks[name], args, where=path, backend=backend)
+            input_rejects += [{"benchmark": name, **r} for r in too_long]
+            if not benchmarks[name]:
+                raise UsageError(f"{path}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
+        compositional = None
+        if depths:
+            compositional = {}
+            for name, probs in benchmarks.items():
+                print(f"composing {name}:")
+                compositional[name] = build_compositional(probs, depths, args)
+        for name in compositional or {}:
+            for d in depths:
+                compositional[name][d], too_long = fit_to_context(compositional[name][d], args,
+                                                                  where=f"{name} depth {d}", backend=backend)
+                input_rejects += [{"benchmark": name, "depth": d, **r} for r in too_long]
         # The process-wide pool: one per process, closed at exit (see verify.shared_verifier).
         verifier = shared_verifier(verify_config)
         results = evaluate_benchmarks(

@@ -120,7 +120,7 @@ def _teacher(args: argparse.Namespace, seed: int, out: Path):
 
 def run(args: argparse.Namespace) -> int:
     from composition_rl.backends.rollout import SamplingConfig
-    from composition_rl.flags import from_flags
+    from composition_rl.flags import from_flags, in_flags
     from composition_rl.io.runs import RunBusy, run_folder
     from composition_rl.mbs import GrowConfig
     from composition_rl.profile import ProfileConfig, parse_bands
@@ -133,6 +133,12 @@ def run(args: argparse.Namespace) -> int:
         bands = parse_bands(args.select)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    from composition_rl.verify import VerifyConfig
+
+    try:  # checked before any work, like the other settings
+        VerifyConfig(timeout_s=args.verify_timeout)
+    except ValueError as e:
+        raise UsageError(in_flags(e, {"timeout_s": "--verify-timeout"})) from None
     try:
         with run_folder(args.out, "grow", inputs={"--input": args.input, "--from-profile": args.from_profile},
                         refusals=(UsageError, ValueError),

@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="prompts/rollout_<NAME>.txt or a .txt path: the prompt format the policy is trained with")
     s.add_argument("--chunk", type=int, default=32, help="records per generate call and log flush")
     s.add_argument("--verify-timeout", type=float, default=5.0, help="seconds per answer check")
+    from composition_rl.verify.verifier import FALLBACK_HELP
+
+    s.add_argument("--fallback", action="append", help=FALLBACK_HELP)
     s.add_argument("--keep-responses", action="store_true", help="store the solver's replies in profile.jsonl")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     d = p.add_argument_group("probe")
@@ -68,12 +71,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _probe(args: argparse.Namespace, config, out: Path) -> int:
+    import sys
+
     from composition_rl.io.readers import InputError, ReaderConfig, load_problems
     from composition_rl.io.runs import run_identity
     from composition_rl.probe import build_solver, probe_records, write_split
-    from composition_rl.profile import RunMismatch
+    from composition_rl.profile import RunMismatch, no_answer_note
     from composition_rl.verify import VerifyConfig, shared_verifier
+    from composition_rl.verify.verifier import fallbacks_from_names
 
+    try:
+        fallbacks = fallbacks_from_names(args.fallback)
+        verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
+    except ValueError as e:
+        from composition_rl.flags import in_flags
+
+        raise UsageError(in_flags(e, {"timeout_s": "--verify-timeout", "fallbacks": "--fallback"})) from None
     try:
         res = load_problems(args.input, ReaderConfig())
     except (InputError, OSError) as e:
@@ -87,10 +100,11 @@ def _probe(args: argparse.Namespace, config, out: Path) -> int:
     except (ImportError, ValueError) as e:
         raise UsageError(f"--probe-model {args.probe_model}: {e}") from None
     try:
-        result = probe_records(records, solver, shared_verifier(VerifyConfig(timeout_s=args.verify_timeout)), out,
+        result = probe_records(records, solver, shared_verifier(verify_config), out,
                                config, progress=not args.no_progress,
                                identity=run_identity(model=args.probe_model, backend=solver.name,
-                                                     inputs={"input": args.input}, command="probe"))
+                                                     inputs={"input": args.input}, command="probe",
+                                                     fallbacks=list(fallbacks)))
     except RunMismatch as e:
         raise UsageError(str(e)) from None
     finally:
@@ -101,4 +115,7 @@ def _probe(args: argparse.Namespace, config, out: Path) -> int:
           f"guessable (pass rate >= {config.tau}) -> {out / 'rejected.jsonl'}; kept {s['kept']:,} -> "
           f"{out / 'kept.jsonl'}" + (f"; {s['unprobed']:,} without a readable relation kept unprobed"
                                     if s["unprobed"] else ""))
+    note = no_answer_note(s["no_answer"], s["replies"])
+    if note:  # "0 guessable" from replies with no answer says nothing about the records
+        print(note, file=sys.stderr)
     return 0

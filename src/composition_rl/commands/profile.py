@@ -100,22 +100,13 @@ def chunk_from_args(args: argparse.Namespace) -> int:
     return 4 * args.concurrency if args.base_url else 32
 
 
-def _llama_fits(model: str) -> bool:
-    """A GGUF model (a ``.gguf`` file or a name such as ``smollm2``) with llama.cpp installed:
-    decoded on its quantized weights, many sequences per step; without llama-cpp-python the
-    ``hf`` backend de-quantizes it to float32 (slower on a CPU, the same on a GPU)."""
-    import importlib.util
-
-    from composition_rl.io.gguf import is_gguf
-
-    return is_gguf(model) and importlib.util.find_spec("llama_cpp") is not None
-
-
 def backend_from_args(args: argparse.Namespace):
     """The executor the flags ask for, holding (or placing) the rollout backend they ask for."""
-    name = args.backend
-    if name == "auto":
-        name = "openai" if args.base_url else "llama" if _llama_fits(args.model) else "hf"
+    from composition_rl.backends.rollout import resolve_backend
+
+    # a GGUF with llama.cpp installed is decoded on its quantized weights, many sequences per
+    # step; without llama-cpp-python the hf backend de-quantizes it (slower on a CPU)
+    name = resolve_backend(args.backend, args.model, args.base_url)
     chat = False if args.no_chat_template else None
     if name == "openai":
         if not args.base_url:
@@ -155,28 +146,46 @@ def backend_from_args(args: argparse.Namespace):
         raise UsageError(f"cannot start the {name} backend ({args.executor} executor): {e}") from None
 
 
-def fit_to_context(problems, args: argparse.Namespace, model: str | None = None, where: str = ""):
+def fit_to_context(problems, args: argparse.Namespace, model: str | None = None, where: str = "", backend=None):
     """``problems`` whose prompt fits the local model's context, and the rest as rejects
     (reason ``prompt_too_long``). A prompt that fills the context cannot be answered, so it
-    is set aside by itself before sampling instead of being sampled to nothing. An endpoint's
-    context is not known here: its problems all pass.
+    is set aside by itself before sampling instead of being sampled to nothing.
+
+    The built ``backend`` (or the local executor's) says it when it can (the hf and llama
+    backends answer ``prompt_too_long(prompt)``: a GGUF's context is known only to them);
+    without one, a model folder's tokenizer and config say it. An endpoint's context is not
+    known here: its problems all pass.
     """
     model = model or args.model
-    if getattr(args, "base_url", None) or not Path(model).is_dir():
+    if getattr(args, "base_url", None):
         return list(problems), []
-    from composition_rl.backends.context import PromptFit
     from composition_rl.backends.rollout import load_template, render_prompt
+    from composition_rl.executors.local import LocalExecutor
     from composition_rl.io.readers import set_aside
 
+    local = backend.backend if isinstance(backend, LocalExecutor) else backend
+    ask = getattr(local, "prompt_too_long", None)
+    if callable(ask):
+        reason, context = ask, getattr(local, "context", None)
+    elif Path(model).is_dir():
+        from composition_rl.backends.context import PromptFit
+
+        try:
+            fit = PromptFit.for_model(model, False if getattr(args, "no_chat_template", False) else None)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"--model {model}: cannot read its tokenizer and config ({e})") from None
+        reason, context = fit.reason, fit.context
+    else:
+        return list(problems), []
     try:
         template = load_template(args.template)
-        fit = PromptFit.for_model(model, False if getattr(args, "no_chat_template", False) else None)
     except (OSError, ValueError) as e:
-        raise UsageError(f"--model {model}: cannot read its tokenizer and config ({e})") from None
-    kept, rejects = set_aside(problems, lambda p: fit.reason(render_prompt(template, p.question)))
+        raise UsageError(str(e)) from None
+    kept, rejects = set_aside(problems, lambda p: reason(render_prompt(template, p.question)))
     if rejects:
         print(f"{where or 'input'}: {len(rejects):,} of {len(problems):,} prompts are longer than the context of "
-              f"{model} ({fit.context:,} tokens): set aside (e.g. {rejects[0]['detail']})", file=sys.stderr)
+              f"{model}" + (f" ({context:,} tokens)" if context else "")
+              + f": set aside (e.g. {rejects[0]['detail']})", file=sys.stderr)
     return kept, rejects
 
 
@@ -244,7 +253,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        from composition_rl.flags import in_flags
+
+        raise UsageError(in_flags(e, {"timeout_s": "--verify-timeout", "fallbacks": "--fallback"})) from None
     out = Path(args.out)
     keep_out = Path(args.keep_out) if args.keep_out else out / "kept.jsonl"
     keep_rejects = keep_out.with_name(keep_out.stem + ".rejects.jsonl")
@@ -266,18 +277,24 @@ def _profile(args: argparse.Namespace, config, out: Path, keep_out: Path, rej_pa
     from composition_rl.backends.rollout import RolloutError
     from composition_rl.io.files import atomic_write_jsonl
     from composition_rl.io.runs import run_identity
-    from composition_rl.profile import RunMismatch, keep_from_profile, profile_problems
+    from composition_rl.profile import (
+        RunMismatch,
+        keep_from_profile,
+        no_answer_note,
+        profile_problems,
+    )
 
     input_rejects: list = []
     problems = load_input(args.input, args, input_rejects)
-    problems, too_long = fit_to_context(problems, args, where=args.input)
-    input_rejects += too_long
-    if not problems:
-        raise UsageError(f"{args.input}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
     backend = backend_from_args(args)
     from composition_rl.verify import shared_verifier
 
     try:
+        # the backend says what fits its context (a GGUF's is known only once it is loaded)
+        problems, too_long = fit_to_context(problems, args, where=args.input, backend=backend)
+        input_rejects += too_long
+        if not problems:
+            raise UsageError(f"{args.input}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
         # The process-wide pool: one per process, closed at exit (see verify.shared_verifier).
         verifier = shared_verifier(verify_config)
         summary = profile_problems(
@@ -308,6 +325,9 @@ def _profile(args: argparse.Namespace, config, out: Path, keep_out: Path, rej_pa
         f"solve_none {c['solve_none']} ({100 * (summary['solve_none'] or 0):.1f}%) -> {out}"
         + (f"; {len(input_rejects)} input rows rejected -> {out / 'input_rejects.jsonl'}" if input_rejects else "")
     )
+    note = no_answer_note(summary["no_answer"], summary["replies"])
+    if note:
+        print(note, file=sys.stderr)
     if args.keep:
         kept, rejected = keep_from_profile(problems, out, args.keep)
         atomic_write_jsonl(keep_out, (p.to_dict() for p in kept))

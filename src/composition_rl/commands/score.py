@@ -140,7 +140,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = VerifyConfig(timeout_s=args.timeout, workers=args.workers, fallbacks=fallbacks)
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        from composition_rl.flags import in_flags
+
+        raise UsageError(in_flags(e, {"timeout_s": "--timeout", "workers": "--workers", "fallbacks": "--fallback"})
+                         ) from None
     out = Path(args.out)
     rejects_path = out.with_name(out.stem + ".rejects.jsonl")
     meta_path = out.with_name(out.stem + ".options.json")

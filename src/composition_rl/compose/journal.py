@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from composition_rl.backends.base import ChatError, RequestRefused
+from composition_rl.backends.base import ChatError, RequestRefused, run_sync
 from composition_rl.compose.base import LLM_STAGES, Rejection
 from composition_rl.compose.base import funnel as _funnel
 from composition_rl.compose.pools import candidate_id
@@ -99,7 +99,7 @@ def run_journaled(
     backend, cache = engine.open(out)
     t0 = time.perf_counter()
     try:
-        order, journal_path = asyncio.run(_drive(candidates, out, engine, backend, engine.config.concurrency,
+        order, journal_path = run_sync(_drive(candidates, out, engine, backend, engine.config.concurrency,
                                                  total, progress, own_backend=given is None))
     except RequestRefused as e:
         e.args = (f"{e}. Candidates finished so far are kept in {out / JOURNAL}; rerun with the "

@@ -31,7 +31,8 @@ from composition_rl.values.derive import list_items
 from composition_rl.values.numwords import CARDINALS
 from composition_rl.values.parse import inexact_answer
 
-__all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_question", "incomplete_answer", "inexact_q1",
+__all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_gold", "approximate_question", "incomplete_answer",
+           "inexact_q1",
            "offset_kind", "rounded_integer"]
 
 # The kinds an offset ``d = v1 - v2`` can have, in order of preference ("equal to" and an
@@ -170,8 +171,7 @@ def rounded_integer(answers, question: str, solution: str) -> bool:
     at = solution.rfind("\\boxed{")
     if not re.fullmatch(r"-?\d+", first) or at < 0 or approximate_question(question):
         return False
-    start = max(solution.rfind(c, 0, at) for c in ("\n", "$$", "\\[", ". ", "\\\\"))
-    computation = solution[max(start, 0) : at]
+    computation = _final_computation(solution)
     if _APPROX_SIGN.search(computation):
         return True
     depth, end = 0, at + len("\\boxed")
@@ -183,10 +183,77 @@ def rounded_integer(answers, question: str, solution: str) -> bool:
     return bool(_MEASURED_NUMBER.search(computation)) and bool(_UNIT_AFTER.match(solution, end + 1))
 
 
+# An answer written as an approximation: a sign or a word before its value, or a leading
+# "~" (inside an answer, "~" after a value is LaTeX's space: "5~\text{cm}").
+_APPROX_ANSWER = re.compile(
+    r"\\approx|\\simeq|\\sim(?![a-zA-Z])|\\doteq|≈|^[\s$]*~"
+    r"|\b(?:approximately|approx|about|roughly|around|nearly|circa)\b", re.I)
+# A solution that computes with a stand-in for pi or e ("$\pi \approx 3$", "using $\pi = 3.14$"):
+# whatever it boxes is the stand-in's result, not the problem's. Only these two constants: a
+# root or a logarithm given approximately usually bounds an integer that is exact (the greatest
+# integer below sqrt(50) is 7 whatever 7.07 is rounded to).
+# pi alone (not "16\pi = 20\pi") given a value near it (3, 3.14, 3.1416), or e given 2.7...
+_CONSTANT_STANDIN = re.compile(
+    r"(?<![\w}\])])\\pi\s*(?:\\approx|\\simeq|≈|=)\s*3(?:\.\d+)?(?![\d.]|\s*\\?[A-Za-z])"
+    r"|(?<![\\\w])e\s*(?:\\approx|\\simeq|≈)\s*(?:2\.7\d*|3)(?![\d.])")
+# a question that asks for a floor or a ceiling: an approximation in its solution bounds an
+# integer that is exact (ceil(pi/3) = 2 because pi is about 3.14)
+_FLOOR_ASKED = re.compile(r"\\[lr]floor|\\[lr]ceil|\b(?:greatest|largest|least|smallest) integer|\bfloor\b|\bceiling\b",
+                          re.I)
+
+
+_BREAKS = ("\n", "$$", "\\[", ". ", "\\\\")
+
+
+def _final_computation(solution: str, reach_back: bool = False) -> str:
+    """The text from the last line or sentence break before the last box to the box.
+
+    ``reach_back``: a box on a line of its own (``...\\approx 571.68$\\n$\\boxed{572}$``)
+    ends the computation of the line before it, so an empty segment takes in the one before.
+    """
+    at = solution.rfind("\\boxed{")
+    if at < 0:
+        return ""
+    start = max(solution.rfind(c, 0, at) for c in _BREAKS)
+    if reach_back and start > 0 and not re.search(r"[\d=<>]|\\approx", solution[start:at]):
+        start = max(solution.rfind(c, 0, start) for c in _BREAKS)
+    return solution[max(start, 0) : at]
+
+
+def approximate_gold(answers, solution: str = "", question: str = "") -> str:
+    """Why a gold answer is stated as an approximation ("" if it is not), whatever the
+    question asks: its text says so (``approximate_answer``: "\\approx 8.24", "~3", "about 3"),
+    the worked solution boxes it as one (``rounded_result``: "\\log_{10} 2000 \\approx
+    \\boxed{3.30}"), or reaches it with a stand-in for pi or e (``approximated_constant``).
+    Where the ``question`` asks for a floor or a ceiling, an approximation in the solution
+    only bounds an exact integer: only the answer's own text counts then.
+
+    A question that asks for rounding defines its rounded answer, but a reader of the composed
+    problem may carry the unrounded value into the later one (3.30103 instead of 3.30 gives
+    1502.45 instead of 1502): the gold of the composition is then not the only right answer.
+
+    >>> approximate_gold(["~3"]), approximate_gold(["3.30"], r"$\\log_{10} 2000 \\approx \\boxed{3.30}$")
+    ('approximate_answer', 'rounded_result')
+    >>> approximate_gold(["12"], r"Take $\\pi \\approx 3$. The area is $4 \\cdot 3 = \\boxed{12}$."), approximate_gold([r"5~\\text{cm}"])
+    ('approximated_constant', '')
+    """
+    if any(_APPROX_ANSWER.search(str(a)) for a in answers):
+        return "approximate_answer"
+    if not solution or _FLOOR_ASKED.search(question):
+        return ""
+    if _APPROX_SIGN.search(_final_computation(solution, reach_back=True)):
+        return "rounded_result"
+    if _CONSTANT_STANDIN.search(solution[: solution.rfind("\\boxed{")] if "\\boxed{" in solution else solution):
+        return "approximated_constant"
+    return ""
+
+
 def inexact_q1(answers, question: str, solution: str = "") -> str:
     """Why a problem cannot lead a link for its answer ("" if it can), for every engine: its
-    gold answer is no exact value (:func:`composition_rl.values.parse.inexact_answer`), or an
-    integer its worked solution reached by rounding (:func:`rounded_integer`), unless the question itself asks for that rounding, which defines X (then only the
+    gold is stated as an approximation (:func:`approximate_gold`), is no exact value
+    (:func:`composition_rl.values.parse.inexact_answer`), or is an integer its worked solution
+    reached by rounding (:func:`rounded_integer`). Where the question itself asks for rounding
+    and nothing writes the result as an approximation, the question defines X (then only the
     pool preference ``approximate_q1`` applies). Forms that disagree never define X.
 
     >>> inexact_q1(["0.01", "0.02"], "What is the angular resolution?"), inexact_q1(["9.6"], "to two significant figures", "\\log 2")
@@ -194,6 +261,9 @@ def inexact_q1(answers, question: str, solution: str = "") -> str:
     """
     if answers and incomplete_answer(question, str(answers[0])):
         return "incomplete_answer"  # it lists fewer items than the question asks: no X can be read
+    why = approximate_gold(answers, solution, question)
+    if why:
+        return why
     why = inexact_answer(answers, solution)
     if why and why != "answers_disagree" and approximate_question(question):
         return ""

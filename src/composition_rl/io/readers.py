@@ -131,6 +131,22 @@ FORMATS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"
 COMPRESSIONS = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 _MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"PAR1": "parquet", b"PK\x03\x04": "zip"}
 SUPPORTED = "JSON array, JSONL, CSV, TSV (header row) or Parquet, optionally .gz or .zst"
+# what a file that is no text at all is, by its first bytes (a NUL byte otherwise)
+_NOT_TEXT = {b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image", b"GIF8": "a GIF image",
+             b"%PDF": "a PDF document", b"RIFF": "a RIFF (WebP, WAV, AVI) file", b"\xff\xfe": "UTF-16 text",
+             b"\xfe\xff": "UTF-16 text"}
+
+
+def _not_text(head: bytes) -> str | None:
+    """What ``head`` (a file's first bytes) is when it cannot be a text format, else None.
+
+    >>> _not_text(b"\\x89PNG\\r\\n"), _not_text(b'{"question": 1}'), _not_text(b"a\\x00b")
+    ('a PNG image', None, 'binary data')
+    """
+    kind = next((v for k, v in _NOT_TEXT.items() if head.startswith(k)), None)
+    if kind is None and b"\x00" in head:
+        kind = "binary data"
+    return kind
 
 
 def detect_format(path: str | os.PathLike) -> tuple[str, str | None]:
@@ -147,8 +163,12 @@ def detect_format(path: str | os.PathLike) -> tuple[str, str | None]:
     compression = COMPRESSIONS.get(suffixes[-1]) if suffixes else None
     inner = suffixes[-2] if compression and len(suffixes) > 1 else (suffixes[-1] if suffixes and not compression else "")
     with open(p, "rb") as f:
-        head = f.read(4)
+        head = f.read(512)
     magic = next((v for k, v in _MAGIC.items() if head.startswith(k)), None)
+    kind = None if magic else _not_text(head)
+    if kind is not None:  # not "is this Latin-1?" for each line of an image
+        fix = "re-save it as UTF-8" if kind == "UTF-16 text" else f"give a problem file ({SUPPORTED})"
+        raise InputError(f"{p}: {kind}, not a problem file: {fix}")
     if magic in ("gzip", "zstd"):
         compression = magic  # compressed whatever its name says
     elif compression is not None:

@@ -131,7 +131,8 @@ class DynamicSamplingConfig:
         oversample: each round samples ``ceil(needed * oversample)`` prompts.
         max_rounds: generation rounds per step at most (the first included). When they run
             out before the batch is full, the batch is topped up with the latest
-            uninformative groups (zero advantage) and the step is logged as ``bound_hit``.
+            uninformative groups (zero advantage; kept out of the loss and its token count)
+            and the step is logged as ``bound_hit``.
         band: optional band-pass ``[lo, hi]``: keep groups with ``lo <= pass rate <= hi``;
             ``None`` keeps ``0 < pass rate < 1``. Needs ``0 < lo <= hi < 1``.
     """

@@ -5,7 +5,9 @@ generated and scored; a group is kept when its pass rate is strictly between 0 a
 inside the optional band ``[lo, hi]``); rounds continue until ``B`` groups are kept or
 ``max_rounds`` is reached. When the bound is hit, the batch is topped up with the latest
 dropped groups, so shapes stay fixed, and the step is flagged ``bound_hit``: only then can a
-trained batch hold a zero-variance group.
+trained batch hold a zero-variance group. The fillers are listed (``StepSample.fillers``) so
+the trainer can keep those without an advantage out of the loss (their tokens would
+otherwise dilute a token-mean loss).
 
 The solve_all / solve_none / informative ratios are measured over every sampled group of
 the step, before filtering (Figure 2, left).
@@ -69,6 +71,7 @@ class StepSample(Generic[B]):
     rounds: int = 0
     bound_hit: bool = False
     filled: int = 0  # uninformative groups added to fill the batch after the bound was hit
+    fillers: list[tuple[int, int]] = field(default_factory=list)  # their (part, group index)
     generated: int = 0  # completions generated this step
 
     @property
@@ -158,6 +161,7 @@ class DynamicSampler:
                 if kept == need:
                     break
                 out.parts[part][1].append(gi)
+                out.fillers.append((part, gi))
                 self._mark_kept(out, part, gi)
                 kept += 1
                 out.filled += 1

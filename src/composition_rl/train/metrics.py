@@ -79,28 +79,29 @@ def truncate_after(path: str | os.PathLike, step: int) -> int:
     return len(rows)
 
 
-def plot_solve_rates(metrics_path: str | os.PathLike, out_png: str | os.PathLike,
-                     transitions: list[dict[str, Any]] | None = None, title: str | None = None,
-                     captions: tuple[str, str] | None = None) -> Path:
-    """Plot solve_all and solve_none over steps (the shape of Figure 2, left).
+def solve_rates_figure(metrics_path: str | os.PathLike, transitions: list[dict[str, Any]] | None = None,
+                       title: str | None = None, captions: tuple[str, str] | None = None):
+    """The figure of :func:`plot_solve_rates` (a matplotlib ``Figure``; the caller closes it).
 
-    Stage transitions are drawn as dashed vertical lines labelled with the new stage.
-    ``captions`` puts one line of plain words under each panel (what rose, what fell, why).
+    The legend sits above the top panel, off the curves (at the right it covered the last
+    stage's, depth 2 in the demo), and each curve has its colour in ``crl browse``
+    (:data:`composition_rl.colours.COLOURS`).
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from composition_rl.colours import COLOURS
+
     rows = list(read_jsonl(metrics_path))
     steps = [r["step"] for r in rows]
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7, 6), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
-    ax.plot(steps, [r["solve_all"] for r in rows], label="solve_all", color="tab:red")
-    ax.plot(steps, [r["solve_none"] for r in rows], label="solve_none", color="tab:blue")
-    ax.plot(steps, [r["informative"] for r in rows], label="informative", color="tab:green", alpha=0.5)
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7, 6.4), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    for key in ("solve_all", "solve_none", "informative"):
+        ax.plot(steps, [r[key] for r in rows], label=key, color=COLOURS[key], alpha=0.6 if key == "informative" else 1)
     ax.set_ylabel("ratio of sampled groups")
     ax.set_ylim(-0.02, 1.02)
-    ax2.plot(steps, [r["reward_mean"] for r in rows], color="black", label="mean reward")
+    ax2.plot(steps, [r["reward_mean"] for r in rows], color=COLOURS["reward"], label="mean reward")
     ax2.set_ylabel("mean reward")
     ax2.set_xlabel("step")
     ax2.set_ylim(-0.02, 1.02)
@@ -109,14 +110,28 @@ def plot_solve_rates(metrics_path: str | os.PathLike, out_png: str | os.PathLike
             a.axvline(t["step"] + 0.5, color="gray", linestyle="--", linewidth=1)
         if t.get("to_stage"):
             ax.text(t["step"] + 0.7, 0.95, t["to_stage"], fontsize=8, color="gray", va="top")
-    ax.legend(loc="center right")
-    ax.set_title(title or "solve_all / solve_none of sampled groups (before filtering)")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=9)
+    fig.suptitle(title or "solve_all / solve_none of sampled groups (before filtering)", fontsize=11)
     if captions:
-        fig.set_size_inches(8, 7.2)
+        fig.set_size_inches(8, 7.6)
         for a, text in zip((ax, ax2), captions):
             a.text(0.0, -0.16 if a is ax else -0.42, text, transform=a.transAxes, fontsize=8.5, va="top",
                    wrap=True, color="#333333")
     fig.tight_layout()
+    return fig
+
+
+def plot_solve_rates(metrics_path: str | os.PathLike, out_png: str | os.PathLike,
+                     transitions: list[dict[str, Any]] | None = None, title: str | None = None,
+                     captions: tuple[str, str] | None = None) -> Path:
+    """Plot solve_all and solve_none over steps (the shape of Figure 2, left).
+
+    Stage transitions are drawn as dashed vertical lines labelled with the new stage.
+    ``captions`` puts one line of plain words under each panel (what rose, what fell, why).
+    """
+    import matplotlib.pyplot as plt
+
+    fig = solve_rates_figure(metrics_path, transitions, title, captions)
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -103,21 +103,35 @@ def _pad_cat(tensors: list[torch.Tensor], value: float | int, left: bool) -> tor
     return torch.cat(out, dim=0)
 
 
-def assemble_batch(parts: list[tuple[dict[str, Any], list[int]]], num_generations: int, pad_token_id: int) -> dict[str, Any]:
+def assemble_batch(parts: list[tuple[dict[str, Any], list[int]]], num_generations: int, pad_token_id: int,
+                   fillers: list[tuple[int, int]] | None = None) -> dict[str, Any]:
     """Concatenate the chosen groups of several TRL round batches into one TRL batch.
 
     Args:
         parts: (round batch, indices of the groups to keep in it), in round order.
         num_generations: rows per group (G); group g owns rows ``g*G .. g*G+G-1``.
         pad_token_id: padding for the id tensors (masks pad with 0, log-probs with 0.0).
+        fillers: (part index, group index) of the groups that only fill a batch whose
+            rounds ran out (:attr:`StepSample.fillers`). Those whose advantages are all zero
+            keep their rows (TRL's shapes) but get an all-zero ``completion_mask``: they
+            carry no gradient, and their tokens must not count in ``num_items_in_batch``,
+            the token-mean's denominator (TRL's ``dapo`` loss), nor add a KL term. A filler
+            with an advantage (outside a ``band`` but not zero-variance) is trained on.
     """
+    fill = set(fillers or ())
     selected: list[dict[str, Any]] = []
-    for batch, groups in parts:
+    for p, (batch, groups) in enumerate(parts):
         if not groups:
             continue
         rows = torch.tensor([g * num_generations + j for g in groups for j in range(num_generations)], dtype=torch.long)
-        selected.append({k: v.index_select(0, rows.to(v.device)) for k, v in batch.items()
-                         if v is not None and k not in SCALARS})
+        chosen = {k: v.index_select(0, rows.to(v.device)) for k, v in batch.items()
+                  if v is not None and k not in SCALARS}
+        for k, g in enumerate(groups):
+            span = slice(k * num_generations, (k + 1) * num_generations)
+            if (p, g) in fill and not chosen["advantages"][span].any():
+                chosen["completion_mask"] = chosen["completion_mask"].clone()
+                chosen["completion_mask"][span] = 0
+        selected.append(chosen)
     if not selected:
         raise ValueError("no groups selected")
     out: dict[str, Any] = {}
@@ -128,7 +142,8 @@ def assemble_batch(parts: list[tuple[dict[str, Any], list[int]]], num_generation
             out[key] = _pad_cat(ts, pad_token_id if value == "pad" else value, left=key in LEFT_PADDED)
         else:
             out[key] = torch.cat(ts, dim=0)
-    # The token-level loss (Equation 3) normalises by the tokens actually trained on.
+    # The token-level loss (Equation 3) normalises by the tokens actually trained on
+    # (a zero-advantage filler's were masked out above).
     out["num_items_in_batch"] = out["completion_mask"].sum()
     return out
 
@@ -181,7 +196,7 @@ class DynamicSamplingGRPOTrainer(GRPOTrainer):
 
         t0 = time.perf_counter()
         sample = self.crl_sampler.sample(need, self.crl_draw, generate)
-        batch = assemble_batch(sample.parts, G, self.processing_class.pad_token_id)
+        batch = assemble_batch(sample.parts, G, self.processing_class.pad_token_id, fillers=sample.fillers)
         if batch["completion_ids"].shape[0] != len(inputs):
             raise RuntimeError(f"assembled {batch['completion_ids'].shape[0]} rows, TRL expects {len(inputs)}")
         self.crl_last = sample

@@ -74,7 +74,8 @@ def accepted_answers(*sources: Any) -> tuple[str, ...]:
     """Every accepted form of a record's answer, from each place a trainer keeps one.
 
     A source is a :class:`~composition_rl.records.Problem` (its ``answers``), a string, a
-    number, a list or array of forms, or ``None`` (absent, skipped). Forms are read by
+    number, a list or array of forms; ``None``, a blank string and NaN are absent (skipped),
+    as are such forms inside a list. Forms are read by
     :func:`~composition_rl.verify.gold_forms` and kept once each, in first-seen order;
     ``()`` when no source has one.
 
@@ -86,18 +87,31 @@ def accepted_answers(*sources: Any) -> tuple[str, ...]:
     forms: list[str] = []
     for src in sources:
         src = getattr(src, "answers", src)  # a Problem
-        if src is None:
-            continue
         if hasattr(src, "tolist") and not isinstance(src, str):  # numpy: verl reads list columns as arrays
             src = src.tolist()
         if isinstance(src, (list, tuple)):
-            src = [s for s in src if s is not None and s != ""]
+            src = [s for s in src if not _absent(s)]
             if not src:
                 continue
+        elif _absent(src):
+            continue
         for f in gold_forms(src):
             if f not in forms:
                 forms.append(f)
     return tuple(forms)
+
+
+def _absent(value: Any) -> bool:
+    """Whether a cell says "no answer": ``None``, a blank string, or NaN (pandas' empty cell).
+
+    A row without an answer gets no reward (``None``) instead of an error that would end
+    the training step; an infinite or boolean answer is still an error, not a gap.
+    """
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    return isinstance(value, float) and value != value
 
 
 def answers_from_columns(columns: Mapping[str, Any], n: int, column: str | None = None) -> list[tuple[str, ...]]:

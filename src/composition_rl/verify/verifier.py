@@ -102,7 +102,8 @@ class VerifyConfig:
         if not (isinstance(self.timeout_s, (int, float)) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
             raise ValueError(f"timeout_s must be a number in (0, {MAX_TIMEOUT_S}] seconds, got {self.timeout_s!r}")
         if self.workers is not None and (not isinstance(self.workers, int) or not 1 <= self.workers <= MAX_WORKERS):
-            raise ValueError(f"workers must be None or an int in [1, {MAX_WORKERS}], got {self.workers!r}")
+            raise ValueError(f"workers must be an int in [1, {MAX_WORKERS}] (or None: one per usable core), "
+                             f"got {self.workers!r}")
         if self.chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
         if self.gold_cache_size < 1:

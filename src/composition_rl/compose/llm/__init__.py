@@ -40,6 +40,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from composition_rl.backends.base import run_sync
 from composition_rl.compose.base import LLM_STAGES
 from composition_rl.compose.llm.composer import AutoComposer, LLMComposer
 from composition_rl.compose.llm.config import LLMComposeConfig, build_backend
@@ -148,7 +149,7 @@ def compose_in_memory(
         chains: dict[str, tuple[Problem, ...]] = {}
         for chain in iter_candidates(pools, config.seed, config.max_candidates):
             chains.setdefault(candidate_id(chain), tuple(chain))  # the same chain twice: composed once
-        outs = asyncio.run(_compose_all(engine, backend, list(chains.items()), engine.config.concurrency, own))
+        outs = run_sync(_compose_all(engine, backend, list(chains.items()), engine.config.concurrency, own))
     finally:
         if cache is not None:
             cache.close()

@@ -26,6 +26,7 @@ from composition_rl.backends.base import (
     ChatRequest,
     ChatResponse,
     RequestRefused,
+    run_sync,
 )
 from composition_rl.compose import spc
 from composition_rl.compose.base import COMPOSERS, Rejection
@@ -557,10 +558,24 @@ class LLMComposer:
         return self._assemble(chain, candidate_id, props, deps)
 
     def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
-        """The engine contract, synchronously: one chain on the composer's own event loop."""
-        if self._loop is None:
+        """The engine contract, synchronously: one chain on the composer's own event loop
+        (kept between calls, so answers already asked are reused; :meth:`close` ends it).
+        Callable where the thread already runs a loop (Jupyter): see :func:`run_sync`."""
+        if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(self.acompose(chain, candidate_id))
+        return run_sync(self.acompose(chain, candidate_id), loop=self._loop)
+
+    def close(self) -> None:
+        """End the loop of the synchronous :meth:`compose` (its backend's connections on it
+        first); the backend itself stays the caller's. A later ``compose`` starts a new loop."""
+        loop, self._loop = self._loop, None
+        if loop is None or loop.is_closed():
+            return
+        try:
+            if self.backend is not None:
+                run_sync(self.backend.end_loop(), loop=loop)
+        finally:
+            loop.close()
 
     def _assemble(self, chain: Sequence[Problem], cid: str, props: Sequence[Draft],
                   deps: Sequence[tuple[str, str]] = ()) -> Problem | Rejection:
@@ -827,6 +842,10 @@ class AutoComposer:
         return await self.llm.acompose(chain, candidate_id, usage)
 
     def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
-        if self.llm._loop is None:
+        if self.llm._loop is None or self.llm._loop.is_closed():
             self.llm._loop = asyncio.new_event_loop()
-        return self.llm._loop.run_until_complete(self.acompose(chain, candidate_id))
+        return run_sync(self.acompose(chain, candidate_id), loop=self.llm._loop)
+
+    def close(self) -> None:
+        """End the loop of the synchronous :meth:`compose` (see :meth:`LLMComposer.close`)."""
+        self.llm.close()
