@@ -62,7 +62,14 @@ from fractions import Fraction
 
 from composition_rl.compose.dependence import decide
 from composition_rl.compose.natural import Naturalness
-from composition_rl.compose.spc import Glue, Instruction, find_glue, plain_text, restore_instructions, shift_offset
+from composition_rl.compose.spc import (
+    Glue,
+    Instruction,
+    find_glue,
+    plain_text,
+    restore_instructions,
+    shift_offset,
+)
 from composition_rl.records import Link, Problem
 from composition_rl.values import find_constants
 from composition_rl.values.constants import UNGROUPED_ROLES
