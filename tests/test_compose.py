@@ -626,3 +626,17 @@ def test_checks_refuse_an_unrecorded_or_false_instruction_removal(default_depth2
     forged = c.question.replace(q1[:cut], "", 1)
     fake = dataclasses.replace(c, question=forged, metadata={**md, "instructions_removed": [[1, 0, q1[:cut], ""]]})
     assert run_checks(fake, chain).reason == "instructions_invalid"
+
+
+def test_the_fast_writer_writes_the_removed_instructions_as_dumps_does():
+    from composition_rl.compose.symbolic import SymbolicComposer
+
+    q1 = Problem.new("Solve the following multiplication: 3 * 4. Give only the result as your final answer.", "12")
+    q2 = Problem.new("A box holds 10 pens. How many pens do 3 boxes hold? Give the result as your final answer.", "30")
+    eng = SymbolicComposer()
+    rec = eng.compose((q1, q2), "c")
+    assert rec.metadata["instructions_removed"] == [[1, 42, " Give only the result as your final answer.", ""]]
+    assert rec.question.startswith("Solve the following multiplication: 3 * 4.\n\n")
+    assert rec.question.endswith("Give the result as your final answer.")  # the last part keeps its own
+    assert eng.record_json(rec, (q1, q2)) == dumps(rec.to_dict())
+    assert Problem.from_dict(json.loads(eng.record_json(rec, (q1, q2)))) == rec
