@@ -121,7 +121,7 @@ def diff(a: Path, b: Path) -> collections.Counter:
             why.append("another constant")
         qa = re.sub(r"Call the answer to this problem", "Call the answer to the problem above", ra["question"])
         if ra["parents"] == rb["parents"] and ra["links"] == rb["links"] and qa != rb["question"]:
-            if any(f"${lk['y']}$" in qa and f"${lk['y']}$" not in rb["question"] for lk in rb["links"]):
+            if any(qa.count(f"${lk['y']}$") > rb["question"].count(f"${lk['y']}$") for lk in rb["links"]):
                 why.append("bare variable in a plain-text problem")
         out[" + ".join(why) or "other"] += 1
     return out
