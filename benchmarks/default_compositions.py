@@ -10,8 +10,8 @@ each output, read from the records and their parents' texts by rules of this scr
    LaTeX (no backslash, every dollar a price before a digit); ``..._arithmetic`` counts
    those where ``$Y$`` touches an operator or a currency sign ("6 * $Y$", "€$Y$");
 3. ``zero_offset_link``: a link that states ``d = 0`` ("$Y$ is equal to $X$");
-4. ``degenerate_part``: a part whose answer is read off its text (a literal times 1, plus or
-   minus 0, the LCM of a number and itself, and the answer written in the text).
+4. ``degenerate_part``: a part whose answer is read off its text (a literal times 1 or 0, plus
+   or minus 0, divided by 1, the LCM of a number and itself, and the answer written in the text).
 
     python benchmarks/default_compositions.py --src /tmp/base/src --src src         # the default data
     python benchmarks/default_compositions.py --src /tmp/base/src --src src \\
@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 _INSTRUCTION = re.compile(r"final answer|give only the result|do not include units|\\boxed", re.I)
 _GLUE = re.compile(r"\n\n[^\n]*\$(?P<y>[A-Z])\$ is (?:\$[^$\n]+\$ (?:less|more) than|equal to) \$[A-Z]\$\.\n\n")
-_IDENTITY = re.compile(r"(?<![\d.])1 \* -?\d|\d \* 1(?![\d.])|\d / 1(?![\d.])|\d [+-] 0(?![\d.])|numbers: (\d+), \1$")
+_IDENTITY = re.compile(r"(?<![\d.])[01] \* -?\d|\d \* [01](?![\d.])|\d / 1(?![\d.])|\d [+-] 0(?![\d.])|numbers: (\d+), \1$")
 
 
 def plain(text: str) -> bool:

@@ -86,6 +86,7 @@ def test_a_fractional_offset_gives_way_to_a_partner_with_a_whole_one():
     ("Calculate -( -( 7 - 0 ) ).", "7", "identity_step"),
     ("Calculate ( 8 / 1 ).", "8", "identity_step"),
     ("Calculate 1 * 72.", "72", "identity_step"),
+    ("Solve the following multiplication: 0 * 5. Give only the result as your final answer.", "0", "identity_step"),
     # the identity step does not hand the answer over: a longer computation
     ("State the final answer to the following arithmetic problem: 3 - 0 + 6 =", "9", ""),
     ("Calculate -8 * 1 * -8.", "64", ""),

@@ -161,6 +161,7 @@ _IDENTITY_STEP = re.compile(
     r"(?<![\d.\-\w^_{])1\s*(?:[*×·]|\\cdot|\\times)\s*(?=[-\d(\w\\])"  # 1 * a
     r"|" + _OP + r"\s*1(?![\d./\w])(?!\s*(?:[*×·^!]|\\cdot|\\times))"  # a * 1, a / 1
     r"|(?<![\d.\w^_{])0\s*\+\s*(?=[-\d(\w\\])"  # 0 + a
+    r"|(?<![\d.\w^_{])0\s*(?:[*×·]|\\cdot|\\times)\s*(?=[-\d(])|(?:[*×·]|\\cdot|\\times)\s*0(?![\d.\w])"  # 0 * a, a * 0
     r"|(?<=[\w)}])\s*[+-]\s*0(?![\d.\w])(?!\s*(?:[*×·/^!]|\\cdot|\\times|\\div))"  # a + 0, a - 0
 )
 # a step undone by the next: "( -1 * 4 ) / 4", "5 + 3 - 3"
@@ -185,6 +186,8 @@ def degenerate(question: str, answer: str) -> str:
     'repeated_operand'
     >>> degenerate("Calculate -( -( 7 - 0 ) ).", "7"), degenerate("Calculate ( 8 / 1 ).", "8")
     ('identity_step', 'identity_step')
+    >>> degenerate("Solve the following multiplication: 0 * 5. Give only the result as your final answer.", "0")
+    'identity_step'
     >>> degenerate("Calculate -( -( ( -1 * 4 ) / 4 ) ).", "-1")
     'identity_step'
 
