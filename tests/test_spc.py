@@ -88,6 +88,13 @@ def test_the_last_instruction_is_the_only_one_left():
     assert spc.answer_instructions("Give only the result as your final answer.") == ()
 
 
+def test_an_instruction_that_writes_a_number_stays():
+    """A number word is a constant the finder may replace; a sentence holding one is not taken
+    out, so a variable never falls inside a removed instruction."""
+    q = "Find both roots. Give the two results as your final answer."
+    assert spc.answer_instructions(q) == ()
+
+
 def test_restoring_from_a_text_that_does_not_hold_the_rewrite_fails_loudly():
     text, found = spc.lead_text(CASES[0][1])
     assert text.startswith("Solve the following")

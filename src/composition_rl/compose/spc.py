@@ -325,6 +325,12 @@ _ANSWER_TO = re.compile(r"(?:^|(?<=[.?!])[ \t]+|(?<=\n))(?P<verb>(?:state|give|p
                         re.I)
 
 
+# number words the constant finder reads (values.constants.WORD_NUMBERS, "one" left out there too)
+_NUMBER_WORD = re.compile(r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
+                          r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety"
+                          r"|hundred|thousand|million|dozen)\b", re.I)
+
+
 class Instruction(NamedTuple):
     """One answer instruction taken out of a part: ``text`` at ``start`` of the part's own text
     (its original), replaced by ``by`` ("" for a removed sentence)."""
@@ -355,8 +361,8 @@ def answer_instructions(question: str) -> tuple[Instruction, ...]:
         out.append(Instruction(m.start("verb"), m.group("verb"), "Solve"))
     for start in _SENTENCE_START.finditer(question):
         m = _INSTRUCTION_SENTENCES.match(question, start.end())
-        if m is None:
-            continue
+        if m is None or _NUMBER_WORD.search(m.group()):
+            continue  # a sentence that writes a number ("Give the two results ...") may hold a quantity
         a = start.start()
         if a == 0 or question[a - 1] == "\n":  # at the start of the text or of a line: no space before it
             end = m.end()
