@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import re
 import subprocess
 import sys
+from fractions import Fraction
 
 import pyarrow.parquet as pq
 import pytest
@@ -23,6 +25,7 @@ from composition_rl.compose.pools import (
     iter_index_chains,
     iter_index_range,
 )
+from composition_rl.compose.spc import find_glue, restore_instructions
 from composition_rl.io.files import dumps
 from composition_rl.io.readers import load_problems, load_reasoning_gym
 from composition_rl.records import Link, Problem
@@ -446,7 +449,8 @@ def test_only_a_record_that_took_a_partner_is_keyed():
     q2 = Problem.new("How many positive divisors does $2400$ have?", "36")
     far = Problem.new("What is $1 + 1$?", "2")
     eng = SymbolicComposer(natural=Naturalness(max_q1=10_000))
-    eng.partners[0] = [Problem.new("What is $2399 + 1$?", "2400")]
+    # 2403 gives 2400 an offset of 3 (a partner at 2400 itself would state a zero offset, never taken)
+    eng.partners[0] = [Problem.new("What is $2402 + 1$?", "2403")]
     rec = eng.compose((far, q2), "c")
     assert rec.parents[0] != far.id and took_partner(rec, (far, q2))
 
@@ -561,3 +565,105 @@ def test_a_compose_holds_its_records_in_memory_only_in_export_batches(tmp_path, 
     composed = _read(tmp_path / "b" / "composed.jsonl")
     assert [r["extra_info"]["index"] for r in rows] == list(range(len(composed)))
     assert [r["extra_info"]["id"] for r in rows] == [c["id"] for c in composed]
+
+
+# -- compositions of the default data that read as one problem ----------------------
+
+_INSTRUCTION = re.compile(r"final answer|give only the result|do not include units|\\boxed", re.I)
+
+
+def _plain(text: str) -> bool:
+    """A problem that writes no LaTeX (read here by a rule of the test's own: no backslash, and
+    every dollar a price before a digit)."""
+    return "\\" not in text and all(text[i + 1 : i + 2].isdigit() for i, ch in enumerate(text) if ch == "$")
+
+
+@pytest.fixture(scope="module")
+def default_depth2():
+    problems = load_reasoning_gym().problems
+    res = compose_problems(problems, ComposeConfig(depth=2, pool_size=20, seed=0))
+    return problems, res
+
+
+def test_default_data_depth2_reads_as_one_problem(default_depth2):
+    """Over the default depth-2 set: one answer instruction, at the end; the variable written as
+    its problem writes numbers; no zero-offset link; no part whose answer is read off its text."""
+    problems, res = default_depth2
+    by_id = {p.id: p for p in problems}
+    assert len(res.accepted) > 5000
+    before, latex_y, zero, degenerate_parts, removed = [], [], [], [], 0
+    for c in res.accepted:
+        (lk,) = c.links
+        q1, q2 = by_id[c.parents[0]], by_id[c.parents[1]]
+        glue = find_glue(c.question, lk.x, lk.y)
+        if _INSTRUCTION.search(c.question[: glue.start]):
+            before.append(c.question)
+        if _plain(q2.question) and f"${lk.y}$" in c.question[glue.end :]:
+            latex_y.append(c.question)
+        if Fraction(lk.d_expr) == 0:
+            zero.append(c.question)
+        if any(re.search(r"(?<![\d.])1 \* \d|\d \* 1(?![\d.])|[+-] 0(?![\d.])|numbers: (\d+), \1$", p.question)
+               and p.answer in re.findall(r"-?\d+", p.question) for p in (q1, q2)):
+            degenerate_parts.append(c.question)
+        # what was taken out is recorded, and putting it back gives q1 byte for byte
+        rows = c.metadata.get("instructions_removed", [])
+        removed += bool(rows)
+        assert restore_instructions(c.question[: glue.start], [r[1:] for r in rows]) == q1.question
+        # the last part keeps its own instruction, at the end
+        assert c.question.endswith(q2.question[-20:]) or lk.v2_offset + len(lk.v2_literal) > len(q2.question) - 20
+    assert before == [], f"{len(before)} records ask for a final answer before the link, e.g. {before[:1]}"
+    assert latex_y == [], f"{len(latex_y)} records write $Y$ in a plain-text problem, e.g. {latex_y[:1]}"
+    assert zero == [], f"{len(zero)} records state a zero offset, e.g. {zero[:1]}"
+    assert degenerate_parts == [], f"{len(degenerate_parts)} records have a part read off its text, e.g. {degenerate_parts[:1]}"
+    assert removed > 1000  # products, chain_sum and gsm_symbolic q1s lose their instructions
+    # the drops are counted with their reasons: the degenerate later problems among them
+    assert res.by_reason().get("degenerate", 0) > 0
+    assert len(res.accepted) + len(res.rejected) == res.candidates
+
+
+def test_default_data_depth3_every_record_checks_out_with_middle_instructions_removed():
+    problems = load_reasoning_gym(scale=120).problems
+    res = compose_problems(problems, ComposeConfig(depth=3, pool_size=8, seed=0))
+    by_id = {p.id: p for p in problems}
+    middles = 0
+    assert res.accepted
+    for c in res.accepted:
+        chain = [by_id[i] for i in c.parents]
+        assert run_checks(c, chain) is None
+        g1 = find_glue(c.question, c.links[0].x, c.links[0].y)
+        g2 = find_glue(c.question, c.links[1].x, c.links[1].y, g1.end)
+        assert not _INSTRUCTION.search(c.question[: g2.start]), c.question
+        middles += any(r[0] == 2 for r in c.metadata.get("instructions_removed", []))
+    assert middles > 0
+
+
+def test_checks_refuse_an_unrecorded_or_false_instruction_removal(default_depth2):
+    problems, res = default_depth2
+    by_id = {p.id: p for p in problems}
+    c = next(r for r in res.accepted if len(r.metadata.get("instructions_removed", [])) == 2)
+    chain = [by_id[i] for i in c.parents]
+    assert run_checks(c, chain) is None
+    md = dict(c.metadata)
+    # the removal not recorded: q1 reads as changed
+    bare = dataclasses.replace(c, metadata={k: v for k, v in md.items() if k != "instructions_removed"})
+    assert run_checks(bare, chain).reason == "q1_modified"
+    # a sentence of the problem itself recorded as an instruction: refused by name
+    q1 = chain[0].question
+    cut = q1.index("?") + 1
+    forged = c.question.replace(q1[:cut], "", 1)
+    fake = dataclasses.replace(c, question=forged, metadata={**md, "instructions_removed": [[1, 0, q1[:cut], ""]]})
+    assert run_checks(fake, chain).reason == "instructions_invalid"
+
+
+def test_the_fast_writer_writes_the_removed_instructions_as_dumps_does():
+    from composition_rl.compose.symbolic import SymbolicComposer
+
+    q1 = Problem.new("Solve the following multiplication: 3 * 4. Give only the result as your final answer.", "12")
+    q2 = Problem.new("A box holds 10 pens. How many pens do 3 boxes hold? Give the result as your final answer.", "30")
+    eng = SymbolicComposer()
+    rec = eng.compose((q1, q2), "c")
+    assert rec.metadata["instructions_removed"] == [[1, 42, " Give only the result as your final answer.", ""]]
+    assert rec.question.startswith("Solve the following multiplication: 3 * 4.\n\n")
+    assert rec.question.endswith("Give the result as your final answer.")  # the last part keeps its own
+    assert eng.record_json(rec, (q1, q2)) == dumps(rec.to_dict())
+    assert Problem.from_dict(json.loads(eng.record_json(rec, (q1, q2)))) == rec

@@ -135,3 +135,41 @@ def test_the_symbolic_engine_rejects_an_approximate_q1_with_the_reason():
             assert f"({why})" in res.detail
         else:
             assert not getattr(res, "reason", "").startswith("q1_approx"), (answer, res)
+
+
+# Issue 54: a part whose answer is read off its text. Real texts of the default reasoning-gym
+# generators (seed 0) and MATH train rows that hold an identity step but are no shortcut.
+@pytest.mark.parametrize("question, answer, why", [
+    ("Solve the following multiplication: 1 * 7. Give only the result as your final answer.", "7", "identity_step"),
+    ("Find the Least Common Multiple (LCM) of these numbers: 20, 20", "20", "repeated_operand"),
+    ("State the final answer to the following arithmetic problem: 8 + 0 =", "8", "identity_step"),
+    ("Calculate -( -( 7 - 0 ) ).", "7", "identity_step"),
+    ("Calculate ( 8 / 1 ).", "8", "identity_step"),
+    ("Calculate 1 * 72.", "72", "identity_step"),
+    ("Solve the following multiplication: 0 * 5. Give only the result as your final answer.", "0", "identity_step"),
+    # the identity step does not hand the answer over: a longer computation
+    ("State the final answer to the following arithmetic problem: 3 - 0 + 6 =", "9", ""),
+    ("Calculate -8 * 1 * -8.", "64", ""),
+    ("Find the Least Common Multiple (LCM) of these numbers: 15, 30", "30", ""),
+    ("Solve for u: 10*u + 10 = 160", "15", ""),
+    # MATH train: a product written out with an ellipsis, a board's dimensions, figure code
+    ("For each positive integer $n$, let $n!$ denote the product $1\\cdot 2\\cdot 3\\cdot\\,\\cdots\\,\\cdot (n-1)\\cdot n$."
+     "\n\nWhat is the remainder when $9!$ is divided by $11$?", "1", ""),
+    ("A $7\\times 1$ board is completely covered by $m\\times 1$ tiles without overlap. How many tilings?", "8", ""),
+    ("The wheel shown below. [asy] real s = 4; dot(1 * dir( 90), linewidth(4)); [/asy] How many paths of 4 steps?",
+     "4", ""),
+])
+def test_degenerate_parts_are_those_whose_answer_is_read_off_the_text(question, answer, why):
+    from composition_rl.compose.natural import degenerate
+
+    assert degenerate(question, answer) == why
+
+
+def test_a_zero_offset_is_not_a_natural_link_unless_asked_for():
+    from fractions import Fraction
+
+    from composition_rl.compose.natural import Naturalness
+
+    assert not Naturalness().allows(Fraction(0)) and Naturalness().allows(Fraction(3))
+    assert Naturalness(zero_offset=True).allows(Fraction(0))
+    assert Naturalness().q1_flaw("Calculate 1 * 72.", Fraction(72)) == "degenerate"

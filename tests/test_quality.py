@@ -223,3 +223,27 @@ def test_stats_report_offset_kinds_and_pool_preference(tmp_path):
 def test_the_module_docstring_catalogues_every_defect_class():
     named = set(re.findall(r"``(\w+)``", quality.__doc__))
     assert [d for d in DEFECTS + NOTES if d not in named] == []
+
+
+def test_a_plain_text_problem_gets_a_bare_variable_and_the_scanner_sees_dollars():
+    """Issue 54: "6 * $Y$" in a problem that writes no LaTeX is the one TeX of the problem."""
+    q2 = Problem.new("Solve the following multiplication: 6 * 58. Give only the result as your final answer.", "348")
+    _, rec = _compose_pair(Q1, q2)
+    y = rec.links[0].y
+    tail = rec.question[rec.question.rindex("\n\n") + 2 :]
+    assert f"${y}$" not in tail and re.search(rf"(?:6 \* {y}|{y} \* 58)\.", tail), tail
+    assert run_checks(rec, (Q1, q2)) is None and scan_record(rec) == []
+    broken = Problem.from_dict({**rec.to_dict(), "question": rec.question[: -len(tail)] + tail.replace(y, f"${y}$")})
+    assert "latex_in_plain_text" in {c for c, _ in scan_record(broken)}
+
+
+def test_default_data_scans_clean_of_latex_in_plain_text_at_depth_2_and_3():
+    """Over the default reasoning-gym set (a cut), depth 2 and 3: no ``$Y$`` in plain text, and
+    a middle part that lost its answer instructions still reads (not ``unreadable``)."""
+    from composition_rl.io.readers import load_reasoning_gym
+
+    problems = load_reasoning_gym(scale=120).problems
+    for depth in (2, 3):
+        res = compose_problems(problems, ComposeConfig(depth=depth, pool_size=8, seed=0))
+        classes = [c for rec in res.accepted for c, _ in scan_record(rec)]
+        assert res.accepted and "latex_in_plain_text" not in classes and "unreadable" not in classes, depth

@@ -1026,7 +1026,8 @@ def test_a_risky_constant_gives_way_to_a_partner_whose_answer_fits_a_plain_one()
     cans = Problem.new("Three aluminum cans can be recycled to make a new can. How many new cans can eventually "
                        "be made from 243 aluminum cans? (Remember that the first new cans that are made can then "
                        "be recycled into even newer cans!)  Do not include the original 243 cans in your count.", "121")
-    q1 = Problem.new("Evaluate $\\log_464$.", "3")
+    # (4, not 3: "Three" at 3 would be a zero offset, which is never stated)
+    q1 = Problem.new("Evaluate $\\log_4256$.", "4")
     reserve = [Problem.new(f"What is ${n} + 1$?", str(n + 1)) for n in (7, 239, 400)]
     eng = SymbolicComposer()
     assert {eng.compose((q1, cans), cid).links[0].v2_literal for cid in "abcd"} == {"Three"}
@@ -1055,7 +1056,7 @@ def test_a_swap_that_cannot_complete_the_chain_keeps_the_drawn_q1_and_a_decimal_
                        "be made from 243 aluminum cans? (Remember that the first new cans that are made can then "
                        "be recycled into even newer cans!)  Do not include the original 243 cans in your count.", "121")
     q1 = Problem.new("What is $3 + 4$?", "7")
-    mid = Problem.new("What is $10 - 7$?", "3")
+    mid = Problem.new("What is $10 - 6$?", "4")  # 1 from "Three" (3 would be a zero offset)
     shift = Problem.new("How many minutes are in a four-hour shift?", "240")
     eng = SymbolicComposer()
     assert not eng.safe_constants(shift)
@@ -1072,7 +1073,7 @@ def test_a_swap_that_cannot_complete_the_chain_keeps_the_drawn_q1_and_a_decimal_
     pizzas = Problem.new("Three friends share $4.5$ pizzas equally. How many pizzas does each friend get?", "1.5")
     eng = SymbolicComposer()
     eng.partners[0] = [Problem.new("What is $2 + 2$?", "4"), Problem.new("What is $2 + 3$?", "5")]
-    three = Problem.new("What is $1 + 2$?", "3")
+    three = Problem.new("What is $1 + 3$?", "4")  # 1 from "Three"
     rec = eng.compose((three, pizzas), "c")
     assert rec.links[0].v2_literal == "Three" and rec.parents == (three.id, pizzas.id)
     assert SymbolicComposer.link_stats(eng.take_tally())["partners"]["swapped"] == 0
@@ -1140,7 +1141,7 @@ def test_chains_that_differ_only_in_the_drawn_q1_never_take_the_same_partner():
     own partner; past the last one it is rejected, as without partners."""
     q2 = Problem.new("How many positive divisors does $2400$ have?", "36")
     pool = [Problem.new(f"What is ${n} + 1$?", str(n + 1)) for n in (1, 2, 3, 4)]  # answers 2..5: far from 2400
-    near = [Problem.new("What is $2399 + 1$?", "2400"), Problem.new("What is $2390 + 5$?", "2395")]
+    near = [Problem.new("What is $2401 + 1$?", "2402"), Problem.new("What is $2390 + 5$?", "2395")]
     eng = SymbolicComposer(natural=Naturalness(max_q1=10_000))
     eng.partners[0] = near
     eng.pool_lists[0] = pool
@@ -1164,8 +1165,9 @@ def test_a_chain_takes_the_same_partners_whichever_chain_was_composed_first(shar
     by_id = {p.id: p for p in probs}
     cfg = ComposeConfig(depth=3, pool_size=20, seed=0)
     # a drawn chain whose first two problems both give way to partners (chosen again when the
-    # pools changed with the incomplete-answer rule, 2026-12-05)
-    target = tuple(by_id[i] for i in ("dedaf78fabe75b23", "2fad92b26a45462f", "8af59910f8043537"))
+    # pools changed with the incomplete-answer rule, 2026-12-05, and when zero offsets were
+    # no longer stated, 2026-12-06: the old chain's first link then kept its drawn problem)
+    target = tuple(by_id[i] for i in ("7ddf91e97e5b1354", "ecf617dae38db2ff", "70632451d79331be"))
 
     def compose(first):
         eng = build_engine(cfg)
@@ -1232,7 +1234,8 @@ def test_every_defect_class_is_found_in_a_record_forged_to_have_it():
         assert "sums_to_one" in {c for c, _ in scan_record(rec)}, scan_record(rec)
     for cls, rec in cases.items():
         assert cls in {c for c, _ in scan_record(rec)}, (cls, scan_record(rec))
-    assert set(cases) | {"latex_dollars_in_math", "latex_bare_in_prose", "notation", "role_mix"} == set(DEFECTS)
+    assert set(cases) | {"latex_dollars_in_math", "latex_bare_in_prose", "latex_in_plain_text", "notation",
+                         "role_mix"} == set(DEFECTS)
     clean = SymbolicComposer().compose((q1, Problem.new("A farm has $40$ cows and $7$ horses. How many animals?",
                                                          "47")), "c")
     assert scan_record(clean) == []

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from fractions import Fraction
 from functools import lru_cache
 
@@ -34,7 +35,14 @@ import sympy
 
 from composition_rl.compose.base import CHECK_STAGES, Rejection
 from composition_rl.compose.dependence import decide
-from composition_rl.compose.spc import derived_phrase, find_glue
+from composition_rl.compose.spc import (
+    Instruction,
+    answer_instructions,
+    derived_phrase,
+    find_glue,
+    shift_offset,
+    strip_instructions,
+)
 from composition_rl.records import Problem
 from composition_rl.values import (
     Exact,
@@ -164,9 +172,16 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
         glues.append(g)
         pos = g.end
 
-    # 1. q1 intact, and v1 from each earlier problem's answer
+    # the answer instructions taken out of the parts before the last, as recorded: each must be
+    # one the part holds (spc.answer_instructions), and nothing else of the part may change
+    removed = _removed_instructions(c, parents)
+    if isinstance(removed, Rejection):
+        return removed
+
+    # 1. q1 intact (but for its recorded answer instructions), and v1 from each earlier problem's answer
     q1 = parents[0].question
-    if glues[0].start != len(q1) or not text.startswith(q1):
+    q1_text = strip_instructions(q1, removed[0]) if removed[0] else q1
+    if glues[0].start != len(q1_text) or not text.startswith(q1_text):
         return Rejection("check1_v1", "q1_modified", "the first problem's text was changed")
     if llm:
         for k, lk in enumerate(links):
@@ -185,6 +200,13 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
     for k, lk in enumerate(links):
         seg = text[glues[k].end : glues[k + 1].start if k + 2 < K else len(text)]
         original, off, lit = parents[k + 1].question, lk.v2_offset, lk.v2_literal
+        if removed[k + 1]:  # a part before the last: compare with its text less its instructions
+            try:
+                off = shift_offset(off, removed[k + 1])
+                lk = replace(lk, v2_offset=off, v2_also=tuple(shift_offset(o, removed[k + 1]) for o in lk.v2_also))
+            except ValueError as e:
+                return Rejection("check2_substitution", "substitution_mismatch", f"link {k + 1}: {e}")
+            original = strip_instructions(original, removed[k + 1])
         if lk.v2_also:
             why = _restore_all(seg, original, lk)
             if why is not None:
@@ -212,6 +234,34 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
             return Rejection("check3_relation", why[0], f"link {k + 1}: {why[1]}")
 
     return _names_length_failure(text, links, parents, max_chars) or _dependence_failure(c, parents)
+
+
+def _removed_instructions(c: Problem, parents: Sequence[Problem]) -> list[tuple[Instruction, ...]] | Rejection:
+    """Per part, the answer instructions the record says were taken out of it
+    (``metadata["instructions_removed"]``), checked: each is one of the part's own
+    (:func:`spc.answer_instructions`, so only that class of text can go), in order, and the
+    last part keeps all of its own."""
+    out: list[list[Instruction]] = [[] for _ in parents]
+    rows = c.metadata.get("instructions_removed") or []
+    if not isinstance(rows, list):
+        return Rejection("check1_v1", "instructions_invalid", f"instructions_removed is {type(rows).__name__}, not a list")
+    for row in rows:
+        try:
+            part, start, old, by = row
+            ins = Instruction(int(start), str(old), str(by))
+        except (TypeError, ValueError):
+            return Rejection("check1_v1", "instructions_invalid", f"instructions_removed row {row!r} is not [part, start, text, by]")
+        if not isinstance(part, int) or not 1 <= part < len(parents):
+            return Rejection("check1_v1", "instructions_invalid", f"instructions_removed row {row!r}: part {part!r} "
+                             f"is not one of the parts before the last (1..{len(parents) - 1})")
+        if ins not in answer_instructions(parents[part - 1].question):
+            return Rejection("check1_v1", "instructions_invalid", f"part {part}: {old!r} at {start} is no answer "
+                             "instruction of that problem")
+        out[part - 1].append(ins)
+    for part in out:
+        if part != sorted(part) or len(set(part)) != len(part):
+            return Rejection("check1_v1", "instructions_invalid", "instructions_removed is not in order, or repeats one")
+    return [tuple(p) for p in out]
 
 
 def _dependence_failure(c: Problem, parents: Sequence[Problem]) -> Rejection | None:

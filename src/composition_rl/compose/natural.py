@@ -31,8 +31,8 @@ from composition_rl.values.derive import list_items
 from composition_rl.values.numwords import CARDINALS
 from composition_rl.values.parse import inexact_answer
 
-__all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_gold", "approximate_question", "incomplete_answer",
-           "inexact_q1",
+__all__ = ["APPROXIMATE", "OFFSET_KINDS", "Naturalness", "approximate_gold", "approximate_question", "degenerate",
+           "incomplete_answer", "inexact_q1",
            "offset_kind", "rounded_integer"]
 
 # The kinds an offset ``d = v1 - v2`` can have, in order of preference ("equal to" and an
@@ -151,6 +151,72 @@ def approximate_question(text: str) -> bool:
 _APPROX_SIGN = re.compile(r"\\approx|\\simeq|≈")
 _MEASURED_NUMBER = re.compile(r"(?<![\d.])\d*\.\d*[1-9]|\\times\s*10\s*\^")
 _UNIT_AFTER = re.compile(r"(?:\s|~|\\[,;:! ])*(?:\\(?:mathrm|text|rm|mbox)\s*\{\s*~?\s*[A-Za-z\\]|\\AA|\\mu|[A-Za-z])")
+
+
+# A problem whose answer is read off its text: an arithmetic step that leaves a number as it is
+# (a factor or a divisor 1, a term 0: "1 * 7", "7 - 0", "$x \\cdot 1$"), or an operation on a
+# list of one number repeated ("the LCM of these numbers: 20, 20"). It teaches nothing as a
+# part, so it neither leads a link nor receives one.
+_OP = r"(?:[*×·÷/]|\\cdot|\\times|\\div)"
+_IDENTITY_STEP = re.compile(
+    r"(?<![\d.\-\w^_{])1\s*(?:[*×·]|\\cdot|\\times)\s*(?=[-\d(\w\\])"  # 1 * a
+    r"|" + _OP + r"\s*1(?![\d./\w])(?!\s*(?:[*×·^!]|\\cdot|\\times))"  # a * 1, a / 1
+    r"|(?<![\d.\w^_{])0\s*\+\s*(?=[-\d(\w\\])"  # 0 + a
+    r"|(?<![\d.\w^_{])0\s*(?:[*×·]|\\cdot|\\times)\s*(?=[-\d(])|(?:[*×·]|\\cdot|\\times)\s*0(?![\d.\w])"  # 0 * a, a * 0
+    r"|(?<=[\w)}])\s*[+-]\s*0(?![\d.\w])(?!\s*(?:[*×·/^!]|\\cdot|\\times|\\div))"  # a + 0, a - 0
+)
+# a step undone by the next: "( -1 * 4 ) / 4", "5 + 3 - 3"
+_AFTER_NUMBER = r"(?:(?<=\d)|(?<=\d )|(?<=\))|(?<=\) ))"  # an operator after a number, not after a letter or a brace
+_CANCELLING_STEPS = re.compile(_AFTER_NUMBER + r"(?:\*\s*(\d+)\s*\)*\s*/\s*(\d+)|\+\s*(\d+)\s*\)*\s*-\s*(\d+)"
+                               r"|-\s*(\d+)\s*\)*\s*\+\s*(\d+))(?![\d.*/(\w^{])")
+_FIGURE_CODE = re.compile(r"\[asy\].*?(?:\[/asy\]|$)", re.S)
+_ELLIPSIS = re.compile(r"\\(?:[lc]?dots[bc]?|ddots)|\.\.\.|…")
+_NUMBER_LIST = re.compile(r"(?:multiple|divisor|factor|gcd|lcm|gcf|maximum|minimum|largest|smallest)\b[^.?!\n\d]*?"
+                          r"(-?\d+(?:\s*(?:,\s*(?:and\s+)?|\s+and\s+)-?\d+)+)", re.I)
+
+
+@lru_cache(maxsize=1 << 16)
+def degenerate(question: str, answer: str) -> str:
+    """Why ``question``'s answer is read off its text ("" if it is not): the answer is a number
+    the text writes, and the text holds an identity step of arithmetic or a list operation on
+    one number repeated, which hands that number over unchanged.
+
+    >>> degenerate("Solve the following multiplication: 1 * 7. Give only the result as your final answer.", "7")
+    'identity_step'
+    >>> degenerate("Find the Least Common Multiple (LCM) of these numbers: 20, 20", "20")
+    'repeated_operand'
+    >>> degenerate("Calculate -( -( 7 - 0 ) ).", "7"), degenerate("Calculate ( 8 / 1 ).", "8")
+    ('identity_step', 'identity_step')
+    >>> degenerate("Solve the following multiplication: 0 * 5. Give only the result as your final answer.", "0")
+    'identity_step'
+    >>> degenerate("Calculate -( -( ( -1 * 4 ) / 4 ) ).", "-1")
+    'identity_step'
+
+    A step that leaves a number as it is inside a longer computation is no shortcut:
+
+    >>> degenerate("State the final answer to the following arithmetic problem: 3 - 0 + 6 =", "9")
+    ''
+    >>> degenerate("If I expand $25\\cdot 24 \\cdots 2 \\cdot 1$, how many zeros are there at the end?", "6")
+    ''
+    >>> degenerate("Compute $0.1 + 0.02$.", "0.12"), degenerate("Find the LCM of these numbers: 15, 30", "30")
+    ('', '')
+    """
+    question = _FIGURE_CODE.sub(" ", question)  # figure code draws, it computes nothing the reader sees
+    a = answer.strip()
+    if not re.fullmatch(r"-?\d+", a) or not re.search(r"(?<![\d.])" + re.escape(a.lstrip("-")) + r"(?!\.?\d)", question):
+        return ""
+    # a product or sum written out with an ellipsis ("1 \\cdot 2 \\cdots n") is a pattern, not a step
+    if _IDENTITY_STEP.search(question) and not _ELLIPSIS.search(question):
+        return "identity_step"
+    for m in _CANCELLING_STEPS.finditer(question):
+        a, b = [g for g in m.groups() if g is not None]
+        if a == b:
+            return "identity_step"
+    for m in _NUMBER_LIST.finditer(question):
+        items = {int(v) for v in re.findall(r"-?\d+", m.group(1))}
+        if len(items) == 1:
+            return "repeated_operand"
+    return ""
 
 
 def rounded_integer(answers, question: str, solution: str) -> bool:
@@ -310,6 +376,10 @@ class Naturalness:
         "help_no": "rank constants by their structural rank alone and let q1s with fractional answers "
                    "lead as readily as integer ones (by default an integer offset is preferred to a "
                    "rational one first, and integer q1s are preferred in the pools)."})
+    zero_offset: bool = field(default=False, metadata={
+        "help": "allow a link with a zero offset (\"$Y$ is equal to $X$\"): off by default, the "
+                "engine takes another constant or another partner; such a link states no relation.",
+        "help_no": "never state a zero offset (the default)."})
     small_offset: int = field(default=10, metadata={
         "help": "offsets with ``|d|`` up to N rank before larger ones when a constant (and a partner) "
                 "is chosen: \"Y is 3 less than X\" reads better than \"Y is 96 less than X\"."})
@@ -328,7 +398,7 @@ class Naturalness:
         """Whether an offset may be stated (None: irrational, allowed only with irrational q1s)."""
         if d is None:
             return self.irrational_q1
-        return abs(d) <= self.max_offset and d.denominator <= self.max_denominator
+        return abs(d) <= self.max_offset and d.denominator <= self.max_denominator and (self.zero_offset or d != 0)
 
     def rank(self, d: Fraction | None) -> int:
         """Sort key of an offset's kind (lower is preferred); 0 for all when not preferring."""
@@ -343,6 +413,8 @@ class Naturalness:
         and its text decide."""
         if missing_figure(question):
             return "missing_figure"  # nobody can solve it from its text
+        if v1 is not None and v1.denominator == 1 and degenerate(question, str(v1.numerator)):
+            return "degenerate"  # its answer is read off its text
         if v1 is None and not self.irrational_q1:
             return "irrational_q1"
         if v1 is not None and (abs(v1) > self.max_q1 or v1.denominator > self.max_denominator):

@@ -8,7 +8,9 @@ samples one class):
 * ``latex_dollars_in_math``: ``$Y$`` written where the text is already in math mode
   (``align*``, ``eqnarray*``, ``cases``, ``\\[ \\]``, ``$$ $$`` ...): the dollars break LaTeX.
 * ``latex_bare_in_prose``: the reverse, a bare ``Y`` in prose: it renders as an upright
-  letter, a word rather than a number.
+  letter, a word rather than a number (in a problem that writes some LaTeX).
+* ``latex_in_plain_text``: ``$Y$`` in a problem that writes no LaTeX at all ("6 * $Y$",
+  ``spc.plain_text``): the one TeX of the problem; there the variable is written bare.
 * ``notation``: the replaced literal was notation, not a quantity: ``f^{-1}``,
   ``\\sqrt[3]{}``, ``f^{(4)}``, ``\\mathbb{R}^3``, an index ``a_1``, an environment argument.
 * ``repeated_value`` (the part a program can see): the later problem still shows
@@ -52,6 +54,7 @@ the code that chose the constant, so the scanner can catch that code's mistakes.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -59,7 +62,14 @@ from fractions import Fraction
 
 from composition_rl.compose.dependence import decide
 from composition_rl.compose.natural import Naturalness
-from composition_rl.compose.spc import Glue, find_glue
+from composition_rl.compose.spc import (
+    Glue,
+    Instruction,
+    find_glue,
+    plain_text,
+    restore_instructions,
+    shift_offset,
+)
 from composition_rl.records import Link, Problem
 from composition_rl.values import find_constants
 from composition_rl.values.constants import UNGROUPED_ROLES
@@ -67,7 +77,7 @@ from composition_rl.values.constants import UNGROUPED_ROLES
 __all__ = ["DEFECTS", "glues", "scan_record", "scan_records", "segments"]
 
 DEFECTS = (
-    "latex_dollars_in_math", "latex_bare_in_prose", "notation", "repeated_value",
+    "latex_dollars_in_math", "latex_bare_in_prose", "latex_in_plain_text", "notation", "repeated_value",
     "tex_token", "exponent", "radix", "role_mix", "figure", "sums_to_one", "pattern", "worked_example",
     "default_value", "independent", "unnatural_offset", "standard_constant", "zero", "answer_range", "grammar",
 )
@@ -681,15 +691,29 @@ def scan_record(rec: Problem, parents: Sequence[Problem] | None = None) -> list[
     found: list[tuple[str, str]] = []
     for k, (lk, (a, b)) in enumerate(zip(rec.links, spans), 1):
         seg = rec.question[a:b]  # the rewritten later problem alone
-        r = _restore(seg, lk)
+        # a part before the last lost its answer instructions (recorded): read it at their offsets
+        taken = [Instruction(*row[1:]) for row in rec.metadata.get("instructions_removed") or () if row[0] == k + 1]
+        try:
+            mapped = (dataclasses.replace(lk, v2_offset=shift_offset(lk.v2_offset, taken),
+                                          v2_also=tuple(shift_offset(o, taken) for o in lk.v2_also)) if taken else lk)
+            r = _restore(seg, mapped)
+            if r is not None and taken:
+                offs = sorted((lk.v2_offset, *lk.v2_also))
+                r = restore_instructions(r[0], taken), [(o, tok) for o, (_, tok) in zip(offs, r[1])]
+        except ValueError:
+            r = None
         if r is None:
             found.append(("unreadable", f"link {k}: {lk.y} not at its offset"))
             continue
         original, places = r
+        plain = plain_text(original)
         roles = set()
         for off, tok in places:
             in_math = _math_at(original, off)
-            if tok.startswith("$") and in_math:
+            if plain:
+                if tok.startswith("$"):
+                    found.append(("latex_in_plain_text", f"link {k}: ${lk.y}$ in a problem without LaTeX at {off}"))
+            elif tok.startswith("$") and in_math:
                 found.append(("latex_dollars_in_math", f"link {k}: ${lk.y}$ in math mode at {off}"))
             elif not tok.startswith("$") and not in_math:
                 found.append(("latex_bare_in_prose", f"link {k}: bare {lk.y} in prose at {off}"))

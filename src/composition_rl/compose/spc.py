@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -32,7 +33,14 @@ __all__ = [
     "Glue",
     "find_glue",
     "glue_text",
+    "Instruction",
+    "answer_instructions",
     "join",
+    "lead_text",
+    "plain_text",
+    "restore_instructions",
+    "shift_offset",
+    "strip_instructions",
     "relation_sentence",
     "variable_token",
     "withheld_note",
@@ -42,9 +50,12 @@ __all__ = [
 DEFINITIONS: tuple[str, ...] = (
     "Let ${x}$ be the answer to the problem above{unit}.",
     "Denote the answer to the problem above by ${x}${unit}.",
-    "Call the answer to this problem ${x}${unit}.",
+    "Call the answer to the problem above ${x}${unit}.",
     "Let ${x}$ denote the value you obtain above{unit}.",
 )
+# phrasings written before and still read back (records composed then pass the checks): "this
+# problem" could be either problem, the one above or the one that follows
+_READ_ONLY_DEFINITIONS: tuple[str, ...] = ("Call the answer to this problem ${x}${unit}.",)
 
 # Preferred variable names, in order; X, Y first as in the paper's example. Every engine
 # draws its names from here, and the checks read them back.
@@ -175,9 +186,13 @@ def join(q1_text: str, glue: str, rest: str) -> str:
     return f"{q1_text}\n\n{glue}\n\n{rest}"
 
 
-def variable_token(y: str, math_mode: bool, next_text: str) -> str:
+def variable_token(y: str, math_mode: bool, next_text: str, plain: bool = False) -> str:
     """What replaces the literal: ``Y`` in math mode (``Y \\cdot `` before a bracket, so that
-    ``3(x+1)`` does not become the function application ``Y(x+1)``), ``$Y$`` in prose."""
+    ``3(x+1)`` does not become the function application ``Y(x+1)``), ``$Y$`` in prose, and
+    ``Y`` everywhere in a problem that writes no LaTeX at all (``plain``, see
+    :func:`plain_text`: "6 * Y", "costs €Y", not "6 * $Y$")."""
+    if plain:
+        return y
     if not math_mode:
         return f"${y}$"
     nxt = next_text.lstrip()
@@ -202,7 +217,7 @@ class Glue(NamedTuple):
 
 _DEF_ALTS = "|".join(
     re.escape(t).replace(r"\{x\}", "(?P=x)").replace(r"\{unit\}", r"(?: \([^\n]*?\))?")
-    for t in DEFINITIONS
+    for t in DEFINITIONS + _READ_ONLY_DEFINITIONS
 )
 # the derived definitions, their fields read as any text on the line
 _FIELD = "\x00"
@@ -243,3 +258,169 @@ def find_glue(text: str, x: str, y: str, start: int = 0, free_definition: bool =
     d, direction, eq, definition = m.group("d", "dir", "eq", "def")
     derived = not free_definition and m.group("derived") is not None
     return Glue(m.start(), m.end(), x, y, d or "", "equal" if eq else direction, definition, derived)
+
+
+# -- how a problem writes numbers -------------------------------------------------------------
+
+# a dollar sign that opens a math span, not a price: "$5$ apples" and "$x$" open math, "$150"
+# in "he has $150 and ..." is a currency sign (a digit follows and no span closes before a
+# space-separated word); a backslash is a TeX command or an escaped \$
+_TEX_MARK = re.compile(r"\\|\$(?!\d[\d,.]*(?:\s|[.,;:?!)]|$))")
+
+
+@lru_cache(maxsize=1 << 16)
+def plain_text(question: str) -> bool:
+    """Whether ``question`` writes no LaTeX: no backslash, and every ``$`` is a currency sign
+    before a plain number. In such a problem a variable is written as the problem writes its
+    numbers, bare (``6 * Y``), and a LaTeX ``$Y$`` would be the only TeX in it.
+
+    >>> plain_text("Solve the following multiplication: 6 * 58. Give only the result as your final answer.")
+    True
+    >>> plain_text("How much money is Robert missing if he has $150 and the conference costs $680?")
+    True
+    >>> plain_text("What is $3+4$?"), plain_text("A pen costs $\\\\$5$."), plain_text("Let $x$ be 5.")
+    (False, False, False)
+    """
+    return _TEX_MARK.search(question) is None
+
+
+# -- answer instructions ----------------------------------------------------------------------
+#
+# A composed prompt asks for one final answer, at its end (the last part's own instruction, or
+# the one a chat template adds). An instruction of an earlier part ("Give only the result as your
+# final answer.") asks the solver to stop half-way, so every part but the last loses its
+# answer-format instructions when composed. They are a class of text found by what it does, not
+# by where it comes from: a sentence that says how to deliver the answer and carries no quantity
+# of the problem (no digit, no math, no question mark). Sentences that fix the *value* of the
+# answer stay: a unit ("in centimeters", "as a percent"), a base, a rounding, a listing order,
+# an ordered pair (a derived X reads its entries). Only whole sentences go, with the space
+# before them, so no word of the problem is lost; one clause is rewritten instead of removed,
+# an order to "state the final answer to" what follows, which becomes "Solve" what follows.
+
+# a form of writing a number that does not change its value
+_FORM = (r"(?:as\s+an?\s+(?:common\s+|improper\s+|reduced\s+|simplified\s+)?fraction"
+         r"|as\s+a\s+mixed\s+number|in\s+(?:its\s+)?simplest\s+(?:radical\s+|fractional\s+)?form|in\s+simplified\s+form"
+         r"|in\s+(?:its\s+)?lowest\s+terms|in\s+terms\s+of\s+\$\\pi\$|in\s+simplest\s+terms)")
+_INSTRUCTION_SENTENCES = re.compile(
+    r"(?:"
+    # "Give the result as your final answer." "Put your final answer within \boxed{}."
+    # (an order: "The final answer is 4." in a worked example is the problem's own text)
+    r"(?:please\s+)?(?:give|state|write|put|provide|present|return|output|enter|report|place)\b"
+    r"(?:\s+[a-z]+){0,5}?\s+(?:your|the)\s+final\s+answer\b[^.?!\n\d$=]*"
+    r"|[^.?!\n\d$=]*\\boxed\{\}[^.?!\n\d$=]*"
+    # "Do not include units." "Give your answer without units."
+    r"|do\s+not\s+include\s+(?:the\s+)?units?|(?:give|write|state)\s+(?:your|the)\s+answer\s+without\s+(?:the\s+)?units?"
+    # "Express your answer as a common fraction." "... in simplest radical form."
+    r"|(?:express|write|give|leave|enter)\s+(?:your|the)\s+answer\s+" + _FORM + r"(?:,?\s+(?:and\s+|or\s+)?" + _FORM + r")*"
+    r"|simplify\s+your\s+answer(?:\s+as\s+much\s+as\s+possible)?"
+    r")\.(?=\s|$)",
+    re.I,
+)
+# where an instruction sentence may start: the start of the text or of a line, or after a
+# sentence's end and spaces (the space before it goes with it)
+_SENTENCE_START = re.compile(r"(?:^|(?<=[.?!:])[ \t]+|(?<=\n))")
+# "State the final answer to the following arithmetic problem: 3 - 4 =": the order to answer
+# becomes an order to solve; the problem after it stays word for word
+_ANSWER_TO = re.compile(r"(?:^|(?<=[.?!])[ \t]+|(?<=\n))(?P<verb>(?:state|give|provide|write|find)\s+the\s+final\s+answer\s+(?:to|of|for))\s+",
+                        re.I)
+
+
+# number words the constant finder reads (values.constants.WORD_NUMBERS, "one" left out there too)
+_NUMBER_WORD = re.compile(r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
+                          r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety"
+                          r"|hundred|thousand|million|dozen)\b", re.I)
+
+
+class Instruction(NamedTuple):
+    """One answer instruction taken out of a part: ``text`` at ``start`` of the part's own text
+    (its original), replaced by ``by`` ("" for a removed sentence)."""
+
+    start: int
+    text: str
+    by: str = ""
+
+    def to_list(self) -> list:
+        return [self.start, self.text, self.by]
+
+
+@lru_cache(maxsize=1 << 16)
+def answer_instructions(question: str) -> tuple[Instruction, ...]:
+    """The answer-format instructions of ``question``, in order (see the class above).
+
+    >>> answer_instructions("Solve the following multiplication: 7 * 4. Give only the result as your final answer.")
+    (Instruction(start=42, text=' Give only the result as your final answer.', by=''),)
+    >>> [i.text for i in answer_instructions("How many? Give the result as your final answer. Do not include units.")]
+    [' Give the result as your final answer.', ' Do not include units.']
+    >>> answer_instructions("State the final answer to the following arithmetic problem: 4 - 1 =")
+    (Instruction(start=0, text='State the final answer to', by='Solve'),)
+    >>> answer_instructions("What is $\\\\frac{1}{2}+\\\\frac{1}{3}$? Express your answer in centimeters.")
+    ()
+    """
+    out: list[Instruction] = []
+    for m in _ANSWER_TO.finditer(question):
+        out.append(Instruction(m.start("verb"), m.group("verb"), "Solve"))
+    for start in _SENTENCE_START.finditer(question):
+        m = _INSTRUCTION_SENTENCES.match(question, start.end())
+        if m is None or _NUMBER_WORD.search(m.group()):
+            continue  # a sentence that writes a number ("Give the two results ...") may hold a quantity
+        a = start.start()
+        if a == 0 or question[a - 1] == "\n":  # at the start of the text or of a line: no space before it
+            end = m.end()
+            while end < len(question) and question[end] in " \t":
+                end += 1  # the space after it goes with it instead
+            out.append(Instruction(a, question[a:end]))
+        else:
+            out.append(Instruction(a, question[a : m.end()]))
+    out.sort()
+    if len(out) == 1 and not out[0].by and out[0].text.strip() == question.strip():
+        return ()  # the whole text is an instruction: nothing of it is a problem, leave it alone
+    return tuple(out)
+
+
+def lead_text(question: str) -> tuple[str, tuple[Instruction, ...]]:
+    """A part's text as it stands before a later part: its answer instructions taken out, and
+    the instructions (to record on the composed record).
+
+    >>> lead_text("A box holds 3 pens. How many? Give the result as your final answer. Do not include units.")[0]
+    'A box holds 3 pens. How many?'
+    """
+    found = answer_instructions(question)
+    return (strip_instructions(question, found) if found else question), found
+
+
+def strip_instructions(question: str, found: Sequence[Instruction]) -> str:
+    """``question`` with the instructions ``found`` (some of :func:`answer_instructions`, in
+    order) taken out or rewritten."""
+    out, pos = [], 0
+    for ins in found:
+        out += [question[pos : ins.start], ins.by]
+        pos = ins.start + len(ins.text)
+    out.append(question[pos:])
+    return "".join(out)
+
+
+def shift_offset(offset: int, found: Sequence[Instruction]) -> int:
+    """Where ``offset`` of a part's original text lies in its :func:`lead_text` (an offset
+    inside an instruction is an error: instructions hold no quantity)."""
+    out = offset
+    for ins in found:
+        if ins.start + len(ins.text) <= offset:
+            out += len(ins.by) - len(ins.text)
+        elif ins.start < offset + 1 and offset < ins.start + len(ins.text):
+            raise ValueError(f"offset {offset} lies inside the answer instruction {ins.text!r}")
+    return out
+
+
+def restore_instructions(text: str, found: Sequence[Instruction | Sequence]) -> str:
+    """A part's original text from its :func:`lead_text` and the recorded instructions
+    (``[start, text, by]`` lists, as a record stores them, or :class:`Instruction`)."""
+    out, pos, shift = [], 0, 0
+    for start, old, by in sorted(tuple(i) for i in found):
+        at = start + shift
+        if text[at : at + len(by)] != by:
+            raise ValueError(f"the text does not hold {by!r} where the instruction {old!r} was")
+        out += [text[pos:at], old]
+        pos = at + len(by)
+        shift += len(by) - len(old)
+    out.append(text[pos:])
+    return "".join(out)

@@ -34,6 +34,7 @@ from composition_rl.compose.dependence import OUTCOMES, decide
 from composition_rl.compose.natural import (
     OFFSET_KINDS,
     Naturalness,
+    degenerate,
     incomplete_answer,
     inexact_q1,
     missing_figure,
@@ -103,14 +104,17 @@ def _v1_str(v: sympy.Expr) -> str:
     return f"{v.p}" if v.is_Integer else f"{v.p}/{v.q}" if v.is_Rational else sympy.sstr(v)
 
 
-def _replace_all(text: str, y: str, c: Constant) -> str:
+def _replace_all(text: str, y: str, c: Constant, removed: Sequence[spc.Instruction] = (), plain: bool = False) -> str:
     """``text`` with the literal of ``c`` replaced by Y at its offset and at every offset of
-    ``c.also``, each written for its own mode."""
+    ``c.also``, each written for its own mode (``plain``: the problem writes no LaTeX). The
+    offsets are the problem's own; ``removed`` are the answer instructions already taken out
+    of it (see :func:`spc.lead_text`)."""
     n = len(c.literal)
     out, pos = [], 0
     for off, math_mode in sorted([(c.offset, c.math_mode), *c.also]):
+        off = spc.shift_offset(off, removed) if removed else off
         out.append(text[pos:off])
-        out.append(spc.variable_token(y, math_mode, text[off + n : off + n + 12]))
+        out.append(spc.variable_token(y, math_mode, text[off + n : off + n + 12], plain))
         pos = off + n
     out.append(text[pos:])
     return "".join(out)
@@ -268,7 +272,8 @@ class SymbolicComposer:
             # a problem no later place may hold: no constant of it can be asked about (its figure
             # is missing), or the record's answer would be wrong (its answer lists too few items)
             unusable = ("missing_figure" if missing_figure(p.question)
-                        else "incomplete_answer" if incomplete_answer(p.question, p.answer) else "")
+                        else "incomplete_answer" if incomplete_answer(p.question, p.answer)
+                        else "degenerate" if degenerate(p.question, p.answer) else "")
             if unusable:
                 top = self._best[p.id] = ()
                 self._why_none[p.id] = ("constant", unusable)
@@ -318,7 +323,7 @@ class SymbolicComposer:
         for rank, c, ci in safe:
             if v1i is not None and ci is not None:  # the common case, in ints
                 d = v1i - ci
-                if abs(d) > nat.max_offset:
+                if abs(d) > nat.max_offset or (d == 0 and not nat.zero_offset):
                     continue
                 # zero and integer offsets share a kind; a constant with a risk only when no other
                 # allows a natural offset (rank[0])
@@ -429,6 +434,11 @@ class SymbolicComposer:
                     ok.update(allowed)
                 else:
                     ok.update(range(bisect_left(vals, ci - reach), bisect_right(vals, ci + reach)))
+                    if not nat.zero_offset:  # v1 == v2 would state "Y is equal to X": not that partner
+                        at = bisect_left(vals, ci)
+                        if at < len(vals) and vals[at] == ci and not any(
+                                e[2] is not None and e[2] != ci and abs(vals[at] - e[2]) <= reach for e in safe):
+                            ok.discard(at)
             if not ok:
                 continue
             # the h-th of the problems at the allowed values, chain members left out, without
@@ -478,7 +488,8 @@ class SymbolicComposer:
                 return False
         if position > 0 and not self.constants(p):
             return False
-        return True
+        # an answer read off the text ("1 * 7", the LCM of 20 and 20) neither leads nor receives
+        return not degenerate(p.question, p.answer)
 
     def pool_facts(self, p: Problem) -> tuple[bool, Fraction | None, str]:
         """What the pools ask of ``p`` at a position before the last: whether it leads (has a
@@ -569,6 +580,9 @@ class SymbolicComposer:
             if missing_figure(chain[k].question):  # a pool flaw; rejected too if drawn all the same
                 return Rejection("check1_v1", "missing_figure", f"position {k + 1}: problem {chain[k].id} points at a "
                                  "figure it does not hold")
+            if degenerate(chain[k].question, chain[k].answer):  # not eligible; rejected too if given all the same
+                return Rejection("check1_v1", "degenerate", f"position {k + 1}: the answer {chain[k].answer!r} of "
+                                 f"{chain[k].id} is read off its text ({degenerate(chain[k].question, chain[k].answer)})")
             lead = self.lead(chain[k])
             if lead is None:
                 why = self.q1_inexact(chain[k])
@@ -592,6 +606,9 @@ class SymbolicComposer:
             return Rejection("check4_names_length", "name_collision", f"only {len(free)} free variable names for {K - 1} links")
 
         text = chain[-1].question
+        # every part but the last loses its answer instructions ("Give only the result as your
+        # final answer."): the composed prompt asks for one final answer, the last part's
+        removed: dict[int, tuple[spc.Instruction, ...]] = {}
         links: list[Link] = []
         kinds = []
         deps = []
@@ -645,12 +662,16 @@ class SymbolicComposer:
                 glue = spc.glue_text(x, y, d_abs_latex, direction, (h >> 32) % len(spc.DEFINITIONS), lead.unit)
             else:  # a derived v1: "Let $X$ be the sum of the values that answer the problem above."
                 glue = spc.derived_glue(x, y, lead.phrase, d_abs_latex, direction)
+            later_removed = removed.get(k + 1, ())  # taken out of the later problem (not the last)
+            plain = spc.plain_text(chain[k + 1].question)  # Y written as the problem writes numbers
             if c.also:  # a repeated quantity: every occurrence becomes Y
-                text = _replace_all(text, y, c)
+                text = _replace_all(text, y, c, later_removed, plain)
             else:
-                tail = c.offset + len(c.literal)
-                text = text[: c.offset] + spc.variable_token(y, c.math_mode, text[tail : tail + 12]) + text[tail:]
-            text = spc.join(chain[k].question, glue, text)
+                at = spc.shift_offset(c.offset, later_removed) if later_removed else c.offset
+                tail = at + len(c.literal)
+                text = text[:at] + spc.variable_token(y, c.math_mode, text[tail : tail + 12], plain) + text[tail:]
+            part_text, removed[k] = spc.lead_text(chain[k].question)
+            text = spc.join(part_text, glue, text)
             links.append(Link(x, y, lead.latex, lead.expr, c.literal, v2_expr, d_latex, d_expr, c.offset,
                               tuple(sorted(o for o, _ in c.also)) if c.also else (), lead.derivation_items))
             kinds.append(bucket)
@@ -662,7 +683,8 @@ class SymbolicComposer:
             # depth counts original problems: a chain of composed records is as deep as their sum
             text, chain[-1].answers, source="compose:" + self.name, depth=sum(p.depth for p in chain),
             parents=tuple([p.id for p in chain]), links=tuple(links), engine=self.name,
-            metadata=self.metadata(chain, candidate_id, dependence, drawn if drawn != chain else None),
+            metadata=self.metadata(chain, candidate_id, dependence, drawn if drawn != chain else None,
+                                   [[k + 1, *ins.to_list()] for k in sorted(removed) for ins in removed[k]]),
         )
         failure = run_checks(composed, chain, self.max_chars)
         if failure is not None:
@@ -680,15 +702,20 @@ class SymbolicComposer:
 
     @staticmethod
     def metadata(chain: Sequence[Problem], candidate_id: str, dependence: str = "unknown",
-                 drawn: Sequence[Problem] | None = None) -> dict[str, object]:
+                 drawn: Sequence[Problem] | None = None, instructions: list | None = None) -> dict[str, object]:
         """A composed record's metadata: the candidate id, whether the answer is proved to
         depend on the variable (``dependence``: "dependent" or "unknown", :mod:`.dependence`),
-        the chain the pools drew when a partner took a place (``candidate_parents``), and each
-        parent's source and metadata."""
+        the chain the pools drew when a partner took a place (``candidate_parents``), the
+        answer instructions taken out of the parts before the last (``instructions_removed``:
+        ``[part, start, text, replaced by]``, part 1 the first problem, start an offset of
+        that problem's own text; see :func:`spc.lead_text`), and each parent's source and
+        metadata."""
         out: dict[str, object] = {"candidate": candidate_id}
         if drawn is not None:
             out["candidate_parents"] = [p.id for p in drawn]
         out["dependence"] = dependence
+        if instructions:
+            out["instructions_removed"] = instructions
         out["parent_sources"] = [p.source for p in chain]
         out["parent_metadata"] = [dict(p.metadata) for p in chain]
         return out
@@ -730,7 +757,8 @@ class SymbolicComposer:
             f'{{"candidate":{_js(md["candidate"])},'
             + (f'"candidate_parents":[{",".join(map(_js, drawn))}],' if drawn is not None else "")
             + f'"dependence":{_js(md["dependence"])},'
-            f'"parent_metadata":[{",".join([m for _, m in parts])}],'
+            + (f'"instructions_removed":{dumps(md["instructions_removed"])},' if "instructions_removed" in md else "")
+            + f'"parent_metadata":[{",".join([m for _, m in parts])}],'
             f'"parent_sources":[{",".join([s for s, _ in parts])}]}}'
         )
         return (
