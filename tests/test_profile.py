@@ -306,3 +306,22 @@ def test_cli_profile_with_a_tiny_local_model(shared_data, verifier, tmp_path, ca
     assert (summary["solve_none"], summary["prompts"], summary["n"]) == (1.0, 4, 3)
     assert runs[0] == runs[1] and b'"responses"' in runs[0]
     capsys.readouterr()
+
+
+def test_keep_and_select_take_a_pass_rate_interval_and_the_old_band_names(server, verifier, tmp_path, capsys):
+    """``--keep`` / ``--select`` share ``crl refresh --band``'s type: names as before, or LO,HI."""
+    srv, problems = server
+    inp = write_input(tmp_path / "in.jsonl", problems)
+    out = tmp_path / "prof"
+    assert crl(["profile", "--base-url", srv.url, "--model", "fake-model", "--input", str(inp), "-n", str(N),
+                "--out", str(out), "--no-progress", "--keep", "0.5,0.75"]) == 0
+    planned = {p.question: c for p, (*_, c) in zip(problems, CASES)}
+    kept = [Problem.from_dict(d) for d in read_jsonl(out / "kept.jsonl")]
+    assert sorted(p.question for p in kept) == sorted(q for q, c in planned.items() if c in (2, 3))
+    assert select_from_profile(out, "(0,0.5]") == {p.id for p in problems if planned[p.question] in (1, 2)}
+    assert select_from_profile(out, "informative") == select_from_profile(out, "(0,1)")
+    assert select_from_profile(out, "solve_all,solve_none") == select_from_profile(out, "stale")
+    capsys.readouterr()
+    assert crl(["profile", "--base-url", srv.url, "--model", "fake-model", "--input", str(inp), "-n", str(N),
+                "--out", str(tmp_path / "p2"), "--no-progress", "--keep", "0.8,0.2"]) == 2
+    assert "LO must be <= HI" in capsys.readouterr().err
