@@ -1,0 +1,269 @@
+"""``crl refresh`` and ``composition_rl.refresh``: the stages, their resume, the refusals.
+
+The policy is scripted: it knows every original problem's answer and answers a planned
+number of its samples correctly, per prompt, per composition depth and per sampling seed
+(the profile draws at seed s, the confirmation at s + 1, the re-profile at s + 2), so the
+bands of every stage are known and the refresh must land exactly on them. Grading goes
+through the project's real verifier; composition through the real symbolic engine.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fakes.openai_server import FakeOpenAIServer
+
+import composition_rl as crl
+from composition_rl.backends.rollout import Completion, SamplingConfig
+from composition_rl.cli import main as cli
+from composition_rl.io.files import atomic_write_jsonl, read_jsonl
+from composition_rl.io.runs import RunMismatch
+from composition_rl.profile import ProfileConfig
+from composition_rl.records import Problem
+from composition_rl.refresh import RefreshConfig, refresh_problems
+from composition_rl.stats import wilson_interval
+from composition_rl.verify import VerifyConfig, close_shared_verifiers, shared_verifier
+
+N = 4
+
+# name, object, a, b, then the planned correct of N: {seed: k} for the original (seed 0 the
+# profile, 1 the confirmation, 2 the re-profile), and for its compositions at depth 2 and 3
+PLAN = {
+    "Alice": ("apples", 3, 4, {0: 4, 1: 4}, {0: 2, 2: 2}, {}),            # mastered; d2 informative
+    "Bruno": ("pears", 5, 6, {0: 4, 1: 3, 2: 4}, {}, {}),                 # a near miss: 4/4 then 3/4
+    "Chen": ("plums", 7, 2, {0: 2, 2: 2}, {}, {}),                        # informative as it is
+    "Dara": ("figs", 9, 8, {0: 0}, {}, {}),                               # solve_none
+    "Emil": ("limes", 10, 11, {0: 4, 1: 4}, {0: 4}, {0: 1, 2: 0}),        # d2 still solve_all -> d3
+    "Fay": ("dates", 12, 5, {0: 4, 1: 4}, {0: 0}, {}),                    # d2 solve_none
+    "Gus": ("kiwis", 6, 13, {0: 4, 1: 4}, {0: 3, 2: 1}, {}),              # d2 informative
+}
+
+
+def originals() -> list[Problem]:
+    return [Problem.new(f"{name} has {a} {obj} and buys {b} more {obj}. How many {obj} does {name} have now?",
+                        str(a + b), source="scripted") for name, (obj, a, b, *_) in PLAN.items()]
+
+
+class ScriptedPolicy:
+    """A rollout backend answering by the plan; records every (prompt, seed) it samples."""
+
+    name = "scripted"
+    model = "scripted-policy"
+
+    def __init__(self, stop_at: int | None = None):
+        self.answers = {name: str(a + b) for name, (_, a, b, *_) in PLAN.items()}
+        self.asked: list[tuple[str, int]] = []
+        self.calls = 0
+        self.stop_at = stop_at
+
+    def who(self, prompt: str) -> tuple[str, int]:
+        """(the prompt's last problem's name, depth): the names it holds, the last one last."""
+        found = {name: prompt.rfind(f"{name} has") for name in PLAN if f"{name} has" in prompt}
+        return max(found, key=found.get), len(found)
+
+    def correct(self, prompt: str, seed: int) -> int:
+        name, depth = self.who(prompt)
+        return PLAN[name][2 + depth].get(seed, PLAN[name][2 + depth].get(0, 0))
+
+    def replies(self, prompt: str, n: int, seed: int) -> list[str]:
+        name, _ = self.who(prompt)
+        k = self.correct(prompt, seed)
+        return [f"So the answer is $\\boxed{{{self.answers[name] if i < k else -999}}}$." for i in range(n)]
+
+    def generate(self, prompts, n, sampling):
+        self.calls += 1
+        if self.stop_at is not None and self.calls == self.stop_at:
+            raise KeyboardInterrupt  # a kill in the middle of a stage
+        self.asked += [(p, sampling.seed) for p in prompts]
+        return [[Completion(t, tokens=8) for t in self.replies(p, n, sampling.seed)] for p in prompts]
+
+    def close(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    yield shared_verifier(VerifyConfig(timeout_s=5.0))
+    close_shared_verifiers()
+
+
+def config(**kw) -> RefreshConfig:
+    return RefreshConfig(confirm=N, pool_size=20, per_prompt=2,
+                         profile=ProfileConfig(n=N, chunk=2, sampling=SamplingConfig(seed=0)), **kw)
+
+
+def by_name(problems, policy) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for p in problems:
+        out.setdefault(policy.who(p.question if isinstance(p, Problem) else p["problem"]["question"]), []).append(p)
+    return out
+
+
+def test_refresh_lands_every_prompt_in_its_planned_place(verifier, tmp_path):
+    pol = ScriptedPolicy()
+    res = refresh_problems(originals(), pol, verifier, tmp_path, config(), identity={"model": "scripted-policy"},
+                           exports=("verl", "trl"))
+    got = sorted((pol.who(p.question), p.metadata["refresh"]["source"]) for p in res.refreshed)
+    # originals: the near miss and the informative one; compositions (2 per prompt): Alice's
+    # and Gus's at depth 2, Emil's at depth 3 (his depth-2 ones stayed solve_all)
+    assert got == sorted([
+        (("Bruno", 1), "original"), (("Chen", 1), "original"),
+        *[(("Alice", 2), "composed depth 2"), (("Gus", 2), "composed depth 2"), (("Emil", 3), "composed depth 3")] * 2])
+    bruno = next(p for p in res.refreshed if pol.who(p.question) == ("Bruno", 1)).metadata["refresh"]
+    assert (bruno["correct"], bruno["n"], bruno["class"]) == (7, 8, "goldilocks")  # 4/4, then 3/4 of 4 more
+    assert bruno["wilson"] == pytest.approx(list(wilson_interval(7, 8)))
+    assert bruno["model"] == {"model": "scripted-policy"} and bruno["sampling"]["seed"] == 0
+    assert bruno["verifier"]["timeout_s"] == 5.0 and bruno["template"] == "boxed"
+    comp = next(p for p in res.refreshed if pol.who(p.question) == ("Emil", 3))
+    assert comp.metadata["refresh"]["parents"] == list(comp.parents) and len(comp.parents) == 3
+    # the confirmation asked only the n/n prompts, at its own seed: new draws
+    confirm = {pol.who(p)[0] for p, s in pol.asked if s == 1}
+    assert confirm == {"Alice", "Bruno", "Emil", "Fay", "Gus"}
+    # every original is refreshed or set aside, with its reason; every profiled composition too
+    reasons = {(pol.who(r["problem"]["question"]), r["reason"]) for r in res.set_aside}
+    assert {(w[0], r) for w, r in reasons if w[1] == 1} == {
+        ("Alice", "solve_all"), ("Emil", "solve_all"), ("Fay", "solve_all"), ("Gus", "solve_all"),
+        ("Dara", "band:solve_none")}
+    assert {(w, r) for w, r in reasons if w[1] > 1} == {(("Emil", 2), "band:solve_all"),
+                                                         (("Fay", 2), "band:solve_none")}
+    add = res.report["set_aside"]["counts_add_up"]
+    assert add["originals"] == {"in": 7, "refreshed": 2, "set_aside": 5, "ok": True}
+    assert add["compositions"]["ok"] and add["compositions"]["kept"] == 6
+    # the re-profile at seed 2: Bruno's near miss is 4/4 again, Emil's compositions 0/4
+    s = res.report["informative_share"]
+    assert (s["stale"]["count"], s["stale"]["of"]) == (1, 7)  # only Chen at the first n samples
+    assert (s["refreshed_as_selected"]["count"], s["refreshed_as_selected"]["of"]) == (8, 8)
+    assert (s["refreshed_reprofiled"]["count"], s["refreshed_reprofiled"]["of"]) == (5, 8)
+    assert {pol.who(p)[0] for p, seed in pol.asked if seed == 2} == {"Alice", "Bruno", "Chen", "Emil", "Gus"}
+    gain = res.report["gain"]
+    assert gain["informative_prompts_gained"] == 6 and gain["rollouts"] == len([a for a in pol.asked if a[1] < 2]) * N
+    for name in ("refreshed.jsonl", "set_aside.jsonl", "report.md", "report.json", "bands.png", "verl.parquet",
+                 "trl.parquet"):
+        assert (tmp_path / name).is_file(), name
+    assert [r["id"] for r in read_jsonl(tmp_path / "refreshed.jsonl")] == [p.id for p in res.refreshed]
+    assert "re-profiled with another seed | 62.5%" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.parametrize("stop_at", [3, 6, 9, 12])
+def test_a_killed_refresh_resumes_without_repeating_a_sample(verifier, tmp_path, stop_at):
+    """Killed at the k-th generate call (chunks of 2 prompts: in the profile, the
+    confirmation, the depth-2 profile, the re-profile), then rerun: every (prompt, seed) is
+    sampled once over both runs, and the outputs are those of an uninterrupted run."""
+    whole = ScriptedPolicy()
+    refresh_problems(originals(), whole, verifier, tmp_path / "whole", config(), identity={"model": "m"})
+    killed = ScriptedPolicy(stop_at=stop_at)
+    with pytest.raises(KeyboardInterrupt):
+        refresh_problems(originals(), killed, verifier, tmp_path / "run", config(), identity={"model": "m"})
+    again = ScriptedPolicy()
+    refresh_problems(originals(), again, verifier, tmp_path / "run", config(), identity={"model": "m"})
+    both = killed.asked + again.asked
+    assert len(both) == len(set(both))  # nothing sampled twice
+    assert sorted(both) == sorted(whole.asked)  # nothing lost
+    for name in ("refreshed.jsonl", "set_aside.jsonl"):
+        assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+
+
+def test_a_rerun_with_other_settings_or_another_model_is_refused(verifier, tmp_path):
+    refresh_problems(originals(), ScriptedPolicy(), verifier, tmp_path, config(), identity={"model": "m"})
+    with pytest.raises(RunMismatch, match="confirm"):
+        refresh_problems(originals(), ScriptedPolicy(), verifier, tmp_path, config().__class__(
+            confirm=2, per_prompt=2, profile=config().profile), identity={"model": "m"})
+    with pytest.raises(RunMismatch, match="model"):
+        refresh_problems(originals(), ScriptedPolicy(), verifier, tmp_path, config(), identity={"model": "other"})
+    pol = ScriptedPolicy()  # the same settings resume: nothing is sampled again
+    refresh_problems(originals(), pol, verifier, tmp_path, config(), identity={"model": "m"})
+    assert pol.asked == []
+
+
+def test_band_interval_keeps_only_its_pass_rates(verifier, tmp_path):
+    pol = ScriptedPolicy()
+    res = refresh_problems(originals(), pol, verifier, tmp_path, config(band="0.5,0.75", reprofile=False),
+                           identity={"model": "m"})
+    # Chen 2/4, Alice's compositions 2/4 and Gus's 3/4 are in [0.5, 0.75]; Bruno's 7/8 is not
+    kept = sorted(pol.who(p.question) for p in res.refreshed)
+    assert kept == [("Alice", 2), ("Alice", 2), ("Chen", 1), ("Gus", 2), ("Gus", 2)]
+    assert any(r["reason"] == "outside_band" and pol.who(r["problem"]["question"]) == ("Bruno", 1)
+               for r in res.set_aside)
+
+
+def test_decontamination_sets_aside_an_original_and_a_composition_with_the_row_they_match(verifier, tmp_path):
+    probs = originals()
+    chen = next(p for p in probs if p.question.startswith("Chen"))
+    alice = next(p for p in probs if p.question.startswith("Alice"))
+    bench = [Problem.new("Totally unrelated: find the area of a circle of radius 3.", "9\\pi"),
+             Problem.new(chen.question.upper().replace(" ", "  "), "9"),  # near duplicate of Chen
+             Problem.new(alice.question, "7")]  # Alice's text is in every composition she is part of
+    pol = ScriptedPolicy()
+    res = refresh_problems(probs, pol, verifier, tmp_path, config(reprofile=False),
+                           benchmarks=[("bench.jsonl", bench)], identity={"model": "m"})
+    hits = [r for r in res.set_aside if r["reason"] == "benchmark_overlap"]
+    assert {(pol.who(r["problem"]["question"]), r["match"]["row"]) for r in hits} == {(("Chen", 1), 1),
+                                                                                     (("Alice", 1), 2)}
+    assert all(pol.who(p)[0] not in ("Chen", "Alice") for p, _ in pol.asked)  # never profiled
+    assert all("Alice has" not in p.question for p in res.refreshed)
+
+
+# --------------------------------------------------------------------------------------
+# the command
+# --------------------------------------------------------------------------------------
+@pytest.fixture
+def server():
+    pol = ScriptedPolicy()
+
+    def respond(body):
+        return pol.replies(body["messages"][-1]["content"], int(body.get("n") or 1), int(body.get("seed") or 0))
+
+    with FakeOpenAIServer(respond) as srv:
+        yield srv
+
+
+def write_input(path: Path) -> Path:
+    atomic_write_jsonl(path, [{"problem": p.question, "answer": p.answer} for p in originals()])
+    return path
+
+
+def cmd(srv, inp, out, *extra) -> list[str]:
+    return ["refresh", "--base-url", srv.url, "--model", "fake", "--input", str(inp), "--out", str(out),
+            "-n", str(N), "--confirm", str(N), "--per-prompt", "2", "--no-progress", *extra]
+
+
+def test_cli_refresh_writes_the_set_the_report_and_the_exports(server, tmp_path, capsys):
+    inp = write_input(tmp_path / "in.jsonl")
+    out = tmp_path / "r"
+    assert cli(cmd(server, inp, out)) == 0
+    text = capsys.readouterr().out
+    assert "refreshed 7 prompts -> 8 (2 informative originals, 6 compositions)" in text
+    assert json.loads((out / "run.json").read_text())["command"] == "refresh"
+    asked = server.requests
+    assert cli(cmd(server, inp, out)) == 0  # a rerun resumes: nothing asked again
+    assert server.requests == asked
+
+
+def test_cli_refresh_refuses_what_the_other_commands_refuse(server, tmp_path, capsys):
+    inp = write_input(tmp_path / "in.jsonl")
+    out = tmp_path / "r"
+    assert cli(cmd(server, inp, out)) == 0
+    capsys.readouterr()
+    args = cmd(server, inp, out)
+    args[args.index("--confirm") + 1] = "2"
+    assert cli(args) == 2  # other settings
+    err = capsys.readouterr().err
+    assert "other settings" in err and "confirm: 4 -> 2" in err
+    prof = tmp_path / "prof"  # another command's folder
+    assert cli(["profile", "--base-url", server.url, "--model", "fake", "--input", str(inp), "-n", "2",
+                "--out", str(prof), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli(cmd(server, inp, prof)) == 2
+    assert "holds a `crl profile` run" in capsys.readouterr().err
+    assert cli(cmd(server, inp, tmp_path / "x", "--band", "0.9,0.2")) == 2
+    assert "LO must be <= HI" in capsys.readouterr().err
+    assert cli(cmd(server, inp, tmp_path / "x", "--engine", "llm")) == 2
+    assert "batch engine" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()  # a refused run leaves no folder
+
+
+def test_refresh_is_a_verb_of_the_package():
+    assert {"refresh", "RefreshConfig"} <= set(crl.__all__)
+    assert crl.RefreshConfig is RefreshConfig
