@@ -125,6 +125,7 @@ def profile_problems(
     progress: bool = True,
     extra_run_info: dict[str, Any] | None = None,
     identity: dict[str, Any] | None = None,
+    label: str = "profiling",
 ) -> dict[str, Any]:
     """Sample ``n`` responses per prompt, score them, and write the profile of ``problems``.
 
@@ -145,6 +146,7 @@ def profile_problems(
         identity: what else decides the results (model, backend, input hashes:
             :func:`composition_rl.io.runs.run_identity`); recorded with the settings, and a
             rerun into ``out_dir`` with any of them changed is refused (:class:`RunMismatch`).
+        label: the progress bar's label (a caller running several profiles names each).
 
     Returns:
         The summary dict also written to ``summary.json``.
@@ -168,7 +170,7 @@ def profile_problems(
         unique.setdefault(p.id, p)
     with JsonlLog(out / PROFILE_FILE, key="id") as log:
         todo = [p for p in unique.values() if p.id not in log.done]
-        with progress_bar(progress, len(unique), len(unique) - len(todo)) as advance:
+        with progress_bar(progress, len(unique), len(unique) - len(todo), label) as advance:
             # each chunk is appended as soon as the executor hands it over, in input order
             for scored in runner.run(chunks_of(todo, config.chunk), job, verifier):
                 for s in scored:

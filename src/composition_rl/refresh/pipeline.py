@@ -194,10 +194,9 @@ def refresh_problems(
         if not items:
             return {}
         d = out / name
-        if progress:
-            print(f"refresh: {name}: {len(items)} prompts x {pc.n} samples")
         clock.run(name, lambda: profile_problems(items, backend, verifier, d, pc, progress=progress,
-                                                 identity={**sub_ident, "command": "refresh", "stage": name}))
+                                                 identity={**sub_ident, "command": "refresh", "stage": name},
+                                                 label=f"refresh {name} (n={pc.n})"))
         return {r["id"]: r for r in load_profile(d, ids=[p.id for p in items])}
 
     set_aside: list[dict[str, Any]] = []

@@ -132,8 +132,10 @@ def _markdown(r: dict[str, Any]) -> str:
     g = r["gain"]
     lines = [
         "# Refresh report", "",
-        f"Model: {r['model'].get('model', '?')} (content {r['model'].get('model_content', '-')}, backend "
-        f"{r['model'].get('backend', '?')}); n = {r['n']}, confirm = {r['confirm']}, band {r['band']}.", "",
+        f"Model: {r['model'].get('model', '?')}"
+        + (f" (content {r['model']['model_content']})" if r["model"].get("model_content") else "")
+        + f", backend {r['model'].get('backend', '?')}; n = {r['n']}, confirm = {r['confirm']}, band {r['band']}.",
+        "",
         "## Informative share (95% Wilson interval over prompts)", "",
         "| set | informative |", "|---|---|",
         f"| stale set (profile) | {_fmt(s['stale'])} |",
