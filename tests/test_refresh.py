@@ -116,6 +116,7 @@ def test_refresh_lands_every_prompt_in_its_planned_place(verifier, tmp_path):
     assert bruno["wilson"] == pytest.approx(list(wilson_interval(7, 8)))
     assert bruno["model"] == {"model": "scripted-policy"} and bruno["sampling"]["seed"] == 0
     assert bruno["verifier"]["timeout_s"] == 5.0 and bruno["template"] == "boxed"
+    assert bruno["confirm"] == {"correct": 3, "n": 4, "seed": 1}
     comp = next(p for p in res.refreshed if pol.who(p.question) == ("Emil", 3))
     assert comp.metadata["refresh"]["parents"] == list(comp.parents) and len(comp.parents) == 3
     # the confirmation asked only the n/n prompts, at its own seed: new draws

@@ -239,7 +239,10 @@ def refresh_problems(
             solve_all.append(p)
             aside(p, "solve_all", "confirm" if p.id in conf else "profile", composed=True, **_short(m))
         elif target.admits(c, n):
-            kept.append((p, {"source": "original", "parents": [], **m}))
+            # the counts include the confirmation's samples, drawn at their own seed
+            extra = {"confirm": {"correct": c - _counts(prof[p.id])[0], "n": n - pcfg.n,
+                                 "seed": pcfg.sampling.seed + CONFIRM_SEED}} if p.id in conf else {}
+            kept.append((p, {"source": "original", "parents": [], **m, **extra}))
         else:
             aside(p, f"band:{m['class']}" if c in (0,) else "outside_band", "profile", **_short(m))
 
@@ -321,6 +324,7 @@ def _with_provenance(p: Problem, prov: dict[str, Any], model: dict[str, Any], pc
         "pass_rate": prov["pass_rate"], "wilson": prov["wilson"], "confidence": pcfg.confidence,
         "correct": prov["correct"], "n": prov["n"], "class": prov["class"],
         "model": model, "sampling": pcfg.sampling.to_dict(), "template": pcfg.template, "verifier": verify_settings,
+        **({"confirm": prov["confirm"]} if "confirm" in prov else {}),
     }
     return dataclasses.replace(p, metadata=meta)
 
