@@ -303,3 +303,14 @@ def test_crl_refresh_on_a_real_model_writes_a_consistent_run_and_resumes(smollm2
     assert {p.name: (p / "profile.jsonl").read_bytes() for p in out.iterdir()
             if (p / "profile.jsonl").is_file()} == rows  # resumed: no sample drawn again
     print(f"\nsmollm2 refresh: {report['informative_share']}, {report['refreshed']}")
+
+
+def test_the_refresh_subpackage_imported_first_does_not_replace_the_verb():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", "import composition_rl.refresh\nimport composition_rl as crl\n"
+                        "print(callable(crl.refresh), crl.RefreshConfig.__name__)"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "RefreshConfig"]
