@@ -314,3 +314,51 @@ def test_the_refresh_subpackage_imported_first_does_not_replace_the_verb():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "RefreshConfig"]
+
+
+@pytest.mark.slow  # two crl processes and a verifier pool: ~50 s on the 2 shared cores at load 14
+def test_a_sigkilled_crl_refresh_resumes_with_the_outcome_of_an_unbroken_run(tmp_path):
+    """SIGKILL a real `crl refresh` process in its confirmation stage, rerun the command: no
+    finished sample is asked again (only the one chunk in flight at the kill), and the run ends
+    with the prompts of an unbroken one (the library run of the first test, same plan)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from collections import Counter
+
+    pol = ScriptedPolicy()
+
+    def respond(body):
+        return pol.replies(body["messages"][-1]["content"], int(body.get("n") or 1), int(body.get("seed") or 0))
+
+    inp = write_input(tmp_path / "in.jsonl")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    with FakeOpenAIServer(respond, latency_s=0.05) as srv:
+        def argv(out):
+            return [sys.executable, "-m", "composition_rl.cli", *cmd(srv, inp, out), "--chunk", "1",
+                    "--concurrency", "1", "--export", ""]
+
+        out = tmp_path / "run"
+        proc = subprocess.Popen(argv(out), env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = out / "confirm" / "profile.jsonl"
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not (log.exists() and len(log.read_text().splitlines()) >= 2):
+                time.sleep(0.02)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)  # the process and its verifier workers
+            proc.wait()
+        assert 2 <= len(log.read_text().splitlines()) < 5  # killed inside the confirmation
+        again = subprocess.run(argv(out), env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        asked = Counter((b["messages"][-1]["content"], b.get("seed")) for b in srv.bodies)
+    assert sum(k - 1 for k in asked.values()) <= 1  # at most the request in flight at the kill, asked again
+    whole = refresh_problems(originals(), ScriptedPolicy(), shared_verifier(VerifyConfig(timeout_s=5.0)),
+                             tmp_path / "whole", config(), identity={"model": "m"})
+    got = [(r["question"], r["metadata"]["refresh"]["correct"]) for r in read_jsonl(out / "refreshed.jsonl")]
+    assert got == [(p.question, p.metadata["refresh"]["correct"]) for p in whole.refreshed]
+    assert [(r["id"], r["reason"]) for r in read_jsonl(out / "set_aside.jsonl")] == [
+        (r["id"], r["reason"]) for r in whole.set_aside]
