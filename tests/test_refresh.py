@@ -9,7 +9,10 @@ through the project's real verifier; composition through the real symbolic engin
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,8 @@ from composition_rl.backends.rollout import Completion, SamplingConfig
 from composition_rl.cli import main as cli
 from composition_rl.io.files import atomic_write_jsonl, read_jsonl
 from composition_rl.io.runs import RunMismatch
+from composition_rl.mbs import GrowConfig
+from composition_rl.mbs.teachers import ProgramTeacher, chain_values, parse_chain, render_chain
 from composition_rl.profile import ProfileConfig
 from composition_rl.records import Problem
 from composition_rl.refresh import RefreshConfig, refresh_problems
@@ -362,3 +367,226 @@ def test_a_sigkilled_crl_refresh_resumes_with_the_outcome_of_an_unbroken_run(tmp
     assert got == [(p.question, p.metadata["refresh"]["correct"]) for p in whole.refreshed]
     assert [(r["id"], r["reason"]) for r in read_jsonl(out / "set_aside.jsonl")] == [
         (r["id"], r["reason"]) for r in whole.set_aside]
+
+
+# --------------------------------------------------------------------------------------
+# the grow stage (--grow --teacher): MagicBeanStalk on the solve_none prompts
+# --------------------------------------------------------------------------------------
+# two arithmetic chains the policy never solves alone (the program teacher grows them), beside
+# Dara, a solve_none prompt the program teacher cannot read (dropped: not_a_chain)
+CHAIN_SEEDS = [render_chain([(5, "+", 3), (6, "-", 4)])[0], render_chain([(7, "+", 2), (4, "+", 5)])[0]]
+CHAIN = re.compile(r"(?:[A-Z]=\S+\. )*\S+=\?")
+
+
+def grow_inputs() -> list[Problem]:
+    chains = [Problem.new(q, str(chain_values(parse_chain(q))[-1]), source="scripted") for q in CHAIN_SEEDS]
+    return originals() + chains
+
+
+class GrowPolicy(ScriptedPolicy):
+    """The scripted policy, and on the arithmetic chains: a seed alone 0/n, a seed with worked
+    examples before it n/2 (the effectivity test passes), any grown problem n/2 as a student
+    (n = 8), and at the profile's n (qualification, re-profile) n/2 when its answer is at most
+    10, n/n above (a grown problem outside the band). Records (prompt, n, seed) of each sample."""
+
+    def __init__(self, stop_at: int | None = None):
+        super().__init__(stop_at)
+        self.sampled: list[tuple[str, int, int]] = []
+
+    def replies(self, prompt: str, n: int, seed: int) -> list[str]:
+        qs = CHAIN.findall(prompt)
+        if not qs:
+            return super().replies(prompt, n, seed)
+        q = qs[-1]
+        answer = chain_values(parse_chain(q))[-1]
+        if q in CHAIN_SEEDS:
+            k = n // 2 if len(qs) > 1 else 0
+        else:
+            k = n if (n == N and answer > 10) else n // 2
+        return [f"So the answer is $\\boxed{{{answer if i < k else -999}}}$." for i in range(n)]
+
+    def generate(self, prompts, n, sampling):
+        out = super().generate(prompts, n, sampling)
+        self.sampled += [(p, n, sampling.seed) for p in prompts]
+        return out
+
+
+class LoggedTeacher(ProgramTeacher):
+    """The program teacher, logging every finished call; ``stop_at``: a kill at that call."""
+
+    def __init__(self, stop_at: int | None = None, name: str = "program", **kw):
+        super().__init__(**kw)
+        self.log: list[tuple] = []
+        self.stop_at = stop_at
+        self.name = name
+
+    def _logged(self, verb, args, fn):
+        if self.stop_at is not None and len(self.log) + 1 == self.stop_at:
+            raise KeyboardInterrupt  # a kill in the middle of a seed
+        got = fn()
+        self.log.append((verb, repr(args)))
+        return got
+
+    def solve(self, question, attempt):
+        return self._logged("solve", (question, attempt), lambda: super(LoggedTeacher, self).solve(question, attempt))
+
+    def decompose(self, item, attempt, max_parts):
+        return self._logged("decompose", (item.question, attempt),
+                            lambda: super(LoggedTeacher, self).decompose(item, attempt, max_parts))
+
+    def harder(self, leaf, trial):
+        return self._logged("harder", (leaf.question, trial), lambda: super(LoggedTeacher, self).harder(leaf, trial))
+
+    def compose(self, children, blueprint, trial):
+        return self._logged("compose", (tuple(c.question for c in children), trial),
+                            lambda: super(LoggedTeacher, self).compose(children, blueprint, trial))
+
+
+def grow_config(**kw) -> RefreshConfig:
+    return config(grow=True, max_depth=2, mbs=GrowConfig(n_traces=1, decompose_retries=0, leaf_variants=2,
+                                                         compose_trials=3, parents_per_node=2, student_n=8), **kw)
+
+
+def test_grow_adds_the_grown_problems_with_their_provenance_and_the_counts_add_up(verifier, tmp_path):
+    pol, teacher = GrowPolicy(), LoggedTeacher()
+    res = refresh_problems(grow_inputs(), pol, verifier, tmp_path, grow_config(), identity={"model": "scripted-policy"},
+                           teacher=teacher)
+    seeds = {p.question: p.id for p in grow_inputs() if p.question in CHAIN_SEEDS}
+    grown = [p for p in res.refreshed if p.metadata["refresh"]["source"] == "grown"]
+    assert grown, "nothing grown"
+    for p in grown:
+        prov = p.metadata["refresh"]
+        assert prov["parents"] == [p.metadata["mbs"]["seed_id"]] and prov["parents"][0] in seeds.values()
+        assert (prov["correct"], prov["n"], prov["class"]) == (N // 2, N, "goldilocks")  # its answer <= 10
+        assert prov["wilson"] == pytest.approx(list(wilson_interval(N // 2, N)))
+        assert prov["model"] == {"model": "scripted-policy"} and prov["sampling"]["seed"] == 0
+        assert prov["verifier"]["timeout_s"] == 5.0 and prov["template"] == "boxed"
+        assert prov["grow"] == {"kind": "root", "teacher": {"name": "program", "model": None}, "method": "mbs"}
+        assert chain_values(parse_chain(p.question))[-1] <= 10 and p.question not in CHAIN_SEEDS
+    on_disk = {r["id"]: r for r in read_jsonl(tmp_path / "refreshed.jsonl")}
+    assert all(on_disk[p.id]["metadata"]["refresh"]["source"] == "grown" for p in grown)
+    # the grown ones outside the band (answers > 10: n/n at the profile's n) are set aside, with their counts
+    odd = [r for r in res.set_aside if r["stage"] == "grow"]
+    assert odd and all(r["reason"] == "band:solve_all" and r["correct"] == r["n"] == N for r in odd)
+    # the originals are as without grow; the solve_none seeds say what growing them gave
+    assert sorted(pol.who(p.question) for p in res.refreshed if p.metadata["refresh"]["source"] != "grown") == sorted(
+        [("Bruno", 1), ("Chen", 1), *[("Alice", 2), ("Gus", 2)] * 2])
+    seed_rows = {r["problem"]["question"]: r for r in res.set_aside if r["reason"] == "band:solve_none"
+                 and r["stage"] == "profile"}
+    assert {q: r["grow"]["status"] for q, r in seed_rows.items() if q in CHAIN_SEEDS} == dict.fromkeys(CHAIN_SEEDS, "ok")
+    dara = next(r for q, r in seed_rows.items() if q.startswith("Dara"))
+    assert dara["grow"] == {"status": "dropped", "reason": "not_a_chain", "candidates": 0}
+    r = res.report
+    g = r["grow"]
+    # one chain seed grew only problems outside the band (answers 17): the grow funnel says so
+    assert g["seeds"] == 3 and g["seeds_dropped_by_reason"] == {"not_a_chain": 1, "not_in_band": 1}
+    assert g["seeds_with_a_kept_problem"] == 1
+    assert g["kept"] == len(grown) and g["set_aside"] == len(odd) and g["candidates"] == len(grown) + len(odd)
+    assert g["teacher_calls"] == len(teacher.log) > 0
+    # the grow's samples: all the chain prompts' at the profile's seed but the seeds' own profile
+    assert g["policy_samples"] == sum(n for p, n, s in pol.sampled if s == 0 and CHAIN.findall(p) and not (
+        p.count("=?") == 1 and CHAIN.findall(p)[-1] in CHAIN_SEEDS and n == N))
+    assert g["per_1000_rollouts"] == pytest.approx(1000 * len(grown) / g["policy_samples"])
+    add = r["set_aside"]["counts_add_up"]
+    assert add["grown"]["ok"] and add["grown"]["seeds"]["counts_add_up"]
+    assert add["originals"] == {"in": 9, "refreshed": 2, "set_aside": 7, "ok": True}
+    assert add["compositions"]["ok"] and add["compositions"]["kept"] == 4
+    assert r["refreshed"]["grown"] == len(grown) and r["refreshed"]["composed"] == 4
+    assert r["gain"]["informative_prompts_gained"] == 4 + len(grown)
+    text = (tmp_path / "report.md").read_text()
+    assert "## Grown (MagicBeanStalk on the solve_none prompts)" in text and "not_a_chain 1, not_in_band 1" in text
+    assert f"Grown: {g['candidates']} candidates = {len(grown)} kept + {len(odd)} set aside." in text
+    # the grown ones are re-profiled with the others (n/2 at seed 2)
+    assert (r["informative_share"]["refreshed_reprofiled"]["of"]) == len(res.refreshed)
+
+
+@pytest.mark.parametrize("kill", [("teacher", 3), ("teacher", 9), ("policy", 2), ("policy", 5)])
+def test_a_grow_killed_mid_seed_resumes_without_asking_a_finished_call_or_sample_again(verifier, tmp_path, kill):
+    """Killed at a teacher call or at a policy call of the grow stage (counted from the grow's
+    first teacher call), then rerun: over both runs every teacher call and every sample is made
+    as often as in an unbroken run (never twice), and the outputs are the unbroken run's."""
+    whole_pol, whole_t = GrowPolicy(), LoggedTeacher()
+    refresh_problems(grow_inputs(), whole_pol, verifier, tmp_path / "whole", grow_config(), identity={"model": "m"},
+                     teacher=whole_t)
+    who, k = kill
+    if who == "teacher":
+        pol, t = GrowPolicy(), LoggedTeacher(stop_at=k)
+    else:  # the policy calls before the grow stage: those of an unbroken run before its first teacher call
+        probe_pol = GrowPolicy()
+        first = []
+
+        class Probe(LoggedTeacher):
+            def solve(self, question, attempt):
+                first.append(probe_pol.calls)
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            refresh_problems(grow_inputs(), probe_pol, verifier, tmp_path / "probe", grow_config(),
+                             identity={"model": "m"}, teacher=Probe())
+        pol, t = GrowPolicy(stop_at=first[0] + k), LoggedTeacher()
+    with pytest.raises(KeyboardInterrupt):
+        refresh_problems(grow_inputs(), pol, verifier, tmp_path / "run", grow_config(), identity={"model": "m"},
+                         teacher=t)
+    assert (tmp_path / "run" / "grow").is_dir()  # killed inside the grow stage
+    again_pol, again_t = GrowPolicy(), LoggedTeacher()
+    refresh_problems(grow_inputs(), again_pol, verifier, tmp_path / "run", grow_config(), identity={"model": "m"},
+                     teacher=again_t)
+    assert Counter(t.log + again_t.log) == Counter(whole_t.log)
+    assert Counter(pol.sampled + again_pol.sampled) == Counter(whole_pol.sampled)
+    for name in ("refreshed.jsonl", "set_aside.jsonl"):
+        assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["grow"]["teacher_calls"] == len(whole_t.log)
+
+
+def test_grow_needs_a_teacher_and_a_rerun_with_another_teacher_or_grow_setting_is_refused(verifier, tmp_path):
+    with pytest.raises(ValueError, match="grow=True needs a teacher"):
+        refresh_problems(grow_inputs(), GrowPolicy(), verifier, tmp_path / "x", grow_config(), identity={"model": "m"})
+    assert not (tmp_path / "x").exists()
+    refresh_problems(grow_inputs(), GrowPolicy(), verifier, tmp_path, grow_config(reprofile=False),
+                     identity={"model": "m"}, teacher=LoggedTeacher())
+    with pytest.raises(RunMismatch, match="teacher"):
+        refresh_problems(grow_inputs(), GrowPolicy(), verifier, tmp_path, grow_config(reprofile=False),
+                         identity={"model": "m"}, teacher=LoggedTeacher(name="another"))
+    other = dataclasses.replace(grow_config(reprofile=False), mbs=GrowConfig(student_n=4))
+    with pytest.raises(RunMismatch, match="student_n"):
+        refresh_problems(grow_inputs(), GrowPolicy(), verifier, tmp_path, other, identity={"model": "m"},
+                         teacher=LoggedTeacher())
+    with pytest.raises(RunMismatch, match="grow"):  # and a rerun without the grow stage
+        refresh_problems(grow_inputs(), GrowPolicy(), verifier, tmp_path, config(max_depth=2, reprofile=False),
+                         identity={"model": "m"})
+
+
+@pytest.fixture
+def grow_server():
+    pol = GrowPolicy()
+
+    def respond(body):
+        return pol.replies(body["messages"][-1]["content"], int(body.get("n") or 1), int(body.get("seed") or 0))
+
+    with FakeOpenAIServer(respond) as srv:
+        yield srv
+
+
+def test_cli_refresh_grow_needs_teacher_and_grows_with_the_program_teacher(grow_server, tmp_path, capsys):
+    inp = tmp_path / "in.jsonl"
+    atomic_write_jsonl(inp, [{"problem": p.question, "answer": p.answer} for p in grow_inputs()])
+    out = tmp_path / "r"
+    grow_flags = ["--max-depth", "2", "--grow-n-traces", "1", "--grow-decompose-retries", "0",
+                  "--grow-leaf-variants", "2", "--grow-compose-trials", "3", "--no-reprofile", "--export", ""]
+    assert cli(cmd(grow_server, inp, out, "--grow", *grow_flags)) == 2
+    assert "--grow needs --teacher" in capsys.readouterr().err
+    assert cli(cmd(grow_server, inp, out, "--teacher", "program", *grow_flags)) == 2
+    assert "--teacher goes with --grow" in capsys.readouterr().err
+    assert not out.exists()
+    assert cli(cmd(grow_server, inp, out, "--grow", "--teacher", "program", *grow_flags)) == 0
+    text = capsys.readouterr().out
+    grown = [r for r in read_jsonl(out / "refreshed.jsonl") if r["metadata"]["refresh"]["source"] == "grown"]
+    assert grown and f"{len(grown)} grown" in text
+    assert all(r["metadata"]["refresh"]["model"]["model"] == "fake" for r in grown)
+    assert json.loads((out / "run.json").read_text())["grow.teacher"] == {"name": "program", "model": None}
+    asked = grow_server.requests
+    assert cli(cmd(grow_server, inp, out, "--grow", "--teacher", "program", *grow_flags)) == 0
+    assert grow_server.requests == asked  # the rerun resumes: nothing asked again
+    args = cmd(grow_server, inp, out, "--grow", "--teacher", "program", *grow_flags)
+    args[args.index("--grow-leaf-variants") + 1] = "3"
+    assert cli(args) == 2 and "grow.leaf_variants: 2 -> 3" in capsys.readouterr().err

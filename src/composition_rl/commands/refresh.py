@@ -38,6 +38,48 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "reader takes)")
     add_flags(d, DecontamConfig, prefix="decontam_")
     p.add_argument("--export", default="verl,trl", help="trainer datasets of the refreshed set: verl,trl")
+    add_grow_arguments(p.add_argument_group("grow (--grow: MagicBeanStalk on the solve_none prompts; docs/refresh.md, "
+                                            "'Growing')"))
+
+
+def add_grow_arguments(g) -> None:
+    """The teacher flags of ``crl grow`` (same names), and its algorithm's settings as ``--grow-NAME``."""
+    import dataclasses
+
+    from composition_rl.commands.grow import _field_help
+    from composition_rl.flags import switch
+    from composition_rl.mbs.config import GrowConfig
+
+    g.add_argument("--teacher", help="teacher of --grow: program (exact, arithmetic chains) or openai")
+    g.add_argument("--teacher-base-url", action="append", help="openai teacher: endpoint (repeat for several)")
+    g.add_argument("--teacher-model", help="openai teacher: served model name")
+    g.add_argument("--teacher-temperature", type=float, default=0.7, help="openai teacher: sampling temperature")
+    g.add_argument("--teacher-cache", help="openai teacher: response cache file (default OUT/grow/teacher_cache.jsonl)")
+    helps = _field_help()
+    for f in dataclasses.fields(GrowConfig):
+        kw = {"default": None, "help": helps.get(f.name, "") + f" (default {f.default})"}
+        if isinstance(f.default, bool):
+            kw["type"] = switch
+        elif isinstance(f.default, (int, float, str)):
+            kw["type"] = type(f.default)
+        g.add_argument("--grow-" + f.name.replace("_", "-"), dest=f"grow_{f.name}", **kw)
+
+
+def grow_config_from_args(args: argparse.Namespace):
+    """The :class:`~composition_rl.mbs.GrowConfig` of the ``--grow-NAME`` flags; ``--grow`` and
+    ``--teacher`` go together (refused in one line otherwise)."""
+    import dataclasses
+
+    from composition_rl.mbs.config import GrowConfig
+
+    given = [f.name for f in dataclasses.fields(GrowConfig) if getattr(args, f"grow_{f.name}") is not None]
+    if args.grow and not args.teacher:
+        raise UsageError("--grow needs --teacher (program or openai, as `crl grow` takes it; docs/refresh.md, "
+                         "'Growing')")
+    if not args.grow and (args.teacher or given):
+        raise UsageError(f"{'--teacher' if args.teacher else '--grow-' + given[0].replace('_', '-')} goes with "
+                         "--grow (grow the solve_none prompts)")
+    return GrowConfig(**{k: getattr(args, f"grow_{k}") for k in given})
 
 
 def benchmark_paths(args: argparse.Namespace) -> list[str]:
@@ -75,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             EXPORTERS.get(e)
         pcfg = ProfileConfig(n=args.n, sampling=sampling_from_args(args), template=args.template,
                              chunk=chunk_from_args(args), confidence=args.confidence)
-        config = from_flags(RefreshConfig, args, profile=pcfg,
+        config = from_flags(RefreshConfig, args, profile=pcfg, mbs=grow_config_from_args(args),
                             decontam=from_flags(DecontamConfig, args, prefix="decontam_"))
         fallbacks = fallbacks_from_names(args.fallback)
         verify_config = VerifyConfig(timeout_s=args.verify_timeout, fallbacks=fallbacks)
@@ -87,13 +129,14 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         with run_folder(out, "refresh", inputs={"--input": args.input, **{f"--benchmarks {b}": b for b in marks}},
-                        refusals=(UsageError, ValueError), work=("profile", "decontaminate")):
+                        refusals=(UsageError, ValueError), work=("profile", "decontaminate", "grow")):
             return _refresh(args, config, out, marks, exports, verify_config, fallbacks)
     except (RunBusy, ValueError) as e:
         raise UsageError(str(e)) from None
 
 
 def _refresh(args, config, out: Path, marks: list[str], exports: list[str], verify_config, fallbacks) -> int:
+    from composition_rl.backends.base import ChatError
     from composition_rl.backends.rollout import RolloutError
     from composition_rl.commands.profile import backend_from_args, fit_to_context, load_input
     from composition_rl.io.files import atomic_write_jsonl
@@ -108,6 +151,11 @@ def _refresh(args, config, out: Path, marks: list[str], exports: list[str], veri
     if not problems:
         raise UsageError(f"{args.input}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
     benchmarks = load_benchmarks(marks)
+    teacher, cache = None, None
+    if config.grow:  # as crl grow builds it; an openai teacher's replies cached in OUT/grow
+        from composition_rl.commands.grow import _teacher
+
+        teacher, cache = _teacher(args, config.mbs.seed, out / "grow")
     backend = backend_from_args(args)
     try:
         res = refresh_problems(
@@ -115,15 +163,21 @@ def _refresh(args, config, out: Path, marks: list[str], exports: list[str], veri
             identity=run_identity(model=args.model, backend=backend.name,
                                   inputs={"input": args.input, **{f"benchmark {b}": b for b in marks}},
                                   fallbacks=list(fallbacks)),
-            progress=not args.no_progress, exports=exports)
+            progress=not args.no_progress, exports=exports, teacher=teacher)
     except RunMismatch as e:
         raise UsageError(str(e)) from None
+    except ChatError as e:  # the teacher gave no answer (a refusal is a reject): finished seeds are kept
+        print(f"crl refresh: error: the teacher at {e.endpoint or args.teacher_base_url} gave no answer ({e}); "
+              "finished work is kept: rerun the same command when it answers", file=sys.stderr)
+        return 1
     except RolloutError as e:
         print(f"crl: generation failed: {e}\nfinished samples are saved; rerun the same command to resume",
               file=sys.stderr)
         return 1
     finally:
         backend.close()
+        if cache is not None:
+            cache.close()
     atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
     r = res.report
     s = r["informative_share"]
@@ -134,7 +188,8 @@ def _refresh(args, config, out: Path, marks: list[str], exports: list[str], veri
         return f"{x['share']:.1%} [{x['wilson'][0]:.1%}, {x['wilson'][1]:.1%}]"
 
     print(f"refreshed {r['input']['prompts']} prompts -> {len(res.refreshed)} ({r['refreshed']['originals']} "
-          f"informative originals, {r['refreshed']['composed']} compositions); informative share: stale "
+          f"informative originals, {r['refreshed']['composed']} compositions"
+          + (f", {r['refreshed']['grown']} grown" if "grow" in r else "") + "); informative share: stale "
           f"{share(s['stale'])}, refreshed re-profiled {share(s['refreshed_reprofiled'])}; "
           f"{len(res.set_aside)} set aside -> {out / 'set_aside.jsonl'}; report {out / 'report.md'}"
           + (f"; {len(input_rejects)} input rows rejected -> {out / 'input_rejects.jsonl'}" if input_rejects else ""))

@@ -12,6 +12,10 @@ resumes per chunk from its log, so a kill never repeats finished samples):
     profile-d2/     up to ``per_prompt`` compositions of each solve_all prompt profiled
     compose-d3/     depth 3 for the prompts whose depth-2 compositions all stayed solve_all
     profile-d3/     (the paper's curriculum, Section 4.2, per prompt)
+    grow/           with ``grow``: the solve_none prompts grown by MagicBeanStalk (``crl grow``'s
+                    :func:`~composition_rl.mbs.grow`, the policy as the one student and as the
+                    qualifying policy); every teacher reply and policy sample is kept as it
+                    comes, so a killed grow asks none of them again
     reprofile/      the refreshed set profiled again with another seed (``s + 2``)
 
 then ``refreshed.jsonl`` (the informative originals and kept compositions, each with its
@@ -31,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.io.files import atomic_write_json, atomic_write_jsonl, read_jsonl
-from composition_rl.io.runs import RUN_FILE, claim_run
+from composition_rl.io.runs import RUN_FILE, RunMismatch, claim_run
+from composition_rl.mbs.config import GrowConfig
 from composition_rl.profile import ProfileConfig, load_profile, profile_problems
 from composition_rl.records import Problem
 from composition_rl.refresh.decontaminate import BenchmarkIndex, DecontamConfig
@@ -72,7 +77,12 @@ class RefreshConfig:
     reprofile: bool = field(default=True, metadata={
         "help": "profile the refreshed set again with another sampling seed (the report's check of the selection)",
         "help_no": "skip the fresh re-profile of the refreshed set"})
+    grow: bool = field(default=False, metadata={
+        "help": "grow the solve_none prompts with MagicBeanStalk, as crl grow does (needs --teacher; costs teacher "
+                "calls and policy samples: docs/refresh.md, 'Growing')"})
     profile: ProfileConfig = field(default_factory=ProfileConfig, metadata={"cli": False})
+    #: MagicBeanStalk's settings of the grow stage (used with ``grow``)
+    mbs: GrowConfig = field(default_factory=GrowConfig, metadata={"cli": False})
     decontam: DecontamConfig = field(default_factory=DecontamConfig, metadata={"cli": False})
 
     def __post_init__(self) -> None:
@@ -102,8 +112,11 @@ class RefreshConfig:
 
     def run_record(self) -> dict[str, Any]:
         """The settings that decide the results (compared on a rerun)."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("profile", "decontam")}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+             if f.name not in ("profile", "decontam", "grow", "mbs")}
         d["band"] = str(parse_band(self.band))
+        if self.grow:  # only then: a run made before the grow stage existed still resumes
+            d.update({f"grow.{k}": v for k, v in self.mbs.to_dict().items()})  # each named when it differs
         return {**d, "profile": self.profile.run_record(), "decontam": dataclasses.asdict(self.decontam)}
 
 
@@ -157,6 +170,7 @@ def refresh_problems(
     identity: dict[str, Any] | None = None,
     progress: bool = False,
     exports: Sequence[str] = (),
+    teacher: Any = None,
 ) -> RefreshResult:
     """Refresh ``problems`` for the policy behind ``backend``; every stage resumes (module doc).
 
@@ -171,18 +185,31 @@ def refresh_problems(
             a rerun with any of it changed is refused (:class:`~composition_rl.io.runs.RunMismatch`).
         progress: progress bars on every stage.
         exports: trainer datasets of the refreshed set to write beside it (``"verl"``, ``"trl"``).
+        teacher: the MagicBeanStalk teacher of the grow stage (:func:`~composition_rl.mbs.build_teacher`);
+            needed with ``config.grow``, refused without it. Its name (and served model) join the
+            run's identity.
 
     Returns:
         A :class:`RefreshResult`; the files are in ``out_dir`` (module doc).
     """
     cfg = config or RefreshConfig()
+    if cfg.grow and teacher is None:
+        raise ValueError("grow=True needs a teacher (composition_rl.mbs.build_teacher; crl refresh --grow --teacher)")
+    if teacher is not None and not cfg.grow:
+        raise ValueError("a teacher is used only with grow=True (crl refresh --grow --teacher)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     target = parse_band(cfg.band)
     ident = {**(identity or {}), **cfg.run_record(),
              "benchmarks": sorted(name for name, _ in benchmarks)}
+    if cfg.grow:
+        ident["grow.teacher"] = _teacher_identity(teacher)
     stage_dirs = [out / d for d in ("decontaminate", "profile", "confirm", "compose-d2", "profile-d2",
-                                    "compose-d3", "profile-d3", "reprofile")]
+                                    "compose-d3", "profile-d3", "grow", "reprofile")]
+    if not cfg.grow and (out / RUN_FILE).is_file() and (out / "grow").is_dir():
+        # the grow settings are recorded only with grow (older runs resume): their absence is a change too
+        raise RunMismatch(f"{out} holds a refresh made with other settings (grown -> not grown); "
+                          "use another --out, or rerun with the same settings (--grow --teacher ...)")
     claim_run(out / RUN_FILE, {**ident, "command": "refresh"}, has_work=any(d.exists() for d in stage_dirs),
               what="a refresh", fix="use another --out, or rerun with the same settings")
     clock = _Clock(out)
@@ -281,6 +308,39 @@ def refresh_problems(
         owners = [by_id[i] for i, full_ in stay_full.items() if all(full_)]
         compositions[depth]["still_solve_all_owners"] = len(owners)
 
+    # -- grow the solve_none prompts (MagicBeanStalk) -------------------------------------
+    grown: dict[str, Any] | None = None
+    if cfg.grow:
+        seeds = [p for p in clean if measured[p.id]["correct"] == 0]
+        gres, cands, rows, skipped = clock.run("grow", functools.partial(
+            _grow_stage, seeds, teacher, backend, verifier, cfg, out / "grow", sub_ident, progress))
+        grown = {"seeds": len(seeds), "stats": gres.stats, "candidates": len(cands), "kept": 0, "set_aside": 0}
+        grew = Counter(p.metadata["mbs"]["seed_id"] for p in cands)
+        trees = {r["seed_id"]: r for r in read_jsonl(out / "grow" / "trees.jsonl")}
+        for r in set_aside:  # each seed's row says what growing it gave
+            if r["id"] in trees:
+                t = trees[r["id"]]
+                r["grow"] = {"status": t["status"], "reason": t["reason"], "candidates": grew[r["id"]]}
+            elif r["id"] in skipped:  # the teacher cannot read it: never grown
+                r["grow"] = {"status": "dropped", "reason": skipped[r["id"]], "candidates": 0}
+        for p in cands:
+            seed_id = p.metadata["mbs"]["seed_id"]
+            m = index.match_problem(p, [by_id[seed_id].question]) if index is not None else None
+            if m is not None:
+                aside(p, "benchmark_overlap", "grow", match=m.to_dict())
+            elif p.id not in rows:  # the policy could not read it (its context): never sampled
+                aside(p, "prompt_too_long", "grow")
+            else:
+                mm = _measure(*_counts(rows[p.id]), confidence)
+                if target.admits(mm["correct"], mm["n"]):
+                    kept.append((p, {"source": "grown", "parents": [seed_id], **mm,
+                                     "grow": {"kind": p.metadata["mbs"]["kind"], "teacher": _teacher_identity(teacher),
+                                              "method": "mbs"}}))
+                    grown["kept"] += 1
+                    continue
+                aside(p, f"band:{mm['class']}", "grow", **_short(mm))
+            grown["set_aside"] += 1
+
     # -- write the refreshed set ------------------------------------------------------------
     verify_settings = {"fallbacks": list(getattr(getattr(verifier, "config", None), "fallbacks", ()) or ()),
                        "timeout_s": getattr(getattr(verifier, "config", None), "timeout_s", None)}
@@ -306,7 +366,7 @@ def refresh_problems(
 
     report = build_report(out, originals=originals, clean=clean, profile=prof, confirm=conf, measured=measured,
                           refreshed=refreshed, set_aside=set_aside, reprofile=re_rows, compositions=compositions,
-                          config=cfg, seconds=clock.seconds, model=model, sampling=sampling_of)
+                          config=cfg, seconds=clock.seconds, model=model, sampling=sampling_of, grown=grown)
     return RefreshResult(refreshed, set_aside, report)
 
 
@@ -325,6 +385,7 @@ def _with_provenance(p: Problem, prov: dict[str, Any], model: dict[str, Any], pc
         "correct": prov["correct"], "n": prov["n"], "class": prov["class"],
         "model": model, "sampling": pcfg.sampling.to_dict(), "template": pcfg.template, "verifier": verify_settings,
         **({"confirm": prov["confirm"]} if "confirm" in prov else {}),
+        **({"grow": prov["grow"]} if "grow" in prov else {}),
     }
     return dataclasses.replace(p, metadata=meta)
 
@@ -375,3 +436,142 @@ def _compose_stage(owners: Sequence[Problem], pool: Sequence[Problem], depth: in
              "chosen": len(chosen), "owners_with_composition": len(per)}
     atomic_write_json(done, stats)
     return chosen, stats
+
+
+def _teacher_identity(teacher: Any) -> dict[str, Any]:
+    """What names a teacher in the run identity: its kind, and the served model of a chat teacher."""
+    chat = getattr(teacher, "chat", None)
+    return {"name": getattr(teacher, "name", type(teacher).__name__),
+            "model": getattr(chat, "model", None) if chat is not None else getattr(teacher, "model", None)}
+
+
+def _key(*parts: Any) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class _KeptTeacher:
+    """A teacher whose every reply (an item, a list of items, or its :class:`TeacherError`) is
+    kept in a :class:`~composition_rl.backends.cache.ResponseCache` as it comes: a grow killed
+    in the middle of a seed asks none of that seed's finished calls again on the rerun (the
+    teachers are seeded per call, so the reply is the one it would give)."""
+
+    def __init__(self, inner: Any, cache: Any):
+        self.inner, self.cache = inner, cache
+        self.name = getattr(inner, "name", type(inner).__name__)
+        self.unreadable = getattr(inner, "unreadable", None)
+        self.kept = 0  # calls answered from the cache
+
+    def cost(self) -> dict[str, int]:
+        return {**self.inner.cost(), "kept_replies": self.kept}
+
+    def _call(self, verb: str, args: tuple, key_args: tuple) -> Any:
+        from composition_rl.mbs.teachers import Item, TeacherError
+
+        k = _key(verb, key_args)
+        hit = self.cache.get(k)
+        if hit is None:
+            try:
+                got = getattr(self.inner, verb)(*args)
+            except TeacherError as e:
+                hit = {"error": [e.kind, e.detail]}
+            else:
+                hit = {"items": [i.to_dict() for i in got]} if isinstance(got, list) else {"item": got.to_dict()}
+            self.cache.put(k, hit)
+        else:
+            self.kept += 1
+        if "error" in hit:
+            raise TeacherError(*hit["error"])
+        if "items" in hit:
+            return [Item.from_dict(d) for d in hit["items"]]
+        return Item.from_dict(hit["item"])
+
+    def solve(self, question, attempt):
+        return self._call("solve", (question, attempt), (question, attempt))
+
+    def decompose(self, item, attempt, max_parts):
+        return self._call("decompose", (item, attempt, max_parts), (item.to_dict(), attempt, max_parts))
+
+    def harder(self, leaf, trial):
+        return self._call("harder", (leaf, trial), (leaf.to_dict(), trial))
+
+    def compose(self, children, blueprint, trial):
+        return self._call("compose", (children, blueprint, trial),
+                          ([c.to_dict() for c in children], blueprint.parent.to_dict(),
+                           [c.to_dict() for c in blueprint.children], trial))
+
+    def vary(self, item, trial):
+        return self._call("vary", (item, trial), (item.to_dict(), trial))
+
+
+class _KeptRollout:
+    """A rollout backend whose every generate call's completions are kept as they come (a
+    :class:`~composition_rl.backends.cache.ResponseCache` keyed by the prompts, ``n`` and the
+    sampling settings): the effectivity tests and calibrations of a seed killed half-way are
+    not sampled again on the rerun."""
+
+    def __init__(self, inner: Any, cache: Any):
+        self.inner, self.cache = inner, cache
+        self.name = getattr(inner, "name", type(inner).__name__)
+        self.kept = 0
+
+    def prompt_too_long(self, prompt: str) -> str | None:
+        ask = getattr(self.inner, "prompt_too_long", None)
+        return ask(prompt) if callable(ask) else None
+
+    def generate(self, prompts, n, sampling):
+        from composition_rl.backends.rollout import Completion
+
+        k = _key(list(prompts), n, sampling.to_dict())
+        hit = self.cache.get(k)
+        if hit is not None:
+            self.kept += 1
+            return [[Completion(**c) for c in cs] for cs in hit["completions"]]
+        got = self.inner.generate(prompts, n, sampling)
+        self.cache.put(k, {"completions": [[dataclasses.asdict(c) for c in cs] for cs in got]})
+        return got
+
+    def close(self) -> None:
+        pass  # the policy is the caller's
+
+
+def _grow_stage(seeds: Sequence[Problem], teacher: Any, backend: Any, verifier: Any, cfg: RefreshConfig, d: Path,
+                identity: dict[str, Any], progress: bool):
+    """Grow ``seeds`` with :func:`composition_rl.mbs.grow` into ``d``: the policy is the one
+    student (calibration) and the qualifying policy (a profile at the refresh's settings in
+    ``d/qualify``). Returns the grow result, every candidate, and the qualify profile's rows
+    by id. Resumes: finished seeds from ``trees.jsonl``, the seed in flight from the kept
+    teacher replies (``teacher_replies.jsonl``) and policy samples (``policy_samples.jsonl``),
+    the qualification per chunk."""
+    from composition_rl.backends.cache import ResponseCache
+    from composition_rl.mbs import Students, grow
+    from composition_rl.mbs.grow import profile_qualify
+
+    pcfg = cfg.profile
+    # the policy as a rollout backend: an executor holding one in this process lends it
+    policy = backend if callable(getattr(backend, "generate", None)) else getattr(backend, "backend", None)
+    if not callable(getattr(policy, "generate", None)):
+        raise ValueError(f"the grow stage samples the policy in this process; {type(backend).__name__} holds no "
+                         "in-process backend (use the local executor)")
+    d.mkdir(parents=True, exist_ok=True)
+    with ResponseCache(d / "teacher_replies.jsonl") as tcache, ResponseCache(d / "policy_samples.jsonl") as scache:
+        kept_teacher = _KeptTeacher(teacher, tcache)
+        kept_policy = _KeptRollout(policy, scache)
+        name = str(identity.get("model") or getattr(policy, "name", "policy"))
+        students = Students([(name, kept_policy)], verifier, n=cfg.mbs.student_n, sampling=pcfg.sampling,
+                            template=pcfg.template)
+        readable = getattr(teacher, "unreadable", None)
+        pre: Counter[str] = Counter(readable(p.question) for p in seeds if readable(p.question)) if readable else Counter()
+        growable = [p for p in seeds if not (readable and readable(p.question))]
+        qualify = profile_qualify(policy, verifier, pcfg, name=name, progress=progress,
+                                  identity={**identity, "command": "refresh", "stage": "grow/qualify"})
+        res = grow(growable, [kept_teacher], students, verifier, d, cfg.mbs, qualify=qualify, seeds_in=len(seeds),
+                   pre_dropped=dict(pre), progress=progress)
+    cands = [Problem.from_dict(r) for r in read_jsonl(d / "candidates.jsonl")]
+    rows: dict[str, dict[str, Any]] = {}
+    if (d / "qualify" / "profile.jsonl").is_file() and cands:
+        rows = {r["id"]: r for r in load_profile(d / "qualify", ids=[p.id for p in cands])}
+    skipped = {p.id: readable(p.question) for p in seeds if readable and readable(p.question)}
+    return res, cands, rows, skipped
