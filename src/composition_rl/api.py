@@ -280,6 +280,7 @@ def refresh(
     verify_config: VerifyConfig | None = None,
     exports: Sequence[str] = (),
     progress: bool = False,
+    teacher: Any = None,
     **backend_options: Any,
 ) -> RefreshResult:
     """Make a stale prompt set informative again for a policy, in one resumable run folder.
@@ -301,6 +302,8 @@ def refresh(
         verify_config: verifier settings.
         exports: trainer datasets to write (``"verl"``, ``"trl"``).
         progress: progress bars.
+        teacher: with ``RefreshConfig(grow=True)``, the MagicBeanStalk teacher that grows the
+            solve_none prompts (``composition_rl.mbs.build_teacher("program")`` or ``"openai"``).
 
     Returns:
         A :class:`~composition_rl.refresh.RefreshResult`: ``refreshed`` (Problems whose
@@ -326,7 +329,8 @@ def refresh(
         ident = run_identity(model=str(model) if model is not None else None, backend=name,
                              inputs={f"benchmark {b}": b for b, _ in marks})
         return refresh_problems(problems, runner, shared_verifier(verify_config), out_dir, config,
-                                benchmarks=marks, identity=ident, progress=progress, exports=exports)
+                                benchmarks=marks, identity=ident, progress=progress, exports=exports,
+                                teacher=teacher)
 
 
 def _build_rollout(name: str, options: dict[str, Any]) -> Any:
