@@ -590,3 +590,23 @@ def test_cli_refresh_grow_needs_teacher_and_grows_with_the_program_teacher(grow_
     args = cmd(grow_server, inp, out, "--grow", "--teacher", "program", *grow_flags)
     args[args.index("--grow-leaf-variants") + 1] = "3"
     assert cli(args) == 2 and "grow.leaf_variants: 2 -> 3" in capsys.readouterr().err
+
+
+def test_cli_refresh_grow_with_an_openai_teacher_counts_its_unusable_replies_and_names_its_model(
+        grow_server, tmp_path, capsys):
+    """An endpoint teacher whose replies are not the JSON asked for (the fake answers as the
+    policy does): every seed is dropped with its reason, the counts add up, the run records the
+    served model, and a rerun with another teacher model is refused."""
+    inp = tmp_path / "in.jsonl"
+    atomic_write_jsonl(inp, [{"problem": p.question, "answer": p.answer} for p in grow_inputs()])
+    out = tmp_path / "r"
+    args = cmd(grow_server, inp, out, "--grow", "--teacher", "openai", "--teacher-base-url", grow_server.url,
+               "--teacher-model", "teacher-x", "--grow-n-traces", "1", "--no-reprofile", "--export", "")
+    assert cli(args) == 0
+    assert "0 grown" in capsys.readouterr().out
+    g = json.loads((out / "report.json").read_text())["grow"]
+    assert g["seeds"] == 3 and g["seeds_dropped_by_reason"] == {"no_verified_trace": 3} and g["candidates"] == 0
+    assert g["teacher_calls"] == 3  # n_traces 1 per seed
+    assert json.loads((out / "run.json").read_text())["grow.teacher"] == {"name": "openai", "model": "teacher-x"}
+    args[args.index("--teacher-model") + 1] = "teacher-y"
+    assert cli(args) == 2 and "teacher-x" in capsys.readouterr().err

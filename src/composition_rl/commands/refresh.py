@@ -7,6 +7,8 @@ Profile, confirm the n/n prompts, compose the confirmed solve_all ones (depth 2,
 2 stays solve_all), keep what lands in the band, set aside what overlaps a benchmark, write
 ``refreshed.jsonl`` with its provenance and the verl/TRL exports, re-profile it with another
 seed, and write ``report.md`` (docs/refresh.md). Rerun the same command to resume.
+``--grow --teacher T`` also grows the solve_none prompts with MagicBeanStalk (``crl grow``'s
+teacher flags; docs/refresh.md, "Growing").
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def add_grow_arguments(g) -> None:
     g.add_argument("--teacher-base-url", action="append", help="openai teacher: endpoint (repeat for several)")
     g.add_argument("--teacher-model", help="openai teacher: served model name")
     g.add_argument("--teacher-temperature", type=float, default=0.7, help="openai teacher: sampling temperature")
-    g.add_argument("--teacher-cache", help="openai teacher: response cache file (default OUT/grow/teacher_cache.jsonl)")
+    g.add_argument("--teacher-cache", help="openai teacher: response cache file (default OUT/teacher_cache.jsonl)")
     helps = _field_help()
     for f in dataclasses.fields(GrowConfig):
         kw = {"default": None, "help": helps.get(f.name, "") + f" (default {f.default})"}
@@ -152,10 +154,10 @@ def _refresh(args, config, out: Path, marks: list[str], exports: list[str], veri
         raise UsageError(f"{args.input}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
     benchmarks = load_benchmarks(marks)
     teacher, cache = None, None
-    if config.grow:  # as crl grow builds it; an openai teacher's replies cached in OUT/grow
+    if config.grow:  # as crl grow builds it (an openai teacher caches its replies in OUT/teacher_cache.jsonl)
         from composition_rl.commands.grow import _teacher
 
-        teacher, cache = _teacher(args, config.mbs.seed, out / "grow")
+        teacher, cache = _teacher(args, config.mbs.seed, out)
     backend = backend_from_args(args)
     try:
         res = refresh_problems(
