@@ -48,7 +48,7 @@ def add_grow_arguments(g) -> None:
     """The teacher flags of ``crl grow`` (same names), and its algorithm's settings as ``--grow-NAME``."""
     import dataclasses
 
-    from composition_rl.commands.grow import _field_help
+    from composition_rl.commands.grow import field_help
     from composition_rl.flags import switch
     from composition_rl.mbs.config import GrowConfig
 
@@ -57,7 +57,7 @@ def add_grow_arguments(g) -> None:
     g.add_argument("--teacher-model", help="openai teacher: served model name")
     g.add_argument("--teacher-temperature", type=float, default=0.7, help="openai teacher: sampling temperature")
     g.add_argument("--teacher-cache", help="openai teacher: response cache file (default OUT/teacher_cache.jsonl)")
-    helps = _field_help()
+    helps = field_help()
     for f in dataclasses.fields(GrowConfig):
         kw = {"default": None, "help": helps.get(f.name, "") + f" (default {f.default})"}
         if isinstance(f.default, bool):
@@ -155,9 +155,9 @@ def _refresh(args, config, out: Path, marks: list[str], exports: list[str], veri
     benchmarks = load_benchmarks(marks)
     teacher, cache = None, None
     if config.grow:  # as crl grow builds it (an openai teacher caches its replies in OUT/teacher_cache.jsonl)
-        from composition_rl.commands.grow import _teacher
+        from composition_rl.commands.grow import teacher_from_args
 
-        teacher, cache = _teacher(args, config.mbs.seed, out)
+        teacher, cache = teacher_from_args(args, config.mbs.seed, out)
     backend = backend_from_args(args)
     try:
         res = refresh_problems(
