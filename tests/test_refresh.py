@@ -500,7 +500,7 @@ def test_grow_adds_the_grown_problems_with_their_provenance_and_the_counts_add_u
     assert (r["informative_share"]["refreshed_reprofiled"]["of"]) == len(res.refreshed)
 
 
-@pytest.mark.parametrize("kill", [("teacher", 3), ("teacher", 9), ("policy", 2), ("policy", 5)])
+@pytest.mark.parametrize("kill", [("teacher", 3), ("teacher", 9), ("policy", 5)])
 def test_a_grow_killed_mid_seed_resumes_without_asking_a_finished_call_or_sample_again(verifier, tmp_path, kill):
     """Killed at a teacher call or at a policy call of the grow stage (counted from the grow's
     first teacher call), then rerun: over both runs every teacher call and every sample is made
