@@ -80,7 +80,7 @@ $(LLAMA_STAMP): $(LLM_STAMP) | $(STAMP)
 	touch $(LLAMA_STAMP)
 
 test-real-llm: $(STAMP) $(LLM_STAMP) $(LLAMA_STAMP)
-	$(BIN)/python -m pytest -q -m real_llm tests/test_real_llm.py tests/test_rollout_llama.py tests/test_train_real_llm.py tests/test_real_policy_report.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m real_llm tests/test_real_llm.py tests/test_rollout_llama.py tests/test_train_real_llm.py tests/test_real_policy_report.py tests/test_refresh.py $(PYTEST_ARGS)
 
 # Not part of `make test`: what qwen-0.5b does with compose, profile and grow (hours on 2 cores;
 # resumable). The tables in docs/llm_engine.md come from it. REPORT_ARGS="--parts compose".

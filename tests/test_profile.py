@@ -375,3 +375,22 @@ def test_profile_says_how_many_replies_had_no_answer(tmp_path, capsys):
     assert "no answer in 6 of 6 replies" in said.out + said.err and "--fallback" in said.out + said.err
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert (summary["no_answer"], summary["replies"]) == (6, 6)
+
+
+def test_keep_and_select_take_a_pass_rate_interval_and_the_old_band_names(server, verifier, tmp_path, capsys):
+    """``--keep`` / ``--select`` share ``crl refresh --band``'s type: names as before, or LO,HI."""
+    srv, problems = server
+    inp = write_input(tmp_path / "in.jsonl", problems)
+    out = tmp_path / "prof"
+    assert crl(["profile", "--base-url", srv.url, "--model", "fake-model", "--input", str(inp), "-n", str(N),
+                "--out", str(out), "--no-progress", "--keep", "0.5,0.75"]) == 0
+    planned = {p.question: c for p, (*_, c) in zip(problems, CASES)}
+    kept = [Problem.from_dict(d) for d in read_jsonl(out / "kept.jsonl")]
+    assert sorted(p.question for p in kept) == sorted(q for q, c in planned.items() if c in (2, 3))
+    assert select_from_profile(out, "(0,0.5]") == {p.id for p in problems if planned[p.question] in (1, 2)}
+    assert select_from_profile(out, "informative") == select_from_profile(out, "(0,1)")
+    assert select_from_profile(out, "solve_all,solve_none") == select_from_profile(out, "stale")
+    capsys.readouterr()
+    assert crl(["profile", "--base-url", srv.url, "--model", "fake-model", "--input", str(inp), "-n", str(N),
+                "--out", str(tmp_path / "p2"), "--no-progress", "--keep", "0.8,0.2"]) == 2
+    assert "LO must be <= HI" in capsys.readouterr().err

@@ -18,14 +18,17 @@ True
 - :func:`profile` a policy's pass rates, with :class:`ProfileConfig`;
 - :func:`probe` composed records with a solver and reject the guessable ones, with
   :class:`ProbeConfig`;
+- :func:`refresh` a stale prompt set for a checkpoint (profile, confirm, compose, keep the
+  informative, decontaminate, re-profile), with :class:`RefreshConfig`;
 - :func:`load_problems` from JSON, JSONL or parquet, and the record types :class:`Problem`
   and :class:`Link`.
 
 Every name loads on first use: importing the package imports neither torch, transformers
 nor openai (docs/api.md has an example of each verb).
 
-Four verbs share their names with a subpackage or module (``composition_rl.compose``,
-``composition_rl.verify``, ``composition_rl.profile``, ``composition_rl.probe``): as
+Five verbs share their names with a subpackage or module (``composition_rl.compose``,
+``composition_rl.verify``, ``composition_rl.profile``, ``composition_rl.probe``,
+``composition_rl.refresh``): as
 attributes of the package they are always the verbs; import from the modules with
 ``from composition_rl.compose import ...``.
 """
@@ -58,6 +61,8 @@ _EXPORTS = {
     "probe": "composition_rl.api",
     "ProbeConfig": "composition_rl.probe",
     "SamplingConfig": "composition_rl.backends.rollout",
+    "refresh": "composition_rl.api",
+    "RefreshConfig": "composition_rl.refresh.pipeline",
 }
 
 __all__ = [
@@ -67,6 +72,7 @@ __all__ = [
     "ProbeConfig",
     "Problem",
     "ProfileConfig",
+    "RefreshConfig",
     "SamplingConfig",
     "VerifyConfig",
     "__version__",
@@ -77,12 +83,13 @@ __all__ = [
     "make_reward_fn",
     "probe",
     "profile",
+    "refresh",
     "score",
     "verify",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from composition_rl.api import compose, probe, profile, score, verify
+    from composition_rl.api import compose, probe, profile, refresh, score, verify
     from composition_rl.backends.rollout import SamplingConfig
     from composition_rl.compose.llm.config import LLMComposeConfig
     from composition_rl.compose.pipeline import ComposeConfig
@@ -93,6 +100,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from composition_rl.probe import ProbeConfig
     from composition_rl.profile import ProfileConfig
     from composition_rl.records import Link, Problem
+    from composition_rl.refresh.pipeline import RefreshConfig
     from composition_rl.verify.verifier import VerifyConfig
 
 
@@ -109,7 +117,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 
 
-_VERBS = frozenset({"compose", "verify", "profile", "probe"})
+_VERBS = frozenset({"compose", "verify", "profile", "probe", "refresh"})
 
 
 class _Package(types.ModuleType):

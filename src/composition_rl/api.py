@@ -18,9 +18,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from composition_rl.probe import ProbeConfig, ProbeResult
     from composition_rl.profile import ProfileConfig
     from composition_rl.records import Problem
+    from composition_rl.refresh import RefreshConfig, RefreshResult
     from composition_rl.verify import VerifyConfig, VerifyResult
 
-__all__ = ["compose", "probe", "profile", "score", "verify"]
+__all__ = ["compose", "probe", "profile", "refresh", "score", "verify"]
 
 
 def compose(
@@ -297,3 +298,72 @@ def probe(
         ident = run_identity(model=str(solver) if solver is not None else None, backend=name, command="probe")
         return probe_records(records, runner, shared_verifier(verify_config), out_dir, config, progress=progress,
                              identity=ident)
+
+
+def refresh(
+    problems: Sequence[Problem],
+    out_dir: str | os.PathLike,
+    backend: Any = "openai",
+    *,
+    config: RefreshConfig | None = None,
+    benchmarks: Sequence[str | os.PathLike] = (),
+    verify_config: VerifyConfig | None = None,
+    exports: Sequence[str] = (),
+    progress: bool = False,
+    teacher: Any = None,
+    **backend_options: Any,
+) -> RefreshResult:
+    """Make a stale prompt set informative again for a policy, in one resumable run folder.
+
+    Profiles ``problems`` at ``n``, confirms the n/n ones with ``confirm`` more samples,
+    composes the confirmed solve_all prompts at depth 2 (depth 3 where depth 2 stays
+    solve_all), keeps the compositions in the target band, sets aside whatever overlaps a
+    benchmark, writes ``refreshed.jsonl`` with each prompt's provenance, and re-profiles the
+    refreshed set with another seed for the report (``report.md``, ``report.json``).
+
+    Args:
+        problems: the stale set.
+        out_dir: the run folder; a rerun resumes it, a rerun with other settings is refused.
+        backend: a rollout backend name built with ``backend_options`` (``model``,
+            ``base_url`` ...) and closed afterwards, or a ready backend (the caller closes it).
+        config: :class:`~composition_rl.RefreshConfig` (``confirm``, ``band``, ``max_depth``,
+            ``per_prompt``; ``profile`` holds ``n`` and the sampling settings).
+        benchmarks: files (any format :func:`load_problems` reads) to decontaminate against.
+        verify_config: verifier settings.
+        exports: trainer datasets to write (``"verl"``, ``"trl"``).
+        progress: progress bars.
+        teacher: with ``RefreshConfig(grow=True)``, the MagicBeanStalk teacher that grows the
+            solve_none prompts (``composition_rl.mbs.build_teacher("program")`` or ``"openai"``).
+
+    Returns:
+        A :class:`~composition_rl.refresh.RefreshResult`: ``refreshed`` (Problems whose
+        ``metadata["refresh"]`` holds the provenance), ``set_aside`` (rows with a reason)
+        and ``report``.
+
+    Example:
+        >>> import composition_rl as crl                                   # doctest: +SKIP
+        >>> res = crl.refresh(problems, "runs/refresh", "llama", model="qwen-0.5b",
+        ...                   benchmarks=["math500.parquet"])
+        >>> res.report["informative_share"]["refreshed_reprofiled"]["share"]
+        0.61
+    """
+    from composition_rl.io.readers import load_problems
+    from composition_rl.io.runs import run_identity
+    from composition_rl.refresh import refresh_problems
+    from composition_rl.verify import shared_verifier
+
+    marks = [(str(b), load_problems(str(b)).problems) for b in benchmarks]
+    with _runner(backend, lambda: _build_rollout(backend, backend_options), sorted(backend_options)) as (runner, name):
+        model = backend_options.get("model", getattr(runner, "model", None))
+        # the folder records what made it: another model or other benchmark files are refused
+        ident = run_identity(model=str(model) if model is not None else None, backend=name,
+                             inputs={f"benchmark {b}": b for b, _ in marks})
+        return refresh_problems(problems, runner, shared_verifier(verify_config), out_dir, config,
+                                benchmarks=marks, identity=ident, progress=progress, exports=exports,
+                                teacher=teacher)
+
+
+def _build_rollout(name: str, options: dict[str, Any]) -> Any:
+    from composition_rl.backends.rollout import build_backend
+
+    return build_backend(name, **options)

@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verl-recipe": ("verl_recipe", "write a verl launch script with the paper's settings and a curriculum driver"),
     "audit": ("audit", "blind-audit a composed set: sample records for review, then score the filled form"),
     "browse": ("browse", "write one self-contained HTML page to look at a run folder (no server, no network)"),
+    "refresh": ("refresh", "make a stale prompt set informative for a checkpoint: profile, compose, keep the band, report"),
+    "decontaminate": ("decontaminate", "set aside the prompts of a set that overlap benchmark problems (n-gram containment)"),
 }
 
 

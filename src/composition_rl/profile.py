@@ -35,7 +35,15 @@ from composition_rl.executors.local import as_executor
 from composition_rl.io.files import JsonlLog, atomic_write_json, read_jsonl
 from composition_rl.io.runs import RUN_FILE, RunMismatch, claim_run
 from composition_rl.records import Problem
-from composition_rl.stats import BANDS, band, mean, wilson_interval
+from composition_rl.stats import (
+    BAND_ALIASES,
+    BANDS,
+    PassBand,
+    band,
+    mean,
+    parse_band,
+    wilson_interval,
+)
 
 __all__ = [
     "ProfileConfig",
@@ -52,8 +60,8 @@ PROFILE_FILE = "profile.jsonl"
 SUMMARY_FILE = "summary.json"
 HISTOGRAM_FILE = "pass_rates.png"
 
-#: ``--select`` / ``--keep`` accept the band names and these aliases.
-_ALIASES = {"informative": ("goldilocks",), "stale": ("solve_all", "solve_none"), "all": BANDS}
+#: ``--select`` / ``--keep`` accept the band names and these aliases (or an interval: :func:`parse_band`).
+_ALIASES = BAND_ALIASES
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,7 @@ def profile_problems(
     progress: bool = True,
     extra_run_info: dict[str, Any] | None = None,
     identity: dict[str, Any] | None = None,
+    label: str = "profiling",
 ) -> dict[str, Any]:
     """Sample ``n`` responses per prompt, score them, and write the profile of ``problems``.
 
@@ -138,6 +147,7 @@ def profile_problems(
         identity: what else decides the results (model, backend, input hashes:
             :func:`composition_rl.io.runs.run_identity`); recorded with the settings, and a
             rerun into ``out_dir`` with any of them changed is refused (:class:`RunMismatch`).
+        label: the progress bar's label (a caller running several profiles names each).
 
     Returns:
         The summary dict also written to ``summary.json``.
@@ -161,7 +171,7 @@ def profile_problems(
         unique.setdefault(p.id, p)
     with JsonlLog(out / PROFILE_FILE, key="id") as log:
         todo = [p for p in unique.values() if p.id not in log.done]
-        with progress_bar(progress, len(unique), len(unique) - len(todo)) as advance:
+        with progress_bar(progress, len(unique), len(unique) - len(todo), label) as advance:
             # each chunk is appended as soon as the executor hands it over, in input order
             for scored in runner.run(chunks_of(todo, config.chunk), job, verifier):
                 for s in scored:
@@ -301,7 +311,7 @@ def write_histogram(rows: Sequence[dict[str, Any]], n: int, path: str | Path) ->
     return True
 
 
-def select_from_profile(profile_dir: str | Path, select: str | Iterable[str]) -> set[str]:
+def select_from_profile(profile_dir: str | Path, select: str | Iterable[str] | PassBand) -> set[str]:
     """Ids of the profiled prompts whose band is in ``select``.
 
     This is what ``crl compose --from-profile DIR --select solve_all`` uses to aim
@@ -311,17 +321,18 @@ def select_from_profile(profile_dir: str | Path, select: str | Iterable[str]) ->
         profile_dir: a ``crl profile`` output folder.
         select: band names, comma-separated or as a list: ``solve_all``, ``solve_none``,
             ``goldilocks``; aliases ``informative`` (= goldilocks), ``stale``
-            (= solve_all + solve_none), ``all``.
+            (= solve_all + solve_none), ``all``; or an interval of the pass rate,
+            ``0.125,0.5`` or ``(0,0.5]`` (:func:`~composition_rl.stats.parse_band`).
 
     >>> select_from_profile("runs/profile", "solve_all")   # doctest: +SKIP
     {'3f2a...', ...}
     """
-    bands = parse_bands(select)
-    return {r["id"] for r in load_profile(profile_dir) if r["class"] in bands}
+    wanted = parse_band(select)
+    return {r["id"] for r in load_profile(profile_dir) if wanted.admits(int(r["correct"]), int(r["n"]))}
 
 
 def keep_from_profile(
-    problems: Iterable[Problem], profile_dir: str | Path, keep: str | Iterable[str] = "goldilocks"
+    problems: Iterable[Problem], profile_dir: str | Path, keep: str | Iterable[str] | PassBand = "goldilocks"
 ) -> tuple[list[Problem], list[dict[str, Any]]]:
     """Split ``problems`` by their profiled band: (kept, rejected rows with a reason).
 
@@ -329,16 +340,17 @@ def keep_from_profile(
     rejected row is ``{"id", "reason", "problem"}`` with reason ``band:<class>`` or
     ``not_profiled``. Used by ``crl profile ... --keep goldilocks`` to keep only the composed
     prompts the policy can still learn from (MagicBeanStalk's calibration principle).
+    ``keep`` takes what :func:`select_from_profile` takes (band names or an interval).
     """
-    bands = parse_bands(keep)
-    classes = {r["id"]: r["class"] for r in load_profile(profile_dir)}
+    wanted = parse_band(keep)
+    rows = {r["id"]: r for r in load_profile(profile_dir)}
     kept: list[Problem] = []
     rejected: list[dict[str, Any]] = []
     for p in problems:
-        cls = classes.get(p.id)
-        if cls in bands:
+        row = rows.get(p.id)
+        if row is not None and wanted.admits(int(row["correct"]), int(row["n"])):
             kept.append(p)
         else:
-            reason = "not_profiled" if cls is None else f"band:{cls}"
+            reason = "not_profiled" if row is None else f"band:{row['class']}"
             rejected.append({"id": p.id, "reason": reason, "problem": p.to_dict()})
     return kept, rejected

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from statistics import NormalDist
 
-__all__ = ["BANDS", "GROUP_KIND_OF_BAND", "band", "mean", "mean_interval", "pass_at_k", "mean_pass_at_k", "t_quantile",
+__all__ = ["BANDS", "BAND_ALIASES", "GROUP_KIND_OF_BAND", "PassBand", "band", "parse_band", "mean", "mean_interval", "pass_at_k", "mean_pass_at_k", "t_quantile",
            "wilson_interval"]
 
 #: The three difficulty classes of a prompt at a rollout budget (Composition-RL, Figure 2; MagicBeanStalk).
@@ -144,3 +145,87 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[fl
     sd = math.sqrt(math.fsum((v - m) ** 2 for v in vals) / (len(vals) - 1))
     half = t_quantile(0.5 + confidence / 2.0, len(vals) - 1) * sd / math.sqrt(len(vals))
     return m, (m - half, m + half)
+
+
+#: Band names and aliases a pass-rate band can be spelled with (``--keep``, ``--select``, ``--band``).
+BAND_ALIASES = {"informative": ("goldilocks",), "stale": ("solve_all", "solve_none"), "all": BANDS}
+
+
+@dataclass(frozen=True)
+class PassBand:
+    """A set of pass rates a prompt may fall in: named bands (``goldilocks``, ``solve_all``
+    ...) or an interval of the pass rate ``correct / n``.
+
+    One type behind ``crl refresh --band``, ``crl profile --keep`` and ``crl compose
+    --select`` (:func:`parse_band` reads all their spellings). ``informative`` is the open
+    interval ``(0, 1)``: the prompts a GRPO group of ``n`` gives a non-zero advantage.
+
+    >>> b = parse_band("0.125,0.5"); b.admits(1, 8), b.admits(5, 8), str(b)
+    (True, False, '[0.125,0.5]')
+    >>> parse_band("informative").admits(8, 8), parse_band("(0,1)") == parse_band("informative")
+    (False, True)
+    """
+
+    names: frozenset[str] = frozenset()
+    lo: float = 0.0
+    hi: float = 1.0
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def admits(self, correct: int, n: int) -> bool:
+        """Whether ``correct`` of ``n`` falls in the band."""
+        if self.names:
+            return band(correct, n) in self.names
+        p = correct / n
+        return (p > self.lo if self.lo_open else p >= self.lo) and (p < self.hi if self.hi_open else p <= self.hi)
+
+    def __str__(self) -> str:
+        if self.names:
+            return ",".join(b for b in BANDS if b in self.names)
+        return f"{'(' if self.lo_open else '['}{self.lo:g},{self.hi:g}{')' if self.hi_open else ']'}"
+
+
+def parse_band(spec: str | Iterable[str] | PassBand) -> PassBand:
+    """A :class:`PassBand` from its spellings: band names and aliases, comma-separated
+    (``solve_all``, ``goldilocks,solve_none``, ``informative``, ``stale``, ``all``), or an
+    interval of the pass rate: ``LO,HI`` (both ends included) or with brackets that say
+    which ends are open, ``(0,1)``, ``(0,0.5]``. ``informative`` and ``(0,1)`` are one band.
+
+    >>> str(parse_band("stale")), str(parse_band("(0, 0.5]"))
+    ('solve_none,solve_all', '(0,0.5]')
+    >>> parse_band("0.9,0.2")
+    Traceback (most recent call last):
+    ...
+    ValueError: band '0.9,0.2': LO must be <= HI, both in [0, 1] (e.g. 0.125,0.875 or (0,1))
+    """
+    if isinstance(spec, PassBand):
+        return spec
+    text = spec if isinstance(spec, str) else ",".join(spec)
+    parts = [s.strip() for s in text.strip().split(",")]
+    if all(s.replace("_", "").isalpha() for s in parts if s) and any(parts):
+        out: set[str] = set()
+        for name in filter(None, parts):
+            if name in BANDS:
+                out.add(name)
+            elif name in BAND_ALIASES:
+                out.update(BAND_ALIASES[name])
+            else:
+                known = ", ".join([*BANDS, *BAND_ALIASES])
+                raise ValueError(f"unknown band {name!r}; known: {known}, or an interval LO,HI such as (0,1)")
+        if out == {"goldilocks"}:
+            return PassBand(lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+        return PassBand(names=frozenset(out))
+    s = text.strip()
+    lo_open, hi_open = s[:1] == "(", s[-1:] == ")"
+    body = s[1:] if s[:1] in "([" else s
+    body = body[:-1] if body[-1:] in ")]" else body
+    hint = "(e.g. 0.125,0.875 or (0,1))"
+    try:
+        lo, hi = (float(x) for x in body.split(","))
+    except ValueError:
+        raise ValueError(f"band {text!r}: not band names and not an interval LO,HI {hint}") from None
+    if not (0.0 <= lo <= hi <= 1.0) or not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"band {text!r}: LO must be <= HI, both in [0, 1] {hint}")
+    if lo == hi and (lo_open or hi_open):
+        raise ValueError(f"band {text!r} holds no pass rate {hint}")
+    return PassBand(lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open)

@@ -43,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--answer-field", help="field holding the answer (default: answer/final_answer/ground_truth)")
     src.add_argument("--first-pool", help="take q1 (positions 1..K-1) from this file instead (cross-domain, Section 4.4)")
     src.add_argument("--from-profile", help="a `crl profile` output folder: compose only the prompts it classed as --select")
-    src.add_argument("--select", help="with --from-profile: the classes to take (comma-separated; default solve_all)")
+    src.add_argument("--select", help="with --from-profile: the band to take: band names, comma-separated, or a pass-rate "
+                     "interval LO,HI such as 0.875,1 (default solve_all)")
     src.add_argument("--rg-size", type=int, default=0, help="scale the default reasoning-gym set to about this many problems")
 
     c = p.add_argument_group("composition")

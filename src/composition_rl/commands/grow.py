@@ -25,7 +25,7 @@ HELP = "MagicBeanStalk: grow hard (solve_none) seeds into problems in the policy
 RESUMABLE = True  # profiles, trees and teacher replies are kept; a rerun continues (read by cli.main)
 
 
-def _field_help() -> dict[str, str]:
+def field_help() -> dict[str, str]:
     """Each GrowConfig field's help, taken from its docstring (declared once, there)."""
     from composition_rl.mbs.config import GrowConfig
 
@@ -70,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_flags(p.add_argument_group("executor of the seed profile (qualification rounds stay in this process; "
                                    "see docs/scale.md)"), ExecutorConfig)
     g = p.add_argument_group("algorithm (defaults: the MagicBeanStalk paper's values; see docs/mbs.md)")
-    helps = _field_help()
+    helps = field_help()
     for f in dataclasses.fields(GrowConfig):
         flag = "--" + f.name.replace("_", "-")
         kw: dict[str, Any] = {"default": None, "help": helps.get(f.name, "") + f" (default {f.default})"}
@@ -98,7 +98,7 @@ def _rollout_spec(spec: str, args: argparse.Namespace):
     return BackendSpec("hf", {"model": spec, "max_batch_sequences": args.batch_size})
 
 
-def _teacher(args: argparse.Namespace, seed: int, out: Path):
+def teacher_from_args(args: argparse.Namespace, seed: int, out: Path):
     """The teacher the flags ask for, and its response cache (None for the program teacher)."""
     from composition_rl.mbs import build_teacher
 
@@ -193,7 +193,7 @@ def _grow(args: argparse.Namespace, config, sampling, prof_cfg, bands) -> int:
         raise UsageError(f"{args.input}: no seed fits the context of {args.policy} ({len(too_long)} set aside)")
     if loaded.rejects:
         print(loaded.rejected_note(args.input) + " (each in OUT/input_rejects.jsonl)", file=sys.stderr)
-    teacher, cache = _teacher(args, config.seed, out)
+    teacher, cache = teacher_from_args(args, config.seed, out)
     # a seed the teacher cannot read never grows: find out now, before any rollout is spent on it
     unreadable = getattr(teacher, "unreadable", None)
     skipped: dict[str, int] = {}

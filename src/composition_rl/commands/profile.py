@@ -222,17 +222,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-responses", action="store_true", help="store every response in profile.jsonl")
     p.add_argument(
         "--keep",
-        help="after profiling, write the input problems in these bands (e.g. goldilocks) to --keep-out",
+        help="after profiling, write the input problems in this band to --keep-out: band names (goldilocks, "
+        "informative, solve_all, solve_none, stale) or a pass-rate interval LO,HI such as 0.125,0.875 or (0,1)",
     )
     p.add_argument("--keep-out", help="file for --keep (default OUT/kept.jsonl); rejects go beside it")
 
 
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.profile import ProfileConfig, parse_bands
+    from composition_rl.profile import ProfileConfig
+    from composition_rl.stats import parse_band
 
     if args.keep:
         try:
-            parse_bands(args.keep)
+            parse_band(args.keep)
         except ValueError as e:
             raise UsageError(str(e)) from None
     try:
