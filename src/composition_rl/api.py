@@ -165,6 +165,11 @@ def profile(
     Returns:
         The summary: ``solve_all``, ``solve_none``, ``goldilocks`` fractions, ``n`` and counts.
 
+    Raises:
+        RunBusy: another run holds ``out_dir``.
+        RunClash: ``out_dir`` holds another command's run or files crl did not make.
+        RunMismatch: ``out_dir`` holds a profile made with other settings.
+
     Example:
         >>> import composition_rl as crl                                   # doctest: +SKIP
         >>> crl.profile(problems, "runs/profile", base_url="http://localhost:8000/v1",
@@ -172,11 +177,13 @@ def profile(
         0.4
     """
     from composition_rl.backends.rollout import build_backend
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.runs import run_folder, run_identity
     from composition_rl.profile import profile_problems
     from composition_rl.verify import shared_verifier
 
-    with _runner(backend, lambda: build_backend(backend, **backend_options), sorted(backend_options)) as (runner, name):
+    # the folder's lock and the foreign-folder checks, as `crl profile` takes them
+    with run_folder(out_dir, "profile", flag="out_dir", work=("profile.jsonl",)), \
+            _runner(backend, lambda: build_backend(backend, **backend_options), sorted(backend_options)) as (runner, name):
         # the run folder records what made it: a rerun with another model is refused, not mixed in
         model = backend_options.get("model", getattr(runner, "model", None))
         ident = run_identity(model=str(model) if model is not None else None, backend=name)
@@ -238,6 +245,11 @@ def probe(
         row per guessable record, with its pass rate), ``unprobed`` (ids) and ``summary``;
         ``len(kept) + len(rejected)`` is ``len(records)``.
 
+    Raises:
+        RunBusy: another run holds ``out_dir``.
+        RunClash: ``out_dir`` holds another command's run or files crl did not make.
+        RunMismatch: ``out_dir`` holds a probe made with another solver or ``k``.
+
     Example:
         >>> import composition_rl as crl                                   # doctest: +SKIP
         >>> res = crl.probe(composed, "runs/probe", base_url="http://localhost:8000/v1",
@@ -245,7 +257,7 @@ def probe(
         >>> res.summary["rejected_guessable"], len(res.kept)
         (3, 97)
     """
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.runs import run_folder, run_identity
     from composition_rl.probe import build_solver, probe_records
     from composition_rl.verify import shared_verifier
 
@@ -261,7 +273,8 @@ def probe(
 
     given = sorted([*backend_options, *(["model"] if model is not None else []),
                     *(["base_url"] if base_url is not None else [])])
-    with _runner(backend, build, given) as (runner, name):
+    with run_folder(out_dir, "probe", flag="out_dir", work=("profile.jsonl",)), \
+            _runner(backend, build, given) as (runner, name):
         solver = model if isinstance(backend, str) else getattr(runner, "model", None)
         # the folder records its solver (as crl probe and crl compose --probe-model do): another is refused
         ident = run_identity(model=str(solver) if solver is not None else None, backend=name, command="probe")
