@@ -404,10 +404,20 @@ class Harness:
     def _count(self, kind: str) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
 
-    def _single(self, n: int) -> None:
-        command = self.rng.choice(["compose"] * 4 + ["export"] * 3 + ["profile"] * 3 + ["eval", "score", "browse",
-                                                                                       "browse", "audit"])
-        argv, cwd, outs = self._argv(command)
+    def check(self, argv: list[str], cwd: str | None = None, outs: list[str] | None = None) -> list[Violation]:
+        """Run one given operation (world-relative paths) through the invariants; the
+        violations it caused."""
+        before = len(self.violations)
+        self._single(len(self.history), (argv, cwd, outs if outs is not None else [_target(argv) or cwd or ""]))
+        return self.violations[before:]
+
+    def _single(self, n: int, given: tuple | None = None) -> None:
+        if given is None:
+            command = self.rng.choice(["compose"] * 4 + ["export"] * 3 + ["profile"] * 3
+                                      + ["eval", "score", "browse", "browse", "audit"])
+            given = self._argv(command)
+        argv, cwd, outs = given
+        command = argv[0]
         op = Op(n, "run", [argv], cwd, outs)
         self._count(f"run {command}")
         before = self.world.snapshot()
@@ -438,12 +448,12 @@ class Harness:
         rng = self.rng
         kind = rng.choice(["folder", "folder", "file"])
         if kind == "folder":
-            target = rng.choice([f"runs/new{self.world.fresh + 1}", f"runs/{rng.choice(SLOTS)}"])
+            target = rng.choice([f"runs/new{self.world.fresh + 1}"] * 2 + [f"runs/{rng.choice(SLOTS)}"])
             if target.startswith("runs/new"):
                 self.world.fresh += 1
-            argvs = [rng.choice([["export", "--input", "in/qa.jsonl", "--out", target],
-                                 ["compose", "--input", "in/qa.jsonl", "--out", target, "--workers", "1",
-                                  "--max-candidates", "20", "--no-progress"]])
+            argvs = [rng.choice([["export", "--input", "in/qa.jsonl", "--out", target]] * 2
+                                + [["compose", "--input", "in/qa.jsonl", "--out", target, "--workers", "1",
+                                    "--max-candidates", "20", "--no-progress"]])
                      for _ in range(rng.choice([2, 3, 3, 3]))]
             outs = [target]
         else:
