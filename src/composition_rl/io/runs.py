@@ -41,7 +41,7 @@ from composition_rl.io.gguf import MODELS, is_gguf, read_gguf_metadata
 
 __all__ = ["LOCK_FILE", "RUN_FILE", "RUN_OUTPUTS", "RunBusy", "RunClash", "RunMismatch", "check_model_source",
            "claim_run", "drop_made_folder", "file_sha256", "folder_owner", "foreign_files", "hold_lock",
-           "crl_made", "is_crl_page", "make_folder", "model_content", "model_identity", "record_run",
+           "crl_made", "is_crl_page", "make_folder", "model_content", "model_identity", "record_run", "refuse_other_owner",
            "refuse_foreign", "run_folder", "run_identity"]
 
 RUN_FILE = "run.json"
@@ -340,10 +340,7 @@ def refuse_foreign(command: str, *, folders: Mapping[str, str | os.PathLike | No
                 shown = ", ".join(alien[:3]) + (f" and {len(alien) - 3} more" if len(alien) > 3 else "")
                 raise RunClash(f"{flag} {out} holds files crl did not make ({shown}); a run writes only into a new "
                                f"or empty folder or a crl run folder: choose another {flag}")
-        owner = folder_owner(out) if out.is_dir() else None
-        if owner is not None and owner != command:
-            raise RunClash(f"{flag} {out} holds a `crl {owner}` run; `crl {command}` would overwrite or mix with "
-                           f"its files: choose another {flag}")
+        refuse_other_owner(command, out, flag)
         run = _enclosing_run(out)
         if run is not None:
             raise RunClash(f"{flag} {out} is inside the `crl {run[1]}` run in {run[0]} (its subfolders are that "
@@ -374,6 +371,21 @@ def refuse_foreign(command: str, *, folders: Mapping[str, str | os.PathLike | No
         if not flag.startswith(("its ", "the ")) and out.is_file() and not crl_made(out):
             raise RunClash(f"{flag} {out} is a file crl did not write; a run replaces only files crl made: "
                            f"choose another {flag} (or move the file away)")
+
+
+def refuse_other_owner(command: str, out: str | os.PathLike, flag: str = "--out") -> None:
+    """Refuse folder ``out`` when it holds another command's run (:func:`folder_owner`); the
+    check a run makes again once it holds the folder's lock (another run may have taken the
+    folder between its first checks and the lock).
+
+    Raises:
+        RunClash: one line naming the flag, the folder and the command whose run it holds.
+    """
+    out = Path(out)
+    owner = folder_owner(out) if out.is_dir() else None
+    if owner is not None and owner != command:
+        raise RunClash(f"{flag} {out} holds a `crl {owner}` run; `crl {command}` would overwrite or mix with "
+                       f"its files: choose another {flag}")
 
 
 #: a file output a command may write into its own run folder under one of RUN_OUTPUTS' names
@@ -533,7 +545,7 @@ def run_folder(out: str | os.PathLike, command: str, *, inputs: Mapping[str, str
     made = make_folder(out, flag)  # one line now (a file in the way, no permission), not a traceback later
     with hold_lock(out, command, flag=flag):
         try:
-            refuse_foreign(command, folders={flag: out})  # a run that started meanwhile, now visible
+            refuse_other_owner(command, out, flag)  # a run that started meanwhile, now visible
             remove_stale_stages(out)  # a dead run's staged outputs: never to be committed
             page = out / "report.html"
             if page.is_file() and is_crl_page(page):
