@@ -24,9 +24,11 @@ After every operation the invariants are checked:
 7. a rerun of a finished (or killed, or damaged) run finishes the job (rc 0), with the
    rows of a clean run, none lost or twice, and no finished model call made again.
 
-A violation is printed with the seed, the operation's number and command lines of the
-operations that touched the same paths (replayed alone into a fresh world when that
-reproduces it: a minimal reproduction). Shared by ``tests/test_fault_harness.py`` (a short
+A violation is printed with the seed, the operation (an interleaving with its schedule, a
+kill with its signal and delay), the command lines of the earlier operations that touched
+the same paths (the reproduction to try first, by hand), and the command that replays the
+whole sequence up to it (the RNG makes it the same sequence; a kill's timing is the one
+thing that varies). Shared by ``tests/test_fault_harness.py`` (a short
 seeded run in the fast suite, a long one in ``make test``) and ``scripts/fault_harness.py``
 (``--seed S --ops N`` for long runs).
 """
