@@ -555,7 +555,7 @@ class Harness:
             self._violate(op, "a lock has one holder and stays while held", c)
         for rc, text in results:
             if rc not in (0, 2) or "Traceback" in buf.getvalue():
-                self._violate(op, "no crash", f"rc {rc}: {_tail(text + buf.getvalue())}")
+                self._violate(op, "no crash", f"rc {rc}: {_trace(text + buf.getvalue())}")
         self._after(op, before, [(0, "")])  # the runs wrote only their own target
         ok = [i for i in finished if results[i][0] == 0]
         if ok:  # the target is a consistent finished run: the last one to finish
@@ -592,7 +592,7 @@ class Harness:
                 os.killpg(proc.pid, sig)
         text = proc.communicate(timeout=120)[0]
         if "Traceback" in text and sig == signal.SIGKILL:
-            self._violate(op, "no crash", _tail(text))
+            self._violate(op, "no crash", _trace(text))
         self._after(op, before, [(0, "")])
         rc, text = _in_process(self._abs(argv))
         if rc != 0:
@@ -660,7 +660,7 @@ class Harness:
                    and not any("reason in rejected.jsonl" in text for _, text in results))
         for rc, text in results:
             if rc == -1 or "Traceback" in text:
-                self._violate(op, "no crash", _tail(text))
+                self._violate(op, "no crash", _trace(text))
         outs = [o for o in op.outs]
         own = [o for o in outs if o not in ("", ".")]
         if op.cwd:
@@ -794,6 +794,13 @@ def _result_files(path: Path, command: str) -> dict[str, bytes]:
             data = p.read_bytes()
             got[n] = b"".join(sorted(data.splitlines(keepends=True))) if n == "profile.jsonl" else data
     return got
+
+
+def _trace(text: str) -> str:
+    """A traceback cut to its frames in composition_rl and its last line."""
+    lines = text.strip().splitlines()
+    keep = [x.strip() for i, x in enumerate(lines) if "composition_rl" in x or (i and "composition_rl" in lines[i - 1])]
+    return " | ".join(keep[-8:] + lines[-1:])
 
 
 def _tail(text: str, n: int = 600) -> str:

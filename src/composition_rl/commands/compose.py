@@ -337,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
         # nothing to look at (no chain, so no rejected.jsonl worth keeping): the folder this
         # run made goes, as for any refused run
         _drop_made(out, made, unless_changed_since=_state(out))
-        print(f"crl compose: error: {empty}; nothing was written", file=sys.stderr)
+        print(f"crl compose: error: {empty}; no trainer export written (no folder left)", file=sys.stderr)
         return 1
     if empty:
         print_summary(stats, out, [], time.perf_counter() - t0)

@@ -193,7 +193,9 @@ _MARKERS = {
 #: Files a run writes into its folder: no other command may write one of them there.
 RUN_OUTPUTS = frozenset({
     *_MARKERS, RUN_FILE, "rejected.jsonl", "stats.json", "input_rejects.jsonl", "verl.parquet", "trl.parquet",
-    "llm_run.json", "summary.json", "pass_rates.png", "kept.jsonl", "results.md", "config.json", "recipe.json",
+    "llm_run.json", "summary.json", "pass_rates.png", "kept.jsonl", "kept.rejects.jsonl", "results.md", "config.json",
+    "recipe.json", "llm_cache.jsonl", "teacher_cache.jsonl", "transitions.jsonl", "pass_rates.jsonl", "rejects.jsonl",
+    "probe_summary.json", "online.jsonl", "curriculum.jsonl", "solve_rates.png", "funnel.png", "fig_signal.png",
 })
 
 
@@ -312,8 +314,8 @@ def refuse_foreign(command: str, *, folders: Mapping[str, str | os.PathLike | No
             subfolders are its own), or holds files crl did not make (``--out .`` in a
             folder of one's own files).
         files: flag -> output file; refused when it is one of ``inputs``, an existing file
-            crl did not write (:func:`crl_made`; flags named "its ..."/"the ...", a file's
-            sidecars, are not asked), a file of a run
+            crl did not write or another command's output file (:func:`crl_made`; flags named
+            "its ..."/"the ...", a file's sidecars, are not asked), a file of a run
             (one of :data:`RUN_OUTPUTS` or a run's ``report.html`` in a run folder, this
             run's own included: ``--keep-out OUT/profile.jsonl``), or lies in a subfolder of
             a run (``RUN/samples/x.jsonl``).
@@ -334,7 +336,8 @@ def refuse_foreign(command: str, *, folders: Mapping[str, str | os.PathLike | No
             if _same_path(out, ip):
                 raise RunClash(f"{flag} {out} is also {iflag}: a run never writes into what it reads; "
                                f"choose another {flag}")
-        if out.is_dir() and not (out / RUN_FILE).is_file():  # a run folder records itself in run.json
+        if out.is_dir() and not (out / RUN_FILE).is_file() and folder_owner(out) not in _NO_RECORD:
+            # a run folder records itself in run.json (but those of _NO_RECORD, known by their files)
             alien = foreign_files(out)
             if alien:
                 shown = ", ".join(alien[:3]) + (f" and {len(alien) - 3} more" if len(alien) > 3 else "")
@@ -355,10 +358,10 @@ def refuse_foreign(command: str, *, folders: Mapping[str, str | os.PathLike | No
         parent = out.parent
         mine = any(_same_path(parent, o) for o in own)
         owner = folder_owner(parent) if parent.is_dir() else None
-        if mine and out.name in RUN_OUTPUTS and out.name not in _OWN_FILES.get(command, ()):
+        if mine and _run_file(out.name) and out.name not in _OWN_FILES.get(command, ()):
             raise RunClash(f"{flag} {out} is a file of this run's own folder ({parent}): the run writes it itself; "
                            f"choose another {flag}")
-        if owner is not None and not mine and (out.name in RUN_OUTPUTS or (
+        if owner is not None and not mine and (_run_file(out.name) or (
                 out.name == "report.html" and not (command == "browse" and any(
                     _same_path(parent, ip) for ip in ins.values())))):
             what = "" if owner == command else f"the `crl {owner}` run in "
@@ -368,9 +371,13 @@ def refuse_foreign(command: str, *, folders: Mapping[str, str | os.PathLike | No
         if run is not None:
             raise RunClash(f"{flag} {out} is inside the `crl {run[1]}` run in {run[0]} (its subfolders are that "
                            f"run's): choose a file outside it")
-        if not flag.startswith(("its ", "the ")) and out.is_file() and not crl_made(out):
+        maker = crl_made(out) if not flag.startswith(("its ", "the ")) and out.is_file() else ""
+        if maker is None:
             raise RunClash(f"{flag} {out} is a file crl did not write; a run replaces only files crl made: "
                            f"choose another {flag} (or move the file away)")
+        if maker and maker != command:
+            raise RunClash(f"{flag} {out} is the output of a `crl {maker}` run; `crl {command}` would destroy it: "
+                           f"choose another {flag}")
 
 
 def refuse_other_owner(command: str, out: str | os.PathLike, flag: str = "--out") -> None:
@@ -388,16 +395,18 @@ def refuse_other_owner(command: str, out: str | os.PathLike, flag: str = "--out"
                        f"its files: choose another {flag}")
 
 
+#: the commands whose folders keep no run.json (known by their characteristic files)
+_NO_RECORD = frozenset({"verl-recipe", "tiny-model"})
 #: a file output a command may write into its own run folder under one of RUN_OUTPUTS' names
-_OWN_FILES = {"profile": ("kept.jsonl",)}
+_OWN_FILES = {"profile": ("kept.jsonl", "kept.rejects.jsonl")}
 #: what crl writes into a folder besides RUN_OUTPUTS (its lock, temporaries, staging folders)
 _CRL_HIDDEN = (LOCK_FILE, ".crl-", ".compose-parts-")
 
 
 def foreign_files(folder: str | os.PathLike) -> list[str]:
     """The names in ``folder`` that crl did not make: anything but a run's files
-    (:data:`RUN_OUTPUTS`, ``kept.rejects.jsonl``, a ``report.html`` that ``crl browse``
-    wrote), its lock and its temporaries. Sorted.
+    (:data:`RUN_OUTPUTS`, a log's ``.quarantined`` lines, a ``report.html`` that ``crl
+    browse`` wrote), its lock and its temporaries. Sorted.
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "stats.json").write_text("{}"); _ = (d / "notes.txt").write_text("")
@@ -407,7 +416,7 @@ def foreign_files(folder: str | os.PathLike) -> list[str]:
     alien = []
     for p in Path(folder).iterdir():
         name = p.name
-        if name in RUN_OUTPUTS or name == "kept.rejects.jsonl" or name.startswith(_CRL_HIDDEN):
+        if _run_file(name) or name.startswith(_CRL_HIDDEN):
             continue
         if name == "report.html" and is_crl_page(p):
             continue
@@ -418,6 +427,11 @@ def foreign_files(folder: str | os.PathLike) -> list[str]:
 
 
 _STEMS = frozenset(n.split(".")[0] for n in RUN_OUTPUTS) | {"report", "kept"}
+
+
+def _run_file(name: str) -> bool:
+    """A name a run writes into its folder (:data:`RUN_OUTPUTS`, a log's quarantined lines)."""
+    return name in RUN_OUTPUTS or name.endswith(".quarantined")
 
 
 def _enclosing_run(path: Path) -> tuple[Path, str] | None:
@@ -486,32 +500,39 @@ def drop_made_folder(out: Path, *, keep: tuple[str, ...] = (), work: tuple[str, 
             os.rmdir(out)
 
 
-def crl_made(path: str | os.PathLike) -> bool:
-    """Whether file ``path`` is one a crl file output wrote, so a run may replace it: a
-    ``crl browse`` page or an audit form (by their titles), a file with the sidecar crl
-    writes beside it (``NAME.key.json`` of an audit form, ``STEM.options.json`` of ``crl
-    score``, ``STEM.rejects.jsonl`` of ``crl score`` and ``--keep-out``), an audit's figures
-    (``--json``: a JSON object with its keys), or an empty file (nothing to lose)."""
+def crl_made(path: str | os.PathLike) -> str | None:
+    """Which crl file output wrote file ``path``, so that only that command replaces it:
+    ``browse`` (a page titled ``crl browse:``), ``audit`` (a form titled ``composition audit``
+    or with its ``NAME.key.json`` beside it; ``--json`` figures, a JSON object with the keys of
+    a scan or a score), ``score`` (its ``STEM.options.json`` beside it), ``profile`` (kept
+    prompts, with ``STEM.rejects.jsonl`` beside them and no options file); ``""`` for an empty
+    file (nothing to lose: any command); None for a file crl did not write."""
     p = Path(path)
     try:
         if p.stat().st_size == 0:
-            return True
-        if any(p.with_name(n).exists() for n in (f"{p.name}.key.json", f"{p.stem}.options.json",
-                                                  f"{p.stem}.rejects.jsonl")):
-            return True
+            return ""
+        if p.with_name(f"{p.name}.key.json").exists():
+            return "audit"
+        if p.with_name(f"{p.stem}.options.json").exists():
+            return "score"
+        if p.with_name(f"{p.stem}.rejects.jsonl").exists():
+            return "profile"
         with open(p, "rb") as f:
             head = f.read(4096)
     except OSError:
-        return False
-    if b"<title>crl browse: " in head or b"<title>composition audit</title>" in head:
-        return True
+        return None
+    if b"<title>crl browse: " in head:
+        return "browse"
+    if b"<title>composition audit</title>" in head:
+        return "audit"
     if head.lstrip().startswith(b"{") and p.stat().st_size < (16 << 20):
         try:
             d = json.loads(p.read_bytes())
         except ValueError:
-            return False
-        return isinstance(d, dict) and ({"records", "classes"} <= d.keys() or {"items", "invalid"} <= d.keys())
-    return False
+            return None
+        if isinstance(d, dict) and ({"records", "classes"} <= d.keys() or {"items", "invalid"} <= d.keys()):
+            return "audit"
+    return None
 
 
 @contextmanager
