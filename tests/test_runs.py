@@ -426,3 +426,269 @@ def test_the_contract_modules_doctests_pass():
 
     for mod in (runs, files):
         assert doctest.testmod(mod).failed == 0, mod.__name__
+
+
+# --------------------------------------------------------------------------------------------
+# issue 52: the findings one step outside the matrix above (each test failed on 5f93223)
+# --------------------------------------------------------------------------------------------
+def test_a_refused_run_never_removes_the_lock_or_folder_of_a_live_run(w, monkeypatch, capsys):
+    """Finding 1: run B finds no folder, run A makes and locks it, B is refused as busy and
+    must not remove A's lock and folder (a third run would then lock it beside A)."""
+    from contextlib import ExitStack
+
+    from composition_rl.io import runs
+
+    out, real = w / "o", runs.hold_lock
+    a = ExitStack()
+
+    def hold(target, command, **kw):
+        if not a._exit_callbacks:  # A starts between B's look at the folder and B's lock
+            a.enter_context(real(target, "export", **kw))
+        return real(target, command, **kw)
+
+    monkeypatch.setattr(runs, "hold_lock", hold)
+    rc, err = run(capsys, "export", "--input", w / "qa.jsonl", "--out", out)
+    monkeypatch.setattr(runs, "hold_lock", real)
+    try:
+        assert rc == 2 and "in use by a running `crl export`" in err, err
+        assert (out / ".crl.lock").exists(), "the refused run removed the live run's lock"
+        with pytest.raises(runs.RunBusy), real(out, "compose"):  # a third run still meets A's lock
+            pass
+    finally:
+        a.close()
+
+
+def test_a_file_lock_is_never_held_by_two_runs(tmp_path, monkeypatch):
+    """Finding 2: B opens the lock file, A ends (removing it), B locks the removed file; a
+    third run C must still find the lock held (before: C locked a new file beside B's)."""
+    import fcntl as real_fcntl
+    from contextlib import ExitStack
+
+    from composition_rl.io import runs
+
+    target = tmp_path / "scored.jsonl"
+    a = ExitStack()
+    a.enter_context(runs.hold_lock(target, "score", folder=False))
+
+    class Fcntl:
+        LOCK_EX, LOCK_NB, LOCK_UN = real_fcntl.LOCK_EX, real_fcntl.LOCK_NB, real_fcntl.LOCK_UN
+
+        @staticmethod
+        def flock(fd, op):
+            a.close()  # A ends after B opened the file, before B locks it
+            return real_fcntl.flock(fd, op)
+
+    monkeypatch.setattr(runs, "fcntl", Fcntl)
+    with runs.hold_lock(target, "browse", folder=False):
+        monkeypatch.setattr(runs, "fcntl", real_fcntl)
+        with pytest.raises(runs.RunBusy), runs.hold_lock(target, "audit", folder=False):
+            pass
+
+
+def test_a_bad_line_in_the_middle_of_a_log_loses_nothing_after_it(tmp_path, capsys):
+    """Finding 3: lines a, <bad>, c, d kept only a; now a, c, d stay (in order), the bad line
+    goes to NAME.jsonl.quarantined with its reason, and a torn last line is still cut."""
+    from composition_rl.io.files import JsonlLog
+
+    p = tmp_path / "profile.jsonl"
+    p.write_bytes(b'{"id":"a"}\n{"id": "b\n{"id":"c"}\n[1]\n{"id":"d"}\n{"id":"e"')
+    with JsonlLog(p, key="id") as log:
+        assert log.done == {"a", "c", "d"}
+        assert log.append({"id": "b"})
+    assert p.read_bytes() == b'{"id":"a"}\n{"id":"c"}\n{"id":"d"}\n{"id":"b"}\n'
+    bad = [json.loads(x) for x in (tmp_path / "profile.jsonl.quarantined").read_text().splitlines()]
+    assert [(b["line"], b["text"]) for b in bad] == [(2, '{"id": "b'), (4, "[1]")]
+    assert all(b["reason"] for b in bad)
+    assert "moved to" in capsys.readouterr().err
+
+
+def test_a_profile_rerun_after_a_garbled_line_asks_only_for_that_prompt(w, capsys):
+    """Finding 3 at the command: the rows after a damaged line are paid model calls; the
+    rerun asks the model once, for the damaged prompt's row only."""
+    out = w / "profile"
+    lines = (out / "profile.jsonl").read_bytes().splitlines(keepends=True)
+    (out / "profile.jsonl").write_bytes(b"".join(lines[:2] + [b'{"id": "x\n'] + lines[3:]))
+    with FakeOpenAIServer(lambda body: "So the answer is $\\boxed{7}$.") as srv:
+        rc, err = run(capsys, "profile", "--base-url", srv.url, "--model", "fake-model", "--input", w / "qa.jsonl",
+                      "-n", "1", "--out", out, "--no-progress")
+        asked = srv.requests
+    assert rc == 0, err
+    assert asked == 1, f"the rerun asked {asked} times for 1 damaged row"
+    assert sorted((out / "profile.jsonl").read_bytes().splitlines()) == sorted(x.rstrip(b"\n") for x in lines)
+
+
+def test_a_compose_that_finds_no_chain_leaves_no_folder(w, capsys):
+    """Finding 5: one problem makes no depth-2 chain; the refused run leaves no folder (it
+    left .crl.lock, an empty composed.jsonl, stats.json and run.json)."""
+    one = write_jsonl(w / "one.jsonl", [{"problem": QA[0][0], "answer": QA[0][1]}])
+    rc, err = run(capsys, "compose", "--input", one, "--out", w / "new" / "c", "--workers", "1", "--no-progress")
+    assert rc == 1 and "no candidate chain" in err, err
+    assert not (w / "new").exists()
+
+
+def test_a_refused_score_leaves_no_files_and_the_rerun_scores(w, capsys):
+    """Finding 5: a score refused for an empty input left empty output, rejects and options
+    files, and the rerun with good input was then refused until --fresh."""
+    (w / "empty.jsonl").write_text("")
+    rc, err = run(capsys, "score", "--input", w / "empty.jsonl", "--out", w / "s.jsonl", "--workers", "1",
+                  "--no-progress")
+    assert rc == 2 and "holds no rows" in err, err
+    assert sorted(p.name for p in w.glob("s.*")) == []
+    rc, err = run(capsys, "score", "--input", w / "rollouts.jsonl", "--out", w / "s.jsonl", "--workers", "1",
+                  "--no-progress")
+    assert rc == 0, err
+    assert len((w / "s.jsonl").read_text().splitlines()) == len(QA)
+
+
+def test_the_probe_fold_is_replaced_whole_or_not_at_all(w, monkeypatch):
+    """Finding 6: apply_to_run rewrote rejected, composed, stats and the exports one at a
+    time; a failure in the last one left composed.jsonl probed but stats.json not."""
+    import composition_rl.io.export as io_export
+    from composition_rl.io.readers import ReaderConfig, load_problems
+    from composition_rl.probe import ProbeResult, apply_to_run
+
+    out = w / "compose"
+    records = load_problems(str(out / "composed.jsonl"), ReaderConfig()).problems
+    before = snapshot(out)
+    result = ProbeResult(kept=records[1:], rejected=[{"id": records[0].id, "reason": "guessable"}], unprobed=[],
+                         summary={"rejected_guessable": 1})
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(io_export, "export", boom)
+    with pytest.raises(OSError, match="disk full"):
+        apply_to_run(out, result, ["verl"])
+    assert snapshot(out) == before
+
+
+def test_the_library_profile_takes_the_lock_and_refuses_another_commands_folder(w, server):
+    """Finding 6: ``crl.profile`` took no lock and checked no foreign folder: it wrote a
+    profile into a compose run and beside a running profile."""
+    import composition_rl as crl
+    from composition_rl.io.readers import ReaderConfig, load_problems
+    from composition_rl.io.runs import RunBusy, RunClash
+
+    problems = load_problems(str(w / "qa.jsonl"), ReaderConfig()).problems[:2]
+    before = snapshot(w / "compose")
+    with pytest.raises(RunClash, match="holds a `crl compose` run"):
+        crl.profile(problems, w / "compose", base_url=server.url, model="fake-model")
+    assert snapshot(w / "compose") == before
+    with held(w / "p" / ".crl.lock", "profile"), pytest.raises(RunBusy):
+        crl.profile(problems, w / "p", base_url=server.url, model="fake-model")
+    assert not (w / "p" / "profile.jsonl").exists()
+
+
+def test_atomic_writes_never_touch_the_umask(tmp_path, monkeypatch):
+    """Finding 10: atomic_open set the process umask to 0 for a moment (racy with threads);
+    the file still gets 0666 less the umask."""
+    from composition_rl.io.files import atomic_write_json
+
+    calls = []
+    real = os.umask
+    old = real(0o027)
+    try:
+        monkeypatch.setattr(os, "umask", lambda m: calls.append(m) or real(m))
+        atomic_write_json(tmp_path / "a.json", {"a": 1})
+    finally:
+        real(old)
+    assert calls == []
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o640
+
+
+def test_a_rerun_keeps_a_report_html_crl_did_not_write(w, capsys):
+    """Finding 10: run_folder removed any report.html of --out, a user's own page included;
+    only a page crl browse wrote goes."""
+    (w / "export" / "report.html").write_text("<html>my notes on this export</html>\n")
+    rc, err = run(capsys, "export", "--input", w / "qa.jsonl", "--out", w / "export")
+    assert rc == 0, err
+    assert (w / "export" / "report.html").read_text() == "<html>my notes on this export</html>\n"
+
+
+@pytest.mark.parametrize("name", ["profile.jsonl", "run.json", "summary.json"])
+def test_keep_out_onto_the_runs_own_files_is_refused(name, w, server, capsys):
+    """Finding 11: --keep-out R/profile.jsonl overwrote the run's own pass rates (the next
+    profile and compose --from-profile then crashed: KeyError 'class'); R/run.json left a
+    run that could not be resumed."""
+    before = snapshot(w / "profile")
+    rc, err = run(capsys, "profile", "--base-url", server.url, "--model", "fake-model", "--input", w / "qa.jsonl",
+                  "-n", "1", "--out", w / "profile", "--no-progress", "--keep", "all", "--keep-out",
+                  w / "profile" / name)
+    assert rc == 2 and "--keep-out" in err and "this run's own folder" in err, err
+    assert snapshot(w / "profile") == before
+
+
+USERS = {"stats.json": '{"mine": true}\n', "rejected.jsonl": '{"mine": 1}\n', "problems.jsonl": '{"mine": 2}\n',
+         "notes.txt": "notes\n"}
+
+
+@pytest.mark.parametrize("command", ["compose", "export"])
+@pytest.mark.parametrize("out", [".", "", "mine"])
+def test_out_into_a_folder_of_the_users_own_files_is_refused(command, out, w, monkeypatch, capsys):
+    """Finding 12: `--out .` (or `--out ""`, the current folder) in a folder of one's own
+    stats.json, rejected.jsonl, problems.jsonl overwrote them without a word."""
+    mine = w / "mine"
+    mine.mkdir()
+    for name, text in USERS.items():
+        (mine / name).write_text(text)
+    monkeypatch.chdir(mine)
+    argv = {"compose": ["compose", "--input", w / "qa.jsonl", "--out", out, "--workers", "1", "--max-candidates",
+                        "20", "--no-progress"],
+            "export": ["export", "--input", w / "qa.jsonl", "--out", out]}[command]
+    rc, err = run(capsys, *[str(mine) if a == "mine" else a for a in argv])
+    assert rc == 2, err
+    assert ("files crl did not make" in err) if out else ("--out is empty" in err), err
+    assert snapshot(mine) == {k: v.encode() for k, v in USERS.items()}
+
+
+def test_out_at_the_root_is_refused(w, capsys):
+    """Finding 12: `--out /` wrote into / (not run on the old code: it would)."""
+    before = sorted(os.listdir("/"))
+    rc, err = run(capsys, "export", "--input", w / "qa.jsonl", "--out", "/")
+    assert rc == 2 and "files crl did not make" in err, err
+    assert sorted(os.listdir("/")) == before
+
+
+@pytest.mark.parametrize("target", ["samples/qa.jsonl", "samples/new.html"])
+def test_browse_out_into_a_runs_subfolder_is_refused(target, w, server, capsys):
+    """Finding 13: browse --out RUN/samples/qa.jsonl replaced an eval's per-sample responses
+    with HTML (a run's top-level files were protected, its subfolders not)."""
+    e = w / "eval"
+    assert run(capsys, "eval", "--base-url", server.url, "--model", "fake-model", "--benchmark", w / "qa.jsonl",
+               "-n", "1", "--out", e, "--no-progress")[0] == 0
+    before = snapshot(e)
+    rc, err = run(capsys, "browse", w / "compose", "--out", e / target)
+    assert rc == 2 and "is inside the `crl eval` run" in err, err
+    assert snapshot(e) == before
+
+
+def test_an_output_onto_a_file_crl_did_not_write_is_refused(w, capsys):
+    """Found by the harness: `audit --json` onto an input of other runs (a file crl did not
+    write) replaced it; a file crl wrote (the audit's own figures) is replaced."""
+    data = w / "qa.jsonl"
+    before = data.read_bytes()
+    rc, err = run(capsys, "audit", w / "compose", "--scan", "--json", data)
+    assert rc == 2 and "a file crl did not write" in err, err
+    assert data.read_bytes() == before
+    assert run(capsys, "audit", w / "compose", "--scan", "--json", w / "scan.json")[0] == 0
+    assert run(capsys, "audit", w / "compose", "--scan", "--json", w / "scan.json")[0] == 0
+
+
+def test_compose_checks_the_folder_again_once_it_holds_the_lock(w, monkeypatch, capsys):
+    """Found by the harness: an export that took a new folder between compose's checks and
+    its lock was mixed with the compose run (compose did not look again under the lock)."""
+    from composition_rl.compose import run as compose_run
+
+    out, real, done = w / "o", compose_run.hold_lock, []
+
+    def hold(target, command, **kw):
+        if not done:
+            done.append(crl(["export", "--input", str(w / "qa.jsonl"), "--out", str(out)]))
+        return real(target, command, **kw)
+
+    monkeypatch.setattr(compose_run, "hold_lock", hold)
+    rc, err = run(capsys, "compose", "--input", w / "qa.jsonl", "--out", out, "--workers", "1",
+                  "--max-candidates", "20", "--no-progress")
+    assert done == [0]
+    assert rc == 2 and "holds a `crl export` run" in err, err
+    assert not (out / "composed.jsonl").exists()

@@ -170,6 +170,11 @@ def profile(
     Returns:
         The summary: ``solve_all``, ``solve_none``, ``goldilocks`` fractions, ``n`` and counts.
 
+    Raises:
+        RunBusy: another run holds ``out_dir``.
+        RunClash: ``out_dir`` holds another command's run or files crl did not make.
+        RunMismatch: ``out_dir`` holds a profile made with other settings.
+
     Example:
         >>> import composition_rl as crl                                   # doctest: +SKIP
         >>> crl.profile(problems, "runs/profile", base_url="http://localhost:8000/v1",
@@ -177,16 +182,19 @@ def profile(
         0.4
     """
     from composition_rl.backends.rollout import build_backend, resolve_backend
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.runs import run_folder, run_identity
     from composition_rl.profile import ProfileConfig, profile_problems
     from composition_rl.verify import shared_verifier
 
     config = _with_sampling(config, ProfileConfig, backend_options)
+
     def build() -> Any:
         return build_backend(resolve_backend(backend, backend_options.get("model"), backend_options.get("base_url")),
                              **backend_options)
 
-    with _runner(backend, build, sorted(backend_options)) as (runner, name):
+    # the folder's lock and the foreign-folder checks, as `crl profile` takes them
+    with run_folder(out_dir, "profile", flag="out_dir", work=("profile.jsonl",)), \
+            _runner(backend, build, sorted(backend_options)) as (runner, name):
         # the run folder records what made it: a rerun with another model is refused, not mixed in
         model = backend_options.get("model", getattr(runner, "model", None))
         ident = run_identity(model=str(model) if model is not None else None, backend=name)
@@ -267,6 +275,11 @@ def probe(
         row per guessable record, with its pass rate), ``unprobed`` (ids) and ``summary``;
         ``len(kept) + len(rejected)`` is ``len(records)``.
 
+    Raises:
+        RunBusy: another run holds ``out_dir``.
+        RunClash: ``out_dir`` holds another command's run or files crl did not make.
+        RunMismatch: ``out_dir`` holds a probe made with another solver or ``k``.
+
     Example:
         >>> import composition_rl as crl                                   # doctest: +SKIP
         >>> res = crl.probe(composed, "runs/probe", base_url="http://localhost:8000/v1",
@@ -274,7 +287,7 @@ def probe(
         >>> res.summary["rejected_guessable"], len(res.kept)
         (3, 97)
     """
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.runs import run_folder, run_identity
     from composition_rl.probe import ProbeConfig, build_solver, probe_records
     from composition_rl.verify import shared_verifier
 
@@ -292,7 +305,8 @@ def probe(
 
     given = sorted([*backend_options, *(["model"] if model is not None else []),
                     *(["base_url"] if base_url is not None else [])])
-    with _runner(backend, build, given) as (runner, name):
+    with run_folder(out_dir, "probe", flag="out_dir", work=("profile.jsonl",)), \
+            _runner(backend, build, given) as (runner, name):
         solver = model if isinstance(backend, str) else getattr(runner, "model", None)
         # the folder records its solver (as crl probe and crl compose --probe-model do): another is refused
         ident = run_identity(model=str(solver) if solver is not None else None, backend=name, command="probe")

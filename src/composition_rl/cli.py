@@ -137,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().print_help()
         return 2
     module = _module(COMMANDS[args.command][0])
+    empty = [f"--{k.replace('_', '-')}" for k in ("out", "keep_out", "json")
+             if isinstance(getattr(args, k, None), str) and not getattr(args, k).strip()]
+    if empty:  # Path("") is the current folder: an empty value would write there without a word
+        print(f"crl {args.command}: error: {empty[0]} is empty: name the output (`{empty[0]} .` for the current "
+              "folder)", file=sys.stderr)
+        return 2
     previous = signal.signal(signal.SIGTERM, _sigterm_handler(os.getpid()))
     created = _missing_folders(getattr(args, "out", None))
     rc = 1

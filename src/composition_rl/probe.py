@@ -237,34 +237,40 @@ def apply_to_run(out_dir: str | Path, result: ProbeResult, exports: Sequence[str
     holds its lock): the guessable records leave ``composed.jsonl`` for ``rejected.jsonl``,
     ``stats.json`` counts them (stage ``probe``, reason ``guessable``, a last funnel row and
     the probe's summary) and the trainer ``exports`` are rewritten from the kept records.
-    Each file is replaced whole. Returns the updated stats.
+    The files are staged and replaced together at the end (:class:`StagedOutputs`): an
+    interrupted fold leaves the run as it was. Returns the updated stats.
     """
     from composition_rl.io.export import export, export_path
+    from composition_rl.io.files import StagedOutputs
 
     out = Path(out_dir)
     stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
     n = len(result.rejected)
-    old = (out / "rejected.jsonl").read_bytes() if (out / "rejected.jsonl").is_file() else b""
-    with atomic_open(out / "rejected.jsonl", "wb") as f:
-        f.write(old)
-        for row in result.rejected:
-            f.write((json.dumps(row, sort_keys=True) + "\n").encode("utf-8"))
-    atomic_write_jsonl(out / "composed.jsonl", (p.to_dict() for p in result.kept))
-    stats["accepted"] -= n
-    stats["rejected"] += n
-    stats["acceptance"] = round(stats["accepted"] / stats["candidates"], 6) if stats["candidates"] else 0.0
-    by_reason = stats.setdefault("rejected_by_reason", {})
-    by_reason[REASON] = by_reason.get(REASON, 0) + n
-    stats["rejected_by_reason"] = dict(sorted(by_reason.items()))
-    by_stage = stats.setdefault("rejected_by_stage", {})
-    by_stage[STAGE] = by_stage.get(STAGE, 0) + n
-    stats["funnel"] = [r for r in stats.get("funnel", []) if r["stage"] != STAGE] + [
-        {"stage": STAGE, "kept": stats["accepted"]}]
-    stats["probe"] = result.summary
-    atomic_write_json(out / "stats.json", stats)
-    for name in exports:
-        if result.kept:
-            export(result.kept, name, out)
-        else:
-            export_path(out, name).unlink(missing_ok=True)  # an export of records that are gone
+    names = ["rejected.jsonl", "composed.jsonl", "stats.json", *(export_path(out, e).name for e in exports)]
+    # every file is staged and moved in only when all are written: a kill never leaves the
+    # probe folded into composed.jsonl but not into stats.json and the exports
+    with StagedOutputs(out, names) as stage:
+        old = (out / "rejected.jsonl").read_bytes() if (out / "rejected.jsonl").is_file() else b""
+        with atomic_open(stage.dir / "rejected.jsonl", "wb") as f:
+            f.write(old)
+            for row in result.rejected:
+                f.write((json.dumps(row, sort_keys=True) + "\n").encode("utf-8"))
+        atomic_write_jsonl(stage.dir / "composed.jsonl", (p.to_dict() for p in result.kept))
+        stats["accepted"] -= n
+        stats["rejected"] += n
+        stats["acceptance"] = round(stats["accepted"] / stats["candidates"], 6) if stats["candidates"] else 0.0
+        by_reason = stats.setdefault("rejected_by_reason", {})
+        by_reason[REASON] = by_reason.get(REASON, 0) + n
+        stats["rejected_by_reason"] = dict(sorted(by_reason.items()))
+        by_stage = stats.setdefault("rejected_by_stage", {})
+        by_stage[STAGE] = by_stage.get(STAGE, 0) + n
+        stats["funnel"] = [r for r in stats.get("funnel", []) if r["stage"] != STAGE] + [
+            {"stage": STAGE, "kept": stats["accepted"]}]
+        stats["probe"] = result.summary
+        atomic_write_json(stage.dir / "stats.json", stats)
+        for name in exports:
+            if result.kept:
+                export(result.kept, name, stage.dir)
+            # else: not staged, so the commit removes the export of records that are gone
+        stage.commit()
     return stats

@@ -40,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
     from composition_rl.io.files import writable_file
     from composition_rl.io.runs import RunBusy, hold_lock, refuse_foreign
 
+    if not Path(args.run_dir).is_dir():  # before anything is made for the page
+        raise UsageError(f"{args.run_dir} is not a folder: give a run folder (or a folder of runs)")
     out = report_path(args.run_dir, args.out)
     try:
         cfg = BrowseConfig(max_records=args.max_records, max_rejects=args.max_rejects, seed=args.seed,

@@ -172,14 +172,38 @@ def _no_problem(res, where: str, out: Path | None) -> str:
     return msg
 
 
-def check_out_dir(out: Path) -> None:
-    """Fail now, in one line, if ``out`` cannot be an output folder (before any work)."""
-    from composition_rl.io.files import writable_dir
+def check_out_dir(out: Path) -> bool:
+    """Fail now, in one line, if ``out`` cannot be an output folder (before any work);
+    whether this call made the folder (see :func:`composition_rl.io.runs.make_folder`)."""
+    from composition_rl.io.runs import make_folder
 
     try:
-        writable_dir(out)
+        return make_folder(out)
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def _state(out: Path) -> dict[str, tuple[int, int]]:
+    """The folder's files by size and modification time (to see whether another run wrote
+    there since)."""
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in out.iterdir()
+            if p.name != ".crl.lock"} if out.is_dir() else {}
+
+
+def _drop_made(out: Path, made: bool, keep: tuple[str, ...] = (),
+               unless_changed_since: dict[str, tuple[int, int]] | None = None) -> None:
+    """Remove folder ``out`` that this run made (and what it wrote there, but ``keep``),
+    under its lock; a folder another run holds or has written since is left alone."""
+    if not made or not out.is_dir():
+        return
+    from composition_rl.io.runs import RunBusy, drop_made_folder, hold_lock
+
+    try:
+        with hold_lock(out, "compose"):
+            if unless_changed_since is None or _state(out) == unless_changed_since:
+                drop_made_folder(out, keep=keep)
+    except (RunBusy, ValueError):
+        pass  # another run holds it: the folder is that run's now
 
 
 def size_guard(args: argparse.Namespace, config, problems: list, first: list | None) -> None:
@@ -289,18 +313,25 @@ def run(args: argparse.Namespace) -> int:
                        inputs={"--input": args.input, "--first-pool": args.first_pool, "--from-profile": args.from_profile})
     except ValueError as e:
         raise UsageError(str(e)) from None
-    check_out_dir(out)
-    problems, first, inputs, rejects = load_inputs(args, out)
-    if not is_resumable(args.engine):  # a batch run: estimate it before it starts
-        size_guard(args, config, problems, first)
+    made = check_out_dir(out)
+    try:
+        problems, first, inputs, rejects = load_inputs(args, out)
+        if not is_resumable(args.engine):  # a batch run: estimate it before it starts
+            size_guard(args, config, problems, first)
+    except UsageError:  # refused before any work: a folder this run made goes (but a rejects file it names)
+        _drop_made(out, made, keep=("input_rejects.jsonl",))
+        raise
     from composition_rl.compose.journal import EndpointDown
     from composition_rl.compose.run import OutputBusy
     from composition_rl.compose.workers import WorkerDied
+    from composition_rl.io.runs import RunClash
 
     try:
         stats = run_compose(problems, config, out, first_pool=first, inputs=inputs, input_rejects=rejects,
                             progress=not args.no_progress, exports=exports, **llm_kw)
     except OutputBusy as e:
+        raise UsageError(str(e)) from e  # another run holds the folder: it is that run's now
+    except RunClash as e:  # another command's run took the folder between the checks and the lock
         raise UsageError(str(e)) from e
     except WorkerDied as e:  # killed from outside (OOM killer, kill -9): the run has no output
         print(f"crl compose: error: {e}; no output was written, rerun the same command", file=sys.stderr)
@@ -322,6 +353,12 @@ def run(args: argparse.Namespace) -> int:
         if note:  # the probe's "guessable" count rests on replies it could grade
             print(f"probe: {note}", file=sys.stderr)
     empty = _empty_outcome(stats, len(problems), config.depth)
+    if empty and stats["candidates"] == 0 and made:
+        # nothing to look at (no chain, so no rejected.jsonl worth keeping): the folder this
+        # run made goes, as for any refused run
+        _drop_made(out, made, unless_changed_since=_state(out))
+        print(f"crl compose: error: {empty}; no trainer export written (no folder left)", file=sys.stderr)
+        return 1
     if empty:
         print_summary(stats, out, [], time.perf_counter() - t0, failed=True)
         kept = (f"; {out} keeps the previous run as it was (its composed.jsonl, stats.json and exports); rerun "

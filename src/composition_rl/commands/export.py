@@ -57,14 +57,18 @@ def run(args: argparse.Namespace) -> int:
         res = load_problems(args.input, ReaderConfig(question_field=args.question_field, answer_field=args.answer_field))
     except InputError as e:
         raise UsageError(str(e)) from None
-    if not res.problems:
-        msg = res.why_empty(f"--input {args.input}")
-        if (out / "problems.jsonl").exists():  # the previous export stays whole
-            raise UsageError(msg + f"; {out} keeps its previous export as it was")
-        atomic_write_jsonl(out / "input_rejects.jsonl", res.rejects)
-        raise UsageError(msg + f". Every rejected row, with its reason: {out / 'input_rejects.jsonl'}")
     try:
-        with run_folder(out, "export", inputs={"--input": args.input}, refusals=(UsageError, ValueError)):
+        # a refused run leaves nothing in a folder it made but the rejects file its message names
+        with run_folder(out, "export", inputs={"--input": args.input}, refusals=(UsageError, ValueError),
+                        keep=("input_rejects.jsonl",)):
+            if not res.problems:
+                msg = res.why_empty(f"--input {args.input}")
+                if (out / "problems.jsonl").exists():  # the previous export stays whole
+                    raise UsageError(msg + f"; {out} keeps its previous export as it was")
+                if not res.rejects:
+                    raise UsageError(msg)
+                atomic_write_jsonl(out / "input_rejects.jsonl", res.rejects)
+                raise UsageError(msg + f". Every rejected row, with its reason: {out / 'input_rejects.jsonl'}")
             # every file of the export is replaced together, and only when all are written
             with StagedOutputs(out, ["problems.jsonl", "input_rejects.jsonl", "run.json", *exports,
                                      "report.html"]) as stage:

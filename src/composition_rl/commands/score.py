@@ -155,17 +155,29 @@ def run(args: argparse.Namespace) -> int:
 
     with contextlib.ExitStack() as stack:
         try:
-            # (an output that is the input is refused with the others in _prepare_outputs)
+            from composition_rl.io.files import refuse_overwrite
+
+            refuse_overwrite({"--input": args.input}, (out, rejects_path, meta_path))  # the input first
             refuse_foreign("score", files={"--out": out, "its rejects file": rejects_path,
                                            "its options file": meta_path})
             # two runs appending to one file would write every row twice
             stack.enter_context(hold_lock(out, "score", folder=False))
         except (RunBusy, ValueError) as e:
             raise UsageError(str(e)) from None
-        _prepare_outputs(args.input, out, rejects_path, meta_path, _options(args, fallbacks), args.fresh)
-        # The workers start (Math-Verify imports, ~1-2 s) while this process reads the input.
-        with Verifier(config).start() as verifier:
-            return _score(args, verifier, out, rejects_path)
+        # a refused run leaves nothing: the output files it creates go again (with the lock held)
+        new = [p for p in (out, rejects_path, meta_path) if not p.exists()]
+        sizes = [p.stat().st_size if p.is_file() else 0 for p in (out, rejects_path)]
+        try:
+            _prepare_outputs(args.input, out, rejects_path, meta_path, _options(args, fallbacks), args.fresh)
+            # The workers start (Math-Verify imports, ~1-2 s) while this process reads the input.
+            with Verifier(config).start() as verifier:
+                return _score(args, verifier, out, rejects_path)
+        except UsageError:
+            now = [p.stat().st_size if p.is_file() else 0 for p in (out, rejects_path)]
+            if now == sizes:  # no row scored
+                for p in new:
+                    p.unlink(missing_ok=True)
+            raise
 
 
 def _score(args: argparse.Namespace, verifier, out: Path, rejects_path: Path) -> int:

@@ -66,7 +66,7 @@ from composition_rl.io.files import (
     dumps,
     read_jsonl,
 )
-from composition_rl.io.runs import RUN_FILE, RunBusy, hold_lock, record_run
+from composition_rl.io.runs import RUN_FILE, RunBusy, hold_lock, record_run, refuse_other_owner
 from composition_rl.progress import ProgressBar
 from composition_rl.records import Problem
 
@@ -452,10 +452,13 @@ def lock_output(out: str | os.PathLike):
 
     Raises:
         OutputBusy: another live process holds the lock.
+        RunClash: the folder holds another command's run (one that started meanwhile).
     """
     out = Path(out)
     try:
         with hold_lock(out, "compose"):
+            # a run of another command that took the folder between the caller's check and this lock
+            refuse_other_owner("compose", out)
             removed = remove_leftovers(out)
             if removed:
                 print(f"note: removed {len(removed)} leftover(s) of an interrupted run in {out}: "

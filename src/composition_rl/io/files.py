@@ -9,20 +9,31 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_open", "atomic_write_json", "atomic_write_jsonl", "dumps", "JsonlLog", "read_jsonl",
+__all__ = ["atomic_open", "atomic_write_json", "atomic_write_jsonl", "dumps", "is_crl_page", "JsonlLog", "quarantine_path", "read_jsonl",
            "refuse_overwrite", "remove_stale_stages", "StagedOutputs", "writable_dir", "writable_file"]
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """Create a new temporary file beside ``path`` (``.NAME.XXXXXXXX.tmp``), open for writing,
+    with the usual permissions: mode 0666 less the process umask, applied by the kernel at
+    creation (``tempfile.mkstemp`` makes 0600, and reading the umask means setting it, which
+    races with other threads)."""
+    import secrets
+
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")  # pragma: no cover
 
 
 def dumps(obj: Any) -> str:
@@ -108,14 +119,13 @@ def atomic_open(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     """Open a temp file beside ``path``; on success fsync and rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temp_beside(path)
     binary = "b" in mode
     try:
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -153,8 +163,13 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
 class JsonlLog:
     """Append-only JSONL output keyed by a field, for resumable jobs.
 
-    On open it reads the complete lines already present, truncates a torn last line, and
-    exposes the keys seen, so a rerun skips finished work and never writes a key twice.
+    On open it reads the complete lines already present and exposes the keys seen, so a
+    rerun skips finished work and never writes a key twice. A torn last line (what a kill
+    leaves) is cut off. A complete line that cannot be read (not JSON, not an object, no
+    ``key``: a disk error, a hand edit) is never a reason to drop the lines after it: it is
+    moved, with its line number and the reason, to the side file ``NAME.jsonl.quarantined``
+    (see :func:`quarantine_path`), the log is rewritten without it (atomically), a note
+    names both, and its work is done again.
 
     >>> import tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "out.jsonl")
@@ -171,22 +186,50 @@ class JsonlLog:
         self.key = key
         self.done: set[str] = set()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        good = 0
         if self.path.exists():
-            with open(self.path, "rb") as f:
-                for raw in f:
-                    if not raw.endswith(b"\n"):
-                        break
-                    try:
-                        row = json.loads(raw)
-                    except json.JSONDecodeError:
-                        break
-                    self.done.add(str(row[key]))
-                    good += len(raw)
-            if good != self.path.stat().st_size:
-                with open(self.path, "r+b") as f:
-                    f.truncate(good)
+            self._read_back()
         self._f = open(self.path, "a", encoding="utf-8")
+
+    def _read_back(self) -> None:
+        good: list[bytes] = []
+        bad: list[dict[str, Any]] = []
+        torn = False
+        with open(self.path, "rb") as f:
+            for n, raw in enumerate(f, 1):
+                if not raw.endswith(b"\n"):
+                    torn = True  # only the last line can lack its newline: a write cut short
+                    break
+                if not raw.strip():
+                    bad.append({"line": n, "reason": "an empty line", "text": ""})
+                    continue
+                why = ""
+                try:
+                    row = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                    why = f"not JSON ({e})"
+                else:
+                    if not isinstance(row, dict) or self.key not in row:
+                        why = f"no {self.key!r} field" if isinstance(row, dict) else "not a JSON object"
+                if why:
+                    bad.append({"line": n, "reason": why, "text": raw.decode("utf-8", "replace").rstrip("\n")})
+                    continue
+                self.done.add(str(row[self.key]))
+                good.append(raw)
+        if bad:
+            side = quarantine_path(self.path)
+            with open(side, "a", encoding="utf-8") as q:
+                for b in bad:
+                    q.write(dumps({"file": self.path.name, **b}) + "\n")
+                q.flush()
+                os.fsync(q.fileno())
+            with atomic_open(self.path, "wb") as f:  # the good lines, in their order
+                f.writelines(good)
+            print(f"note: {len(bad)} unreadable line(s) of {self.path} (line {', '.join(str(b['line']) for b in bad[:5])}"
+                  f"{' ...' if len(bad) > 5 else ''}) moved to {side} with the reason; their work is done again, "
+                  "every other line is kept", file=sys.stderr)
+        elif torn:
+            with open(self.path, "r+b") as f:
+                f.truncate(sum(len(g) for g in good))
 
     def append(self, row: dict) -> bool:
         """Write ``row`` unless its key is done; returns whether it was written."""
@@ -206,6 +249,24 @@ class JsonlLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def quarantine_path(path: str | os.PathLike) -> Path:
+    """Where :class:`JsonlLog` moves the unreadable lines of log ``path`` (JSON lines, each
+    with the file, line number, reason and text): ``profile.jsonl`` ->
+    ``profile.jsonl.quarantined`` beside it (not ``*.jsonl``: no reader takes it for a log)."""
+    p = Path(path)
+    return p.with_name(f"{p.name}.quarantined")
+
+
+def is_crl_page(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a page ``crl browse`` wrote (its title starts ``crl browse:``, see
+    browse/page.py)."""
+    try:
+        with open(path, "rb") as f:
+            return b"<title>crl browse: " in f.read(4096)
+    except OSError:
+        return False
 
 
 STAGE_PREFIX = ".crl-stage-"
@@ -246,6 +307,8 @@ class StagedOutputs:
             staged, final = self.dir / name, self.folder / name
             if staged.exists():
                 os.replace(staged, final)
+            elif name == "report.html" and final.exists() and not is_crl_page(final):
+                continue  # a page crl did not write (the user's own) stays
             elif final.exists() or final.is_symlink():
                 final.unlink()
                 removed.append(name)

@@ -33,6 +33,7 @@ from typing import Any
 
 from composition_rl.io.files import (
     atomic_write_json,
+    is_crl_page,
     remove_stale_stages,
     writable_dir,
     writable_file,
@@ -40,8 +41,9 @@ from composition_rl.io.files import (
 from composition_rl.io.gguf import MODELS, is_gguf, read_gguf_metadata
 
 __all__ = ["LOCK_FILE", "RUN_FILE", "RUN_OUTPUTS", "RunBusy", "RunClash", "RunMismatch", "check_model_source",
-           "claim_run", "file_sha256", "folder_owner", "folder_sha256", "hold_lock", "model_content", "model_identity",
-           "package_versions", "record_run", "refuse_foreign", "run_folder", "run_identity"]
+           "claim_run", "crl_made", "drop_made_folder", "file_sha256", "folder_owner", "folder_sha256", "foreign_files",
+           "hold_lock", "is_crl_page", "make_folder", "model_content", "model_identity", "package_versions", "record_run",
+           "refuse_foreign", "refuse_other_owner", "run_folder", "run_identity"]
 
 RUN_FILE = "run.json"
 _NOT_RECORDED = "(not recorded)"
@@ -304,7 +306,9 @@ _MARKERS = {
 #: Files a run writes into its folder: no other command may write one of them there.
 RUN_OUTPUTS = frozenset({
     *_MARKERS, RUN_FILE, "rejected.jsonl", "stats.json", "input_rejects.jsonl", "verl.parquet", "trl.parquet",
-    "llm_run.json", "summary.json", "pass_rates.png", "kept.jsonl", "results.md", "config.json", "recipe.json",
+    "llm_run.json", "summary.json", "pass_rates.png", "kept.jsonl", "kept.rejects.jsonl", "results.md", "config.json",
+    "recipe.json", "llm_cache.jsonl", "teacher_cache.jsonl", "transitions.jsonl", "pass_rates.jsonl", "rejects.jsonl",
+    "probe_summary.json", "online.jsonl", "curriculum.jsonl", "solve_rates.png", "funnel.png", "fig_signal.png",
 })
 
 
@@ -328,6 +332,12 @@ def hold_lock(target: str | os.PathLike, command: str, *, folder: bool = True, f
     it, removed at the end). The kernel drops the lock of a process that dies, even by ``kill -9``, so the lock
     of a dead run is simply taken over; the file only names the holder for the message.
 
+    A lock file is only ever removed by the run that holds it (a file output's at its end, a
+    refused run's new folder with it), so a run that locks the file checks that the file it
+    locked is still the one at the path (same inode) and otherwise starts again: a run that
+    opened the file just before its holder removed it would hold a lock nobody else sees, and
+    the next run would lock a new file beside it (two holders at once).
+
     Raises:
         RunBusy: one line naming the running command and its pid.
         ValueError: the output cannot be written there (one line naming ``flag``).
@@ -343,17 +353,29 @@ def hold_lock(target: str | os.PathLike, command: str, *, folder: bool = True, f
     """
     target = Path(target)
     lock = _lock_path(target, folder)
+    check = writable_dir if folder else writable_file
     # a folder that cannot be written is one line (ValueError naming the flag), not a traceback
-    (writable_dir if folder else writable_file)(target, flag)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+    check(target, flag)
+    for _ in range(100):
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # a refused run removed the folder it had made: make it again
+            check(target, flag)
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+            os.close(fd)
             who = f"`crl {holder[1]}` (pid {holder[0]})" if len(holder) >= 2 else "another run"
             raise RunBusy(f"{flag} {target} is in use by a running {who}; wait for it to finish or choose "
                           f"another {flag}") from None
+        if _is_at(fd, lock):
+            break
+        os.close(fd)  # locked a file its holder removed meanwhile: that lock guards nothing
+    else:  # pragma: no cover - a hundred removals in a row
+        raise RunBusy(f"{flag} {target}: its lock file keeps being replaced; choose another {flag}")
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
         try:
@@ -361,9 +383,18 @@ def hold_lock(target: str | os.PathLike, command: str, *, folder: bool = True, f
         finally:
             if not folder:  # no hidden file left beside a user's file; removed while still held
                 with contextlib.suppress(OSError):
-                    lock.unlink()
+                    os.unlink(lock)
     finally:
         os.close(fd)  # releases the lock
+
+
+def _is_at(fd: int, path: Path) -> bool:
+    """Whether open file ``fd`` is the file at ``path`` (not one removed or replaced)."""
+    try:
+        st, at = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (at.st_dev, at.st_ino)
 
 
 def folder_owner(folder: str | os.PathLike) -> str | None:
@@ -386,32 +417,50 @@ def folder_owner(folder: str | os.PathLike) -> str | None:
 def refuse_foreign(command: str, *, folders: Mapping[str, str | os.PathLike | None] = {},  # noqa: B006 - read only
                    files: Mapping[str, str | os.PathLike | None] = {},  # noqa: B006
                    inputs: Mapping[str, str | os.PathLike | None] = {}) -> None:  # noqa: B006
-    """Refuse outputs that would destroy another run's work or this run's inputs.
+    """Refuse outputs that would destroy another run's work, this run's inputs or files crl
+    did not make (the rules are listed in docs/runs.md, "What a run may write").
 
     Args:
         command: the command that writes (``"profile"``).
-        folders: flag -> output folder (``{"--out": "runs/p"}``); refused when it holds
-            another command's run or is one of ``inputs``.
-        files: flag -> output file; refused when it is one of ``inputs`` or a file another
-            command's run wrote into its folder (``DIR/composed.jsonl`` of a compose run).
+        folders: flag -> output folder (``{"--out": "runs/p"}``); refused when it is one of
+            ``inputs``, holds another command's run, lies inside a run folder (a run's
+            subfolders are its own), or holds files crl did not make (``--out .`` in a
+            folder of one's own files).
+        files: flag -> output file; refused when it is one of ``inputs``, an existing file
+            crl did not write or another command's output file (:func:`crl_made`; flags named
+            "its ..."/"the ...", a file's sidecars, are not asked), a file of a run
+            (one of :data:`RUN_OUTPUTS` or a run's ``report.html`` in a run folder, this
+            run's own included: ``--keep-out OUT/profile.jsonl``), or lies in a subfolder of
+            a run (``RUN/samples/x.jsonl``).
         inputs: flag -> input file or folder this run reads.
 
     Raises:
         RunClash: one line naming the flag, the path and what it would overwrite.
     """
     ins = {flag: Path(p) for flag, p in inputs.items() if p is not None}
+    own = [Path(p) for p in folders.values() if p is not None]
     for flag, out in folders.items():
         if out is None:
             continue
+        if not str(out).strip():
+            raise RunClash(f"{flag} is empty: name the output folder (`{flag} .` for the current one)")
         out = Path(out)
         for iflag, ip in ins.items():
             if _same_path(out, ip):
                 raise RunClash(f"{flag} {out} is also {iflag}: a run never writes into what it reads; "
                                f"choose another {flag}")
-        owner = folder_owner(out) if out.is_dir() else None
-        if owner is not None and owner != command:
-            raise RunClash(f"{flag} {out} holds a `crl {owner}` run; `crl {command}` would overwrite or mix with "
-                           f"its files: choose another {flag}")
+        if out.is_dir() and not (out / RUN_FILE).is_file() and folder_owner(out) not in _NO_RECORD:
+            # a run folder records itself in run.json (but those of _NO_RECORD, known by their files)
+            alien = foreign_files(out)
+            if alien:
+                shown = ", ".join(alien[:3]) + (f" and {len(alien) - 3} more" if len(alien) > 3 else "")
+                raise RunClash(f"{flag} {out} holds files crl did not make ({shown}); a run writes only into a new "
+                               f"or empty folder or a crl run folder: choose another {flag}")
+        refuse_other_owner(command, out, flag)
+        run = _enclosing_run(out)
+        if run is not None:
+            raise RunClash(f"{flag} {out} is inside the `crl {run[1]}` run in {run[0]} (its subfolders are that "
+                           f"run's): choose a folder outside it")
     for flag, out in files.items():
         if out is None:
             continue
@@ -419,10 +468,100 @@ def refuse_foreign(command: str, *, folders: Mapping[str, str | os.PathLike | No
         for iflag, ip in ins.items():
             if _same_path(out, ip) or (ip.is_dir() and _same_path(out.parent, ip) and out.name in RUN_OUTPUTS):
                 raise RunClash(f"{flag} {out} is also an input of this run ({iflag} {ip}); choose another {flag}")
-        owner = folder_owner(out.parent) if out.parent.is_dir() else None
-        if owner is not None and owner != command and out.name in RUN_OUTPUTS:
-            raise RunClash(f"{flag} {out} is a file of the `crl {owner}` run in {out.parent}; writing it would "
+        parent = out.parent
+        mine = any(_same_path(parent, o) for o in own)
+        owner = folder_owner(parent) if parent.is_dir() else None
+        if mine and _run_file(out.name) and out.name not in _OWN_FILES.get(command, ()):
+            raise RunClash(f"{flag} {out} is a file of this run's own folder ({parent}): the run writes it itself; "
+                           f"choose another {flag}")
+        if owner is not None and not mine and (_run_file(out.name) or (
+                out.name == "report.html" and not (command == "browse" and any(
+                    _same_path(parent, ip) for ip in ins.values())))):
+            what = "" if owner == command else f"the `crl {owner}` run in "
+            raise RunClash(f"{flag} {out} is a file of {what or 'the run in '}{parent}; writing it would "
                            f"destroy that run's output: choose another {flag}")
+        run = _enclosing_run(out.parent)
+        if run is not None:
+            raise RunClash(f"{flag} {out} is inside the `crl {run[1]}` run in {run[0]} (its subfolders are that "
+                           f"run's): choose a file outside it")
+        maker = crl_made(out) if not flag.startswith(("its ", "the ")) and out.is_file() else ""
+        if maker is None:
+            raise RunClash(f"{flag} {out} is a file crl did not write; a run replaces only files crl made: "
+                           f"choose another {flag} (or move the file away)")
+        if maker and maker != command:
+            raise RunClash(f"{flag} {out} is the output of a `crl {maker}` run; `crl {command}` would destroy it: "
+                           f"choose another {flag}")
+
+
+def refuse_other_owner(command: str, out: str | os.PathLike, flag: str = "--out") -> None:
+    """Refuse folder ``out`` when it holds another command's run (:func:`folder_owner`); the
+    check a run makes again once it holds the folder's lock (another run may have taken the
+    folder between its first checks and the lock).
+
+    Raises:
+        RunClash: one line naming the flag, the folder and the command whose run it holds.
+    """
+    out = Path(out)
+    owner = folder_owner(out) if out.is_dir() else None
+    if owner is not None and owner != command:
+        raise RunClash(f"{flag} {out} holds a `crl {owner}` run; `crl {command}` would overwrite or mix with "
+                       f"its files: choose another {flag}")
+
+
+#: the commands whose folders keep no run.json (known by their characteristic files)
+_NO_RECORD = frozenset({"verl-recipe", "tiny-model"})
+#: a file output a command may write into its own run folder under one of RUN_OUTPUTS' names
+_OWN_FILES = {"profile": ("kept.jsonl", "kept.rejects.jsonl")}
+#: what crl writes into a folder besides RUN_OUTPUTS (its lock, temporaries, staging folders)
+_CRL_HIDDEN = (LOCK_FILE, ".crl-", ".compose-parts-")
+
+
+def foreign_files(folder: str | os.PathLike) -> list[str]:
+    """The names in ``folder`` that crl did not make: anything but a run's files
+    (:data:`RUN_OUTPUTS`, a log's ``.quarantined`` lines, a ``report.html`` that ``crl
+    browse`` wrote), its lock and its temporaries. Sorted.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "stats.json").write_text("{}"); _ = (d / "notes.txt").write_text("")
+    >>> foreign_files(d)
+    ['notes.txt']
+    """
+    alien = []
+    for p in Path(folder).iterdir():
+        name = p.name
+        if _run_file(name) or name.startswith(_CRL_HIDDEN):
+            continue
+        if name == "report.html" and is_crl_page(p):
+            continue
+        if name.startswith(".") and name.endswith(".tmp") and name[1:].split(".")[0] in _STEMS:
+            continue  # an atomic write's temporary (.composed.jsonl.x1y2.tmp)
+        alien.append(name)
+    return sorted(alien)
+
+
+_STEMS = frozenset(n.split(".")[0] for n in RUN_OUTPUTS) | {"report", "kept"}
+
+
+def _run_file(name: str) -> bool:
+    """A name a run writes into its folder (:data:`RUN_OUTPUTS`, a log's quarantined lines)."""
+    return name in RUN_OUTPUTS or name.endswith(".quarantined")
+
+
+def _enclosing_run(path: Path) -> tuple[Path, str] | None:
+    """The run folder strictly above ``path`` (its run.json names the command), if any.
+
+    Only a recorded run.json counts here, not the characteristic files of
+    :func:`folder_owner`: a home folder that holds a ``samples`` folder is not a run.
+    """
+    p = Path(os.path.abspath(path))
+    for anc in p.parents:
+        try:
+            rec = json.loads((anc / RUN_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("command"), str):
+            return anc, rec["command"]
+    return None
 
 
 def _same_path(a: Path, b: Path) -> bool:
@@ -432,62 +571,130 @@ def _same_path(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
 
 
-def _drop_if_bare(folder: Path) -> None:
-    """Remove ``folder`` when it holds nothing but its lock (a run that created it and
-    wrote nothing)."""
+def make_folder(out: Path, flag: str = "--out") -> bool:
+    """Create folder ``out`` (and its parents) if missing and prove it writable; whether
+    this call made ``out`` itself (the test is the ``mkdir``, so two runs never both think
+    they made it)."""
     try:
-        if [p.name for p in folder.iterdir()] == [LOCK_FILE]:
-            (folder / LOCK_FILE).unlink()
-            folder.rmdir()
+        out.mkdir(parents=True)
+        made = True
+    except FileExistsError:
+        made = False
     except OSError:
-        pass
+        made = False  # writable_dir says why, in one line
+    writable_dir(out, flag)
+    return made
+
+
+def drop_made_folder(out: Path, *, keep: tuple[str, ...] = (), work: tuple[str, ...] = (),
+                     only_if_bare: bool = False) -> None:
+    """Remove folder ``out``, which this run made and whose lock it holds, with what the run
+    wrote there, unless one of ``work`` (glob patterns of finished work) is there
+    (``only_if_bare``: unless anything but the lock is there); the files named in ``keep`` (a
+    rejects file the error message points to) stay, with the folder. Call with the folder's
+    lock held: no other run can be writing there."""
+    if not out.is_dir() or any(any(out.glob(w)) for w in work):
+        return
+    if only_if_bare and [p.name for p in out.iterdir()] != [LOCK_FILE]:
+        return
+    kept = [n for n in keep if (out / n).exists()]
+    for p in list(out.iterdir()) if out.is_dir() else []:
+        if p.name in kept or p.name == LOCK_FILE:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                p.unlink()
+    if not kept:
+        with contextlib.suppress(OSError):
+            os.unlink(out / LOCK_FILE)  # held by this run: see hold_lock on removing a lock file
+        with contextlib.suppress(OSError):
+            os.rmdir(out)
+
+
+def crl_made(path: str | os.PathLike) -> str | None:
+    """Which crl file output wrote file ``path``, so that only that command replaces it:
+    ``browse`` (a page titled ``crl browse:``), ``audit`` (a form titled ``composition audit``
+    or with its ``NAME.key.json`` beside it; ``--json`` figures, a JSON object with the keys of
+    a scan or a score), ``score`` (its ``STEM.options.json`` beside it), ``profile`` (kept
+    prompts, with ``STEM.rejects.jsonl`` beside them and no options file); ``""`` for an empty
+    file (nothing to lose: any command); None for a file crl did not write."""
+    p = Path(path)
+    try:
+        if p.stat().st_size == 0:
+            return ""
+        if p.with_name(f"{p.name}.key.json").exists():
+            return "audit"
+        if p.with_name(f"{p.stem}.options.json").exists():
+            return "score"
+        if p.with_name(f"{p.stem}.rejects.jsonl").exists():
+            return "profile"
+        with open(p, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    if b"<title>crl browse: " in head:
+        return "browse"
+    if b"<title>composition audit</title>" in head:
+        return "audit"
+    if head.lstrip().startswith(b"{") and p.stat().st_size < (16 << 20):
+        try:
+            d = json.loads(p.read_bytes())
+        except ValueError:
+            return None
+        if isinstance(d, dict) and ({"records", "classes"} <= d.keys() or {"items", "invalid"} <= d.keys()):
+            return "audit"
+    return None
 
 
 @contextmanager
 def run_folder(out: str | os.PathLike, command: str, *, inputs: Mapping[str, str | os.PathLike | None] = {},  # noqa: B006
                files: Mapping[str, str | os.PathLike | None] = {}, flag: str = "--out",  # noqa: B006
-               refusals: tuple[type[BaseException], ...] = (ValueError,), work: tuple[str, ...] = ()) -> Iterator[Path]:
+               refusals: tuple[type[BaseException], ...] = (ValueError,), work: tuple[str, ...] = (),
+               keep: tuple[str, ...] = ()) -> Iterator[Path]:
     """The run-folder contract around one run of ``command`` into folder ``out``.
 
-    Before the run: ``out`` may not be an input, hold another command's run, and no file
-    output (``files``) may be an input or another run's file (:func:`refuse_foreign`);
-    then ``out`` is locked (:func:`hold_lock`) until the run ends. A run that is refused
-    (one of ``refusals`` raised) in a folder it created leaves no folder behind: files it
-    wrote there before the refusal (a run record, a config) are removed with it, unless one
-    of ``work`` (names or glob patterns of finished work a rerun resumes: ``checkpoints``)
-    is there. A ``report.html``
-    of the folder (``crl browse``) is removed when the run starts: it describes what the run
-    is about to change.
+    Before the run: ``out`` may not be an input, hold another command's run or files crl did
+    not make, or lie inside a run folder, and no file output (``files``) may be an input or a
+    run's file (:func:`refuse_foreign`); then ``out`` is locked (:func:`hold_lock`) until the
+    run ends. A run that is refused (one of ``refusals`` raised) in a folder it created leaves
+    no folder behind: files it wrote there before the refusal (a run record, a config) are
+    removed with it, unless one of ``work`` (names or glob patterns of finished work a rerun
+    resumes: ``checkpoints``) is there, and but the diagnostics of ``keep`` (the rejects file
+    the refusal names; the folder stays with them); it is removed with the lock still held, so a run that
+    finds the folder busy never removes it, and nothing another run made is removed. A
+    ``report.html`` page of the folder that ``crl browse`` wrote is removed when the run starts:
+    it describes what the run is about to change (a page crl did not write stays).
     Provenance (what made the folder) is recorded by :func:`claim_run` / :func:`record_run`,
     whole-file outputs are replaced on success only (:class:`composition_rl.io.files.StagedOutputs`).
 
     Yields:
         ``out`` as a Path.
     """
+    if not str(out).strip():
+        raise RunClash(f"{flag} is empty: name the output folder (`{flag} .` for the current one)")
     out = Path(out)
     refuse_foreign(command, folders={flag: out}, files=files, inputs=inputs)
-    created = not out.exists()
-    writable_dir(out, flag)  # one line now (a file in the way, no permission), not a traceback later
-    try:
-        with hold_lock(out, command, flag=flag):
-            refuse_foreign(command, folders={flag: out})  # a run that started meanwhile, now visible
+    made = make_folder(out, flag)  # one line now (a file in the way, no permission), not a traceback later
+    with hold_lock(out, command, flag=flag):
+        try:
+            refuse_other_owner(command, out, flag)  # a run that started meanwhile, now visible
             remove_stale_stages(out)  # a dead run's staged outputs: never to be committed
             page = out / "report.html"
-            if page.is_file():
+            if page.is_file() and is_crl_page(page):
                 page.unlink()
                 print(f"note: removed {page} (it showed the folder before this run; `crl browse {out}` "
                       "writes it again)", file=sys.stderr)
             yield out
-    except refusals:
-        if created and not any(any(out.glob(w)) for w in work):
-            shutil.rmtree(out, ignore_errors=True)  # refused before any work: what it wrote goes too
-        elif created:
-            _drop_if_bare(out)
-        raise
-    except BaseException:
-        if created:
-            _drop_if_bare(out)
-        raise
+        except refusals:
+            if made:
+                drop_made_folder(out, work=work, keep=keep)  # refused before any work: what it wrote goes too
+            raise
+        except BaseException:
+            if made:
+                drop_made_folder(out, only_if_bare=True)  # interrupted: only a folder with nothing in it goes
+            raise
 
 
 def record_run(out: str | os.PathLike, command: str, identity: Mapping[str, Any] | None = None,
