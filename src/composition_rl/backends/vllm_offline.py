@@ -39,7 +39,8 @@ from typing import Any
 from composition_rl.backends.context import TOO_LONG, PromptFit
 from composition_rl.backends.rollout import Completion, SamplingConfig
 
-__all__ = ["VLLMRollout", "VLLM_INSTALL", "prompt_seed", "sampling_params_kwargs"]
+__all__ = ["VLLMRollout", "VLLM_INSTALL", "engine_kwargs", "model_folder", "prompt_seed", "sampling_params_kwargs",
+           "vllm_on_cpu"]
 
 #: What fixes a missing vLLM.
 VLLM_INSTALL = ("pip install 'composition-rl[vllm]' into vLLM's own venv (it brings its own torch); "
@@ -75,6 +76,63 @@ def prompt_seed(seed: int, prompt: str) -> int:
     return int.from_bytes(digest[:4], "big") >> 2  # < 2**30: + up to 2**30 samples stays < 2**31
 
 
+def engine_kwargs(
+    model: str,
+    *,
+    on_cpu: bool,
+    tensor_parallel_size: int = 1,
+    gpu_memory_utilization: float = 0.9,
+    max_model_len: int | None = None,
+    seed: int = 0,
+    dtype: str = "auto",
+    kv_cache_gib: float | None = None,
+    enforce_eager: bool | None = None,
+) -> dict[str, Any]:
+    """The ``vllm.LLM`` / engine keyword arguments of this backend (the local engine and Ray
+    Data's vLLM stage share them): on a CPU eager, chunked prefill off and a bounded KV cache
+    (module docstring); on a GPU the memory share.
+
+    >>> sorted(engine_kwargs("m", on_cpu=True))
+    ['dtype', 'enable_chunked_prefill', 'enforce_eager', 'kv_cache_memory_bytes', 'model', 'seed', 'tensor_parallel_size']
+    """
+    kw: dict[str, Any] = {"model": model, "tensor_parallel_size": tensor_parallel_size, "seed": seed,
+                          "dtype": dtype or "auto"}
+    if max_model_len:
+        kw["max_model_len"] = max_model_len
+    if on_cpu:
+        kw["enforce_eager"] = True if enforce_eager is None else bool(enforce_eager)
+        kw["enable_chunked_prefill"] = False  # seeds at any batch size (module docstring)
+        if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+            kw["kv_cache_memory_bytes"] = int((kv_cache_gib or CPU_KV_CACHE_GIB) * 2**30)
+    else:
+        kw["gpu_memory_utilization"] = gpu_memory_utilization
+        if enforce_eager is not None:
+            kw["enforce_eager"] = bool(enforce_eager)
+        if kv_cache_gib:
+            kw["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+    return kw
+
+
+def model_folder(model: str) -> str:
+    """What vLLM loads for ``--model``: a folder or name as it is, a GGUF converted once."""
+    from composition_rl.io.gguf import is_gguf
+
+    if not is_gguf(model):
+        return model
+    from composition_rl.backends.hf_model import hf_folder
+
+    return hf_folder(model)
+
+
+def vllm_on_cpu() -> bool:
+    """Whether the vLLM installed here is a CPU build (False when vLLM is not installed)."""
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:
+        return False
+    return bool(current_platform.is_cpu())
+
+
 class VLLMRollout:
     """``generate(prompts, n, sampling)`` on a local vLLM engine.
 
@@ -108,36 +166,12 @@ class VLLMRollout:
     ) -> None:
         try:
             from vllm import LLM
-            from vllm.platforms import current_platform
         except ImportError as e:
             raise ImportError(f"the vllm backend needs vLLM: {VLLM_INSTALL} [{e}]") from None
-        from composition_rl.io.gguf import is_gguf
-
-        if is_gguf(model):
-            from composition_rl.backends.hf_model import hf_folder
-
-            model = hf_folder(model)
-        self.on_cpu = bool(current_platform.is_cpu())
-        kw: dict[str, Any] = {
-            "model": model,
-            "tensor_parallel_size": tensor_parallel_size,
-            "seed": seed,
-            "dtype": dtype or "auto",
-        }
-        if max_model_len:
-            kw["max_model_len"] = max_model_len
-        if self.on_cpu:
-            kw["enforce_eager"] = True if enforce_eager is None else bool(enforce_eager)
-            # seeds at any batch size (module docstring): no partly scheduled prefill
-            kw["enable_chunked_prefill"] = False
-            if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
-                kw["kv_cache_memory_bytes"] = int((kv_cache_gib or CPU_KV_CACHE_GIB) * 2**30)
-        else:
-            kw["gpu_memory_utilization"] = gpu_memory_utilization
-            if enforce_eager is not None:
-                kw["enforce_eager"] = bool(enforce_eager)
-            if kv_cache_gib:
-                kw["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+        self.on_cpu = vllm_on_cpu()
+        kw = engine_kwargs(model_folder(model), on_cpu=self.on_cpu, tensor_parallel_size=tensor_parallel_size,
+                           gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, seed=seed,
+                           dtype=dtype, kv_cache_gib=kv_cache_gib, enforce_eager=enforce_eager)
         self.engine_kwargs = kw
         self.llm = LLM(**kw)
         has_template = bool(getattr(self.llm.get_tokenizer(), "chat_template", None))

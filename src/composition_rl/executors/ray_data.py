@@ -174,15 +174,25 @@ def vllm_processor_stage(ds: Any, spec: BackendSpec, job: SampleJob, replicas: i
             "the vllm backend on the ray executor needs Ray's LLM extra on the GPU nodes: "
             f"pip install -e '.[ray-vllm]'  (from PyPI: pip install 'ray[data,llm]==2.60.0') [{e}]"
         ) from None
+    from composition_rl.backends.vllm_offline import engine_kwargs, model_folder, vllm_on_cpu
+
     kw = dict(spec.kwargs)
-    engine = {"tensor_parallel_size": int(kw.get("tensor_parallel_size", 1))}
-    for key in ("gpu_memory_utilization", "max_model_len"):
-        if kw.get(key):
-            engine[key] = kw[key]
+    # the same engine settings as the local vllm backend; on vLLM's CPU build each replica
+    # reserves CPUs instead of Ray Data's default of one GPU per engine worker
+    cpu = vllm_on_cpu()
+    engine = engine_kwargs(model_folder(str(kw["model"])), on_cpu=cpu,
+                           tensor_parallel_size=int(kw.get("tensor_parallel_size") or 1),
+                           gpu_memory_utilization=kw.get("gpu_memory_utilization") or 0.9,
+                           max_model_len=kw.get("max_model_len"), dtype=kw.get("dtype") or "auto",
+                           kv_cache_gib=kw.get("kv_cache_gib"))
+    model = engine.pop("model")
+    placement = None
+    if cpu:
+        placement = {"bundles": [{"CPU": config.replica_cpus or 1}] * engine["tensor_parallel_size"]}
     chat = kw.get("chat_template") is not False
     processor = build_processor(
-        vLLMEngineProcessorConfig(model_source=str(kw["model"]), engine_kwargs=engine, concurrency=replicas,
-                                  batch_size=64, chat_template_stage=chat),
+        vLLMEngineProcessorConfig(model_source=model, engine_kwargs=engine, concurrency=replicas,
+                                  batch_size=64, chat_template_stage=chat, placement_group_config=placement),
         postprocess=lambda row: vllm_sample(row, job.sampling.max_tokens),
     )
     n, sampling = job.n, job.sampling
