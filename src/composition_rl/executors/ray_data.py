@@ -186,13 +186,17 @@ def vllm_processor_stage(ds: Any, spec: BackendSpec, job: SampleJob, replicas: i
                            max_model_len=kw.get("max_model_len"), dtype=kw.get("dtype") or "auto",
                            kv_cache_gib=kw.get("kv_cache_gib"))
     model = engine.pop("model")
-    placement = None
-    if cpu:
-        placement = {"bundles": [{"CPU": config.replica_cpus or 1}] * engine["tensor_parallel_size"]}
     chat = kw.get("chat_template") is not False
+    stages: dict[str, Any] = {"chat_template_stage": chat}
+    if cpu:
+        stages["placement_group_config"] = {"bundles": [{"CPU": config.replica_cpus or 1}] * engine["tensor_parallel_size"]}
+        # the chat-template, tokenize and detokenize actors reserve a whole CPU each by default:
+        # with the engine's they left a 2-CPU Ray no room for the engine (it waited forever)
+        light = {"num_cpus": 0.1}
+        stages.update(chat_template_stage={"enabled": chat, **light}, tokenize_stage=light, detokenize_stage=light)
     processor = build_processor(
-        vLLMEngineProcessorConfig(model_source=model, engine_kwargs=engine, concurrency=replicas,
-                                  batch_size=64, chat_template_stage=chat, placement_group_config=placement),
+        vLLMEngineProcessorConfig(model_source=model, engine_kwargs=engine, concurrency=replicas, batch_size=64,
+                                  **stages),
         postprocess=lambda row: vllm_sample(row, job.sampling.max_tokens),
     )
     n, sampling = job.n, job.sampling
