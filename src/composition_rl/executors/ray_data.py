@@ -187,7 +187,15 @@ def vllm_processor_stage(ds: Any, spec: BackendSpec, job: SampleJob, replicas: i
                            kv_cache_gib=kw.get("kv_cache_gib"))
     model = engine.pop("model")
     chat = kw.get("chat_template") is not False
-    stages: dict[str, Any] = {"chat_template_stage": chat}
+    # Ray's metrics export of the engine imports ray.serve (ray[llm] brings its dependencies);
+    # without them the engine died on start (RayPrometheusMetric requires Ray to be installed)
+    try:
+        from ray import serve  # noqa: F401
+
+        metrics = True
+    except ImportError:
+        metrics = False
+    stages: dict[str, Any] = {"chat_template_stage": chat, "log_engine_metrics": metrics}
     if cpu:
         stages["placement_group_config"] = {"bundles": [{"CPU": config.replica_cpus or 1}] * engine["tensor_parallel_size"]}
         # the chat-template, tokenize and detokenize actors reserve a whole CPU each by default:
