@@ -206,9 +206,11 @@ def vllm_processor_stage(ds: Any, spec: BackendSpec, job: SampleJob, replicas: i
         vLLMEngineProcessorConfig(model_source=model, engine_kwargs=engine, concurrency=replicas, batch_size=64,
                                   **stages),
         postprocess=lambda row: vllm_sample(row, job.sampling.max_tokens),
+        # the request and output mapping tasks take a whole CPU by default too (same wait)
+        postprocess_map_kwargs={"num_cpus": 0.1} if cpu else None,
     )
     n, sampling = job.n, job.sampling
-    return processor(ds.flat_map(lambda row: vllm_requests(row, n, sampling)))
+    return processor(ds.flat_map(lambda row: vllm_requests(row, n, sampling), **({"num_cpus": 0.1} if cpu else {})))
 
 
 #: backend name -> generation stage; a backend not named here runs in the actor pool.
