@@ -13,7 +13,9 @@ The pipeline (Ray Data, streaming, order kept)::
   stage is Ray Data's LLM processor (``ray.data.llm``, vLLM engine replicas with
   ``--tensor-parallel-size`` GPUs each): each sample is its own request whose seed derives
   from the run's seed, the problem id and the sample index. That path needs
-  ``ray[data,llm]`` (it brings vLLM) on GPU nodes and **has not been run here** (no GPU).
+  ``ray[data,llm]`` (it brings vLLM) on GPU nodes and **has not been run on a GPU**; on
+  vLLM's CPU build the engine reserves CPUs instead and starts, but on a 2-CPU Ray the
+  pipeline did not get past it (docs/scale.md says where it stopped).
 - **Grading** runs as a CPU stage of the same pipeline: Ray tasks (at most ``graders`` at a
   time), each grading a batch with the bounded verifier pool (:mod:`composition_rl.verify`)
   of its Ray worker, so GPU replicas never wait on grading.
