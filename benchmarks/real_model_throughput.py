@@ -10,6 +10,10 @@ Options (each one after the other, not at once, so they never share the cores):
   the GGUF's quantized weights (:mod:`composition_rl.backends.rollout_llama`).
 * ``hf-fp32``: transformers with the model de-quantized from the same GGUF to float32,
   batched ``generate`` (``--hf``; needs the ``gguf`` package).
+* ``vllm-DTYPE``: crl's ``vllm`` rollout backend (vLLM's CPU build, offline engine, every
+  prompt in one call) on the model de-quantized from the same GGUF, in DTYPE (``--vllm
+  float32,bfloat16``). It runs in ``.venv-vllm`` (``scripts/setup_vllm_venv.sh``): a child
+  process of that venv's Python gets the same prompts and settings and prints its figures.
 
 The prompts are reasoning-gym ``gsm_symbolic`` questions in the boxed template; the paper's
 sampling preset with a fixed ``--max-tokens``. Each option's aggregate rate is the generated
@@ -19,6 +23,7 @@ option over ``server``.
 
     .venv/bin/python benchmarks/real_model_throughput.py --model qwen-0.5b
     .venv/bin/python benchmarks/real_model_throughput.py --model smollm2 --prompts 8 -n 4 --hf
+    .venv/bin/python benchmarks/real_model_throughput.py --model qwen-0.5b --parallel 16 --vllm bfloat16,float32
 """
 
 from __future__ import annotations
@@ -111,6 +116,53 @@ class HFFromGGUF:
         self.model = None
 
 
+VLLM_PY = REPO / ".venv-vllm" / "bin" / "python"
+
+
+def vllm_child(spec_file: Path) -> int:
+    """In .venv-vllm: time crl's vllm backend on the prompts of ``spec_file``; print one JSON line."""
+    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.backends.vllm_offline import VLLMRollout
+
+    spec = json.loads(spec_file.read_text())
+    sampling = SamplingConfig(**spec["sampling"])
+    t0 = time.perf_counter()
+    backend = VLLMRollout(spec["model"], dtype=spec["dtype"], kv_cache_gib=spec["kv_cache_gib"])
+    load_s = time.perf_counter() - t0
+    best = None
+    for _ in range(spec["repeats"]):
+        backend._drawn.clear()  # every repeat samples what the first did
+        got = timed(backend, spec["prompts"], spec["n"], sampling)
+        if best is None or got[1] / got[0] > best[1] / best[0]:
+            best = got
+    backend.close()
+    print("VLLM_RESULT " + json.dumps({"seconds": best[0], "tokens": best[1], "stopped": best[2], "load_s": load_s}),
+          flush=True)
+    return 0
+
+
+def run_vllm_child(gguf: Path, dtype: str, prompts: list[str], n: int, sampling, repeats: int,
+                   threads: int, logdir: Path) -> dict:
+    """One vllm option, in .venv-vllm; its figures as the child printed them."""
+    if not VLLM_PY.exists():
+        raise SystemExit(f"--vllm needs {VLLM_PY}: run bash scripts/setup_vllm_venv.sh")
+    logdir.mkdir(parents=True, exist_ok=True)
+    spec_file = logdir / f"vllm-{dtype}.json"
+    spec_file.write_text(json.dumps({"model": str(gguf), "dtype": dtype, "prompts": prompts, "n": n,
+                                     "sampling": sampling.to_dict(), "repeats": repeats, "kv_cache_gib": 1}))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"),
+           # vLLM binds its worker to these cores (its default, auto, keeps one core free)
+           "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", f"0-{threads - 1}")}
+    log = logdir / f"vllm-{dtype}.log"
+    with open(log, "w") as f:
+        r = subprocess.run([str(VLLM_PY), __file__, "--vllm-child", str(spec_file)], stdout=subprocess.PIPE,
+                           stderr=f, text=True, env=env, cwd=REPO)
+    lines = [x for x in r.stdout.splitlines() if x.startswith("VLLM_RESULT ")]
+    if r.returncode != 0 or not lines:
+        raise SystemExit(f"the vllm-{dtype} option failed (exit {r.returncode}); see {log}")
+    return json.loads(lines[-1].split(" ", 1)[1])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="qwen-0.5b", help="smollm2, qwen-0.5b or qwen-1.5b (default: qwen-0.5b)")
@@ -121,8 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1, help="runs of each option; the best counts (default: 1)")
     ap.add_argument("--hf", action="store_true", help="also time transformers float32 from the GGUF")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads for every option (default: 2)")
+    ap.add_argument("--vllm", default="", help="vLLM dtypes to time in .venv-vllm, e.g. float32,bfloat16 "
+                    "(default: none)")
+    ap.add_argument("--vllm-child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
+    if args.vllm_child:
+        return vllm_child(args.vllm_child)
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ["LLM_THREADS"] = str(args.threads)
@@ -136,16 +193,20 @@ def main(argv: list[str] | None = None) -> int:
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     results: dict[str, dict] = {}
 
-    def run(name, make):
-        t0 = time.perf_counter()
-        backend = make()
-        load_s = time.perf_counter() - t0
-        best = None
-        for _ in range(args.repeats):
-            dt, toks, stops = timed(backend, prompts, args.n, sampling)
-            if best is None or toks / dt > best[1] / best[0]:
-                best = (dt, toks, stops)
-        backend.close()
+    def run(name, make=None, child=None):
+        if child is not None:  # timed in another venv: its own figures
+            got = child()
+            best, load_s = (got["seconds"], got["tokens"], got["stopped"]), got["load_s"]
+        else:
+            t0 = time.perf_counter()
+            backend = make()
+            load_s = time.perf_counter() - t0
+            best = None
+            for _ in range(args.repeats):
+                dt, toks, stops = timed(backend, prompts, args.n, sampling)
+                if best is None or toks / dt > best[1] / best[0]:
+                    best = (dt, toks, stops)
+            backend.close()
         dt, toks, stops = best
         results[name] = {"seconds": round(dt, 2), "tokens": toks, "tok_per_s": round(toks / dt, 2),
                          "stopped": stops, "load_s": round(load_s, 1)}
@@ -160,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
         run(f"llama-b{p}", lambda p=p: build_backend("llama", model=str(gguf), n_parallel=p, n_threads=args.threads))
     if args.hf:
         run("hf-fp32", lambda: HFFromGGUF(gguf, args.threads))
+    for dtype in [x for x in args.vllm.split(",") if x]:
+        run(f"vllm-{dtype}", child=lambda d=dtype: run_vllm_child(gguf, d, prompts, args.n, sampling, args.repeats,
+                                                                  args.threads, logdir))
 
     base = results["server"]["tok_per_s"]
     best_name = max((k for k in results if k != "server"), key=lambda k: results[k]["tok_per_s"])

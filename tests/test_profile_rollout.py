@@ -154,7 +154,7 @@ def test_vllm_backend_is_import_guarded():
 
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vllm is installed here; the guard only shows without it")
-    with pytest.raises(ImportError, match="pip install 'vllm'"):
+    with pytest.raises(ImportError, match=r"pip install 'composition-rl\[vllm\]'.*setup_vllm_venv.sh"):
         build_backend("vllm", model="some/model")
 
 

@@ -64,6 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--template", default="boxed", help="prompts/rollout_<NAME>.txt or a .txt path (tiny models: plain)")
     s.add_argument("--rollout-seed", type=int, default=0, help="sampling seed of every rollout")
     s.add_argument("--batch-size", type=int, default=64, help="local models: most sequences per generate call")
+    s.add_argument("--backend", choices=["hf", "vllm"], default="hf",
+                   help="local models: hf (transformers) or vllm (vLLM's offline engine, in vLLM's venv); "
+                        "NAME@URL is always an endpoint")
     s.add_argument("--verify-timeout", type=float, default=5.0, help="hard bound per answer check, in seconds")
     from composition_rl.executors import ExecutorConfig
 
@@ -95,6 +98,8 @@ def _rollout_spec(spec: str, args: argparse.Namespace):
 
     if not is_local_model(spec):
         raise UsageError(f"model {spec!r} is neither a local model folder, a GGUF nor NAME@URL")
+    if getattr(args, "backend", "hf") == "vllm":
+        return BackendSpec("vllm", {"model": spec})
     return BackendSpec("hf", {"model": spec, "max_batch_sequences": args.batch_size})
 
 

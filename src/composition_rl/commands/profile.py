@@ -42,7 +42,7 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--concurrency", type=int, default=16, help="parallel requests to an endpoint")
     g.add_argument("--device", help="hf backend: cpu, cuda, cuda:1 (default: cuda if available)")
-    g.add_argument("--dtype", default="auto", help="hf backend: auto, float32, bfloat16, float16")
+    g.add_argument("--dtype", default="auto", help="hf and vllm backends: auto, float32, bfloat16, float16")
     g.add_argument(
         "--batch-size",
         type=int,
@@ -50,6 +50,11 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
         "step for llama (default 16)",
     )
     g.add_argument("--tensor-parallel-size", type=int, default=1, help="vllm backend: GPUs per model")
+    g.add_argument("--gpu-memory-utilization", type=float, default=0.9,
+                   help="vllm backend on a GPU: share of the GPU's memory vLLM may take (weights and KV cache)")
+    g.add_argument("--kv-cache-gib", type=float,
+                   help="vllm backend: KV cache size in GiB (on a CPU default 1, or $VLLM_CPU_KVCACHE_SPACE; "
+                        "on a GPU it replaces --gpu-memory-utilization's share)")
     g.add_argument(
         "--no-chat-template",
         action="store_true",
@@ -136,7 +141,11 @@ def backend_from_args(args: argparse.Namespace):
             raise UsageError("--base-url goes with --backend openai, not llama")
         kw = {"model": args.model, "n_parallel": args.batch_size or 16, "chat_template": chat}
     else:
-        kw = {"model": args.model, "tensor_parallel_size": args.tensor_parallel_size, "chat_template": chat}
+        if args.base_url:
+            raise UsageError(f"--base-url goes with --backend openai, not {name}")
+        kw = {"model": args.model, "tensor_parallel_size": args.tensor_parallel_size, "chat_template": chat,
+              "dtype": args.dtype, "gpu_memory_utilization": args.gpu_memory_utilization,
+              "kv_cache_gib": args.kv_cache_gib}
     from composition_rl.executors import BackendSpec, ExecutorConfig, build_executor
     from composition_rl.flags import from_flags
 

@@ -13,7 +13,9 @@ The pipeline (Ray Data, streaming, order kept)::
   stage is Ray Data's LLM processor (``ray.data.llm``, vLLM engine replicas with
   ``--tensor-parallel-size`` GPUs each): each sample is its own request whose seed derives
   from the run's seed, the problem id and the sample index. That path needs
-  ``ray[data,llm]`` (it brings vLLM) on GPU nodes and **has not been run here** (no GPU).
+  ``ray[data,llm]`` (it brings vLLM) on GPU nodes and **has not been run on a GPU**; on
+  vLLM's CPU build the engine reserves CPUs instead and starts, but on a 2-CPU Ray the
+  pipeline did not get past it (docs/scale.md says where it stopped).
 - **Grading** runs as a CPU stage of the same pipeline: Ray tasks (at most ``graders`` at a
   time), each grading a batch with the bounded verifier pool (:mod:`composition_rl.verify`)
   of its Ray worker, so GPU replicas never wait on grading.
@@ -174,19 +176,43 @@ def vllm_processor_stage(ds: Any, spec: BackendSpec, job: SampleJob, replicas: i
             "the vllm backend on the ray executor needs Ray's LLM extra on the GPU nodes: "
             f"pip install -e '.[ray-vllm]'  (from PyPI: pip install 'ray[data,llm]==2.60.0') [{e}]"
         ) from None
+    from composition_rl.backends.vllm_offline import engine_kwargs, model_folder, vllm_on_cpu
+
     kw = dict(spec.kwargs)
-    engine = {"tensor_parallel_size": int(kw.get("tensor_parallel_size", 1))}
-    for key in ("gpu_memory_utilization", "max_model_len"):
-        if kw.get(key):
-            engine[key] = kw[key]
+    # the same engine settings as the local vllm backend; on vLLM's CPU build each replica
+    # reserves CPUs instead of Ray Data's default of one GPU per engine worker
+    cpu = vllm_on_cpu()
+    engine = engine_kwargs(model_folder(str(kw["model"])), on_cpu=cpu,
+                           tensor_parallel_size=int(kw.get("tensor_parallel_size") or 1),
+                           gpu_memory_utilization=kw.get("gpu_memory_utilization") or 0.9,
+                           max_model_len=kw.get("max_model_len"), dtype=kw.get("dtype") or "auto",
+                           kv_cache_gib=kw.get("kv_cache_gib"))
+    model = engine.pop("model")
     chat = kw.get("chat_template") is not False
+    # Ray's metrics export of the engine imports ray.serve (ray[llm] brings its dependencies);
+    # without them the engine died on start (RayPrometheusMetric requires Ray to be installed)
+    try:
+        from ray import serve  # noqa: F401
+
+        metrics = True
+    except ImportError:
+        metrics = False
+    stages: dict[str, Any] = {"chat_template_stage": chat, "log_engine_metrics": metrics}
+    if cpu:
+        stages["placement_group_config"] = {"bundles": [{"CPU": config.replica_cpus or 1}] * engine["tensor_parallel_size"]}
+        # the chat-template, tokenize and detokenize actors reserve a whole CPU each by default:
+        # with the engine's they left a 2-CPU Ray no room for the engine (it waited forever)
+        light = {"num_cpus": 0.1}
+        stages.update(chat_template_stage={"enabled": chat, **light}, tokenize_stage=light, detokenize_stage=light)
     processor = build_processor(
-        vLLMEngineProcessorConfig(model_source=str(kw["model"]), engine_kwargs=engine, concurrency=replicas,
-                                  batch_size=64, chat_template_stage=chat),
+        vLLMEngineProcessorConfig(model_source=model, engine_kwargs=engine, concurrency=replicas, batch_size=64,
+                                  **stages),
         postprocess=lambda row: vllm_sample(row, job.sampling.max_tokens),
+        # the request and output mapping tasks take a whole CPU by default too (same wait)
+        postprocess_map_kwargs={"num_cpus": 0.1} if cpu else None,
     )
     n, sampling = job.n, job.sampling
-    return processor(ds.flat_map(lambda row: vllm_requests(row, n, sampling)))
+    return processor(ds.flat_map(lambda row: vllm_requests(row, n, sampling), **({"num_cpus": 0.1} if cpu else {})))
 
 
 #: backend name -> generation stage; a backend not named here runs in the actor pool.
