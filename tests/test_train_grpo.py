@@ -59,8 +59,8 @@ def trained(pytestconfig, tmp_path_factory):
     batches = []
     real = trl_adapter.assemble_batch
 
-    def spy(parts, num_generations, pad_token_id):
-        batch = real(parts, num_generations, pad_token_id)
+    def spy(parts, num_generations, pad_token_id, **kw):
+        batch = real(parts, num_generations, pad_token_id, **kw)
         batches.append(batch["advantages"].view(-1, num_generations).clone())
         return batch
 
