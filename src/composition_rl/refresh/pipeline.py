@@ -416,12 +416,15 @@ def _compose_stage(owners: Sequence[Problem], pool: Sequence[Problem], depth: in
 
         stats = json.loads(done.read_text(encoding="utf-8"))
         return [Problem.from_dict(r) for r in read_jsonl(d / "chosen.jsonl")], stats
-    from composition_rl.api import compose
+    # the executor the verb `compose` calls (refresh takes the engines that need no model, so
+    # the verb's model plumbing has nothing to do here; importing it would make a circle)
+    from composition_rl.compose.pipeline import ComposeConfig, compose_problems
 
     d.mkdir(parents=True, exist_ok=True)
     # the chains of the whole solve_all pool (the paper's pools: q1.. sampled, the last
     # position the full set), of which an owner takes those that end with it
-    res = compose(list(pool), depth=depth, pool_size=cfg.pool_size, seed=cfg.seed, engine=cfg.engine, workers=1)
+    res = compose_problems(list(pool), ComposeConfig(depth=depth, pool_size=cfg.pool_size, seed=cfg.seed,
+                                                     engine=cfg.engine, workers=1))
     mine = {p.id for p in owners}
     per: Counter[str] = Counter()
     chosen: list[Problem] = []
