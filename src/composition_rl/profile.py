@@ -36,7 +36,6 @@ from composition_rl.io.files import JsonlLog, atomic_write_json, read_jsonl
 from composition_rl.io.runs import RUN_FILE, RunMismatch, claim_run
 from composition_rl.records import Problem
 from composition_rl.stats import (
-    BAND_ALIASES,
     BANDS,
     PassBand,
     band,
@@ -59,9 +58,6 @@ __all__ = [
 PROFILE_FILE = "profile.jsonl"
 SUMMARY_FILE = "summary.json"
 HISTOGRAM_FILE = "pass_rates.png"
-
-#: ``--select`` / ``--keep`` accept the band names and these aliases (or an interval: :func:`parse_band`).
-_ALIASES = BAND_ALIASES
 
 
 @dataclass(frozen=True)
@@ -101,20 +97,22 @@ class ProfileConfig:
 
 
 def parse_bands(spec: str | Iterable[str]) -> set[str]:
-    """``"solve_all"``, ``"solve_all,solve_none"`` or aliases -> a set of band names."""
+    """``"solve_all"``, ``"solve_all,solve_none"`` or aliases -> a set of band names (``crl grow
+    --select``, which selects by name). Read by :func:`~composition_rl.stats.parse_band`, the one
+    reader of band spellings; ``informative`` is ``goldilocks``.
+
+    >>> sorted(parse_bands("stale")), parse_bands(["informative"])
+    (['solve_all', 'solve_none'], {'goldilocks'})
+    """
     names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec)]
-    out: set[str] = set()
-    for name in filter(None, names):
-        if name in BANDS:
-            out.add(name)
-        elif name in _ALIASES:
-            out.update(_ALIASES[name])
-        else:
-            known = ", ".join([*BANDS, *_ALIASES])
-            raise ValueError(f"unknown band {name!r}; known: {known}")
-    if not out:
+    if not any(names):
         raise ValueError(f"no band named in {spec!r}")
-    return out
+    got = parse_band(names)
+    if got.names:
+        return set(got.names)
+    if got == parse_band("informative"):
+        return {"goldilocks"}
+    raise ValueError(f"band {spec!r}: name bands here (goldilocks, solve_all, solve_none, or an alias), not an interval")
 
 
 def profile_problems(
