@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from composition_rl.backends.context import TOO_LONG, PromptFit
-from composition_rl.backends.rollout import Completion, SamplingConfig
+from composition_rl.backends.rollout import Completion, Draws, SamplingConfig
 
 __all__ = ["VLLMRollout", "VLLM_INSTALL", "engine_kwargs", "model_folder", "prompt_seed", "sampling_params_kwargs",
            "vllm_on_cpu"]
@@ -177,7 +177,7 @@ class VLLMRollout:
         has_template = bool(getattr(self.llm.get_tokenizer(), "chat_template", None))
         self.use_chat = has_template if chat_template is None else bool(chat_template)
         self.fit = PromptFit(self.llm.get_tokenizer(), self.llm.llm_engine.model_config.max_model_len, self.use_chat)
-        self._drawn: dict[tuple[int, str], int] = {}  # (seed, prompt) -> samples drawn so far
+        self.draws = Draws()  # samples drawn of each prompt so far, shared with the hf and llama backends
 
     def _params(self, prompts: Sequence[str], n: int, sampling: SamplingConfig) -> list[Any]:
         from vllm import SamplingParams
@@ -185,13 +185,8 @@ class VLLMRollout:
         base = sampling_params_kwargs(n, sampling)
         if sampling.greedy:
             return [SamplingParams(**{**base, "seed": None})] * len(prompts)
-        out = []
-        for p in prompts:
-            key = (sampling.seed, p)
-            drawn = self._drawn.get(key, 0)
-            self._drawn[key] = drawn + n
-            out.append(SamplingParams(**{**base, "seed": prompt_seed(sampling.seed, p) + drawn}))
-        return out
+        firsts = self.draws.first(prompts, n, sampling.seed)
+        return [SamplingParams(**{**base, "seed": prompt_seed(sampling.seed, p) + k}) for p, k in zip(prompts, firsts)]
 
     def generate(
         self, prompts: Sequence[str], n: int, sampling: SamplingConfig
@@ -221,6 +216,8 @@ class VLLMRollout:
                     Completion(text=o.text, tokens=len(o.token_ids), finish_reason=str(o.finish_reason or "stop"))
                     for o in sorted(req.outputs, key=lambda o: o.index)
                 ]
+            if not sampling.greedy:  # counted once the call succeeded: a failed call is redone
+                self.draws.commit(chosen, n, sampling.seed)
         return [c for c in out if c is not None]
 
     def prompt_too_long(self, prompt: str) -> str | None:
