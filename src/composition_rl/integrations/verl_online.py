@@ -29,6 +29,18 @@ with no worker processes, torchdata's ``StatefulDataLoader`` stores the dataset'
 log length). On resume the pool is restored and ``online.jsonl`` is cut back to the
 checkpoint's rows.
 
+Backfill on starvation. In verl 0.9.1's V1 sync trainer a step's batch comes from
+``ReplayBuffer.sample``, a poll loop with no total budget: each DAPO-evicted group earns two
+refill prompts, ``max_inflight_gen_batches`` bounds only how many are in flight, verl ignores
+``max_num_gen_batches`` (a warning) and its dataloader restarts at each epoch's end. A step
+whose prompts are all solve_all therefore blocks in ``sample()`` and generates without limit; it
+never raises. (The ``num_gen_batches >= max_num_gen_batches`` error users hit came from the
+legacy DAPO trainer, which verl 0.9.1 no longer ships.) :class:`OnlineReplayBuffer` wraps
+``refill_fn``: once the step has asked for ``backfill_after * train_batch_size`` refill prompts,
+the rest of each request is first composed from the step's own solve_all prompts
+(:meth:`OnlinePool.backfill <composition_rl.online.OnlinePool.backfill>`, which the dataset's
+draws serve next), so verl's loop, credits and draining stay verl's. 0 turns it off.
+
 Overrides (``crl verl-recipe --online`` writes them)::
 
     data.custom_cls.path=pkg://composition_rl.integrations.verl_online
@@ -40,6 +52,7 @@ Overrides (``crl verl-recipe --online`` writes them)::
     +trainer.v1.sampler.sampler_kwargs.online_log_dir=${data.online.log_dir}
     +trainer.v1.sampler.sampler_kwargs.filter_groups=${algorithm.filter_groups}
     +trainer.v1.sampler.sampler_kwargs.train_batch_size=${data.train_batch_size}
+    +trainer.v1.sampler.sampler_kwargs.backfill_after=4      # --backfill-after; 0 = off
 
 (verl hands a custom replay buffer none of the DAPO settings it gives its own, so the last two
 pass them through by interpolation: one source of truth.)
