@@ -110,6 +110,23 @@ def test_online_recipe_swaps_in_our_dataset_and_replay_buffer(tmp_path, capsys):
     assert ov["+trainer.v1.sampler.sampler_kwargs.filter_groups"] == "${algorithm.filter_groups}"
     assert json.loads((out / "recipe.json").read_text())["config"]["online"] == {"k": 2, "max_depth": 4,
                                                                                 "low_weight": 0.05}
+    assert ov["+trainer.v1.sampler.sampler_kwargs.backfill_after"] == "4"  # the default, BACKFILL_AFTER
+
+
+def test_backfill_after_is_written_for_the_replay_buffer_and_needs_online(tmp_path, capsys):
+    (d1,) = _stages(tmp_path, depths=(1,))
+    base = ["verl-recipe", "--stages", d1, "--model", "m", *NO_PROBE]
+    assert main(base + ["--out", str(tmp_path / "off"), "--online", "--backfill-after", "0"]) == 0
+    plan = json.loads((tmp_path / "off" / "recipe.json").read_text())
+    assert plan["config"]["backfill_after"] == 0
+    assert "+trainer.v1.sampler.sampler_kwargs.backfill_after=0" in plan["plan"][0]["overrides"]
+    assert main(base + ["--out", str(tmp_path / "a"), "--backfill-after", "2"]) == 2
+    assert "--backfill-after acts on the online mode's replay buffer: add --online" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(base + ["--out", str(tmp_path / "b"), "--online", "--backfill-after", "-1"])
+    assert "-1 must be >= 0" in capsys.readouterr().err
+    plain = json.loads((tmp_path / "off" / "recipe.json").read_text())  # unchanged by the refusals
+    assert plain == plan
 
 
 def test_online_recipe_refuses_bad_settings_and_several_stages(tmp_path, capsys):

@@ -35,8 +35,8 @@ train/grpo.py) and the verl dataset and replay buffer (:mod:`composition_rl.inte
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from composition_rl.stats import band, wilson_interval
@@ -261,7 +261,7 @@ def weighted_draw(ids: Sequence[str], weights: Sequence[float], n: int, seed: in
 
 
 def compose_from_retired(q1: Problem, pool: Sequence[Problem], config: OnlineConfig,
-                         exclude: Iterable[str] = ()) -> list[Problem]:
+                         exclude: Iterable[str] = (), partner_ids: Collection[str] | None = None) -> list[Problem]:
     """Compositions with the retired prompt ``q1`` first (its answer becomes X), checked.
 
     Partners are the depth-1 problems of ``pool``, tried in a seeded order that depends only on
@@ -278,6 +278,8 @@ def compose_from_retired(q1: Problem, pool: Sequence[Problem], config: OnlineCon
         pool: the depth-1 problems (partners, and every ancestor of ``q1``).
         config: the online settings.
         exclude: ids not to return (compositions already in the pool).
+        partner_ids: when given, partners come only from these ids (a backfill composes a
+            starving step's solve_all prompts with each other's depth-1 parts).
 
     Raises:
         ValueError: an ancestor of ``q1`` is not in ``pool`` (the flat chain cannot be checked).
@@ -294,7 +296,8 @@ def compose_from_retired(q1: Problem, pool: Sequence[Problem], config: OnlineCon
         raise ValueError(f"prompt {q1.id}: ancestor(s) {', '.join(missing)} are not in the depth-1 pool, "
                          "so its compositions cannot be checked as a flat chain")
     ancestors = [base[i] for i in q1.parents] if q1.depth > 1 else [q1]
-    partners = sorted((p for i, p in base.items() if i != q1.id and i not in q1.parents), key=lambda p: p.id)
+    partners = sorted((p for i, p in base.items() if i != q1.id and i not in q1.parents
+                       and (partner_ids is None or i in partner_ids)), key=lambda p: p.id)
     random.Random(f"{config.seed}:{q1.id}").shuffle(partners)
     partners = partners[: config.partners * config.partner_candidates]
     if not partners:
@@ -384,6 +387,11 @@ class OnlinePool:
         self.groups = dict.fromkeys(_KINDS, 0)  # observed groups by kind, over the run
         self.step_groups = dict.fromkeys(_KINDS, 0)  # the same since the last step_metrics()
         self.step_events: list[dict[str, Any]] = []  # online.jsonl rows since the last step_metrics()
+        # backfill (see backfill()): compositions a starving step asked for
+        self.backfilled: list[str] = []  # their ids over the run, in order (they are in `injected` too)
+        self.backfill_rounds = 0  # backfill() calls that composed something: the seed salt of each
+        self.queue: list[str] = []  # served by draw() before any weighted draw
+        self.held: set[str] = set()  # this step's: kept out of its weighted draws (never generated twice)
 
     # ----------------------------------------------------------------------------- sampling
 
@@ -405,10 +413,17 @@ class OnlinePool:
                 instead of raising (the TRL trainer fills the step's refill rounds with them and
                 ends the run at the step's end).
 
+        Backfilled compositions waiting in :attr:`queue` come first, each once; the rest is a
+        weighted draw over the live prompts, leaving out the ones the current step backfilled.
+
         Raises:
             ValueError: the pool is exhausted and ``retired_if_exhausted`` is off.
         """
-        ids, weights = self.live, [self.tracker.weight(i) for i in self.live]
+        out = [self.problems[self.queue.pop(0)] for _ in range(min(n, len(self.queue)))]
+        if len(out) == n:
+            return out
+        ids = [i for i in self.live if i not in self.held] or self.live
+        weights = [self.tracker.weight(i) for i in ids]
         if self.exhausted:
             if not retired_if_exhausted:
                 raise ValueError("every prompt of the online pool is retired (the lineages reached max_depth="
@@ -416,7 +431,87 @@ class OnlinePool:
             ids = list(self.tracker.retired)
             weights = [1.0] * len(ids)
         self.draws += 1
-        return [self.problems[i] for i in weighted_draw(ids, weights, n, self.config.seed, f"online:{self.draws}")]
+        return out + [self.problems[i]
+                      for i in weighted_draw(ids, weights, n - len(out), self.config.seed, f"online:{self.draws}")]
+
+    def backfill(self, step: int | None, sources: Iterable[str], n: int, note: str = "") -> list[Problem]:
+        """Compose up to ``n`` new prompts from a starving step's solve_all prompts; :meth:`draw` serves them next.
+
+        q1 of each composition is one of ``sources``, its partner one of their depth-1 parts (a
+        depth-1 source, or a depth-1 parent of a composed one), so everything in it is material the
+        policy just solved. Sources are tried in an order seeded by ``config.seed`` and the backfill
+        round, partners in :func:`compose_from_retired`'s seeded order, and passes over the sources
+        repeat while they still yield new compositions. Each one is checked, passes ``accept``,
+        joins the live pool and the injected ones (so the state keeps it), waits in :attr:`queue`
+        and is :attr:`held` out of weighted draws until :meth:`release_backfill`. One
+        ``online.jsonl`` row (``"event": "backfill"``) records them; nothing is logged when
+        nothing could be composed.
+
+        Args:
+            step: the trainer's step, for the log.
+            sources: record ids of the step's solve_all prompts.
+            n: compositions wanted (verl's refill request beyond the step's budget).
+            note: why, for the row's ``reason``.
+
+        Returns:
+            the new compositions (fewer than ``n`` when the sources allow no more).
+
+        Raises:
+            ValueError: a source is not in the pool.
+        """
+        src = sorted(set(sources))
+        unknown = [i for i in src if i not in self.problems]
+        if unknown:
+            raise ValueError(f"step {step}: backfill source(s) {unknown[:3]} are not in the online pool")
+        if n < 1 or not src:
+            return []
+        parts: set[str] = set()
+        for i in src:
+            p = self.problems[i]
+            parts.update(p.parents if p.depth > 1 else (p.id,))
+        order = list(src)
+        random.Random(f"{self.config.seed}:backfill:{self.backfill_rounds + 1}").shuffle(order)
+        skip, new, refused = set(self.problems), [], 0
+        progress = True
+        while progress and len(new) < n:
+            progress = False
+            for i in order:
+                if len(new) >= n:
+                    break
+                cfg = replace(self.config, partners=min(self.config.partners, n - len(new)))
+                try:
+                    made = compose_from_retired(self.problems[i], self.base, cfg, exclude=skip, partner_ids=parts)
+                except ValueError:  # an ancestor outside the depth-1 pool: no flat chain to check
+                    continue
+                for p in made:
+                    skip.add(p.id)
+                    progress = True
+                    if self.accept is not None and not self.accept(p):
+                        refused += 1
+                    else:
+                        new.append(p)
+        if not new:
+            return []
+        self.backfill_rounds += 1
+        for p in new:
+            self.problems[p.id] = p
+            self.live.append(p.id)
+            self.injected.append(p.id)
+            self.backfilled.append(p.id)
+            self.queue.append(p.id)
+            self.held.add(p.id)
+        reason = f"backfill: {note + '; ' if note else ''}{len(new)} of {n} composed from {len(src)} solve_all prompt(s)"
+        if refused:
+            reason += f"; {refused} composition(s) refused by the trainer (prompt too long)"
+        self._log({"step": step, "event": "backfill", "sources": src, "new": [p.id for p in new],
+                   "depths": [p.depth for p in new], "requested": n, "reason": reason})
+        return new
+
+    def release_backfill(self) -> None:
+        """The step's batch is chosen: unserved backfill leaves the queue (it stays live) and the
+        step's backfilled compositions become ordinary draws."""
+        self.queue.clear()
+        self.held.clear()
 
     # ----------------------------------------------------------------------------- the rule
 
@@ -463,6 +558,10 @@ class OnlinePool:
         row = {"step": step, "retired": q1.id, "retired_depth": q1.depth, "new": [p.id for p in new],
                "depth": q1.depth + 1 if new else None, "visits": v.visits, "pass_rate": round(v.pass_rate, 4),
                "reason": reason}
+        self._log(row)
+        return row
+
+    def _log(self, row: dict[str, Any]) -> None:
         if self.log_path is not None:
             import os
 
@@ -473,7 +572,6 @@ class OnlinePool:
                 f.write(dumps(row) + "\n")
         self.log_rows += 1
         self.step_events.append(row)
-        return row
 
     # ----------------------------------------------------------------------------- metrics
 
@@ -487,7 +585,8 @@ class OnlinePool:
     def step_metrics(self) -> dict[str, Any]:
         """The step's pool counts (the ``online`` block of TRL's metrics.jsonl); starts a new step.
 
-        ``retired`` and ``injected`` count this step's retirements, the ``_total`` ones the run's.
+        ``retired`` and ``injected`` count this step's retirements and the compositions that joined
+        the pool (backfilled ones included), the ``_total`` ones the run's.
         """
         ev, self.step_events = self.step_events, []
         self.step_groups = dict.fromkeys(_KINDS, 0)
@@ -495,7 +594,7 @@ class OnlinePool:
             "live": len(self.live),
             "live_by_depth": self.live_by_depth(),
             "down_weighted": sum(1 for i in self.live if i in self.tracker.down),
-            "retired": len(ev),
+            "retired": sum(1 for e in ev if "retired" in e),
             "injected": sum(len(e["new"]) for e in ev),
             "retired_total": self.retired_total,
             "injected_total": len(self.injected),
@@ -504,9 +603,12 @@ class OnlinePool:
     def metrics(self) -> dict[str, float]:
         """:meth:`step_metrics` as flat ``online/...`` floats (verl's step metrics; starts a new step
         too), with ``live_depth_D`` per depth, the share of informative groups among the groups
-        observed over the run and, when the step observed any, in this step."""
+        observed over the run and, when the step observed any, in this step; ``backfilled`` (this
+        step) and ``backfilled_total`` count :meth:`backfill`'s compositions."""
         groups = self.step_groups
+        backfilled = sum(len(e["new"]) for e in self.step_events if e.get("event") == "backfill")
         m = self.step_metrics()
+        m.update(backfilled=backfilled, backfilled_total=len(self.backfilled))
         out = {f"online/live_depth_{d}": float(c) for d, c in m.pop("live_by_depth").items()}
         out.update({f"online/{k}": float(v) for k, v in m.items()})
         for prefix, g in (("", self.groups), ("step_", groups)):
@@ -528,6 +630,8 @@ class OnlinePool:
             "draws": self.draws,
             "log_rows": self.log_rows,
             "groups": dict(self.groups),
+            "backfill": {"ids": list(self.backfilled), "rounds": self.backfill_rounds, "queue": list(self.queue),
+                         "held": sorted(self.held)},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -539,7 +643,7 @@ class OnlinePool:
         """
         from composition_rl.records import Problem as _Problem
 
-        lacking = [k for k in self.state_dict() if k not in state]
+        lacking = [k for k in self.state_dict() if k not in state and k != "backfill"]  # older states have none
         if lacking:
             raise ValueError(f"online state lacks {', '.join(lacking)}: it was written by another version of the "
                              "pool (start the run over)")
@@ -560,6 +664,15 @@ class OnlinePool:
         self.draws = int(state["draws"])
         self.groups = {k: int(state["groups"].get(k, 0)) for k in _KINDS}
         self.log_rows = int(state["log_rows"])
+        bf = state.get("backfill") or {}
+        self.backfilled = list(bf.get("ids", ()))
+        self.backfill_rounds = int(bf.get("rounds", 0))
+        self.queue = list(bf.get("queue", ()))
+        self.held = set(bf.get("held", ()))
+        strays = [i for i in [*self.backfilled, *self.queue, *self.held] if i not in self.problems]
+        if strays:
+            raise ValueError(f"online state names backfilled prompt(s) {strays[:3]} that were never injected: "
+                             "it belongs to another run")
         if self.log_path is not None:
             import os
 

@@ -44,11 +44,11 @@ def problems():
     return arithmetic_problems(24, depth=1, seed=0)
 
 
-def _config(tmp_path, parquet):
+def _config(tmp_path, parquet, online=None, **recipe):
     from hydra import compose, initialize_config_dir
 
     rc = RecipeConfig(model="unused", out_dir=str(tmp_path / "run"), stages=[RecipeStage("depth1", str(parquet), 1)],
-                      online={"k": 2, "max_depth": 3, "seed": 7})
+                      online=online or {"k": 2, "max_depth": 3, "seed": 7}, **recipe)
     overrides = stage_overrides(rc, 0, "unused", 100) + [
         f"data.train_batch_size={BATCH}", "data.max_prompt_length=512", "data.filter_overlong_prompts_workers=1",
         f"+data.cache_dir={tmp_path / 'cache'}", "data.seed=1"]
@@ -65,7 +65,7 @@ def _config(tmp_path, parquet):
 class _Run:
     """verl's pieces as PPOTrainer builds them, a fake rollout, and the trainer's step loop."""
 
-    def __init__(self, cfg, tokenizer, monkeypatch):
+    def __init__(self, cfg, tokenizer, monkeypatch, skill=SKILL, cap=5000):
         from torchdata.stateful_dataloader import StatefulDataLoader
         from verl.trainer.ppo import v1 as _v1  # noqa: F401  (the V1 package, as main_ppo imports it)
         from verl.trainer.ppo.reward import get_custom_reward_fn
@@ -93,6 +93,8 @@ class _Run:
         self.step = 0
         self.generated: list[tuple[int, str]] = []  # (step, record id) of every group
         self.metrics: list[dict] = []
+        self.batches: list = []  # the record ids of each step's training batch
+        self.skill, self.cap = skill, cap
 
     def refill(self, n: int) -> int:
         """Generate ``n`` groups the way verl's agent loop stores them in TransferQueue."""
@@ -111,12 +113,12 @@ class _Run:
             rng = random.Random(f"{info['id']}:{self.step}:{k}")
             self.tq.kv_put(uid, "train", {"is_prompt": True, "status": "finished", "global_steps": self.step})
             for s in range(self.cfg.actor_rollout_ref.rollout.n):
-                text = f"\\boxed{{{gt}}}" if rng.random() < SKILL[info["depth"]] else "\\boxed{987654}"
+                text = f"\\boxed{{{gt}}}" if rng.random() < self.skill[info["depth"]] else "\\boxed{987654}"
                 score = self.reward(data_source=row["data_source"][0], solution_str=text, ground_truth=gt,
                                     extra_info=info)
                 self.tq.kv_put(f"{uid}_{s}_0", "train", {"status": "success", "global_steps": self.step},
                                {"extra_info": info, "extra_fields": {"reward_extra_info": score}})
-            if len(self.generated) > 5000:
+            if len(self.generated) > self.cap:
                 raise RuntimeError("the replay buffer keeps asking for prompts")
         return n
 
@@ -125,7 +127,9 @@ class _Run:
             self.step = step
             self.refill(BATCH)  # PPOTrainer.prepare_step
             batch, metrics = self.buffer.sample(global_steps=step, partition_id="train", batch_size=BATCH)
-            assert len({k.split("_")[0] for k in batch.keys}) == BATCH
+            uids = {k.split("_")[0] for k in batch.keys}
+            assert len(uids) == BATCH
+            self.batches.append(sorted(self.generated[int(u.split("n")[1])][1] for u in uids))
             self.tq.kv_clear(keys=batch.keys, partition_id="train")  # PPOTrainer.fit, step 7
             self.metrics.append(metrics)
 

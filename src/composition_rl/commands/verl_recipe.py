@@ -37,6 +37,16 @@ def _positive(text: str) -> int:
     return v
 
 
+def _non_negative(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{v} must be >= 0")
+    return v
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--stages", nargs="+", required=True,
                         help="verl parquet files, one per stage, in curriculum order "
@@ -59,6 +69,11 @@ def add_arguments(parser) -> None:
                         "compositions during training): verl's dataset and replay buffer become "
                         "composition_rl.integrations.verl_online. Optional KEY=VALUE pairs set "
                         "composition_rl.online.OnlineConfig fields, e.g. --online k=3 max_depth=3")
+    parser.add_argument("--backfill-after", type=_non_negative, metavar="N",
+                        help="with --online: when DAPO's dynamic sampling starves (verl 0.9.1's V1 trainer then "
+                        "generates without limit), a step's refills beyond N train batches are compositions of "
+                        "that step's own solve_all prompts; 0 = off (verl's loop). Default 4: a step not filled by "
+                        "5 batches has under ~1 informative group in 5, where composition is what it lacks")
 
 
 def _missing(python: str) -> list[str] | None:
@@ -132,6 +147,8 @@ def run(args) -> int:
     if args.depths and len(args.depths) != len(args.stages):
         raise UsageError(f"--depths has {len(args.depths)} values for {len(args.stages)} stages")
     online = online_settings(args.online)
+    if args.backfill_after is not None and online is None:
+        raise UsageError("--backfill-after acts on the online mode's replay buffer: add --online")
     if online is not None and len(args.stages) != 1:
         raise UsageError(f"--online grows depth during training: give one --stages file (depth-1 data), "
                          f"not {len(args.stages)}")
@@ -173,7 +190,8 @@ def _write(args: argparse.Namespace, online) -> int:
         cfg = RecipeConfig(model=args.model, out_dir=str(out.resolve()), stages=stages,
                            threshold=args.threshold, chunk_steps=args.chunk_steps, probe_size=args.probe_size,
                            n_gpus_per_node=args.gpus, nnodes=args.nnodes, python=python,
-                           online=online)
+                           online=online, **({} if args.backfill_after is None
+                                             else {"backfill_after": args.backfill_after}))
         launch = write_recipe(cfg)
     except ValueError as e:
         raise UsageError(str(e)) from None

@@ -29,6 +29,18 @@ with no worker processes, torchdata's ``StatefulDataLoader`` stores the dataset'
 log length). On resume the pool is restored and ``online.jsonl`` is cut back to the
 checkpoint's rows.
 
+Backfill on starvation. In verl 0.9.1's V1 sync trainer a step's batch comes from
+``ReplayBuffer.sample``, a poll loop with no total budget: each DAPO-evicted group earns two
+refill prompts, ``max_inflight_gen_batches`` bounds only how many are in flight, verl ignores
+``max_num_gen_batches`` (a warning) and its dataloader restarts at each epoch's end. A step
+whose prompts are all solve_all therefore blocks in ``sample()`` and generates without limit; it
+never raises. (The ``num_gen_batches >= max_num_gen_batches`` error users hit came from the
+legacy DAPO trainer, which verl 0.9.1 no longer ships.) :class:`OnlineReplayBuffer` wraps
+``refill_fn``: once the step has asked for ``backfill_after * train_batch_size`` refill prompts,
+the rest of each request is first composed from the step's own solve_all prompts
+(:meth:`OnlinePool.backfill <composition_rl.online.OnlinePool.backfill>`, which the dataset's
+draws serve next), so verl's loop, credits and draining stay verl's. 0 turns it off.
+
 Overrides (``crl verl-recipe --online`` writes them)::
 
     data.custom_cls.path=pkg://composition_rl.integrations.verl_online
@@ -40,6 +52,7 @@ Overrides (``crl verl-recipe --online`` writes them)::
     +trainer.v1.sampler.sampler_kwargs.online_log_dir=${data.online.log_dir}
     +trainer.v1.sampler.sampler_kwargs.filter_groups=${algorithm.filter_groups}
     +trainer.v1.sampler.sampler_kwargs.train_batch_size=${data.train_batch_size}
+    +trainer.v1.sampler.sampler_kwargs.backfill_after=4      # --backfill-after; 0 = off
 
 (verl hands a custom replay buffer none of the DAPO settings it gives its own, so the last two
 pass them through by interpolation: one source of truth.)
@@ -47,6 +60,7 @@ pass them through by interpolation: one source of truth.)
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -57,8 +71,11 @@ from omegaconf import DictConfig, OmegaConf
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
+from composition_rl.integrations.verl_recipe import BACKFILL_AFTER
 from composition_rl.online import OnlineConfig, OnlinePool
 from composition_rl.records import Problem
+
+log = logging.getLogger(__name__)
 
 __all__ = ["OnlineDataset", "OnlineReplayBuffer", "OnlineReplayBufferAsync", "group_outcomes",
            "online_settings", "problem_from_row"]
@@ -223,7 +240,7 @@ def group_outcomes(keys: Sequence[str], extra_infos: Sequence[Any], extra_fields
 class _OnlineHarvest:
     """Mixin over verl's replay buffers: feed every finished training group to the pool."""
 
-    _KWARGS = ("online_log_dir", "outcome_metric", "filter_groups", "train_batch_size")
+    _KWARGS = ("online_log_dir", "outcome_metric", "filter_groups", "train_batch_size", "backfill_after")
 
     def __init__(self, trainer_mode, trainer_config, max_off_policy_threshold, max_off_policy_strategy,
                  sampler_kwargs, refill_fn=None, **kwargs):
@@ -239,6 +256,12 @@ class _OnlineHarvest:
         fg = kw.get("filter_groups") or {}
         dapo = str(fg["metric"]) if fg.get("enable") else None
         extra: dict[str, Any] = {"filter_groups_metric": dapo}
+        after = kw.get("backfill_after", BACKFILL_AFTER)
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise ValueError(f"sampler_kwargs.backfill_after={after!r}: an integer >= 0 (train batches of refill "
+                             "prompts a step may generate before its refills become backfill; 0 = off)")
+        self.backfill_after = after
+        self._backfill_budget = 0  # refill prompts per step before backfill; 0 = never
         if not isinstance(self, ReplayBufferAsync):
             tbs = kw.get("train_batch_size")
             if dapo and not tbs:
@@ -246,11 +269,21 @@ class _OnlineHarvest:
                                  "use ${data.train_batch_size}")
             extra.update(train_batch_size=tbs, gen_batch_size=1 if dapo else tbs,
                          max_inflight_gen_batches=int(fg.get("max_inflight_gen_batches", 1)) if dapo else 1)
+            if dapo and after:  # without DAPO nothing is evicted, so a step cannot starve
+                self._backfill_budget = after * int(tbs)
+        elif dapo and after:
+            log.info("backfill_after=%s is not applied by the async buffer (its refills also run between steps); "
+                     "only the sync trainer backfills", after)
+        self._verl_refill = refill_fn
         super().__init__(trainer_mode=trainer_mode, trainer_config=trainer_config,
                          max_off_policy_threshold=max_off_policy_threshold,
                          max_off_policy_strategy=max_off_policy_strategy, sampler_kwargs=sampler_kwargs,
-                         refill_fn=refill_fn, **extra, **kwargs)
+                         refill_fn=self._refill if refill_fn is not None else None, **extra, **kwargs)
         self._harvested: set[str] = set()
+        self._step: int | None = None  # the training step sample() is filling; None outside it
+        self._refilled = 0  # prompts this step asked refill_fn for
+        self._solve_all: dict[str, None] = {}  # this step's solve_all record ids, in the order seen
+        self._starved_note = False
 
     def online_pool(self) -> OnlinePool:
         pool = _POOLS.get(self.online_log_dir)
@@ -262,7 +295,29 @@ class _OnlineHarvest:
 
     def observe_groups(self, outcomes: Mapping[str, tuple[str, int, int]], step: int) -> None:
         """Feed groups to the pool in a stable order (record id, then outcome): uids are random."""
-        self.online_pool().observe(step, sorted(outcomes.values()))
+        groups = sorted(outcomes.values())
+        self.online_pool().observe(step, groups)
+        if self._step is not None:
+            self._solve_all.update((rid, None) for rid, correct, n in groups if correct == n)
+
+    def _refill(self, n: int) -> int:
+        """verl's ``refill_fn`` with the backfill in front: past the step's budget, the prompts
+        asked for are first composed from the step's solve_all prompts (the dataset serves them next)."""
+        over = 0
+        if self._backfill_budget and self._step is not None:
+            over = min(n, max(0, self._refilled + n - self._backfill_budget))
+        self._refilled += n
+        if over:
+            note = (f"step {self._step} starves: {self._refilled} refill prompt(s) asked for, {over} past its "
+                    f"budget of {self._backfill_budget} (backfill_after={self.backfill_after} x train_batch_size "
+                    f"{self.train_batch_size})")
+            made = self.online_pool().backfill(self._step, self._solve_all, over, note=note)
+            if len(made) < over and not self._starved_note:
+                self._starved_note = True
+                log.warning("step %s starves and its %d solve_all prompt(s) give only %d of %d backfill "
+                            "composition(s); the rest are ordinary draws (verl's unbounded loop)",
+                            self._step, len(self._solve_all), len(made), over)
+        return self._verl_refill(n)
 
     def _harvest(self, step: int) -> None:
         present = set(self.prompt_global_steps["train"])
@@ -284,9 +339,16 @@ class _OnlineHarvest:
         return super()._terminal_eviction_reasons(global_steps, partition_id)
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int):
-        batch, metrics = super().sample(global_steps, partition_id, batch_size)
-        if partition_id == "train":
-            metrics.update(self.online_pool().metrics())
+        if partition_id != "train":
+            return super().sample(global_steps, partition_id, batch_size)
+        self._step, self._refilled, self._solve_all, self._starved_note = global_steps, 0, {}, False
+        try:
+            batch, metrics = super().sample(global_steps, partition_id, batch_size)
+        finally:
+            self._step = None
+            self.online_pool().release_backfill()
+        metrics.update(self.online_pool().metrics())
+        metrics["online/refill_prompts"] = float(self._refilled)
         return batch, metrics
 
 

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PAPER", "VERL_COLUMNS", "RecipeConfig", "RecipeStage", "online_overrides", "read_stage", "stage_overrides",
+__all__ = ["BACKFILL_AFTER", "PAPER", "VERL_COLUMNS", "RecipeConfig", "RecipeStage", "online_overrides", "read_stage", "stage_overrides",
            "write_recipe"]
 
 # the columns of verl's RL parquet (composition_rl.io.export.to_verl) that a stage must have
@@ -53,6 +53,14 @@ MAX_INFLIGHT_GEN_BATCHES = 2
 ONLINE_PATH = "pkg://composition_rl.integrations.verl_online"
 ONLINE_DATASET = "OnlineDataset"
 ONLINE_SAMPLER = "OnlineReplayBuffer"
+
+# Online mode: refill prompts a step may generate, in train batches, before the rest of its
+# refills become compositions of its own solve_all prompts (0 = off: verl's unbounded loop).
+# verl 0.9.1's V1 sync buffer has no cap on a step's generation; a step that has not filled
+# after its first batch and 4 batches of refills has under about one informative group in
+# five, where the paper finds MATH12K training after 50 steps (Figure 2: ~75% solve_all,
+# ~5% solve_none): composition, not more sampling, is what it lacks. docs/training.md.
+BACKFILL_AFTER = 4
 
 # Seed 000, Section 4.1 / Appendix B.1.
 PAPER: dict[str, Any] = {
@@ -124,6 +132,7 @@ class RecipeConfig:
     python: str = "python3"
     extra: dict[str, Any] = field(default_factory=dict)
     online: dict[str, Any] | None = None  # OnlineConfig fields; None = fixed stage files
+    backfill_after: int = BACKFILL_AFTER  # online only: see BACKFILL_AFTER
 
     def validate(self) -> RecipeConfig:
         if not self.stages:
@@ -143,6 +152,9 @@ class RecipeConfig:
             if len(self.stages) != 1:
                 raise ValueError(f"the online mode grows depth itself: give one stage (depth-1 data), "
                                  f"not {len(self.stages)}")
+        if isinstance(self.backfill_after, bool) or not isinstance(self.backfill_after, int) \
+                or self.backfill_after < 0:
+            raise ValueError(f"backfill_after={self.backfill_after!r} must be an integer >= 0 (0 = off)")
         return self
 
 
@@ -205,6 +217,7 @@ def online_overrides(cfg: RecipeConfig, stage: RecipeStage) -> dict[str, Any]:
         "+trainer.v1.sampler.sampler_kwargs.online_log_dir": "${data.online.log_dir}",
         "+trainer.v1.sampler.sampler_kwargs.filter_groups": "${algorithm.filter_groups}",
         "+trainer.v1.sampler.sampler_kwargs.train_batch_size": "${data.train_batch_size}",
+        "+trainer.v1.sampler.sampler_kwargs.backfill_after": cfg.backfill_after,
     })
     return values
 
