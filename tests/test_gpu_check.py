@@ -1,0 +1,229 @@
+"""``scripts/gpu_check.sh``: what can be checked without a GPU. Its arguments, and the commands
+its dry run prints: every ``crl`` command is accepted by crl's own parser, every file it names
+in the repository exists, the Makefile target it reuses exists, the ``crl train`` config it
+writes loads, and the verl launch it builds from ``crl verl-recipe``'s own recipe.json has the
+check's sizes in place of the paper's, each key once. tests/verl/test_gpu_check_verl.py hands
+that launch to verl's own config composition."""
+
+from __future__ import annotations
+
+import doctest
+import importlib.util
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "gpu_check.sh"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "scripts" / "gpu_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = mod  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(mod)
+    return mod
+
+
+gc = _load()
+
+
+def sh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=60, cwd="/",
+                          env={**os.environ, **(env or {})})
+
+
+def dry_run(tmp_path, *args: str) -> list[list[str]]:
+    """The commands ``gpu_check.sh --dry-run`` prints, as argv lists (comments dropped)."""
+    r = sh("--dry-run", "--run-dir", str(tmp_path / "run"), *args)
+    assert r.returncode == 0, r.stderr
+    return [shlex.split(line) for line in r.stdout.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def without_env(argv: list[str]) -> list[str]:
+    i = 0
+    while i < len(argv) and "=" in argv[i] and argv[i].split("=", 1)[0].isupper():
+        i += 1
+    return argv[i:]
+
+
+def test_doctests():
+    assert doctest.testmod(gc).failed == 0
+
+
+def test_help_names_every_option():
+    r = sh("--help")
+    assert r.returncode == 0, r.stderr
+    for flag in ("--dry-run", "--parts", "--skip-setup", "--wheels", "--run-dir", "--data", "--verl-set"):
+        assert flag in r.stdout
+    assert all(p in r.stdout for p in gc.PARTS)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["--parts", "train,gpu"], "unknown part(s) gpu; known: profile, verl, verl-online, train (or all)"),
+    (["--parts", ","], "unknown part(s) ','"),
+    (["--verl-set", "data.train_batch_size"], "expected KEY=VALUE"),
+    (["--run-dir"], "expected one argument"),
+])
+def test_bad_arguments_are_refused_in_one_line(args, message):
+    r = sh(*args, "--dry-run")
+    assert r.returncode == 2
+    assert message in r.stderr.splitlines()[-1], r.stderr
+
+
+def test_a_run_without_a_gpu_stops_before_anything_with_the_reason(tmp_path):
+    run = tmp_path / "run"
+    path = "/usr/bin:/bin"
+    r = sh("--run-dir", str(run), "--data", str(tmp_path), "--skip-setup", "--venv-trl", str(tmp_path / "nope"),
+           "--parts", "train", env={"PATH": path, "PY": sys.executable})
+    assert r.returncode == 2
+    err = r.stderr
+    assert f"--data {tmp_path}: no train/math_train.json there" in err
+    assert f"--skip-setup: {tmp_path / 'nope'} does not exist" in err
+    if shutil.which("nvidia-smi", path=path) is None:  # CI: no GPU
+        assert "no NVIDIA GPU here: nvidia-smi cannot run" in err
+    assert not run.exists()  # nothing set up, nothing written
+
+
+def test_a_used_run_folder_is_refused(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "summary.json").write_text("{}")
+    o = gc.options_from(["--run-dir", str(tmp_path / "run")])
+    assert any("is not empty" in p for p in gc.preflight(o))
+
+
+def test_parts_choose_the_set_up_they_need(tmp_path):
+    names = lambda *a: [ph.name for ph in gc.plan(gc.options_from(["--run-dir", str(tmp_path), *a]))]  # noqa: E731
+    assert names() == ["setup-trl", "setup-verl", "model", "data", "profile", "verl", "verl-online", "train"]
+    assert names("--parts", "profile") == ["setup-verl", "model", "profile"]
+    assert names("--parts", "train") == ["setup-trl", "model", "data", "train"]
+    full = gc.plan(gc.options_from(["--run-dir", str(tmp_path)]))
+    assert full[0].background and not gc.plan(gc.options_from(["--run-dir", str(tmp_path), "--parts", "train"]))[0].background
+    # --skip-setup keeps only the import checks of the venvs
+    skip = gc.plan(gc.options_from(["--run-dir", str(tmp_path), "--skip-setup"]))
+    assert [s.argv[-2:] for ph in skip if ph.name.startswith("setup") for s in ph.steps] == \
+        [["check-env", "trl"], ["check-env", "verl"]]
+    train_only = dry_run(tmp_path, "--parts", "train")
+    assert not any(".venv-gpu-verl" in w for argv in train_only for w in argv)
+
+
+def test_every_crl_command_of_the_dry_run_is_accepted_by_crl(tmp_path):
+    from composition_rl.cli import build_parser
+    from composition_rl.commands.verl_recipe import online_settings
+
+    seen = []
+    for argv in dry_run(tmp_path):
+        argv = without_env(argv)
+        if not argv[0].endswith("/bin/crl"):
+            continue
+        cmd, args = argv[1], argv[1:]
+        try:
+            ns = build_parser(only=cmd).parse_args(args)
+        except SystemExit:
+            pytest.fail(f"crl's parser refuses: {shlex.join(argv)}")
+        if cmd == "verl-recipe":
+            online_settings(ns.online)  # --online KEY=VALUE checked as the command checks it
+        seen.append(cmd)
+    assert seen == ["export", "profile", "verl-recipe", "verl-recipe", "train"]
+
+
+def test_the_files_and_make_target_it_names_exist(tmp_path):
+    commands = [without_env(a) for a in dry_run(tmp_path, "--venv-trl", str(tmp_path / "venv-trl"))]
+    named = {w for argv in commands for w in argv if w.startswith("scripts/")}
+    assert named == {"scripts/gpu_check.py"}
+    assert all((REPO / w).is_file() for w in named)
+    # the subcommands the plan calls are the ones gpu_check.py dispatches
+    subs = {argv[2] for argv in commands if argv[1:2] == ["scripts/gpu_check.py"]}
+    assert subs == {"check-env", "link-model", "subset", "verl-launch"}
+    # the Makefile recipe the TRL venv is built with, with another VENV
+    make = next(a for a in commands if a[0] == "make")
+    r = subprocess.run([*make, "-n"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"{tmp_path / 'venv-trl'}/bin/pip install -q -c constraints/ci.txt -e \".[all,dev]\"" in r.stdout
+    # the model the parts load is one the package bundles
+    from composition_rl.io.gguf import MODELS
+
+    assert gc.MODEL in MODELS
+
+
+def test_the_train_config_it_writes_loads_with_the_paper_algorithm(tmp_path):
+    from composition_rl.train.config import load_config
+
+    [train] = [ph for ph in gc.plan(gc.options_from(["--run-dir", str(tmp_path)])) if ph.name == "train"]
+    [(path, text)] = train.files.items()
+    cfg_file = tmp_path / "config.yaml"
+    cfg_file.write_text(text)
+    cfg = load_config(cfg_file)
+    assert cfg.model == str(tmp_path / "models" / gc.MODEL)
+    assert cfg.stages[0].data == str(tmp_path / "data" / "math_level1.jsonl")
+    g = cfg.grpo
+    assert (g.prompts_per_step, g.num_generations, g.bf16) == (8, gc.SAMPLES, True)
+    # the paper preset's algorithm underneath (seed 000, Section 4.1 / Appendix B.1)
+    assert cfg.preset == "paper"
+    assert (g.beta, g.epsilon, g.epsilon_high, g.loss_type) == (0.0, 0.2, 0.28, "dapo")
+    assert (g.learning_rate, g.temperature, g.top_p) == (1e-6, 1.0, 1.0)
+    assert cfg.dynamic_sampling.enabled
+    assert train.steps[0].argv[-3:] == ["--max-steps", str(gc.STEPS), "--no-progress"]
+    assert path == str(tmp_path / "train" / "config.yaml")
+
+
+def test_the_verl_launch_is_the_recipes_own_with_the_checks_sizes(tmp_path):
+    """The plan's verl-recipe command run for real (its interpreter swapped for one not checked),
+    then the launch built from its recipe.json as the plan's verl-launch step builds it."""
+    from composition_rl.cli import main
+    from composition_rl.io.export import export
+    from composition_rl.train.arithmetic import arithmetic_problems
+
+    run = tmp_path / "run"
+    (run / "data" / "export").mkdir(parents=True)
+    export(arithmetic_problems(8, depth=1, seed=0), "verl", run / "data" / "export")
+    commands = [without_env(a) for a in dry_run(tmp_path)]
+    writes = [a for a in commands if a[1:2] == ["verl-recipe"]]
+    launches = [a for a in commands if a[2:3] == ["verl-launch"]]
+    assert len(writes) == len(launches) == 2
+    for write, launch in zip(writes, launches, strict=True):
+        args = write[1:]
+        at = args.index("--python")
+        args[at + 1: at + 2] = ["python3", "--no-python-check"]
+        assert main(args) == 0
+        sets = [launch[i + 1] for i, w in enumerate(launch) if w == "--set"]
+        argv = gc.verl_launch_argv(launch[3], sets, python="PY")
+        assert argv[:3] == ["PY", "-m", "verl.trainer.main_ppo"]
+        keys = [o.split("=", 1)[0].lstrip("+") for o in argv[3:]]
+        assert len(keys) == len(set(keys)), "a key given twice: Hydra refuses the launch"
+        ov = dict(o.lstrip("+").split("=", 1) for o in argv[3:])
+        assert ov["data.train_batch_size"] == "8" and ov["actor_rollout_ref.rollout.tensor_model_parallel_size"] == "1"
+        assert ov["actor_rollout_ref.model.override_config.attn_implementation"] == "sdpa"
+        assert ov["trainer.total_training_steps"] == str(gc.STEPS) and ov["trainer.n_gpus_per_node"] == "1"
+        # the paper's algorithm is kept (verl_recipe.PAPER)
+        assert ov["algorithm.filter_groups.enable"] == "True" and ov["actor_rollout_ref.rollout.n"] == "8"
+        online = "--online" in write
+        assert ("data.custom_cls.name" in ov) == online
+        if online:
+            assert ov["data.online.k"] == "1" and ov["trainer.v1.sampler.custom_sampler.name"] == "OnlineReplayBuffer"
+
+
+def test_verl_figures_need_every_step_and_online_retirements(tmp_path):
+    o = gc.options_from(["--run-dir", str(tmp_path)])
+    log = tmp_path / "verl.log"
+    line = "(TaskRunner pid=9) step:{} - critic/score/mean:np.float64({}) - timing_s/step:2.0 - perf/throughput:900.0\n"
+    log.write_text("".join(line.format(s, s / 10) for s in range(1, gc.STEPS)))
+    ok, detail, fig = gc.verl_figures(o, log, 60.0)
+    assert not ok and detail.startswith(f"{gc.STEPS - 1}/{gc.STEPS} steps")
+    log.write_text("".join(line.format(s, s / 10) for s in range(1, gc.STEPS + 1)))
+    ok, detail, fig = gc.verl_figures(o, log, 60.0)
+    assert ok and fig["score_mean_by_step"][-1] == 0.5 and fig["throughput_tokens_per_s"] == 900.0
+    ok, detail, _ = gc.verl_figures(o, log, 60.0, online=True)
+    assert not ok and "the pool saw no retirement" in detail
+    pool = tmp_path / "verl-online" / "recipe" / "online" / "depth1"
+    pool.mkdir(parents=True)
+    (pool / "online.jsonl").write_text('{"retired": "a", "new": ["b", "c"]}\n')
+    ok, detail, fig = gc.verl_figures(o, log, 60.0, online=True)
+    assert ok and (fig["retired"], fig["injected"]) == (1, 2)
