@@ -296,10 +296,12 @@ def _plan(o: Options) -> list[Phase]:
         steps.append(Step([pt, SCRIPT, "check-env", "trl"]))
         phases.append(Phase("setup-trl", steps, background=need_verl))
     if need_verl:
+        # composition-rl first: its editable build writes src/composition_rl.egg-info, as the TRL
+        # venv's does, and that one comes only after minutes of torch download: never both at once
         steps = [] if o.skip_setup else [
             Step([o.python, "-m", "venv", o.venv_verl]),
-            Step([pv, "-m", "pip", "install", "-q", *VERL_PIP], env=pip),
             Step([pv, "-m", "pip", "install", "-q", "--no-deps", "-e", "."], env=pip),
+            Step([pv, "-m", "pip", "install", "-q", *VERL_PIP], env=pip),
         ]
         steps.append(Step([pv, SCRIPT, "check-env", "verl"]))
         phases.append(Phase("setup-verl", steps))
@@ -329,7 +331,8 @@ def _plan(o: Options) -> list[Phase]:
         launch = [pv, SCRIPT, "verl-launch", f"{recipe}/recipe.json"]
         for s in verl_settings(o, run, name):
             launch += ["--set", s]
-        # verl starts a local Ray whose daemons outlive the launch: stopped whatever happened
+        # verl starts a local Ray whose daemons can outlive a killed launch and hold the GPU: Ray is
+        # stopped on this machine whatever happened (the check expects a machine of its own)
         phases.append(Phase(name, [Step(write, env=RUN_ENV), Step(launch, env=RUN_ENV)],
                             needs=("setup-verl", "model", "data"), part=True,
                             cleanup=[Step([f"{o.venv_verl}/bin/ray", "stop", "--force"])]))

@@ -111,6 +111,10 @@ def test_parts_choose_the_set_up_they_need(tmp_path):
     skip = gc.plan(gc.options_from(["--run-dir", str(tmp_path), "--skip-setup"]))
     assert [s.argv[-2:] for ph in skip if ph.name.startswith("setup") for s in ph.steps] == \
         [["check-env", "trl"], ["check-env", "verl"]]
+    # the verl venv's editable build comes first, minutes before the TRL venv's (one src/*.egg-info)
+    [verl_setup] = [ph for ph in full if ph.name == "setup-verl"]
+    pips = [s.argv for s in verl_setup.steps if "pip" in s.argv]
+    assert pips[0][-3:] == ["--no-deps", "-e", "."] and "verl[vllm]==0.9.1" in pips[1]
     train_only = dry_run(tmp_path, "--parts", "train")
     assert not any(".venv-gpu-verl" in w for argv in train_only for w in argv)
 
