@@ -390,6 +390,30 @@ class Result:
     figures: dict = field(default_factory=dict)
 
 
+# the process groups of the steps running now: each step runs in a session of its own (so that
+# a deadline ends all of it), which also keeps Ctrl-C from reaching it; stop_all() ends them
+_RUNNING: dict[int, subprocess.Popen] = {}
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to a step's process group, SIGKILL 20 s later if any of it is still there."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        for _ in range(100):
+            proc.poll()  # reap the step itself: a zombie would keep its group alive
+            os.killpg(proc.pid, 0)  # raises once the whole group is gone
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_all() -> None:
+    """End every running step's process group (on Ctrl-C)."""
+    for proc in list(_RUNNING.values()):
+        _end_group(proc)
+
+
 def run_step(step: Step, log: Path, deadline: float) -> tuple[int | None, str]:
     """Run one step to completion or its deadline (its process group is then killed); append its
     output to ``log``. Returns (exit code or None on timeout, the output's last 4,000 characters)."""
@@ -399,21 +423,20 @@ def run_step(step: Step, log: Path, deadline: float) -> tuple[int | None, str]:
         f.flush()
         proc = subprocess.Popen(step.argv, cwd=REPO, env=env, stdout=f,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+        _RUNNING[proc.pid] = proc
         try:
             rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=20)
+            _end_group(proc)
+            proc.wait(timeout=20)
             rc = None
-    # verl's Ray workers can outlive their driver: end whatever is left of the step's group
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        finally:
+            _RUNNING.pop(proc.pid, None)
+            # verl's Ray workers can outlive their driver: end whatever is left of the step's group
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
     return rc, log.read_text(encoding="utf-8", errors="replace")[-4000:]
 
 
@@ -762,7 +785,12 @@ def main(argv: list[str] | None = None) -> int:
         cmd = verl_launch_argv(a.recipe, a.set)
         print("+ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
         os.execv(cmd[0], cmd)
-    return execute(options_from(argv))
+    try:
+        return execute(options_from(argv))
+    except KeyboardInterrupt:
+        stop_all()
+        print("gpu_check: interrupted; every step it started has been ended", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -96,8 +97,8 @@ def test_a_run_without_a_gpu_stops_before_anything_with_the_reason(tmp_path):
 def test_a_used_run_folder_is_refused(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "summary.json").write_text("{}")
-    o = gc.options_from(["--run-dir", str(tmp_path / "run")])
-    assert any("is not empty" in p for p in gc.preflight(o))
+    o = gc.options_from(["--run-dir", str(tmp_path / "run"), "--skip-setup"])  # --skip-setup: no index asked
+    assert any(p.startswith(f"--run-dir {tmp_path / 'run'} is not empty") for p in gc.preflight(o))
 
 
 def test_parts_choose_the_set_up_they_need(tmp_path):
@@ -306,3 +307,43 @@ def test_an_unreachable_index_is_named_before_anything_runs(tmp_path):
     for more in (["--wheels", str(tmp_path)], ["--skip-setup"]):
         o = gc.options_from(["--run-dir", str(tmp_path / "run"), "--python", "/bin/false", *more])
         assert not any("package index" in p for p in gc.preflight(o))
+
+
+def test_ctrl_c_ends_the_steps_it_started(tmp_path, fake_gpu):
+    """Each step runs in a session of its own (a deadline ends all of it), so Ctrl-C does not reach
+    it by itself: the check ends every step it started, the background one included, and exits 130."""
+    driver = tmp_path / "driver.py"
+    driver.write_text(f"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("gpu_check", {str(REPO / "scripts" / "gpu_check.py")!r})
+gc = importlib.util.module_from_spec(spec); sys.modules["gpu_check"] = gc; spec.loader.exec_module(gc)
+sleeper = lambda name: [sys.executable, "-c", "import os, time; open({str(tmp_path)!r} + '/' + %r, 'w').write(str(os.getpid())); time.sleep(120)" % name]
+gc.plan = lambda o: [gc.Phase("setup-trl", [gc.Step(sleeper("bg"))], background=True),
+                     gc.Phase("setup-verl", [gc.Step(sleeper("fg"))])]
+gc.preflight = lambda o: []
+sys.exit(gc.main(["--run-dir", {str(tmp_path / "run")!r}]))
+""")
+    proc = subprocess.Popen([sys.executable, str(driver)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids = [tmp_path / "bg", tmp_path / "fg"]
+    try:
+        deadline = time.monotonic() + 30
+        while not all(p.exists() and p.read_text() for p in pids):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert "interrupted; every step it started has been ended" in err
+        for p in pids:
+            with pytest.raises(ProcessLookupError):
+                os.kill(int(p.read_text()), 0)
+    finally:  # on a failure, nothing of the test is left running
+        for p in pids:
+            if p.exists() and p.read_text():
+                try:
+                    os.kill(int(p.read_text()), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
