@@ -347,3 +347,36 @@ sys.exit(gc.main(["--run-dir", {str(tmp_path / "run")!r}]))
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
+
+
+def test_profile_figures_read_what_crl_profile_writes(tmp_path):
+    """The profile part's command as the plan has it, with an OpenAI-compatible fake in place of
+    vLLM (the same first 64 MATH train rows: tests/fixtures/math300.jsonl is its first 300), and
+    its figures read from the folder crl profile wrote."""
+    from fakes.openai_server import FakeOpenAIServer
+
+    from composition_rl.cli import main
+
+    rows = [json.loads(ln) for ln in (REPO / "tests" / "fixtures" / "math300.jsonl").read_text().splitlines()]
+    answers = {r["problem"]: r["answer"] for r in rows[: gc.PROFILE_PROMPTS]}
+
+    def reply(body):  # the right answer for every other problem, a wrong one otherwise
+        text = body["messages"][-1]["content"]
+        i, q = next((i, q) for i, q in enumerate(answers) if q in text)
+        return f"So the answer is \\boxed{{{answers[q] if i % 2 == 0 else 'nope'}}}."
+
+    o = gc.options_from(["--run-dir", str(tmp_path / "run")])
+    [profile] = [ph for ph in gc.plan(o) if ph.name == "profile"]
+    argv = without_env(profile.steps[0].argv)[1:]
+    for flag, value in (("--backend", "openai"), ("--input", str(REPO / "tests" / "fixtures" / "math300.jsonl"))):
+        argv[argv.index(flag) + 1] = value
+    at = argv.index("--dtype")  # a setting of the local engines (vLLM, hf), not of an endpoint
+    del argv[at: at + 2]
+    with FakeOpenAIServer(reply) as srv:
+        argv[argv.index("--model") + 1: argv.index("--model") + 2] = ["fake", "--base-url", srv.url]
+        assert main(argv) == 0
+    ok, detail, fig = gc.profile_figures(o, tmp_path / "profile.log", 10.0)
+    assert ok, detail
+    assert (fig["prompts"], fig["samples"], fig["mean_pass_rate"]) == (64, 64 * gc.SAMPLES, 0.5)
+    assert fig["samples_per_s"] == round(64 * gc.SAMPLES / 10.0, 2)
+    assert detail.startswith("64 prompts x 8, mean pass rate 0.500")
