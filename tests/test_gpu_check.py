@@ -380,3 +380,27 @@ def test_profile_figures_read_what_crl_profile_writes(tmp_path):
     assert (fig["prompts"], fig["samples"], fig["mean_pass_rate"]) == (64, 64 * gc.SAMPLES, 0.5)
     assert fig["samples_per_s"] == round(64 * gc.SAMPLES / 10.0, 2)
     assert detail.startswith("64 prompts x 8, mean pass rate 0.500")
+
+
+def test_train_figures_read_the_rows_crl_train_writes(tmp_path):
+    """metrics.jsonl rows made by train/metrics.py's own step_row, as crl train writes them."""
+    from composition_rl.train.dynamic_sampling import GroupRecord, StepSample
+    from composition_rl.train.metrics import step_row
+
+    def row(step):
+        scores = [1.0] * step + [0.0] * (gc.SAMPLES - step)
+        g = GroupRecord(id=f"p{step}", depth=1, stage="math-level1", scores=scores, pass_rate=step / gc.SAMPLES,
+                        kind="informative", kept=True, round=1, mean_length=100.0)
+        return step_row(step, "math-level1", 1, StepSample(parts=[], groups=[g], rounds=1, generated=gc.SAMPLES), {})
+
+    o = gc.options_from(["--run-dir", str(tmp_path)])
+    out = tmp_path / "train" / "out"
+    out.mkdir(parents=True)
+    (out / "metrics.jsonl").write_text("".join(json.dumps(row(s)) + "\n" for s in range(1, gc.STEPS)))
+    ok, detail, _ = gc.train_figures(o, tmp_path / "train.log", 10.0)
+    assert not ok and detail.startswith(f"{gc.STEPS - 1}/{gc.STEPS} steps")
+    (out / "metrics.jsonl").write_text("".join(json.dumps(row(s)) + "\n" for s in range(1, gc.STEPS + 1)))
+    ok, detail, fig = gc.train_figures(o, tmp_path / "train.log", 10.0)
+    assert ok, detail
+    assert fig["reward_mean_by_step"] == [s / gc.SAMPLES for s in range(1, gc.STEPS + 1)]
+    assert fig["generated_tokens"] == gc.STEPS * gc.SAMPLES * 100 and fig["tokens_per_s"] == gc.STEPS * gc.SAMPLES * 10
