@@ -62,3 +62,15 @@ def test_the_gpu_checks_online_launch_composes_in_verl_with_one_gpus_sizes(tmp_p
     assert c["algorithm"]["filter_groups"]["enable"] is True and ar["rollout"]["n"] == 8
     assert t["v1"]["sampler"]["custom_sampler"]["name"] == "OnlineReplayBuffer"
     assert c["data"]["online"]["k"] == 1
+
+
+def test_the_step_lines_are_read_as_verls_console_logger_writes_them():
+    import numpy as np
+    from verl.utils.logger.aggregate_logger import concat_dict_to_str
+
+    gc = _gpu_check()
+    metrics = {"critic/score/mean": np.float64(0.375), "timing_s/step": 12.5, "perf/throughput": np.float32(850.0),
+               "training/global_step": 3}
+    line = f"(TaskRunner pid=1234) {concat_dict_to_str(metrics, step=3)}"
+    assert gc.verl_steps(line) == {3: {"critic/score/mean": 0.375, "timing_s/step": 12.5, "perf/throughput": 850.0,
+                                       "training/global_step": 3.0}}
