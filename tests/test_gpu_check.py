@@ -176,6 +176,11 @@ def test_the_train_config_it_writes_loads_with_the_paper_algorithm(tmp_path):
     assert (g.beta, g.epsilon, g.epsilon_high, g.loss_type) == (0.0, 0.2, 0.28, "dapo")
     assert (g.learning_rate, g.temperature, g.top_p) == (1e-6, 1.0, 1.0)
     assert cfg.dynamic_sampling.enabled
+    # and TRL's own GRPOConfig takes what crl train derives from it (one step: 8 prompts x 8)
+    from composition_rl.train.grpo import _grpo_args
+
+    args = _grpo_args(cfg, gc.STEPS)
+    assert (args.generation_batch_size, args.num_generations, args.max_steps) == (8 * gc.SAMPLES, gc.SAMPLES, gc.STEPS)
     assert train.steps[0].argv[-3:] == ["--max-steps", str(gc.STEPS), "--no-progress"]
     assert path == str(tmp_path / "train" / "config.yaml")
 
