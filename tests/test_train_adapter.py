@@ -44,3 +44,82 @@ def test_unknown_batch_keys_are_refused():
     check_batch_keys({"prompt_ids": object(), "advantages": object(), "old_per_token_logps": None})
     with pytest.raises(TRLCompatError, match="pixel_values"):
         check_batch_keys({"prompt_ids": object(), "pixel_values": object()})
+
+
+def test_the_public_trainer_loads_trl_only_when_asked_for():
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport composition_rl.integrations.trl\n"
+            "print(sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+    from composition_rl.integrations.trl import GRPOTrainer
+    from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer
+
+    assert GRPOTrainer is DynamicSamplingGRPOTrainer and issubclass(GRPOTrainer, trl.GRPOTrainer)
+
+
+@pytest.mark.parametrize(("kwargs", "named"), [
+    ({"reward_funcs": [], "solve_reward": 0}, "solve_reward=0: dynamic sampling needs a reward function"),
+    ({"reward_funcs": [len], "solve_reward": 2}, r"\(it has 1\)"),
+    ({"reward_funcs": ["some/reward-model"]}, "reward_funcs\\[0\\] is str"),
+    ({"reward_funcs": [len], "prompt_source": object(), "online": object()}, "not both"),
+])
+def test_bad_trainer_arguments_are_refused_before_any_model_loads(kwargs, named):
+    from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer
+
+    with pytest.raises(ValueError, match=named):
+        DynamicSamplingGRPOTrainer("no/such-model", **kwargs)
+
+
+def _api_md_trl_script() -> list[str]:
+    """The python blocks of docs/api.md's section on dynamic sampling in your own TRL script."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text(encoding="utf-8")
+    section = text.split("## Dynamic sampling in your own TRL script", 1)[1].split("\n## ", 1)[0]
+    return [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
+
+
+@pytest.mark.slow  # builds the test's tiny policy when the pytest cache lacks it (~20 s), then ~15 s of training
+def test_the_trl_script_of_docs_api_md_runs_as_written_and_refills_solved_groups(pytestconfig, tmp_path, monkeypatch,
+                                                                                 capsys):
+    """The script runs for two steps on the tiny policy, in a fresh folder; its batches with
+    solve_all groups are refilled to informative ones, and the online pool retires a mastered
+    prompt and injects its compositions."""
+    from fakes.tiny_policy import tiny_policy_dir
+
+    from composition_rl.verify import close_shared_verifiers
+
+    blocks = _api_md_trl_script()
+    assert len(blocks) == 2, "docs/api.md: expected the script and its online continuation"
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "tiny").symlink_to(tiny_policy_dir(pytestconfig))  # the script's model = "runs/tiny"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    scope: dict = {"__name__": "__main__"}
+    try:
+        exec(compile(blocks[0], "docs/api.md (TRL script)", "exec"), scope)
+        plain = scope["trainer"]
+        rows = [r for r in plain.state.log_history if "dynamic_sampling/rounds" in r]
+        assert [r["step"] for r in rows] == [1, 2]
+        # a step whose sampled groups held solve_all ones, dropped and refilled by later rounds
+        # (without a bound hit: the trained batch is all informative groups)
+        refilled = [r for r in rows if r["dynamic_sampling/solve_all"] > 0 and r["dynamic_sampling/rounds"] > 1
+                    and r["dynamic_sampling/refilled"] >= 1 and r["dynamic_sampling/bound_hit"] == 0]
+        assert refilled, rows
+        last = plain.last_sample
+        assert last.bound_hit or all(g.kind == "informative" for g in last.trained_groups)
+        assert len(last.trained_groups) == 32 // 4
+        assert f"step {refilled[0]['step']}: {refilled[0]['dynamic_sampling/rounds']:.0f} rounds" in capsys.readouterr().out
+
+        exec(compile(blocks[1], "docs/api.md (TRL script, online)", "exec"), scope)
+        pool = scope["pool"]
+        assert pool.retired_total >= 1 and pool.injected
+        online_rows = [r for r in scope["trainer"].state.log_history if "online/live" in r]
+        assert len(online_rows) == 2 and online_rows[-1]["online/retired_total"] == pool.retired_total
+        assert (tmp_path / "runs" / "grpo-online" / "online.jsonl").read_text().count("\n") == pool.retired_total
+    finally:
+        close_shared_verifiers()
