@@ -123,3 +123,45 @@ def test_the_trl_script_of_docs_api_md_runs_as_written_and_refills_solved_groups
         assert (tmp_path / "runs" / "grpo-online" / "online.jsonl").read_text().count("\n") == pool.retired_total
     finally:
         close_shared_verifiers()
+
+
+@pytest.mark.slow  # the tiny policy (cached after the first build), then three steps of training
+def test_a_resumed_user_run_continues_the_same_refills(pytestconfig, tmp_path, monkeypatch):
+    """The refill order's position is saved in each checkpoint and restored by
+    ``train(resume_from_checkpoint=...)``: step 2 redone from checkpoint 1 leaves the source
+    exactly where the uninterrupted run's step 2 left it (no refill prompt skipped or repeated)."""
+    import json
+
+    from datasets import Dataset
+    from fakes.tiny_policy import tiny_policy_dir
+    from trl import GRPOConfig
+
+    from composition_rl.integrations.trl import DynamicSamplingConfig, GRPOTrainer, make_reward_fn
+    from composition_rl.train.arithmetic import arithmetic_problems
+    from composition_rl.train.trl_adapter import SOURCE_STATE
+    from composition_rl.verify import close_shared_verifiers
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    problems = [p for p in arithmetic_problems(40, depth=1, seed=5, digits=1) if "0" not in p.question]
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": p.question}], "answer": p.answer,
+                                  "answers": list(p.answers)} for p in problems])
+
+    def trainer():
+        args = GRPOConfig(output_dir=str(tmp_path / "run"), max_steps=2, per_device_train_batch_size=16,
+                          num_generations=4, temperature=0.3, max_completion_length=32, report_to="none", seed=0,
+                          bf16=False, use_cpu=True, save_steps=1, disable_tqdm=True)
+        return GRPOTrainer(str(tiny_policy_dir(pytestconfig)), reward_funcs=[make_reward_fn()], args=args,
+                           train_dataset=dataset, dynamic_sampling=DynamicSamplingConfig(max_rounds=8))
+
+    try:
+        first = trainer()
+        first.train()
+        saved = {s: json.loads((tmp_path / "run" / f"checkpoint-{s}" / SOURCE_STATE).read_text()) for s in (1, 2)}
+        assert saved[1] != saved[2] and first.prompt_source.state_dict() == saved[2]
+        assert saved[2]["cursor"] > 0  # refills were drawn (else this test shows nothing)
+        again = trainer()
+        again.train(resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-1"))
+        assert again.state.global_step == 2
+        assert again.prompt_source.state_dict() == saved[2]
+    finally:
+        close_shared_verifiers()
