@@ -74,6 +74,45 @@ def test_bad_trainer_arguments_are_refused_before_any_model_loads(kwargs, named)
         DynamicSamplingGRPOTrainer("no/such-model", **kwargs)
 
 
+def test_the_trainer_refills_from_its_dataset_or_the_pool_it_is_given(tmp_path):
+    """The wiring, on a random tiny model (no training): the default source refills from
+    train_dataset, ``online=`` draws from that pool, the reward keeps its name in TRL's logs,
+    and what dynamic sampling cannot run is refused with the values."""
+    from datasets import Dataset, IterableDataset
+    from fakes.rollout_tiny_qwen import build_tiny_qwen
+    from trl import GRPOConfig
+
+    from composition_rl.integrations.trl import (
+        DatasetSource,
+        GRPOTrainer,
+        PoolSource,
+        make_reward_fn,
+    )
+    from composition_rl.online import OnlineConfig, OnlinePool
+    from composition_rl.train.arithmetic import arithmetic_problems
+
+    model = str(build_tiny_qwen(tmp_path / "tiny"))
+    problems = arithmetic_problems(4, depth=1, seed=0)
+    rows = [{"prompt": [{"role": "user", "content": p.question}], "answer": p.answer} for p in problems]
+    ds = Dataset.from_list(rows)
+
+    def args(**kw):
+        return GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=2,
+                          report_to="none", bf16=False, use_cpu=True, **kw)
+
+    plain = GRPOTrainer(model, reward_funcs=[make_reward_fn()], args=args(), train_dataset=ds)
+    assert isinstance(plain.prompt_source, DatasetSource) and plain.prompt_source.dataset is plain.train_dataset
+    assert plain.reward_func_names == ["math_verify"] and plain.dynamic_sampling.max_rounds == 4
+    pool = OnlinePool(problems, OnlineConfig())
+    online = GRPOTrainer(model, reward_funcs=[make_reward_fn()], args=args(), train_dataset=ds, online=pool)
+    assert isinstance(online.prompt_source, PoolSource) and online.prompt_source.pool is pool
+    with pytest.raises(ValueError, match="num_iterations=2"):
+        GRPOTrainer(model, reward_funcs=[make_reward_fn()], args=args(num_iterations=2), train_dataset=ds)
+    stream = IterableDataset.from_generator(lambda: iter(rows))
+    with pytest.raises(ValueError, match="map-style dataset"):
+        GRPOTrainer(model, reward_funcs=[make_reward_fn()], args=args(max_steps=1), train_dataset=stream)
+
+
 def _api_md_trl_script() -> list[str]:
     """The python blocks of docs/api.md's section on dynamic sampling in your own TRL script."""
     from pathlib import Path
