@@ -40,6 +40,15 @@ def test_a_changed_hook_signature_is_refused(monkeypatch):
         check_trl_compat()
 
 
+def test_a_log_that_no_longer_reports_the_metrics_dict_is_refused(monkeypatch):
+    def changed(self, logs, start_time=None):  # pragma: no cover - never called
+        return None
+
+    monkeypatch.setattr(trl_adapter.GRPOTrainer, "log", changed)
+    with pytest.raises(TRLCompatError, match="dynamic_sampling"):
+        check_trl_compat()
+
+
 def test_unknown_batch_keys_are_refused():
     check_batch_keys({"prompt_ids": object(), "advantages": object(), "old_per_token_logps": None})
     with pytest.raises(TRLCompatError, match="pixel_values"):

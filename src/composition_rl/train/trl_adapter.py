@@ -21,7 +21,9 @@ tests/test_train_adapter.py, so a TRL upgrade fails loudly instead of training w
 - ``_generate_and_score_completions(self, inputs)`` exists and ``_prepare_inputs`` calls it
   once per generation batch;
 - the batch dict holds only keys we know how to select and re-pad (prompt tensors padded
-  on the left, completion tensors on the right, ``num_items_in_batch`` a scalar).
+  on the left, completion tensors on the right, ``num_items_in_batch`` a scalar);
+- ``GRPOTrainer.log`` reports the per-mode ``self._metrics`` lists, where our
+  ``dynamic_sampling/*`` metrics go.
 
 The step count still comes from TRL's dataloader. One process only (CPU or one GPU); for many
 GPUs use the verl recipe.
@@ -35,7 +37,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import trl
@@ -46,6 +48,9 @@ from trl.trainer.utils import get_callable_name, is_async_callable
 from composition_rl.train.config import DynamicSamplingConfig
 from composition_rl.train.dynamic_sampling import DynamicSampler, StepSample
 from composition_rl.train.prompt_source import DatasetSource, PoolSource, PromptSource
+
+if TYPE_CHECKING:  # pragma: no cover
+    from composition_rl.online import OnlinePool
 
 __all__ = ["PINNED_TRL", "SOURCE_STATE", "TRL_SERIES", "DynamicSamplingGRPOTrainer", "assemble_batch",
            "check_trl_compat"]
@@ -93,6 +98,13 @@ def check_trl_compat() -> None:
         problems.append("_prepare_inputs no longer calls _generate_and_score_completions(generation_batch)")
     if "split_tensor_dict(generation_batch, self.args.steps_per_generation)" not in src:
         problems.append("_prepare_inputs no longer splits the generation batch by steps_per_generation")
+    try:
+        log_src = inspect.getsource(GRPOTrainer.log)
+    except (OSError, TypeError, AttributeError):
+        log_src = ""
+    if "self._metrics[mode].items()" not in log_src:
+        problems.append("GRPOTrainer.log no longer reports self._metrics[mode] (where the dynamic_sampling/* "
+                        "metrics are put)")
     if problems:
         raise TRLCompatError("; ".join(problems) + ". Update composition_rl/train/trl_adapter.py.")
 
@@ -268,7 +280,8 @@ class DynamicSamplingGRPOTrainer(GRPOTrainer):
 
     def __init__(self, model, reward_funcs=None, args=None, train_dataset=None, *,
                  dynamic_sampling: DynamicSamplingConfig | None = None,
-                 prompt_source: PromptSource | None = None, online=None, solve_reward: int = 0,
+                 prompt_source: PromptSource | None = None, online: OnlinePool | None = None,
+                 solve_reward: int = 0,
                  **kwargs) -> None:
         check_trl_compat()
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
