@@ -7,6 +7,7 @@ import pytest
 trl = pytest.importorskip("trl")
 
 from composition_rl.train import trl_adapter  # noqa: E402
+from composition_rl.train.config import DynamicSamplingConfig  # noqa: E402
 from composition_rl.train.trl_adapter import (  # noqa: E402
     PINNED_TRL,
     TRLCompatError,
@@ -75,6 +76,7 @@ def test_the_public_trainer_loads_trl_only_when_asked_for():
     ({"reward_funcs": [len], "solve_reward": 2}, r"\(it has 1\)"),
     ({"reward_funcs": ["some/reward-model"]}, "reward_funcs\\[0\\] is str"),
     ({"reward_funcs": [len], "prompt_source": object(), "online": object()}, "not both"),
+    ({"reward_funcs": [len], "dynamic_sampling": DynamicSamplingConfig(max_rounds=0)}, "max_rounds must be >= 1, got 0"),
 ])
 def test_bad_trainer_arguments_are_refused_before_any_model_loads(kwargs, named):
     from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer

@@ -295,6 +295,8 @@ class DynamicSamplingGRPOTrainer(GRPOTrainer):
         funcs[solve_reward] = (_RecordedAsync if is_async_callable(fn) else _Recorded)(fn)
         if prompt_source is not None and online is not None:
             raise ValueError("give prompt_source or online, not both (online=pool is prompt_source=PoolSource(pool))")
+        dynamic_sampling = dynamic_sampling if dynamic_sampling is not None else DynamicSamplingConfig()
+        dynamic_sampling.validate()  # before the model loads
         super().__init__(model, funcs, args, train_dataset, **kwargs)
         if self.accelerator.num_processes != 1:
             raise ValueError("dynamic sampling on TRL runs in one process; use `crl verl-recipe` for many GPUs")
@@ -310,8 +312,7 @@ class DynamicSamplingGRPOTrainer(GRPOTrainer):
                 raise ValueError("dynamic sampling refills from train_dataset, which must be a map-style dataset "
                                  "(not an IterableDataset); or give a prompt_source")
             prompt_source = DatasetSource(self.train_dataset, seed=self.args.seed)
-        self.dynamic_sampling = dynamic_sampling if dynamic_sampling is not None else DynamicSamplingConfig()
-        self.dynamic_sampling.validate()
+        self.dynamic_sampling = dynamic_sampling
         self.prompt_source = prompt_source
         self._solve = funcs[solve_reward]
         self.last_sample: StepSample | None = None
