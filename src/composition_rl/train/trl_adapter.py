@@ -35,7 +35,6 @@ import inspect
 import json
 import os
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -257,7 +256,8 @@ class DynamicSamplingGRPOTrainer(GRPOTrainer):
     - ``dynamic_sampling/rounds``: generation rounds of the step (1 when nothing was refilled);
     - ``dynamic_sampling/solve_all``, ``/solve_none``, ``/informative``: the shares of every
       group sampled in the step, before filtering (Figure 2, left, of the paper);
-    - ``dynamic_sampling/refilled``: trained groups that a refill round (not the first) gave;
+    - ``dynamic_sampling/refilled``: trained groups that a refill round (not the first) gave and
+      that were kept on their merit (not as fillers of a bound hit);
     - ``dynamic_sampling/bound_hit`` (0 or 1) and ``/filled``: the round bound was reached and
       this many uninformative groups filled the batch;
     - ``dynamic_sampling/generated``: completions generated in the step (TRL's own
@@ -365,18 +365,5 @@ class DynamicSamplingGRPOTrainer(GRPOTrainer):
         return batch
 
     def _log_sample(self, sample: StepSample) -> None:
-        kinds = Counter(g.kind for g in sample.groups)
-        n = len(sample.groups)
-        metrics = {
-            "dynamic_sampling/rounds": sample.rounds,
-            "dynamic_sampling/solve_all": kinds["solve_all"] / n,
-            "dynamic_sampling/solve_none": kinds["solve_none"] / n,
-            "dynamic_sampling/informative": kinds["informative"] / n,
-            "dynamic_sampling/refilled": sum(1 for g in sample.groups if g.kept and g.round > 0),
-            "dynamic_sampling/bound_hit": float(sample.bound_hit),
-            "dynamic_sampling/filled": sample.filled,
-            "dynamic_sampling/generated": sample.generated,
-            **self.prompt_source.metrics(),
-        }
-        for key, value in metrics.items():
+        for key, value in {**sample.metrics(), **self.prompt_source.metrics()}.items():
             self._metrics["train"][key].append(float(value))
