@@ -1,4 +1,16 @@
-"""A TRL ``GRPOTrainer`` reward function backed by the bounded verifier.
+"""TRL: the reward function backed by the bounded verifier, and a ``GRPOTrainer`` with dynamic
+sampling for your own TRL script.
+
+``GRPOTrainer`` here is TRL's with dynamic sampling (Composition-RL, Equation 5), solve_all /
+solve_none tracking and, optionally, the online composition pool
+(:class:`composition_rl.train.trl_adapter.DynamicSamplingGRPOTrainer`; ``crl train`` uses the
+same class). It loads TRL and torch when first used; :class:`DatasetSource`,
+:class:`PoolSource` and :class:`PromptSource` choose where refill prompts come from, and
+:class:`DynamicSamplingConfig` the rounds (docs/api.md has a complete script):
+
+>>> from composition_rl.integrations.trl import GRPOTrainer, make_reward_fn   # doctest: +SKIP
+>>> GRPOTrainer(model, reward_funcs=[make_reward_fn()], train_dataset=ds,
+...             args=GRPOConfig(...)).train()                               # doctest: +SKIP
 
 TRL calls each reward function as ``f(prompts=..., completions=..., completion_ids=...,
 **columns)``, where ``columns`` are the dataset's other columns repeated per completion
@@ -23,8 +35,10 @@ Importing this module does not import TRL or torch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from composition_rl.train.config import DynamicSamplingConfig
+from composition_rl.train.prompt_source import DatasetSource, PoolSource, PromptSource
 from composition_rl.verify import Verifier, VerifyConfig, shared_verifier, summarize
 from composition_rl.verify.reward import (
     answers_from_columns,
@@ -33,7 +47,21 @@ from composition_rl.verify.reward import (
     score_completions,
 )
 
-__all__ = ["MathVerifyReward", "AsyncMathVerifyReward", "completion_text", "make_reward_fn"]
+__all__ = ["AsyncMathVerifyReward", "DatasetSource", "DynamicSamplingConfig", "GRPOTrainer", "MathVerifyReward",
+           "PoolSource", "PromptSource", "completion_text", "make_reward_fn"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer as GRPOTrainer
+
+
+def __getattr__(name: str) -> Any:
+    # the trainer subclasses TRL's: importing it imports TRL and torch, so only on first use
+    if name == "GRPOTrainer":
+        from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer
+
+        globals()[name] = DynamicSamplingGRPOTrainer
+        return DynamicSamplingGRPOTrainer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class MathVerifyReward:

@@ -78,6 +78,39 @@ class StepSample(Generic[B]):
     def trained_groups(self) -> list[GroupRecord]:
         return [g for g in self.groups if g.kept]
 
+    def metrics(self) -> dict[str, float]:
+        """The step as flat ``dynamic_sampling/*`` numbers (what the TRL trainer logs).
+
+        ``solve_all``, ``solve_none`` and ``informative`` are shares of every sampled group,
+        before filtering; ``refilled`` counts the trained groups that a round after the first
+        gave and kept on their merit (the fillers of a bound hit are ``filled``).
+
+        >>> def step(*rounds):   # scores per round; each round draws only the groups still missing
+        ...     pools = iter(rounds)
+        ...     return DynamicSampler(DynamicSamplingConfig(max_rounds=2), num_generations=2).sample(
+        ...         2, draw=lambda n: [{"id": str(i)} for i in range(n)],
+        ...         generate=lambda rows: (rows, next(pools), [3] * len(rows))).metrics()
+        >>> m = step([1, 1, 0, 1], [1, 0])     # a solve_all group dropped, refilled by round 2
+        >>> m["dynamic_sampling/rounds"], m["dynamic_sampling/solve_all"], m["dynamic_sampling/refilled"]
+        (2.0, 0.3333333333333333, 1.0)
+        >>> m = step([1, 1, 0, 1], [1, 1])     # round 2 solved again: the bound fills the batch
+        >>> m["dynamic_sampling/refilled"], m["dynamic_sampling/bound_hit"], m["dynamic_sampling/filled"]
+        (0.0, 1.0, 1.0)
+        """
+        kinds = {k: 0 for k in ("solve_all", "solve_none", "informative")}
+        for g in self.groups:
+            kinds[g.kind] += 1
+        n = max(len(self.groups), 1)
+        refill_fillers = sum(1 for part, _ in self.fillers if part > 0)
+        return {
+            "dynamic_sampling/rounds": float(self.rounds),
+            **{f"dynamic_sampling/{k}": c / n for k, c in kinds.items()},
+            "dynamic_sampling/refilled": float(sum(1 for g in self.groups if g.kept and g.round > 0) - refill_fillers),
+            "dynamic_sampling/bound_hit": float(self.bound_hit),
+            "dynamic_sampling/filled": float(self.filled),
+            "dynamic_sampling/generated": float(self.generated),
+        }
+
 
 class DynamicSampler:
     """Over-sample, drop zero-variance groups, refill, with bounded rounds."""

@@ -1,7 +1,8 @@
 """GRPO with dynamic sampling, solve_all tracking and a depth curriculum, on TRL.
 
 :func:`run_training` is the whole job: load the stages, build TRL's ``GRPOTrainer`` with
-our adapter (train/trl_adapter.py), train until the curriculum ends, and write under
+our dynamic sampling (train/trl_adapter.py, the class a user's own TRL script uses too, with the
+curriculum as its prompt source), train until the curriculum ends, and write under
 ``output_dir``:
 
 - ``metrics.jsonl``: one row per step (see train/metrics.py);
@@ -41,6 +42,7 @@ from composition_rl.train.data import (
     stage_depth,
 )
 from composition_rl.train.metrics import plot_solve_rates, step_row, truncate_after
+from composition_rl.train.prompt_source import PromptSource
 
 __all__ = ["latest_checkpoint", "run_training"]
 
@@ -241,6 +243,22 @@ class _Run:
                 self.pending_streams[st.name] = state["streams"][st.name]
 
 
+class _CurriculumSource(PromptSource):
+    """The run's prompts for the trainer: every round from the current curriculum stage (or the
+    online pool), whatever TRL's dataloader gave (it only paces the steps). The run saves its
+    own state with each checkpoint (crl_state.json)."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+
+    def draw(self, n: int) -> list[dict]:
+        return self.run.draw(n)
+
+    def observe(self, step: int, groups) -> None:
+        if self.run.watches_rounds:
+            self.run.observe_round(groups)
+
+
 def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
     from transformers import TrainerCallback
 
@@ -257,14 +275,14 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
 
         def on_step_end(self, args, state, control, **kw):
             trainer = trainer_ref[0]
-            sample = trainer.crl_last
+            sample = trainer.last_sample
             if sample is None:
                 return
             cur = run.curriculum
             stage = cur.stage
             step = state.global_step
-            seconds = {"step_seconds": time.perf_counter() - self.t_step, "gen_seconds": trainer.crl_gen_seconds,
-                       "reward_seconds": trainer.crl_reward_seconds}
+            seconds = {"step_seconds": time.perf_counter() - self.t_step, "gen_seconds": trainer.last_gen_seconds,
+                       "reward_seconds": trainer.last_reward_seconds}
             row = step_row(step, stage.name, stage.depth, sample, seconds)
             if run.online is not None:
                 _observe_online(run, step, sample, row)
@@ -295,7 +313,7 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
             if self.bar is not None:
                 self.bar(f"{stage.name} d{stage.depth} solve_all {row['solve_all']:.2f} "
                          f"solve_none {row['solve_none']:.2f} reward {row['reward_mean']:.2f}")
-            trainer.crl_last = None
+            trainer.last_sample = None
 
         def on_save(self, args, state, control, **kw):
             ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
@@ -353,7 +371,6 @@ def run_training(
 
     from composition_rl.backends.hf_model import load_causal_lm
     from composition_rl.io.gguf import is_gguf
-    from composition_rl.train.dynamic_sampling import DynamicSampler
     from composition_rl.train.progress import step_progress
     from composition_rl.train.reward import VerifierReward
     from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer
@@ -423,19 +440,17 @@ def run_training(
                          "(`crl tiny-model --out runs/tiny` builds a small one)") from None
     args = _grpo_args(cfg, run.curriculum.max_total_steps)
     reward = VerifierReward(config=cfg.verify_config())
-    sampler = DynamicSampler(cfg.dynamic_sampling, cfg.grpo.num_generations,
-                             on_round=run.observe_round if run.watches_rounds else None)
     trainer_ref: list = []
     callback = _callback(run, trainer_ref, say)
     trainer = DynamicSamplingGRPOTrainer(
         model=model,
+        reward_funcs=[reward],
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=[callback],
-        crl_sampler=sampler,
-        crl_draw=run.draw,
-        crl_reward=reward,
+        dynamic_sampling=cfg.dynamic_sampling,
+        prompt_source=_CurriculumSource(run),
     )
     trainer_ref.append(trainer)
     from transformers.trainer_callback import PrinterCallback, ProgressCallback

@@ -1,10 +1,18 @@
 """The one place that touches TRL internals (written for the trl 1.16 series; CI runs 1.16.0).
 
+:class:`DynamicSamplingGRPOTrainer` is TRL's ``GRPOTrainer`` with dynamic sampling
+(Composition-RL, Equation 5: over-sample, keep only groups with ``0 < correct < G``, refill
+until the batch is full, bounded), solve_all / solve_none tracking and, optionally, the online
+composition pool. It serves a user's own TRL script (their dataset, their model, the reward of
+:func:`composition_rl.integrations.trl.make_reward_fn`; public as
+``composition_rl.integrations.trl.GRPOTrainer``) and ``crl train`` (train/grpo.py) alike: where
+a round's prompts come from is a :class:`~composition_rl.train.prompt_source.PromptSource`.
+
 TRL's ``GRPOTrainer`` has no public hook between "generate and score" and "train on the
 batch", which is where dynamic sampling must sit. We override the non-public
 ``GRPOTrainer._generate_and_score_completions(inputs)``: our version calls TRL's own one
-round by round on prompts drawn from the curriculum, keeps the informative groups, and
-returns a batch with exactly TRL's layout. Everything this relies on is asserted by
+round by round on prompts drawn from the source, keeps the informative groups, and returns a
+batch with exactly TRL's layout. Everything this relies on is asserted by
 :func:`check_trl_compat`, which runs when the trainer is built and in
 tests/test_train_adapter.py, so a TRL upgrade fails loudly instead of training wrongly:
 
@@ -13,29 +21,40 @@ tests/test_train_adapter.py, so a TRL upgrade fails loudly instead of training w
 - ``_generate_and_score_completions(self, inputs)`` exists and ``_prepare_inputs`` calls it
   once per generation batch;
 - the batch dict holds only keys we know how to select and re-pad (prompt tensors padded
-  on the left, completion tensors on the right, ``num_items_in_batch`` a scalar).
+  on the left, completion tensors on the right, ``num_items_in_batch`` a scalar);
+- ``GRPOTrainer.log`` reports the per-mode ``self._metrics`` lists, where our
+  ``dynamic_sampling/*`` metrics go.
 
-Prompts from TRL's dataloader are ignored (the step count still comes from it): the prompts
-come from the current curriculum stage, so a stage switch takes effect at the next step
-without rebuilding TRL's dataloader. One process only (CPU or one GPU); for many GPUs use
-the verl recipe.
+The step count still comes from TRL's dataloader. One process only (CPU or one GPU); for many
+GPUs use the verl recipe.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
+import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import trl
+from transformers import TrainerCallback
 from trl import GRPOTrainer
+from trl.trainer.utils import get_callable_name, is_async_callable
 
+from composition_rl.train.config import DynamicSamplingConfig
 from composition_rl.train.dynamic_sampling import DynamicSampler, StepSample
-from composition_rl.train.reward import VerifierReward
+from composition_rl.train.prompt_source import DatasetSource, PoolSource, PromptSource
 
-__all__ = ["PINNED_TRL", "TRL_SERIES", "DynamicSamplingGRPOTrainer", "assemble_batch", "check_trl_compat"]
+if TYPE_CHECKING:  # pragma: no cover
+    from composition_rl.online import OnlinePool
+
+__all__ = ["PINNED_TRL", "SOURCE_STATE", "TRL_SERIES", "DynamicSamplingGRPOTrainer", "assemble_batch",
+           "check_trl_compat"]
+
+SOURCE_STATE = "prompt_source.json"  # the prompt source's state, in each TRL checkpoint folder
 
 PINNED_TRL = "1.16.0"  # what CI installs (constraints/ci.txt)
 TRL_SERIES = "1.16"  # what the adapter accepts: pyproject's train extra asks for trl>=1.16,<1.17
@@ -78,6 +97,13 @@ def check_trl_compat() -> None:
         problems.append("_prepare_inputs no longer calls _generate_and_score_completions(generation_batch)")
     if "split_tensor_dict(generation_batch, self.args.steps_per_generation)" not in src:
         problems.append("_prepare_inputs no longer splits the generation batch by steps_per_generation")
+    try:
+        log_src = inspect.getsource(GRPOTrainer.log)
+    except (OSError, TypeError, AttributeError):
+        log_src = ""
+    if "self._metrics[mode].items()" not in log_src:
+        problems.append("GRPOTrainer.log no longer reports self._metrics[mode] (where the dynamic_sampling/* "
+                        "metrics are put)")
     if problems:
         raise TRLCompatError("; ".join(problems) + ". Update composition_rl/train/trl_adapter.py.")
 
@@ -148,34 +174,163 @@ def assemble_batch(parts: list[tuple[dict[str, Any], list[int]]], num_generation
     return out
 
 
-class DynamicSamplingGRPOTrainer(GRPOTrainer):
-    """``GRPOTrainer`` whose training batches come from a :class:`DynamicSampler`.
+class _Recorded:
+    """The reward function that decides correctness, remembering its last scores and time.
 
-    Args:
-        crl_sampler: decides which groups are trained on.
-        crl_draw: ``n -> n`` prompt rows of the current curriculum stage.
-        crl_reward: the verifier reward; its last scores classify the groups.
-        Everything else goes to ``GRPOTrainer``.
-
-    After each step, :attr:`crl_last` holds the :class:`StepSample` of that step and
-    :attr:`crl_gen_seconds` the time spent generating and scoring it, of which
-    :attr:`crl_reward_seconds` scoring.
+    TRL calls it as it would the function itself (same name, same arguments, same return).
     """
 
-    def __init__(self, *args, crl_sampler: DynamicSampler, crl_draw: Callable[[int], list[dict]],
-                 crl_reward: VerifierReward, **kwargs) -> None:
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+        self.__name__ = get_callable_name(fn)
+        self.scores: list[float] = []
+        self.seconds = 0.0
+
+    def _keep(self, out, t0: float):
+        self.seconds = time.perf_counter() - t0
+        # no score (None, NaN) is not a correct answer
+        self.scores = [0.0 if r is None or r != r else float(r) for r in out]
+        return out
+
+    def __call__(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        return self._keep(self.fn(*args, **kwargs), t0)
+
+
+class _RecordedAsync(_Recorded):
+    async def __call__(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        return self._keep(await self.fn(*args, **kwargs), t0)
+
+
+class _SaveSource(TrainerCallback):
+    """Writes the prompt source's state into each checkpoint folder TRL saves."""
+
+    def __init__(self, trainer: DynamicSamplingGRPOTrainer) -> None:
+        self.trainer = trainer
+
+    def on_save(self, args, state, control, **kw):
+        src = self.trainer.prompt_source.state_dict()
+        folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+        if src is not None and os.path.isdir(folder):
+            from composition_rl.io.files import atomic_write_json
+
+            atomic_write_json(os.path.join(folder, SOURCE_STATE), src)
+
+
+class DynamicSamplingGRPOTrainer(GRPOTrainer):
+    """TRL's ``GRPOTrainer`` with dynamic sampling (Composition-RL, Equation 5).
+
+    Each step, the groups of ``G`` completions whose prompts were all solved (solve_all) or
+    all failed (solve_none) carry no advantage; they are dropped and more prompts are drawn,
+    generated and scored until the batch holds ``B`` informative groups (``0 < correct < G``)
+    or ``dynamic_sampling.max_rounds`` rounds have run (then the batch is topped up with the
+    latest dropped groups, kept out of the loss, and ``bound_hit`` is logged). The trained
+    batch has TRL's usual size, so everything else (loss, optimiser, logging, checkpoints)
+    is TRL's.
+
+    Use it where you would use ``trl.GRPOTrainer``; the positional arguments and every other
+    keyword are TRL's::
+
+        trainer = GRPOTrainer(model, reward_funcs=[make_reward_fn()], args=GRPOConfig(...),
+                              train_dataset=dataset)   # prompt + answer columns
+
+    Args:
+        reward_funcs: as TRL's; the one at ``solve_reward`` decides which completions are
+            correct (score 1.0; ``None`` counts as wrong).
+        dynamic_sampling: over-sampling factor, round bound and optional pass-rate band
+            (:class:`~composition_rl.train.config.DynamicSamplingConfig`; default: on,
+            ``oversample=1``, ``max_rounds=4``).
+        prompt_source: where each round's prompts come from (a
+            :class:`~composition_rl.train.prompt_source.PromptSource`). Default: the batch
+            TRL's dataloader gave, then refills drawn further from ``train_dataset`` in a
+            seeded order (:class:`~composition_rl.train.prompt_source.DatasetSource`).
+        online: an :class:`~composition_rl.online.OnlinePool`: draw every round from it and
+            let it see each round's outcomes, so prompts the policy has mastered are retired
+            and replaced by compositions of them (a shorthand for
+            ``prompt_source=PoolSource(online)``).
+        solve_reward: index of the reward function that decides correctness.
+
+    Logged with TRL's metrics at each logging step (averaged over the steps since the last):
+
+    - ``dynamic_sampling/rounds``: generation rounds of the step (1 when nothing was refilled);
+    - ``dynamic_sampling/solve_all``, ``/solve_none``, ``/informative``: the shares of every
+      group sampled in the step, before filtering (Figure 2, left, of the paper);
+    - ``dynamic_sampling/refilled``: trained groups that a refill round (not the first) gave and
+      that were kept on their merit (not as fillers of a bound hit);
+    - ``dynamic_sampling/bound_hit`` (0 or 1) and ``/filled``: the round bound was reached and
+      this many uninformative groups filled the batch;
+    - ``dynamic_sampling/generated``: completions generated in the step (TRL's own
+      ``reward`` and ``completions/*`` metrics average over every round);
+    - the source's own metrics (``online/*`` from an online pool).
+
+    After each step :attr:`last_sample` holds the step's
+    :class:`~composition_rl.train.dynamic_sampling.StepSample` (every group with its pass
+    rate, kind and round), :attr:`last_gen_seconds` the time spent generating and scoring, of
+    which :attr:`last_reward_seconds` in the correctness reward. The prompt source's state is
+    saved in each checkpoint (``prompt_source.json``) and restored by
+    ``train(resume_from_checkpoint=...)``.
+
+    Raises:
+        TRLCompatError: the installed TRL is not the one this class was written for.
+        ValueError: several processes, ``num_iterations != 1``, ``steps_per_generation`` other
+            than ``gradient_accumulation_steps``, both ``prompt_source`` and ``online``, or no
+            dataset to refill from.
+    """
+
+    def __init__(self, model, reward_funcs=None, args=None, train_dataset=None, *,
+                 dynamic_sampling: DynamicSamplingConfig | None = None,
+                 prompt_source: PromptSource | None = None, online: OnlinePool | None = None,
+                 solve_reward: int = 0,
+                 **kwargs) -> None:
         check_trl_compat()
-        super().__init__(*args, reward_funcs=[crl_reward], **kwargs)
+        funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+        if not 0 <= solve_reward < len(funcs) or funcs[solve_reward] is None:
+            raise ValueError(f"solve_reward={solve_reward}: dynamic sampling needs a reward function at that index "
+                             f"of reward_funcs (it has {len(funcs)})")
+        fn = funcs[solve_reward]
+        if isinstance(fn, (str, torch.nn.Module)) or not callable(fn):
+            raise ValueError(f"reward_funcs[{solve_reward}] is {type(fn).__name__}: dynamic sampling needs a reward "
+                             "function whose 1.0 means correct (make_reward_fn()), not a reward model")
+        funcs[solve_reward] = (_RecordedAsync if is_async_callable(fn) else _Recorded)(fn)
+        if prompt_source is not None and online is not None:
+            raise ValueError("give prompt_source or online, not both (online=pool is prompt_source=PoolSource(pool))")
+        dynamic_sampling = dynamic_sampling if dynamic_sampling is not None else DynamicSamplingConfig()
+        dynamic_sampling.validate()  # before the model loads
+        super().__init__(model, funcs, args, train_dataset, **kwargs)
         if self.accelerator.num_processes != 1:
             raise ValueError("dynamic sampling on TRL runs in one process; use `crl verl-recipe` for many GPUs")
         if self.args.num_iterations != 1 or self.args.steps_per_generation != self.args.gradient_accumulation_steps:
-            raise ValueError("dynamic sampling needs num_iterations=1 and steps_per_generation=gradient_accumulation_steps")
-        self.crl_sampler = crl_sampler
-        self.crl_draw = crl_draw
-        self.crl_reward = crl_reward
-        self.crl_last: StepSample | None = None
-        self.crl_gen_seconds = 0.0
-        self.crl_reward_seconds = 0.0
+            raise ValueError(f"dynamic sampling needs num_iterations=1 and steps_per_generation="
+                             f"gradient_accumulation_steps; got num_iterations={self.args.num_iterations}, "
+                             f"steps_per_generation={self.args.steps_per_generation}, gradient_accumulation_steps="
+                             f"{self.args.gradient_accumulation_steps}")
+        if online is not None:
+            prompt_source = PoolSource(online)
+        if prompt_source is None:
+            if self.train_dataset is None or not hasattr(self.train_dataset, "__len__"):
+                raise ValueError("dynamic sampling refills from train_dataset, which must be a map-style dataset "
+                                 "(not an IterableDataset); or give a prompt_source")
+            prompt_source = DatasetSource(self.train_dataset, seed=self.args.seed)
+        self.dynamic_sampling = dynamic_sampling
+        self.prompt_source = prompt_source
+        self._solve = funcs[solve_reward]
+        self.last_sample: StepSample | None = None
+        self.last_gen_seconds = 0.0
+        self.last_reward_seconds = 0.0
+        self.add_callback(_SaveSource(self))
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
+        """TRL's ``train``; resuming from a checkpoint also restores the prompt source's state."""
+        ckpt = resume_from_checkpoint
+        if ckpt is True:
+            from transformers.trainer_utils import get_last_checkpoint
+
+            ckpt = get_last_checkpoint(self.args.output_dir)
+        if isinstance(ckpt, (str, os.PathLike)) and os.path.isfile(os.path.join(ckpt, SOURCE_STATE)):
+            with open(os.path.join(ckpt, SOURCE_STATE), encoding="utf-8") as f:
+                self.prompt_source.load_state_dict(json.load(f))
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:
@@ -184,22 +339,31 @@ class DynamicSamplingGRPOTrainer(GRPOTrainer):
         need = len(inputs) // G
         base = super()._generate_and_score_completions
         reward_seconds = 0.0
+        step = self.state.global_step + 1
 
         def generate(rows: list[dict]) -> tuple[dict[str, Any], list[float], list[int]]:
             nonlocal reward_seconds
             batch = base(rows)
-            reward_seconds += self.crl_reward.last_seconds
+            reward_seconds += self._solve.seconds
             check_batch_keys(batch)
-            scores = list(self.crl_reward.last_scores)
             lengths = batch["completion_mask"].sum(dim=1).tolist()
-            return batch, scores, lengths
+            return batch, list(self._solve.scores), lengths
 
         t0 = time.perf_counter()
-        sample = self.crl_sampler.sample(need, self.crl_draw, generate)
+        # TRL's sampler repeats each prompt G times in a row: one row per group
+        self.prompt_source.start_step([dict(r) for r in inputs[::G]])
+        sampler = DynamicSampler(self.dynamic_sampling, G,
+                                 on_round=lambda groups: self.prompt_source.observe(step, groups))
+        sample = sampler.sample(need, self.prompt_source.draw, generate)
         batch = assemble_batch(sample.parts, G, self.processing_class.pad_token_id, fillers=sample.fillers)
         if batch["completion_ids"].shape[0] != len(inputs):
             raise RuntimeError(f"assembled {batch['completion_ids'].shape[0]} rows, TRL expects {len(inputs)}")
-        self.crl_last = sample
-        self.crl_gen_seconds = time.perf_counter() - t0
-        self.crl_reward_seconds = reward_seconds
+        self.last_sample = sample
+        self.last_gen_seconds = time.perf_counter() - t0
+        self.last_reward_seconds = reward_seconds
+        self._log_sample(sample)
         return batch
+
+    def _log_sample(self, sample: StepSample) -> None:
+        for key, value in {**sample.metrics(), **self.prompt_source.metrics()}.items():
+            self._metrics["train"][key].append(float(value))

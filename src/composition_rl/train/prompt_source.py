@@ -1,0 +1,168 @@
+"""Where a dynamic-sampling step gets its prompts: the one seam ``crl train`` and a user's TRL
+script share.
+
+Dynamic sampling (Composition-RL, Equation 5) needs more prompts than one batch: the groups
+that come back solve_all or solve_none are dropped and refilled. The trainer
+(:class:`composition_rl.train.trl_adapter.DynamicSamplingGRPOTrainer`) asks a
+:class:`PromptSource` for every round's prompts and shows it each round's groups before the
+next draw. Three sources:
+
+- :class:`DatasetSource` (the default in a user's script): the first round is the batch TRL's
+  dataloader gave (the user's dataset, sampler and epochs, as plain GRPO would train on), and
+  refills are drawn further from the same dataset, in a seeded order of their own;
+- :class:`PoolSource`: every round is drawn from an :class:`composition_rl.online.OnlinePool`,
+  which retires prompts the policy has mastered and injects compositions of them;
+- ``crl train``'s curriculum (train/grpo.py), which ignores the dataloader's batch and draws
+  from the current stage, as it always has.
+
+Importing this module imports neither torch nor TRL.
+
+>>> src = DatasetSource([{"prompt": f"q{i}", "answer": str(i)} for i in range(4)], seed=0)
+>>> src.start_step([{"prompt": "q9", "answer": "9"}])      # the dataloader's batch comes first
+>>> [r["prompt"] for r in src.draw(3)]
+['q9', 'q1', 'q3']
+>>> src.state_dict()
+{'epoch': 0, 'cursor': 2}
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from composition_rl.online import OnlinePool
+    from composition_rl.train.dynamic_sampling import GroupRecord
+
+__all__ = ["DatasetSource", "PoolSource", "PromptSource"]
+
+
+class PromptSource:
+    """The prompts of one training step, round by round.
+
+    The trainer calls, per step: :meth:`start_step` with the prompts TRL's dataloader gave
+    (one row per group), then :meth:`draw` once per round and :meth:`observe` with that round's
+    groups before the next draw, then :meth:`metrics` (logged with TRL's metrics).
+    :meth:`state_dict` is saved with each checkpoint (``prompt_source.json``) and
+    :meth:`load_state_dict` restores it when training resumes from one.
+
+    Subclasses implement :meth:`draw`; the other methods default to doing nothing.
+    """
+
+    def start_step(self, rows: list[dict[str, Any]]) -> None:
+        """The dataloader's prompts for this step (default: ignored)."""
+
+    def draw(self, n: int) -> list[dict[str, Any]]:
+        """``n`` dataset rows (a ``prompt`` plus the columns the reward reads)."""
+        raise NotImplementedError
+
+    def observe(self, step: int, groups: list[GroupRecord]) -> None:
+        """One round's groups (pass rate, kind, kept), before the next draw (default: ignored)."""
+
+    def metrics(self) -> dict[str, float]:
+        """Flat metrics for this step, logged beside TRL's (default: none)."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """What a resumed run needs to continue the same draws; None: nothing to save."""
+        return None
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+
+
+class DatasetSource(PromptSource):
+    """The dataloader's batch first, then refills from the same dataset in a seeded order.
+
+    The refill order is a permutation of the rows derived from ``(seed, epoch)``; every row is
+    drawn once per epoch before the next permutation. A refill may repeat a prompt of the
+    same step's dataloader batch (the two orders are independent), as over-sampling a dataset
+    would.
+
+    Args:
+        dataset: anything with ``len`` and integer indexing that yields row dicts (a
+            ``datasets.Dataset``, a list of dicts).
+        seed: the refill order's seed.
+
+    Raises:
+        ValueError: the dataset is empty.
+    """
+
+    def __init__(self, dataset: Sequence[Mapping[str, Any]], seed: int = 0) -> None:
+        if len(dataset) == 0:
+            raise ValueError("dynamic sampling refills from the training dataset, which is empty")
+        self.dataset = dataset
+        self.seed = seed
+        self.epoch = 0
+        self.cursor = 0
+        self._order = self._permutation(0)
+        self._queued: list[dict[str, Any]] = []
+
+    def _permutation(self, epoch: int) -> list[int]:
+        order = list(range(len(self.dataset)))
+        random.Random(f"{self.seed}:refill:{epoch}").shuffle(order)
+        return order
+
+    def start_step(self, rows: list[dict[str, Any]]) -> None:
+        self._queued = [dict(r) for r in rows]
+
+    def draw(self, n: int) -> list[dict[str, Any]]:
+        out, self._queued = self._queued[:n], self._queued[n:]
+        while len(out) < n:
+            if self.cursor == len(self._order):
+                self.epoch += 1
+                self.cursor = 0
+                self._order = self._permutation(self.epoch)
+            out.append(dict(self.dataset[self._order[self.cursor]]))
+            self.cursor += 1
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "cursor": self.cursor}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.epoch = int(state["epoch"])
+        self.cursor = int(state["cursor"])
+        self._order = self._permutation(self.epoch)
+
+
+class PoolSource(PromptSource):
+    """Every round drawn from an online pool, which sees each round's outcomes.
+
+    A prompt retired by the pool (solve_all ``k`` visits running, with enough evidence; see
+    :mod:`composition_rl.online`) is replaced by checked compositions of it, so the refills
+    of later steps hold harder prompts instead of more solved ones. The dataloader's batch is
+    ignored (it only paces the steps). When every lineage has retired at ``max_depth`` the
+    pool hands out retired prompts, so a step still fills; :attr:`exhausted` says so.
+
+    Args:
+        pool: the pool (its own ``log_path`` appends ``online.jsonl``).
+        instruction: append the exporters' boxed-answer instruction to each question, as
+            ``crl export --format trl`` does (the rows then look like the exported ones).
+    """
+
+    def __init__(self, pool: OnlinePool, instruction: bool = True) -> None:
+        self.pool = pool
+        self.instruction = instruction
+
+    @property
+    def exhausted(self) -> bool:
+        return self.pool.exhausted
+
+    def draw(self, n: int) -> list[dict[str, Any]]:
+        from composition_rl.train.data import problem_row
+
+        return [problem_row(p, "online", self.instruction) for p in self.pool.draw(n, retired_if_exhausted=True)]
+
+    def observe(self, step: int, groups: list[GroupRecord]) -> None:
+        self.pool.observe(step, [(g.id, sum(s >= 1.0 for s in g.scores), len(g.scores)) for g in groups])
+
+    def metrics(self) -> dict[str, float]:
+        return self.pool.metrics()
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.pool.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.pool.load_state_dict(state)
