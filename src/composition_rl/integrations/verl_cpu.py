@@ -106,10 +106,11 @@ def cpu_env(kv_cache_gib: int = 1, threads: int | None = None) -> dict[str, str]
     }
 
 
-def cpu_overrides(batch: int = 4, n: int = 4, prompt_len: int = 256, response_len: int = 64,
+def cpu_overrides(batch: int = 4, n: int = 2, prompt_len: int = 256, response_len: int = 64,
                   num_cpus: int = 8) -> dict[str, Any]:
     """Hydra overrides of a CPU smoke test: the workarounds, plus sizes small enough for two
-    steps in minutes (``batch`` prompts of ``n`` samples each)."""
+    steps in minutes (``batch`` prompts of ``n`` samples each; n=2 is the smallest GRPO group,
+    and with a weak model the one where mixed and solve_all groups both come up often)."""
     return {
         "+actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
         "+ray_kwargs.ray_init.num_gpus": 1,
@@ -138,6 +139,14 @@ def cpu_overrides(batch: int = 4, n: int = 4, prompt_len: int = 256, response_le
         "actor_rollout_ref.rollout.max_num_batched_tokens": max(2048, prompt_len + response_len),
         "actor_rollout_ref.rollout.max_model_len": prompt_len + response_len,
         "trainer.save_freq": -1,
+        # one process each where verl starts 8 by default (a 2-core machine); torch.compile off:
+        # compiling costs more than two steps save
+        "actor_rollout_ref.rollout.agent.num_workers": 1,
+        "reward.num_workers": 1,
+        "data.dataloader_num_workers": 0,
+        "actor_rollout_ref.actor.use_torch_compile": False,
+        "actor_rollout_ref.actor.fsdp_config.use_torch_compile": False,
+        "actor_rollout_ref.ref.fsdp_config.use_torch_compile": False,
         # TransferQueue's storage: one unit, not 8 Ray actors (each a full Python with verl)
         "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
     }
