@@ -147,7 +147,9 @@ def test_two_online_steps_on_cpu_retire_and_inject(tmp_path, data, model):
     rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == last["online/retired_total"]
     ids = {f"sum-{i}" for i in range(len(SUMS))}
-    assert all(r["retired"] in ids and r["retired_depth"] == 1 and r["pass_rate"] == 1.0 for r in rows), rows
+    # retired by the rule: this visit's group was solve_all (k=1)
+    assert all(r["retired"] in ids and r["retired_depth"] == 1 and r["reason"].startswith("solve_all 1 visits")
+               for r in rows), rows
     made = [r for r in rows if r["new"]]
     assert made and all(r["depth"] == 2 for r in made), rows
     assert sum(len(r["new"]) for r in rows) == last["online/injected_total"]
