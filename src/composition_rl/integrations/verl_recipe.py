@@ -24,6 +24,12 @@ With ``online`` settings (``crl verl-recipe --online``) the one stage runs the o
 curriculum instead of fixed files: verl's dataset and replay buffer are replaced by
 :mod:`composition_rl.integrations.verl_online` (see :func:`online_overrides`).
 
+With ``device="cpu"`` (``crl verl-recipe --device cpu``) the scripts are a smoke test for this
+machine's CPU: they export :func:`launch_env` (:mod:`composition_rl.integrations.verl_cpu`'s
+platform and patches), add :func:`cpu_overrides` (its workarounds, toy sizes, the reward's
+prose fallback) and run each launch under a wall-clock limit of ``timeout_s``. Every stage
+script passes its own arguments on to verl as further overrides.
+
 Only the launch needs verl; writing the recipe does not import it.
 """
 
