@@ -35,7 +35,10 @@ Hydra overrides (:func:`cpu_overrides`):
     names as its own.
   * ``rollout.enable_sleep_mode=False`` and ``free_cache_engine=False``: vLLM's CPU backend
     refuses sleep mode, which verl turns on.
-  * a tiny batch, short prompts and responses, TP 1, one GPU-stand-in.
+  * a tiny batch (4 prompts x 2 samples), short prompts and responses, TP 1, one GPU stand-in;
+    one agent-loop worker, one reward worker, no dataloader workers and one TransferQueue
+    storage unit where verl starts 8 of each (with 8 storage units TransferQueue's start-up
+    never finished on a 2-core machine); torch.compile off.
 
 Patches applied on import (with ``VERL_PLATFORM=cpu``):
   * :class:`PlatformCPU`: device ``cpu``, collectives on gloo, no CUDA IPC (verl then moves
