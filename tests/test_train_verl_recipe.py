@@ -186,3 +186,48 @@ def test_depth_1_trainer_data_comes_from_crl_export(stages):
     assert sum(1 for _ in open(stages / "d1" / "problems.jsonl")) == 300
     r = crl("compose", "--input", str(stages / "d1" / "problems.jsonl"), "--depth", "1", "--out", str(stages / "x"))
     assert r.returncode == 2 and "crl export" in one_error_line(r)
+
+
+def test_cpu_recipe_carries_the_cpu_environment_a_time_limit_and_the_paper_algorithm(tmp_path):
+    import shlex
+
+    from composition_rl.integrations.verl_cpu import cpu_env
+
+    (d1,) = _stages(tmp_path, depths=(1,))
+    out = tmp_path / "cpu"
+    assert main(["verl-recipe", "--stages", d1, "--model", "m", "--out", str(out), *NO_PROBE, "--device", "cpu",
+                 "--max-steps", "2"]) == 0
+    script = (out / "stage_1.sh").read_text()
+    lines = script.splitlines()
+    launch = next(i for i, x in enumerate(lines) if "verl.trainer.main_ppo" in x)
+    # the environment is exported before the launch, which runs under coreutils' timeout
+    assert [x for x in lines[:launch] if x.startswith("export ")] == \
+        [f"export {k}={shlex.quote(v)}" for k, v in cpu_env().items()]
+    assert lines[launch].startswith("timeout -k 60 1800 python3 -m verl.trainer.main_ppo")
+    words = shlex.split(script.replace("\\\n", " "), comments=True)
+    ov = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith(("-", "export")))
+    assert ov["trainer.n_gpus_per_node"] == "1" and ov["trainer.device"] == "cpu"
+    assert ov["+reward.custom_reward_function.reward_kwargs.fallbacks"] == "[prose]"
+    assert ov["+actor_rollout_ref.rollout.enable_sleep_mode"] == "False"
+    assert ov["algorithm.filter_groups.enable"] == "True" and ov["algorithm.adv_estimator"] == "grpo"
+    assert words[-1] == "$@"  # extra overrides given to the script reach verl
+    launch_sh = (out / "launch.sh").read_text()
+    assert "export VERL_PLATFORM=cpu" in launch_sh  # the driver's launches inherit it
+    cfg = json.loads((out / "recipe.json").read_text())["config"]
+    assert (cfg["device"], cfg["timeout_s"]) == ("cpu", 1800)
+    # the GPU recipe has none of it
+    gpu = tmp_path / "gpu"
+    assert main(["verl-recipe", "--stages", d1, "--model", "m", "--out", str(gpu), *NO_PROBE]) == 0
+    g = (gpu / "stage_1.sh").read_text()
+    assert "export " not in g and "timeout " not in g and "trainer.n_gpus_per_node=8" in g
+
+
+def test_cpu_recipe_refuses_several_gpus_and_takes_its_own_limit(tmp_path):
+    (d1,) = _stages(tmp_path, depths=(1,))
+    r = crl("verl-recipe", "--stages", d1, "--model", "m", "--out", str(tmp_path / "a"), *NO_PROBE,
+            "--device", "cpu", "--gpus", "2")
+    assert r.returncode == 2 and "device=cpu runs on one machine as one worker" in one_error_line(r)
+    r = crl("verl-recipe", "--stages", d1, "--model", "m", "--out", str(tmp_path / "b"), *NO_PROBE,
+            "--device", "cpu", "--timeout", "600")
+    assert r.returncode == 0, r.stderr
+    assert "timeout -k 60 600 " in (tmp_path / "b" / "stage_1.sh").read_text()

@@ -29,9 +29,10 @@ pytestmark = pytest.mark.verl
 
 
 def script_args(path) -> list[str]:
-    """The arguments a stage script passes to ``-m verl.trainer.main_ppo``, as bash would."""
+    """The arguments a stage script passes to ``-m verl.trainer.main_ppo``, as bash would (run
+    with no arguments of its own: its trailing ``"$@"`` adds none)."""
     words = shlex.split(path.read_text().replace("\\\n", " "), comments=True)
-    return words[words.index("verl.trainer.main_ppo") + 1 :]
+    return [w for w in words[words.index("verl.trainer.main_ppo") + 1 :] if w != "$@"]
 
 
 def effective(args: list[str], cwd) -> dict:
@@ -104,3 +105,25 @@ def test_online_stage_script_selects_our_sampler_and_dataset_in_verl(parquets, t
     # the interpolations resolved to the one source of each setting
     assert kw["online_log_dir"] == log_dir and kw["train_batch_size"] == 256
     assert kw["filter_groups"] == c["algorithm"]["filter_groups"]
+
+
+def test_cpu_stage_script_composes_in_verl_with_the_workarounds(parquets, tmp_path):
+    """``--device cpu``: the paper's algorithm with a tiny batch, and every workaround's override
+    accepted by verl's own config (the launch itself is tests/verl/test_verl_cpu_launch.py)."""
+    from composition_rl.integrations.verl_cpu import cpu_env
+
+    cfg = RecipeConfig(model="m", out_dir=str(tmp_path / "r"), python=sys.executable, n_gpus_per_node=1,
+                       stages=[RecipeStage("depth1", str(parquets[0]), 1)], device="cpu", timeout_s=600)
+    write_recipe(cfg)
+    script = (tmp_path / "r" / "stage_1.sh").read_text()
+    assert all(f"export {k}=" in script for k in cpu_env())
+    assert "timeout -k 60 600 " in script
+    c = effective(script_args(tmp_path / "r" / "stage_1.sh"), tmp_path)
+    a, rollout = c["algorithm"], c["actor_rollout_ref"]["rollout"]
+    assert a["adv_estimator"] == "grpo" and a["filter_groups"]["enable"] and a["filter_groups"]["metric"] == "acc"
+    assert c["actor_rollout_ref"]["model"]["override_config"]["attn_implementation"] == "sdpa"
+    assert rollout["enable_sleep_mode"] is False and rollout["free_cache_engine"] is False
+    assert c["ray_kwargs"]["ray_init"]["num_gpus"] == 1
+    assert (c["trainer"]["n_gpus_per_node"], c["trainer"]["nnodes"], c["trainer"]["device"]) == (1, 1, "cpu")
+    assert c["data"]["train_batch_size"] == 4 and rollout["n"] == 2
+    assert c["reward"]["custom_reward_function"]["reward_kwargs"] == {"fallbacks": ["prose"]}

@@ -15,6 +15,8 @@ from pathlib import Path
 
 HELP = "write a verl launch script with the paper's settings and a curriculum driver"
 
+CPU_TIMEOUT_S = 1800  # two steps of SmolLM2 take minutes; a hang is cut off well before CI's limit
+
 # verl.trainer, not verl: a folder named verl on sys.path (tests/verl) is a namespace package
 _PROBE = ("import importlib.util as u, sys\n"
           "def has(m):\n"
@@ -62,7 +64,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--threshold", type=float, default=0.75, help="advance when probe solve_all reaches this")
     parser.add_argument("--chunk-steps", type=_positive, default=50, help="train this many steps between probes")
     parser.add_argument("--probe-size", type=_positive, default=256, help="probe prompts per stage")
-    parser.add_argument("--gpus", type=_positive, default=8, help="GPUs per node (>= 1)")
+    parser.add_argument("--gpus", type=_positive, help="GPUs per node (>= 1; default 8, and 1 with --device cpu)")
     parser.add_argument("--nnodes", type=_positive, default=1, help="machines of the verl run (>= 1)")
     parser.add_argument("--online", nargs="*", metavar="KEY=VALUE",
                         help="run the online curriculum (one depth-1 stage; retired prompts are replaced by "
@@ -74,6 +76,13 @@ def add_arguments(parser) -> None:
                         "generates without limit), a step's refills beyond N train batches are compositions of "
                         "that step's own solve_all prompts; 0 = off (verl's loop). Default 4: a step not filled by "
                         "5 batches has under ~1 informative group in 5, where composition is what it lacks")
+    parser.add_argument("--device", choices=("gpu", "cpu"), default="gpu",
+                        help="cpu: a smoke test on this machine's CPU with vLLM's CPU build (make verl-env): verl's "
+                        "CPU platform and patches (composition_rl.integrations.verl_cpu), a tiny batch and short "
+                        "responses, the reward's prose fallbacks for a model that does not box, and a time limit")
+    parser.add_argument("--timeout", type=_positive, metavar="SECONDS",
+                        help=f"wall-clock limit of each verl launch (default: none on gpu, {CPU_TIMEOUT_S} on cpu, "
+                        "where a failed weight sync in a vLLM worker can leave the trainer waiting forever)")
 
 
 def _missing(python: str) -> list[str] | None:
@@ -189,9 +198,10 @@ def _write(args: argparse.Namespace, online) -> int:
     try:
         cfg = RecipeConfig(model=args.model, out_dir=str(out.resolve()), stages=stages,
                            threshold=args.threshold, chunk_steps=args.chunk_steps, probe_size=args.probe_size,
-                           n_gpus_per_node=args.gpus, nnodes=args.nnodes, python=python,
-                           online=online, **({} if args.backfill_after is None
-                                             else {"backfill_after": args.backfill_after}))
+                           n_gpus_per_node=args.gpus or (1 if args.device == "cpu" else 8), nnodes=args.nnodes,
+                           python=python, online=online, device=args.device,
+                           timeout_s=args.timeout or (CPU_TIMEOUT_S if args.device == "cpu" else 0),
+                           **({} if args.backfill_after is None else {"backfill_after": args.backfill_after}))
         launch = write_recipe(cfg)
     except ValueError as e:
         raise UsageError(str(e)) from None

@@ -24,6 +24,12 @@ With ``online`` settings (``crl verl-recipe --online``) the one stage runs the o
 curriculum instead of fixed files: verl's dataset and replay buffer are replaced by
 :mod:`composition_rl.integrations.verl_online` (see :func:`online_overrides`).
 
+With ``device="cpu"`` (``crl verl-recipe --device cpu``) the scripts are a smoke test for this
+machine's CPU: they export :func:`launch_env` (:mod:`composition_rl.integrations.verl_cpu`'s
+platform and patches), add :func:`cpu_overrides` (its workarounds, toy sizes, the reward's
+prose fallback) and run each launch under a wall-clock limit of ``timeout_s``. Every stage
+script passes its own arguments on to verl as further overrides.
+
 Only the launch needs verl; writing the recipe does not import it.
 """
 
@@ -48,6 +54,11 @@ VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info"
 REWARD_PATH = "pkg://composition_rl.integrations.verl"
 REWARD_NAME = "compute_score"
 MAX_INFLIGHT_GEN_BATCHES = 2
+
+#: where a recipe runs: "gpu" (the paper's settings as they are) or "cpu" (a smoke test)
+DEVICES = ("gpu", "cpu")
+#: the reward's answer fallbacks on CPU: the smoke test's SmolLM2 rarely writes \boxed{}
+CPU_FALLBACKS = ("prose",)
 
 # The online curriculum's two verl classes (composition_rl.integrations.verl_online).
 ONLINE_PATH = "pkg://composition_rl.integrations.verl_online"
@@ -133,8 +144,19 @@ class RecipeConfig:
     extra: dict[str, Any] = field(default_factory=dict)
     online: dict[str, Any] | None = None  # OnlineConfig fields; None = fixed stage files
     backfill_after: int = BACKFILL_AFTER  # online only: see BACKFILL_AFTER
+    # "cpu": a smoke test on this machine's CPU (composition_rl.integrations.verl_cpu: its
+    # environment, overrides and a wall-clock limit of timeout_s on every verl launch)
+    device: str = "gpu"
+    timeout_s: int = 0  # 0: no limit (the GPU default); the CPU mode needs one
 
     def validate(self) -> RecipeConfig:
+        if self.device not in DEVICES:
+            raise ValueError(f"device={self.device!r}: expected one of {', '.join(DEVICES)}")
+        if self.device == "cpu" and (self.n_gpus_per_node, self.nnodes) != (1, 1):
+            raise ValueError(f"device=cpu runs on one machine as one worker: n_gpus_per_node="
+                             f"{self.n_gpus_per_node} and nnodes={self.nnodes} must both be 1")
+        if self.timeout_s < 0:
+            raise ValueError(f"timeout_s={self.timeout_s} must be >= 0 (0: no limit)")
         if not self.stages:
             raise ValueError("a recipe needs at least one stage")
         if self.n_gpus_per_node < 1 or self.nnodes < 1:
@@ -242,10 +264,46 @@ def stage_overrides(cfg: RecipeConfig, index: int, model_path: str, total_steps:
             "trainer.nnodes": cfg.nnodes,
         }
     )
+    if cfg.device == "cpu":
+        values.update(cpu_overrides())
     if cfg.online is not None:
         values.update(online_overrides(cfg, st))
     values.update(cfg.extra)
     return [f"{k}={_fmt(v)}" for k, v in values.items()]
+
+
+def cpu_overrides() -> dict[str, Any]:
+    """The overrides of a CPU smoke test: :func:`composition_rl.integrations.verl_cpu.cpu_overrides`
+    (the workarounds and a tiny batch) and the reward's fallbacks for a model that does not box."""
+    from composition_rl.integrations.verl_cpu import cpu_overrides as workarounds
+
+    values = workarounds()
+    values["+reward.custom_reward_function.reward_kwargs.fallbacks"] = "[" + ",".join(CPU_FALLBACKS) + "]"
+    return values
+
+
+def launch_env(cfg: RecipeConfig) -> dict[str, str]:
+    """Environment variables every verl launch of ``cfg`` needs (none on GPUs)."""
+    if cfg.device != "cpu":
+        return {}
+    from composition_rl.integrations.verl_cpu import cpu_env
+
+    return cpu_env()
+
+
+def _prelude(cfg: RecipeConfig) -> list[str]:
+    """Shell lines before a launch: its environment (CPU mode)."""
+    env = launch_env(cfg)
+    if not env:
+        return []
+    lines = ["# CPU smoke test: verl's CPU platform and patches (composition_rl.integrations.verl_cpu)"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+    return lines
+
+
+def _timeout_prefix(cfg: RecipeConfig) -> str:
+    # coreutils timeout: TERM at the limit, KILL 60 s later (a hung weight sync ignores neither)
+    return f"timeout -k 60 {cfg.timeout_s} " if cfg.timeout_s else ""
 
 
 def write_recipe(cfg: RecipeConfig) -> Path:
@@ -260,9 +318,11 @@ def write_recipe(cfg: RecipeConfig) -> Path:
         plan.append({"stage": st.name, "overrides": ov})
         script = out / f"stage_{i + 1}.sh"
         lines = ["#!/usr/bin/env bash",
-                 f"# Stage {i + 1} of {len(cfg.stages)}: depth {st.depth} ({st.train_file}), the paper's settings.",
-                 "set -euo pipefail", f"{shlex.quote(cfg.python)} -m verl.trainer.main_ppo \\"]
-        lines += [f"    {shlex.quote(o)} \\" for o in ov[:-1]] + [f"    {shlex.quote(ov[-1])}", ""]
+                 f"# Stage {i + 1} of {len(cfg.stages)}: depth {st.depth} ({st.train_file}), the paper's settings"
+                 + (" (CPU smoke test)." if cfg.device == "cpu" else "."),
+                 "set -euo pipefail", *_prelude(cfg),
+                 f"{_timeout_prefix(cfg)}{shlex.quote(cfg.python)} -m verl.trainer.main_ppo \\"]
+        lines += [f"    {shlex.quote(o)} \\" for o in ov] + ['    "$@"', ""]
         script.write_text("\n".join(lines), encoding="utf-8")
         script.chmod(0o755)
     (out / "recipe.json").write_text(
@@ -274,7 +334,8 @@ def write_recipe(cfg: RecipeConfig) -> Path:
         "# Staged depth curriculum on verl: train a chunk, merge, profile on a depth-K probe,\n"
         "# advance when solve_all >= threshold or the stage budget is spent.\n"
         "set -euo pipefail\n"
-        f"{shlex.quote(cfg.python)} -m composition_rl.integrations.verl_recipe drive "
+        + "".join(line + "\n" for line in _prelude(cfg))
+        + f"{shlex.quote(cfg.python)} -m composition_rl.integrations.verl_recipe drive "
         f"{shlex.quote(str(out / 'recipe.json'))} \"$@\"\n",
         encoding="utf-8",
     )
@@ -336,10 +397,10 @@ def drive(recipe_json: str | os.PathLike, dry_run: bool = False) -> int:
             return 2
         print(f"warning (dry run): {msg}", file=sys.stderr)
 
-    def run(cmd: list[str]) -> None:
+    def run(cmd: list[str], timeout: int | None = None) -> None:
         print("+ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
         if not dry_run:
-            subprocess.run(cmd, check=True)
+            subprocess.run(cmd, check=True, env={**os.environ, **launch_env(cfg)}, timeout=timeout)
 
     model = cfg.model
     for i, st in enumerate(cfg.stages):
@@ -349,7 +410,8 @@ def drive(recipe_json: str | os.PathLike, dry_run: bool = False) -> int:
         steps = _latest_step(ckpt_dir)
         while True:
             steps = min(st.max_steps, steps + cfg.chunk_steps)
-            run([sys.executable, "-m", "verl.trainer.main_ppo", *stage_overrides(cfg, i, model, steps)])
+            run([sys.executable, "-m", "verl.trainer.main_ppo", *stage_overrides(cfg, i, model, steps)],
+                timeout=cfg.timeout_s or None)
             run([sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir",
                  str(ckpt_dir / f"global_step_{steps}" / "actor"), "--target_dir", str(merged)])
             prof = out / "profiles" / f"{st.name}-{steps}"
