@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 
 # verl 0.9.1 pins another transformers than TRL 1.16: its tests get their own venv, with vLLM's
 # CPU build for the launches (scripts/setup_verl_venv.sh says which versions and why).
-$(VERL_STAMP): scripts/setup_verl_venv.sh pyproject.toml
+$(VERL_STAMP): scripts/setup_verl_venv.sh scripts/setup_vllm_venv.sh pyproject.toml
 	bash scripts/setup_verl_venv.sh
 
 # crl browse's page tests drive Debian's chromium through Playwright (no browser download).
@@ -92,9 +92,12 @@ $(VLLM_STAMP): scripts/setup_vllm_venv.sh pyproject.toml
 vllm-env: $(VLLM_STAMP)
 
 # crl profile --backend vllm and crl compose --engine llm against `vllm serve`, for real, with
-# SmolLM2 on vLLM's CPU build, run from .venv-vllm (tests/test_vllm_cpu.py, marker vllm)
-test-vllm: $(VLLM_STAMP)
-	.venv-vllm/bin/python -m pytest -q -m vllm tests/test_vllm_cpu.py $(PYTEST_ARGS)
+# SmolLM2 on vLLM's CPU build (tests/test_vllm_cpu.py, marker vllm). Run from .venv-verl, which
+# setup_verl_venv.sh builds on top of setup_vllm_venv.sh: one vllm-cpu install for both jobs.
+# VLLM_PY=.venv-vllm/bin/python runs them in the vLLM-only environment (make vllm-env).
+VLLM_PY ?= .venv-verl/bin/python
+test-vllm: $(if $(filter .venv-verl/%,$(VLLM_PY)),$(VERL_STAMP),$(VLLM_STAMP))
+	$(VLLM_PY) -m pytest -q -m vllm tests/test_vllm_cpu.py $(PYTEST_ARGS)
 
 test-real-llm: $(STAMP) $(LLM_STAMP) $(LLAMA_STAMP)
 	$(BIN)/python -m pytest -q -m real_llm tests/test_real_llm.py tests/test_rollout_llama.py tests/test_train_real_llm.py tests/test_real_policy_report.py tests/test_refresh.py $(PYTEST_ARGS)

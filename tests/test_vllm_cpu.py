@@ -1,11 +1,11 @@
 """``--backend vllm`` and ``vllm serve`` for real: SmolLM2-135M on vLLM's CPU build.
 
-Run in .venv-vllm (``bash scripts/setup_vllm_venv.sh``; ``make test-vllm``, which ``make test``
+Run in .venv-verl, which holds vLLM's CPU build too (``make test-vllm``, which ``make test``
 runs)::
 
-    .venv-vllm/bin/python -m pytest -q -m vllm tests/test_vllm_cpu.py
+    .venv-verl/bin/python -m pytest -q -m vllm tests/test_vllm_cpu.py   # or .venv-vllm/bin/python
 
-Every ``crl`` here is a subprocess of .venv-vllm's Python with this checkout's ``src`` first,
+Every ``crl`` here is a subprocess of that venv's Python with this checkout's ``src`` first,
 as a researcher runs it inside their vLLM environment. Each vLLM engine start costs about a
 minute on 2 busy cores, so the runs are few and small: 16 one-line sums, 10 new tokens, a
 template that asks for the number alone (SmolLM2 gets about a third right, greedy).
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("vllm", reason="vLLM is not installed here; run with .venv-vllm (scripts/setup_vllm_venv.sh)")
+pytest.importorskip("vllm", reason="vLLM is not installed here; run with .venv-verl (make verl-env) or .venv-vllm (make vllm-env)")
 
 from composition_rl.io.files import read_jsonl  # noqa: E402
 
