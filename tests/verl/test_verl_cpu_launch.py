@@ -122,6 +122,9 @@ def _check_training(log: Path, rc: int) -> dict[int, dict[str, float]]:
     return got
 
 
+# Outside `make test` (CI's 30-minute budget: with both launches the fresh-clone run took 1,808 s);
+# `make test-verl-launch` runs both. The online launch below checks the same training asserts.
+@pytest.mark.verl_launch_plain
 def test_two_grpo_steps_on_cpu(tmp_path, data, model):
     script = _recipe(tmp_path / "run", data, model)
     text = script.read_text()
@@ -135,21 +138,33 @@ def test_two_grpo_steps_on_cpu(tmp_path, data, model):
 def test_two_online_steps_on_cpu_retire_and_inject(tmp_path, data, model):
     # k=1, retire_lower=0: one solve_all group retires its prompt (settings for two steps only)
     script = _recipe(tmp_path / "run", data, model, "--online", "k=1", "retire_lower=0", "seed=3")
+    text = script.read_text()
+    assert "VERL_PLATFORM=cpu" in text and "timeout -k 60 1800" in text
     rc = _launch(script, tmp_path / "launch.log")
     got = _check_training(tmp_path / "launch.log", rc)
+    # dynamic sampling dropped uniform groups along the way (Eq. 5), through our replay buffer
+    assert sum(m["training/filter_groups/evicted_samples"] for m in got.values()) > 0
     # the pool saw the outcomes of the groups verl generated (the replay buffer's online/ metrics)
     assert all(m["online/step_groups"] > 0 for m in got.values()), [m.get("online/step_groups") for m in got.values()]
     last = got[2]
     assert last["online/retired_total"] >= 1 and last["online/injected_total"] >= 1, \
         {k: v for k, v in last.items() if k.startswith("online/")}
-    # online.jsonl: one row per retirement, each a prompt of ours with the compositions made from it
+    # online.jsonl: one row per retirement (a prompt of ours, or a composition, with the compositions
+    # made from it), and one per backfill (a starving step filled with compositions of its own
+    # solve_all prompts, --backfill-after's default 4: seen in step 2 of CPU launches)
     log = tmp_path / "run" / "online" / "depth1" / "online.jsonl"
     rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
-    assert len(rows) == last["online/retired_total"]
+    retirements = [r for r in rows if "event" not in r]
+    backfills = [r for r in rows if r.get("event") == "backfill"]
+    assert len(rows) == len(retirements) + len(backfills), rows
+    assert len(retirements) == last["online/retired_total"]
     ids = {f"sum-{i}" for i in range(len(SUMS))}
     # retired by the rule: this visit's group was solve_all (k=1)
-    assert all(r["retired"] in ids and r["retired_depth"] == 1 and r["reason"].startswith("solve_all 1 visits")
-               for r in rows), rows
-    made = [r for r in rows if r["new"]]
-    assert made and all(r["depth"] == 2 for r in made), rows
-    assert sum(len(r["new"]) for r in rows) == last["online/injected_total"]
+    assert all(r["reason"].startswith("solve_all 1 visits") for r in retirements), retirements
+    first = [r for r in retirements if r["retired_depth"] == 1]
+    assert first and all(r["retired"] in ids for r in first), retirements
+    made = [r for r in retirements if r["new"]]
+    assert any(r["depth"] == 2 for r in made) and all(r["depth"] == r["retired_depth"] + 1 for r in made), rows
+    assert all(r["sources"] and min(r["depths"]) >= 2 for r in backfills), backfills
+    assert sum(len(r["new"]) for r in backfills) == last["online/backfilled_total"]
+    assert sum(len(r["new"]) for r in retirements) + last["online/backfilled_total"] == last["online/injected_total"]
