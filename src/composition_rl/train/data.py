@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,45 @@ def problem_row(p: Problem, stage: str, instruction: bool = False) -> dict[str, 
     }
 
 
+class SeededCycle:
+    """Indices ``0..size-1``, each once per epoch in an order seeded by ``(seed, key, epoch)``;
+    resumable from ``{"epoch", "cursor"}``. The draw order of :class:`PromptStream` (a stage) and
+    of ``prompt_source.DatasetSource`` (a user's dataset).
+
+    >>> c = SeededCycle(3, "s", seed=0)
+    >>> sorted(c.next_index() for _ in range(3)), c.state_dict()
+    ([0, 1, 2], {'epoch': 0, 'cursor': 3})
+    """
+
+    def __init__(self, size: int, key: str, seed: int = 0) -> None:
+        self.size, self.key, self.seed = size, key, seed
+        self.epoch = 0
+        self.cursor = 0
+        self._order = self._permutation(0)
+
+    def _permutation(self, epoch: int) -> list[int]:
+        order = list(range(self.size))
+        random.Random(f"{self.seed}:{self.key}:{epoch}").shuffle(order)
+        return order
+
+    def next_index(self) -> int:
+        if self.cursor == len(self._order):
+            self.epoch += 1
+            self.cursor = 0
+            self._order = self._permutation(self.epoch)
+        i = self._order[self.cursor]
+        self.cursor += 1
+        return i
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "cursor": self.cursor}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.epoch = int(state["epoch"])
+        self.cursor = int(state["cursor"])
+        self._order = self._permutation(self.epoch)
+
+
 class PromptStream:
     """Seeded, resumable draws from one stage: every problem once per epoch, then reshuffle."""
 
@@ -190,31 +229,14 @@ class PromptStream:
         self.rows = [problem_row(p, name, instruction) for p in problems]
         self.name = name
         self.seed = seed
-        self.epoch = 0
-        self.cursor = 0
-        self._order = self._permutation(0)
-
-    def _permutation(self, epoch: int) -> list[int]:
-        order = list(range(len(self.rows)))
-        random.Random(f"{self.seed}:{self.name}:{epoch}").shuffle(order)
-        return order
+        self.order = SeededCycle(len(self.rows), name, seed)
 
     def draw(self, n: int) -> list[dict[str, Any]]:
         """The next ``n`` rows (copies), crossing epochs as needed."""
-        out = []
-        for _ in range(n):
-            if self.cursor == len(self._order):
-                self.epoch += 1
-                self.cursor = 0
-                self._order = self._permutation(self.epoch)
-            out.append(dict(self.rows[self._order[self.cursor]]))
-            self.cursor += 1
-        return out
+        return [dict(self.rows[self.order.next_index()]) for _ in range(n)]
 
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "cursor": self.cursor}
+        return self.order.state_dict()
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch = int(state["epoch"])
-        self.cursor = int(state["cursor"])
-        self._order = self._permutation(self.epoch)
+        self.order.load_state_dict(state)

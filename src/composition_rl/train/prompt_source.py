@@ -27,9 +27,10 @@ Importing this module imports neither torch nor TRL.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from composition_rl.train.data import SeededCycle
 
 if TYPE_CHECKING:  # pragma: no cover
     from composition_rl.online import OnlinePool
@@ -94,37 +95,22 @@ class DatasetSource(PromptSource):
             raise ValueError("dynamic sampling refills from the training dataset, which is empty")
         self.dataset = dataset
         self.seed = seed
-        self.epoch = 0
-        self.cursor = 0
-        self._order = self._permutation(0)
+        self.order = SeededCycle(len(dataset), "refill", seed)
         self._queued: list[dict[str, Any]] = []
-
-    def _permutation(self, epoch: int) -> list[int]:
-        order = list(range(len(self.dataset)))
-        random.Random(f"{self.seed}:refill:{epoch}").shuffle(order)
-        return order
 
     def start_step(self, rows: list[dict[str, Any]]) -> None:
         self._queued = [dict(r) for r in rows]
 
     def draw(self, n: int) -> list[dict[str, Any]]:
         out, self._queued = self._queued[:n], self._queued[n:]
-        while len(out) < n:
-            if self.cursor == len(self._order):
-                self.epoch += 1
-                self.cursor = 0
-                self._order = self._permutation(self.epoch)
-            out.append(dict(self.dataset[self._order[self.cursor]]))
-            self.cursor += 1
+        out += [dict(self.dataset[self.order.next_index()]) for _ in range(n - len(out))]
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "cursor": self.cursor}
+        return self.order.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.epoch = int(state["epoch"])
-        self.cursor = int(state["cursor"])
-        self._order = self._permutation(self.epoch)
+        self.order.load_state_dict(state)
 
 
 class PoolSource(PromptSource):
