@@ -1,6 +1,6 @@
 """verl on a CPU, for a smoke test: a verl platform plugin and the run-time patches it needs.
 
-verl does not support CPU-only training (verl issue 3266). Its V1 sync trainer (FSDP2 actor,
+verl does not support CPU-only training (an open request on verl's tracker). Its V1 sync trainer (FSDP2 actor,
 vLLM rollout) does run on a CPU with vLLM's CPU build, given the workarounds below; all of them
 live here, each with its reason. They were written for :data:`VERL_VERSION` and
 :data:`VLLM_VERSION`; :func:`check_verl_cpu_compat` refuses other versions, or patched functions
