@@ -177,3 +177,17 @@ def test_same_config_and_seed_give_the_same_metrics(pytestconfig, tmp_path):
         runs.append([{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in rows])
         runs[-1].append(list(read_jsonl(tmp_path / name / "pass_rates.jsonl")))
     assert runs[0] == runs[1]
+
+
+def test_save_on_transition_leaves_the_switch_s_checkpoint_and_no_other(pytestconfig, tmp_path):
+    model = tiny_policy_dir(pytestconfig)
+    stages = [{"name": "easy", "arithmetic": EASY, "max_steps": 2},
+              {"name": "composed", "arithmetic": {"depth": 2, "n": 16, "seed": 5, "digits": 1}, "max_steps": 1}]
+    cfg = _config(model, tmp_path, stages, plot=False, save_on_transition=True, curriculum={"mode": "manual"},
+                  grpo={"prompts_per_step": 2, "max_completion_length": 16})
+    run_training(cfg, resume=False, log=None)
+    ckpts = sorted(p.name for p in (tmp_path / "checkpoints").glob("checkpoint-*"))
+    assert ckpts == ["checkpoint-2"], ckpts  # the easy -> composed switch; the run's end is not a stage change
+    state = json.loads((tmp_path / "checkpoints" / "checkpoint-2" / "crl_state.json").read_text())
+    assert state["step"] == 2 and state["curriculum"]["index"] == 1
+    assert (tmp_path / "checkpoints" / "checkpoint-2" / "optimizer.pt").is_file()

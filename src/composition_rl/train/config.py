@@ -262,7 +262,11 @@ class TrainConfig:
         output_dir: metrics.jsonl, pass_rates.jsonl, transitions, plots and checkpoints.
         stages: the curriculum stages, in order.
         seed: seeds TRL, prompt order and sampling.
-        save_steps: checkpoint every N steps (0: only at the end).
+        save_steps: checkpoint every N steps, and at the end (0: no checkpoint but
+            ``save_on_transition``'s; the final weights are always in ``final/``).
+        save_on_transition: also checkpoint at the end of every step where the curriculum
+            moves to its next stage: the run as it was at the switch (weights, optimizer,
+            sampling state), the branch point ``branch_from`` continues from.
         verify_timeout_s, verify_workers: the answer verifier (composition_rl.verify).
         verify_fallbacks: how the reward reads a completion with no ``\\boxed{}``: names of
             ``composition_rl.verify.extract.FALLBACKS``, tried in order (None: the verifier's
@@ -291,6 +295,7 @@ class TrainConfig:
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     skip: SkipConfig = field(default_factory=SkipConfig)
     save_steps: int = 0
+    save_on_transition: bool = False
     save_total_limit: int = 2
     verify_timeout_s: float = 5.0
     verify_workers: int | None = 1

@@ -301,6 +301,8 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
                 with open(run.out / "transitions.jsonl", "a", encoding="utf-8") as f:
                     f.write(dumps(t.to_dict()) + "\n")
                 say(f"step {step}: stage {t.from_stage} -> {t.to_stage or 'end'} ({t.reason})")
+                if run.cfg.save_on_transition and t.to_stage is not None:
+                    control.should_save = True  # the switch's checkpoint: a branch point
             t = run.end_if_exhausted(step)
             if t is not None:
                 with open(run.out / "transitions.jsonl", "a", encoding="utf-8") as f:
