@@ -191,3 +191,44 @@ def test_save_on_transition_leaves_the_switch_s_checkpoint_and_no_other(pytestco
     state = json.loads((tmp_path / "checkpoints" / "checkpoint-2" / "crl_state.json").read_text())
     assert state["step"] == 2 and state["curriculum"]["index"] == 1
     assert (tmp_path / "checkpoints" / "checkpoint-2" / "optimizer.pt").is_file()
+
+
+def test_a_branch_from_the_switch_continues_that_run_or_another_stage(pytestconfig, tmp_path):
+    """--branch-from the switch's checkpoint: with the source's own config the branch's next step
+    is the source's (weights, optimizer, RNG and streams carried); with a depth-1-only config it
+    trains on at depth 1 from the same point; a config that would have switched earlier is refused."""
+    model = tiny_policy_dir(pytestconfig)
+    easy = {"name": "easy", "arithmetic": EASY, "max_steps": 2}
+    composed = {"name": "composed", "arithmetic": {"depth": 2, "n": 16, "seed": 5, "digits": 1}, "max_steps": 2}
+    small = {"prompts_per_step": 2, "max_completion_length": 16}
+    src = tmp_path / "src"
+    run_training(_config(model, src, [easy, composed], plot=False, save_on_transition=True,
+                         curriculum={"mode": "manual"}, grpo=small), resume=False, log=None)
+    source_rows = list(read_jsonl(src / "metrics.jsonl"))
+    assert [r["depth"] for r in source_rows] == [1, 1, 2, 2]
+    ckpt = src / "checkpoints" / "checkpoint-2"
+
+    def strip(rows):
+        return [{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in rows]
+
+    same = tmp_path / "same"
+    lines = []
+    run_training(_config(model, same, [easy, composed], plot=False, curriculum={"mode": "manual"}, grpo=small),
+                 log=lines.append, branch_from=ckpt)
+    assert any("branched from" in m and "step 2" in m for m in lines), lines
+    assert strip(read_jsonl(same / "metrics.jsonl")) == strip(source_rows)
+    assert json.loads((same / "branch.json").read_text())["step"] == 2
+
+    arm = tmp_path / "arm"
+    run_training(_config(model, arm, [{**easy, "max_steps": 10}], plot=False,
+                         curriculum={"mode": "manual", "total_steps": 4}, grpo=small), log=None, branch_from=ckpt)
+    rows = list(read_jsonl(arm / "metrics.jsonl"))
+    assert [r["step"] for r in rows] == [1, 2, 3, 4] and [r["depth"] for r in rows] == [1, 1, 1, 1]
+    assert strip(rows[:2]) == strip(source_rows[:2])
+    assert [t["to_stage"] for t in read_jsonl(arm / "transitions.jsonl")] == [None]  # only the total budget's end
+
+    early = tmp_path / "early"
+    with pytest.raises(ValueError, match="would have moved easy -> composed at step 1"):
+        run_training(_config(model, early, [{**easy, "max_steps": 1}, composed], plot=False,
+                             curriculum={"mode": "manual"}, grpo=small), log=None, branch_from=ckpt)
+    assert not (early / "checkpoints").exists()

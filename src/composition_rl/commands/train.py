@@ -24,6 +24,10 @@ def add_arguments(parser) -> None:
                         help="override curriculum.mode (online: retire mastered prompts and compose from them "
                              "during the run; the config then has one stage, the starting pool)")
     parser.add_argument("--fresh", action="store_true", help="ignore checkpoints in output_dir and start over")
+    parser.add_argument("--branch-from", default=None, metavar="CHECKPOINT",
+                        help="start output_dir from another run's checkpoint folder (weights, optimizer and "
+                             "sampling state; e.g. the one save_on_transition leaves at a curriculum switch) and "
+                             "train on with this config from its step")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -58,7 +62,7 @@ def run(args) -> int:
                         refusals=(UsageError, ValueError, ImportError), work=("checkpoints", "metrics.jsonl")):
             from composition_rl.train.grpo import run_training
 
-            metrics = run_training(cfg, resume=False if args.fresh else "auto")
+            metrics = run_training(cfg, resume=False if args.fresh else "auto", branch_from=args.branch_from)
     except (RunBusy, ValueError, ImportError) as e:  # ImportError: an extra a stage needs (reasoning-gym)
         raise UsageError(str(e)) from None
     out = Path(cfg.output_dir)

@@ -356,10 +356,67 @@ def training_identity(cfg: TrainConfig) -> dict[str, Any]:
                         skip=asdict(cfg.skip))
 
 
+BRANCH_FILE = "branch.json"
+
+
+def _branch(cfg: TrainConfig, source: Path) -> dict[str, Any]:
+    """Start ``cfg.output_dir`` from another run's checkpoint ``source`` (``--branch-from``).
+
+    The checkpoint (weights, optimizer, scheduler and RNG state) is copied in as this run's own,
+    with this config's curriculum replayed over the source's solve_all ratios of steps 1..S and
+    the source's prompt-stream state for every stage of the same name; the source's metrics and
+    pass rates of steps 1..S are copied too, so the branch's logs hold the whole history. A
+    config whose curriculum would have changed stage before S is refused: it is not a branch of
+    that run (a change at S itself is kept, as the source made it). Returns what ``branch.json`` records."""
+    import shutil
+
+    from composition_rl.io.files import atomic_write_jsonl, read_jsonl
+
+    if not (source / CRL_STATE).is_file() or not (source / "trainer_state.json").is_file():
+        raise ValueError(f"--branch-from {source}: not a crl train checkpoint (no {CRL_STATE} and trainer_state.json)")
+    if cfg.curriculum.mode == "online" or cfg.skip.enabled:
+        raise ValueError("--branch-from: a branch of an online-pool or skipping run is not supported "
+                         "(their pools' state is not replayed)")
+    state = json.loads((source / CRL_STATE).read_text())
+    step, src_run = int(state["step"]), source.parent.parent
+    rows = [r for r in read_jsonl(src_run / "metrics.jsonl") if r["step"] <= step] \
+        if (src_run / "metrics.jsonl").is_file() else []
+    if [r["step"] for r in rows] != list(range(1, step + 1)):
+        raise ValueError(f"--branch-from {source}: {src_run / 'metrics.jsonl'} does not hold steps 1-{step}, "
+                         "whose solve_all ratios the branch's curriculum is replayed over")
+    run = _Run(cfg)
+    for r in rows:
+        t = run.curriculum.observe(r["step"], r["solve_all"])
+        if t is not None and t.step < step:  # a switch at the branch point itself is the source's own
+            raise ValueError(f"--branch-from {source}: this config's curriculum would have moved "
+                             f"{t.from_stage} -> {t.to_stage or 'end'} at step {t.step} ({t.reason}), before the "
+                             f"branch point (step {step}): give its stages a budget past {step}")
+    for st, s in zip(cfg.stages, run.streams):
+        if s is not None and st.name in state["streams"]:
+            s.load_state_dict(state["streams"][st.name])
+    out = Path(cfg.output_dir)
+    dest = out / "checkpoints" / source.name
+    tmp = out / "checkpoints" / f".{source.name}.part"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp)
+    atomic_write_json(tmp / CRL_STATE, run.state_dict(step))
+    rates = [r for r in read_jsonl(src_run / "pass_rates.jsonl") if r["step"] <= step] \
+        if (src_run / "pass_rates.jsonl").is_file() else []
+    atomic_write_jsonl(out / "metrics.jsonl", rows)
+    atomic_write_jsonl(out / "pass_rates.jsonl", rates)
+    atomic_write_jsonl(out / "transitions.jsonl", (t.to_dict() for t in run.curriculum.transitions))
+    info = {"from": str(source.resolve()), "step": step, "source_stage": state["curriculum"]["index"],
+            "streams_carried": sorted(set(state["streams"]) & {st.name for st in cfg.stages})}
+    atomic_write_json(out / BRANCH_FILE, info)
+    tmp.rename(dest)  # last: until the checkpoint is in place, a rerun branches again
+    return info
+
+
 def run_training(
     config: TrainConfig | str | os.PathLike,
     resume: bool | str = "auto",
     log: Callable[[str], None] | None = print,
+    branch_from: str | os.PathLike | None = None,
 ) -> Path:
     """Train with GRPO + dynamic sampling + the depth curriculum; return metrics.jsonl's path.
 
@@ -368,6 +425,11 @@ def run_training(
         resume: ``"auto"`` resumes from the latest checkpoint in ``output_dir`` if any;
             ``True`` requires one; ``False`` starts fresh (old logs are replaced).
         log: where progress lines go (stage transitions, bound hits, summary).
+        branch_from: another run's checkpoint folder (``.../checkpoints/checkpoint-S``, say the
+            one ``save_on_transition`` leaves at a curriculum switch): a new ``output_dir``
+            starts from it, weights, optimizer and sampling state included, and trains on with
+            this config from step S+1 (:func:`_branch`); once the folder holds its own
+            checkpoint, a rerun resumes that.
     """
     import torch
 
@@ -391,8 +453,10 @@ def run_training(
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
 
+    if branch_from is not None and not resume:
+        raise ValueError("--branch-from continues another run's checkpoint; it does not combine with --fresh")
     ckpt = latest_checkpoint(out) if resume else None
-    if resume is True and ckpt is None:
+    if resume is True and ckpt is None and branch_from is None:
         raise ValueError(f"resume=True but no checkpoint with {CRL_STATE} under {out / 'checkpoints'}")
     # what the checkpoints were trained from: resuming them with another model, other data or
     # other GRPO settings would report one run's training as another's
@@ -402,6 +466,11 @@ def run_training(
     logged = bool(resume) and (out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").stat().st_size > 0
     claim_run(out / RUN_FILE, ident, has_work=ckpt is not None or logged, what="a training run",
               fix="use another output_dir, or start over with crl train --fresh")
+    if branch_from is not None and ckpt is None:
+        info = _branch(cfg, Path(branch_from))
+        ckpt = latest_checkpoint(out)
+        say(f"branched from {info['from']} at step {info['step']} (prompt streams carried: "
+            f"{', '.join(info['streams_carried']) or 'none'})")
     # built after the folder is claimed: building it sets aside over-long prompts and writes
     # input_rejects.jsonl, which a refused run must leave as it was
     run = _Run(cfg)
