@@ -187,10 +187,14 @@ def test_save_on_transition_leaves_the_switch_s_checkpoint_and_no_other(pytestco
                   grpo={"prompts_per_step": 2, "max_completion_length": 16})
     run_training(cfg, resume=False, log=None)
     ckpts = sorted(p.name for p in (tmp_path / "checkpoints").glob("checkpoint-*"))
-    assert ckpts == ["checkpoint-2"], ckpts  # the easy -> composed switch; the run's end is not a stage change
+    assert ckpts == ["checkpoint-2", "checkpoint-3"], ckpts  # the easy -> composed switch, and the end
     state = json.loads((tmp_path / "checkpoints" / "checkpoint-2" / "crl_state.json").read_text())
-    assert state["step"] == 2 and state["curriculum"]["index"] == 1
+    assert state["step"] == 2 and state["curriculum"]["index"] == 1 and not state["curriculum"]["finished"]
     assert (tmp_path / "checkpoints" / "checkpoint-2" / "optimizer.pt").is_file()
+    # the end's checkpoint: a rerun finds the run finished instead of training the last stage again
+    lines = []
+    run_training(cfg, resume="auto", log=lines.append)
+    assert any("nothing to do" in m for m in lines), lines
 
 
 def test_a_branch_from_the_switch_continues_that_run_or_another_stage(pytestconfig, tmp_path):
@@ -227,6 +231,18 @@ def test_a_branch_from_the_switch_continues_that_run_or_another_stage(pytestconf
     assert strip(rows[:2]) == strip(source_rows[:2])
     assert [t["to_stage"] for t in read_jsonl(arm / "transitions.jsonl")] == [None]  # only the total budget's end
 
+    assert (arm / "checkpoints" / "checkpoint-4").is_dir()  # a rerun of the finished branch trains nothing
+    lines = []
+    run_training(_config(model, arm, [{**easy, "max_steps": 10}], plot=False,
+                         curriculum={"mode": "manual", "total_steps": 4}, grpo=small), log=lines.append, branch_from=ckpt)
+    assert any("nothing to do" in m for m in lines), lines
+
+    with pytest.raises(ValueError, match="other seed than its source"):
+        run_training(_config(model, tmp_path / "seed", [{**easy, "max_steps": 10}], plot=False, seed=1,
+                             curriculum={"mode": "manual", "total_steps": 4}, grpo=small), log=None, branch_from=ckpt)
+    with pytest.raises(ValueError, match="total step budget"):
+        run_training(_config(model, tmp_path / "short", [{**easy, "max_steps": 10}], plot=False,
+                             curriculum={"mode": "manual", "total_steps": 2}, grpo=small), log=None, branch_from=ckpt)
     early = tmp_path / "early"
     with pytest.raises(ValueError, match="would have moved easy -> composed at step 1"):
         run_training(_config(model, early, [{**easy, "max_steps": 1}, composed], plot=False,

@@ -48,6 +48,7 @@ __all__ = ["latest_checkpoint", "run_training"]
 
 CRL_STATE = "crl_state.json"
 LOGS = ("metrics.jsonl", "pass_rates.jsonl", "transitions.jsonl", "online.jsonl")
+BRANCH_FILE = "branch.json"  # where a --branch-from run came from
 
 
 def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
@@ -80,7 +81,8 @@ def _grpo_args(cfg: TrainConfig, max_steps: int):
         logging_steps=1,
         save_strategy="steps" if cfg.save_steps else "no",
         save_steps=cfg.save_steps or 500,
-        save_total_limit=cfg.save_total_limit,
+        # the switches' checkpoints are branch points: none is rotated away by a later save
+        save_total_limit=None if cfg.save_on_transition else cfg.save_total_limit,
         seed=cfg.seed,
         data_seed=cfg.seed,
         report_to="none",
@@ -125,6 +127,7 @@ class _Run:
 
             self.skipper = PromptSkipper(cfg.skip, seed=cfg.seed)
         self.step = 0  # the step being generated (the trainer's global_step + 1)
+        self.save_final = bool(cfg.save_steps)  # a checkpoint at the run's end (run_training sets it)
         # online mode has one stage, run for its budget; the pool, not the stage, changes
         self.curriculum = Curriculum(specs, mode="manual" if c.mode == "online" else c.mode,
                                      threshold=c.threshold, window=c.window, total_steps=c.total_steps)
@@ -310,8 +313,8 @@ def _callback(run: _Run, trainer_ref: list, say: Callable[[str], None]):
                 say(f"step {step}: {t.reason}")
             if cur.finished:
                 control.should_training_stop = True
-            if run.cfg.save_steps and (cur.finished or step >= args.max_steps):
-                control.should_save = True  # always leave a final checkpoint to resume from
+            if run.save_final and (cur.finished or step >= args.max_steps):
+                control.should_save = True  # always leave a final checkpoint: a rerun then has nothing to redo
             if self.bar is not None:
                 self.bar(f"{stage.name} d{stage.depth} solve_all {row['solve_all']:.2f} "
                          f"solve_none {row['solve_none']:.2f} reward {row['reward_mean']:.2f}")
@@ -356,7 +359,21 @@ def training_identity(cfg: TrainConfig) -> dict[str, Any]:
                         skip=asdict(cfg.skip))
 
 
-BRANCH_FILE = "branch.json"
+#: what a branch shares with its source: everything but the stages, the curriculum and where it writes
+BRANCH_SHARED = ("model", "seed", "grpo", "dynamic_sampling", "instruction", "verify_fallbacks",
+                 "verify_timeout_s", "torch_threads")
+
+
+def _same_training(cfg: TrainConfig, src_run: Path, source: Path) -> None:
+    """Refuse a branch whose training settings differ from its source's (its config.json)."""
+    src_cfg = src_run / "config.json"
+    if not src_cfg.is_file():
+        raise ValueError(f"--branch-from {source}: no config.json in {src_run} to compare the branch's settings with")
+    theirs, ours = json.loads(src_cfg.read_text()), json.loads(json.dumps(cfg.to_dict()))
+    differ = [k for k in BRANCH_SHARED if theirs.get(k) != ours.get(k)]
+    if differ:
+        raise ValueError(f"--branch-from {source}: the branch would train with other {', '.join(differ)} than its "
+                         "source; a branch changes only the stages and the curriculum")
 
 
 def _branch(cfg: TrainConfig, source: Path) -> dict[str, Any]:
@@ -377,8 +394,14 @@ def _branch(cfg: TrainConfig, source: Path) -> dict[str, Any]:
     if cfg.curriculum.mode == "online" or cfg.skip.enabled:
         raise ValueError("--branch-from: a branch of an online-pool or skipping run is not supported "
                          "(their pools' state is not replayed)")
+    source = source.resolve()
     state = json.loads((source / CRL_STATE).read_text())
     step, src_run = int(state["step"]), source.parent.parent
+    total = cfg.curriculum.total_steps
+    if total is not None and total <= step:
+        raise ValueError(f"--branch-from {source}: the branch point is step {step}; the run's total step budget "
+                         f"(--max-steps / curriculum.total_steps {total}) must be past it")
+    _same_training(cfg, src_run, source)
     rows = [r for r in read_jsonl(src_run / "metrics.jsonl") if r["step"] <= step] \
         if (src_run / "metrics.jsonl").is_file() else []
     if [r["step"] for r in rows] != list(range(1, step + 1)):
@@ -392,12 +415,21 @@ def _branch(cfg: TrainConfig, source: Path) -> dict[str, Any]:
                              f"{t.from_stage} -> {t.to_stage or 'end'} at step {t.step} ({t.reason}), before the "
                              f"branch point (step {step}): give its stages a budget past {step}")
     for st, s in zip(cfg.stages, run.streams):
-        if s is not None and st.name in state["streams"]:
+        if st.name not in state["streams"]:
+            continue
+        if s is not None:
             s.load_state_dict(state["streams"][st.name])
+        else:  # a stage composed when reached: its order continues once it is built
+            run.pending_streams[st.name] = state["streams"][st.name]
     out = Path(cfg.output_dir)
     dest = out / "checkpoints" / source.name
     tmp = out / "checkpoints" / f".{source.name}.part"
     shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(dest, ignore_errors=True)  # a checkpoint folder without our state (latest_checkpoint skips it)
+    for f in (src_run / "stages").glob("*.jsonl") if (src_run / "stages").is_dir() else ():
+        if f.stem in run.pending_streams:  # the composed prompts the carried order indexes
+            (out / "stages").mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, out / "stages" / f.name)
     shutil.copytree(source, tmp)
     atomic_write_json(tmp / CRL_STATE, run.state_dict(step))
     rates = [r for r in read_jsonl(src_run / "pass_rates.jsonl") if r["step"] <= step] \
@@ -461,6 +493,8 @@ def run_training(
     # what the checkpoints were trained from: resuming them with another model, other data or
     # other GRPO settings would report one run's training as another's
     ident = training_identity(cfg)
+    if branch_from is not None:  # a branch is another run than a start from the model (and than another branch)
+        ident["branch_from"] = str(Path(branch_from).resolve())
     # a folder with metrics but no checkpoint (save_steps: 0) still holds a run: starting it
     # over with another model would replace that run's logs; --fresh says to
     logged = bool(resume) and (out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").stat().st_size > 0
@@ -475,6 +509,9 @@ def run_training(
     # input_rejects.jsonl, which a refused run must leave as it was
     run = _Run(cfg)
     run.say = say
+    # a folder that holds a checkpoint of the middle (a switch's, or the one a branch starts from)
+    # also gets one at the end, or a rerun would resume from the middle and train its end again
+    run.save_final = bool(cfg.save_steps or cfg.save_on_transition or branch_from is not None)
     if ckpt is not None:
         state = json.loads((ckpt / CRL_STATE).read_text())
         run.load_state_dict(state)
@@ -486,7 +523,7 @@ def run_training(
             return out / "metrics.jsonl"
         say(f"resuming from {ckpt} (step {state['step']}, stage {run.curriculum.stage.name})")
     else:
-        for name in LOGS:
+        for name in (*LOGS, BRANCH_FILE):
             (out / name).unlink(missing_ok=True)
     atomic_write_json(out / "config.json", cfg.to_dict())
 
