@@ -104,9 +104,39 @@ def curriculum_summary(rows: list[dict], transitions: list[dict], arm_rows: list
     return out
 
 
+def prompt_tokens(switch: int) -> dict[str, int]:
+    """Prompt tokens each arm sampled after the switch: every sampled group's prompt (SmolLM2's
+    chat template around the training's user message) times its completions, from pass_rates.jsonl."""
+    from transformers import AutoTokenizer
+
+    from composition_rl.io.export import user_prompt
+    from composition_rl.train.config import load_config
+    from composition_rl.train.data import load_stage_problems
+
+    questions = {p.id: p.question for p in load_stage_problems(load_config(HERE / "curriculum.yaml").stages[0])}
+    questions.update({r["id"]: r["question"] for r in _rows(RUN / "stages" / "depth2.jsonl")})
+    tok = AutoTokenizer.from_pretrained(str(RUN / "final"))
+    length: dict[str, int] = {}
+    out = {}
+    for arm, folder in (("depth2", RUN), ("depth1", ARM1)):
+        total = 0
+        for g in _rows(folder / "pass_rates.jsonl"):
+            if g["step"] <= switch:
+                continue
+            if g["id"] not in length:
+                msgs = [{"role": "user", "content": user_prompt(questions[g["id"]])}]
+                text = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+                length[g["id"]] = len(tok(text, add_special_tokens=False)["input_ids"])
+            total += length[g["id"]] * g["n"]
+        out[arm] = total
+    return out
+
+
 def report() -> dict:
     cur = curriculum_summary(_rows(RUN / "metrics.jsonl"), _rows(RUN / "transitions.jsonl"),
                              _rows(ARM1 / "metrics.jsonl"))
+    if cur["switch_step"] is not None and (ARM1 / "pass_rates.jsonl").is_file():
+        cur["prompt_tokens_after_switch"] = prompt_tokens(cur["switch_step"])
     print(json.dumps(cur, indent=1))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "curriculum.json").write_text(json.dumps(cur, indent=1, sort_keys=True) + "\n")
@@ -162,6 +192,10 @@ def plot(curriculum: Path, arm: Path, png: Path) -> None:
     ax.plot(steps, [r["informative"] for r in rows], "s-", ms=3, label="informative")
     ax.plot(steps, [r["solve_none"] for r in rows], "^-", ms=3, alpha=0.6, label="solve_none")
     switch = next((r["step"] for r in rows if r["depth"] == 2), None)
+    if arm_rows:
+        tail = [r for r in arm_rows if switch is None or r["step"] >= switch]
+        ax.plot([r["step"] for r in tail], [r["informative"] for r in tail], "s--", ms=3, color="grey",
+                label="informative, depth-1 arm")
     if switch is not None:
         ax.axvline(switch - 0.5, color="k", ls="--", lw=1)
         ax.text(switch - 0.3, 0.95, "depth 2", va="top")
@@ -176,7 +210,7 @@ def plot(curriculum: Path, arm: Path, png: Path) -> None:
     if switch is not None:
         ax.axvline(switch - 0.5, color="k", ls="--", lw=1)
     ax.set(xlabel="step", ylabel="mean training reward", ylim=(0, 1), title="training reward per step")
-    ax.legend(loc="lower left")
+    ax.legend(loc="center left")
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=110)
