@@ -33,6 +33,11 @@ POLICY_MARGIN = 0.15
 TRAINING_MARGIN = 0.10
 
 
+def _timeless(rows):
+    """Metrics rows without their wall-clock fields: what two equal runs must share."""
+    return [{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in rows]
+
+
 def _config(model, out, stages, **over):
     raw = {
         "preset": "cpu-tiny",
@@ -174,7 +179,7 @@ def test_same_config_and_seed_give_the_same_metrics(pytestconfig, tmp_path):
     for name in ("a", "b"):
         cfg = _config(model, tmp_path / name, stages, plot=False, grpo={"prompts_per_step": 2, "max_completion_length": 24})
         rows = list(read_jsonl(run_training(cfg, resume=False, log=None)))
-        runs.append([{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in rows])
+        runs.append(_timeless(rows))
         runs[-1].append(list(read_jsonl(tmp_path / name / "pass_rates.jsonl")))
     assert runs[0] == runs[1]
 
@@ -212,15 +217,12 @@ def test_a_branch_from_the_switch_continues_that_run_or_another_stage(pytestconf
     assert [r["depth"] for r in source_rows] == [1, 1, 2, 2]
     ckpt = src / "checkpoints" / "checkpoint-2"
 
-    def strip(rows):
-        return [{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in rows]
-
     same = tmp_path / "same"
     lines = []
     run_training(_config(model, same, [easy, composed], plot=False, curriculum={"mode": "manual"}, grpo=small),
                  log=lines.append, branch_from=ckpt)
     assert any("branched from" in m and "step 2" in m for m in lines), lines
-    assert strip(read_jsonl(same / "metrics.jsonl")) == strip(source_rows)
+    assert _timeless(read_jsonl(same / "metrics.jsonl")) == _timeless(source_rows)
     assert json.loads((same / "branch.json").read_text())["step"] == 2
 
     arm = tmp_path / "arm"
@@ -228,7 +230,7 @@ def test_a_branch_from_the_switch_continues_that_run_or_another_stage(pytestconf
                          curriculum={"mode": "manual", "total_steps": 4}, grpo=small), log=None, branch_from=ckpt)
     rows = list(read_jsonl(arm / "metrics.jsonl"))
     assert [r["step"] for r in rows] == [1, 2, 3, 4] and [r["depth"] for r in rows] == [1, 1, 1, 1]
-    assert strip(rows[:2]) == strip(source_rows[:2])
+    assert _timeless(rows[:2]) == _timeless(source_rows[:2])
     assert [t["to_stage"] for t in read_jsonl(arm / "transitions.jsonl")] == [None]  # only the total budget's end
 
     assert (arm / "checkpoints" / "checkpoint-4").is_dir()  # a rerun of the finished branch trains nothing

@@ -22,6 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from composition_rl.io.files import read_jsonl
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 RUN = REPO / "runs" / "real-curriculum"
@@ -56,8 +58,7 @@ def _per_problem(name: str) -> dict[str, dict[str, float]]:
     """{benchmark: {problem id: share of its samples correct}} of one evaluated checkpoint."""
     out: dict[str, dict[str, float]] = {}
     for f in sorted((EVAL / name).glob("*/samples/*.jsonl")):
-        rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-        out[f.stem] = {r["id"]: r["correct"] / r["n"] for r in rows}
+        out[f.stem] = {r["id"]: r["correct"] / r["n"] for r in read_jsonl(f)}
     return out
 
 
@@ -172,7 +173,7 @@ def report() -> dict:
 
 
 def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    return list(read_jsonl(path)) if path.is_file() else []
 
 
 def plot(curriculum: Path, arm: Path, png: Path) -> None:

@@ -127,7 +127,9 @@ class _Run:
 
             self.skipper = PromptSkipper(cfg.skip, seed=cfg.seed)
         self.step = 0  # the step being generated (the trainer's global_step + 1)
-        self.save_final = bool(cfg.save_steps)  # a checkpoint at the run's end (run_training sets it)
+        # a checkpoint at the run's end too when the folder holds one of the middle (every N
+        # steps, or a switch's): a rerun would otherwise resume from the middle and train the end again
+        self.save_final = bool(cfg.save_steps or cfg.save_on_transition)
         # online mode has one stage, run for its budget; the pool, not the stage, changes
         self.curriculum = Curriculum(specs, mode="manual" if c.mode == "online" else c.mode,
                                      threshold=c.threshold, window=c.window, total_steps=c.total_steps)
@@ -376,8 +378,8 @@ def _same_training(cfg: TrainConfig, src_run: Path, source: Path) -> None:
                          "source; a branch changes only the stages and the curriculum")
 
 
-def _branch(cfg: TrainConfig, source: Path) -> dict[str, Any]:
-    """Start ``cfg.output_dir`` from another run's checkpoint ``source`` (``--branch-from``).
+def _branch(run: _Run, source: Path) -> dict[str, Any]:
+    """Start ``run``'s output_dir from another run's checkpoint ``source`` (``--branch-from``).
 
     The checkpoint (weights, optimizer, scheduler and RNG state) is copied in as this run's own,
     with this config's curriculum replayed over the source's solve_all ratios of steps 1..S and
@@ -389,6 +391,7 @@ def _branch(cfg: TrainConfig, source: Path) -> dict[str, Any]:
 
     from composition_rl.io.files import atomic_write_jsonl, read_jsonl
 
+    cfg = run.cfg
     if not (source / CRL_STATE).is_file() or not (source / "trainer_state.json").is_file():
         raise ValueError(f"--branch-from {source}: not a crl train checkpoint (no {CRL_STATE} and trainer_state.json)")
     if cfg.curriculum.mode == "online" or cfg.skip.enabled:
@@ -407,7 +410,6 @@ def _branch(cfg: TrainConfig, source: Path) -> dict[str, Any]:
     if [r["step"] for r in rows] != list(range(1, step + 1)):
         raise ValueError(f"--branch-from {source}: {src_run / 'metrics.jsonl'} does not hold steps 1-{step}, "
                          "whose solve_all ratios the branch's curriculum is replayed over")
-    run = _Run(cfg)
     for r in rows:
         t = run.curriculum.observe(r["step"], r["solve_all"])
         if t is not None and t.step < step:  # a switch at the branch point itself is the source's own
@@ -437,7 +439,7 @@ def _branch(cfg: TrainConfig, source: Path) -> dict[str, Any]:
     atomic_write_jsonl(out / "metrics.jsonl", rows)
     atomic_write_jsonl(out / "pass_rates.jsonl", rates)
     atomic_write_jsonl(out / "transitions.jsonl", (t.to_dict() for t in run.curriculum.transitions))
-    info = {"from": str(source.resolve()), "step": step, "source_stage": state["curriculum"]["index"],
+    info = {"from": str(source), "step": step, "source_stage": state["curriculum"]["index"],
             "streams_carried": sorted(set(state["streams"]) & {st.name for st in cfg.stages})}
     atomic_write_json(out / BRANCH_FILE, info)
     tmp.rename(dest)  # last: until the checkpoint is in place, a rerun branches again
@@ -500,18 +502,18 @@ def run_training(
     logged = bool(resume) and (out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").stat().st_size > 0
     claim_run(out / RUN_FILE, ident, has_work=ckpt is not None or logged, what="a training run",
               fix="use another output_dir, or start over with crl train --fresh")
-    if branch_from is not None and ckpt is None:
-        info = _branch(cfg, Path(branch_from))
-        ckpt = latest_checkpoint(out)
-        say(f"branched from {info['from']} at step {info['step']} (prompt streams carried: "
-            f"{', '.join(info['streams_carried']) or 'none'})")
     # built after the folder is claimed: building it sets aside over-long prompts and writes
     # input_rejects.jsonl, which a refused run must leave as it was
     run = _Run(cfg)
     run.say = say
-    # a folder that holds a checkpoint of the middle (a switch's, or the one a branch starts from)
-    # also gets one at the end, or a rerun would resume from the middle and train its end again
-    run.save_final = bool(cfg.save_steps or cfg.save_on_transition or branch_from is not None)
+    if branch_from is not None:
+        # a branch starts from a checkpoint of the middle: it also ends with one (_Run.save_final)
+        run.save_final = True
+        if ckpt is None:
+            info = _branch(run, Path(branch_from))
+            ckpt = latest_checkpoint(out)
+            say(f"branched from {info['from']} at step {info['step']} (prompt streams carried: "
+                f"{', '.join(info['streams_carried']) or 'none'})")
     if ckpt is not None:
         state = json.loads((ckpt / CRL_STATE).read_text())
         run.load_state_dict(state)
