@@ -60,11 +60,15 @@ def test_paired_difference_and_its_interval():
 
 def test_curriculum_summary_finds_the_switch_and_the_depth2_reward():
     rows = [{"step": s, "depth": 1 if s <= 6 else 2, "solve_all": 0.6, "informative": 0.3, "solve_none": 0.1,
-             "reward_mean": 0.1 * s if s > 6 else 0.7, "step_seconds": 10.0 + s, "generated_tokens": 100}
+             "reward_mean": 0.05 * s if s > 6 else 0.7, "step_seconds": 10.0 + s, "generated_tokens": 100, "generated": 20}
             for s in range(1, 17)]
     out = payoff.curriculum_summary(rows, [], rows[:8])
     assert out["switch_step"] == 6 and out["depth2"]["steps"] == 10 and out["depth1"]["steps"] == 6
-    assert out["depth2_first5"]["reward_mean"] == pytest.approx(0.9)  # steps 7-11
-    assert out["depth2_last5"]["reward_mean"] == pytest.approx(1.4)  # steps 12-16
+    assert out["depth2_first5"]["reward_mean"] == pytest.approx(0.45)  # steps 7-11
+    assert out["depth2_last5"]["reward_mean"] == pytest.approx(0.7)  # steps 12-16
+    assert out["depth2_first5"]["correct"] == 45 and out["depth2_first5"]["sampled"] == 100
+    assert out["depth2_last5"]["correct"] == 70 and 0 < out["depth2_rise_p"] < 0.001
+    assert payoff.two_proportion_p(4, 224, 11, 220) == pytest.approx(0.061, abs=0.001)
+    assert payoff.two_proportion_p(5, 50, 5, 50) == pytest.approx(1.0)
     assert [r["step"] for r in out["around_switch"]] == list(range(2, 12))
     assert out["arm_depth1"]["steps"] == 2

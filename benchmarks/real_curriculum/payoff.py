@@ -79,6 +79,23 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def two_proportion_p(c1: int, n1: int, c2: int, n2: int) -> float:
+    """Two-sided p of a pooled two-proportion z-test (c1 of n1 against c2 of n2)."""
+    from statistics import NormalDist
+
+    pooled = (c1 + c2) / (n1 + n2)
+    se = (pooled * (1 - pooled) * (1 / n1 + 1 / n2)) ** 0.5
+    return 2 * (1 - NormalDist().cdf(abs(c2 / n2 - c1 / n1) / se)) if se else 1.0
+
+
+def outcomes(name: str, bench: str = DECIDING) -> dict[str, int]:
+    """How one checkpoint's samples on a held-out set ended: outcome and finish reason."""
+    from collections import Counter
+
+    rows = read_jsonl(EVAL / name / "family" / "samples" / f"{bench}.jsonl")
+    return dict(sorted(Counter(f"{x['outcome']}/{x['finish_reason']}" for r in rows for x in r["responses"]).items()))
+
+
 def curriculum_summary(rows: list[dict], transitions: list[dict], arm_rows: list[dict]) -> dict:
     """The switch, the shares around it, the depth-2 reward's first and last 5 steps, s/step."""
     out: dict = {"steps": len(rows), "transitions": transitions}
@@ -96,6 +113,12 @@ def curriculum_summary(rows: list[dict], transitions: list[dict], arm_rows: list
                     "generated_tokens": sum(r.get("generated_tokens", 0) for r in part)}
     for tag, part in (("depth1_last5", d1[-5:]), ("depth2_first5", d2[:5]), ("depth2_last5", d2[-5:])):
         out[tag] = {k: _mean([r[k] for r in part]) for k in ("reward_mean", "solve_all", "informative", "solve_none")}
+        # completions sampled and correct (the reward is 0/1 per completion)
+        out[tag]["sampled"] = sum(r["generated"] for r in part)
+        out[tag]["correct"] = round(sum(r["reward_mean"] * r["generated"] for r in part))
+    a, b = out["depth2_first5"], out["depth2_last5"]
+    if a["sampled"] and b["sampled"]:
+        out["depth2_rise_p"] = two_proportion_p(a["correct"], a["sampled"], b["correct"], b["sampled"])
     tail = [r for r in arm_rows if switch is not None and r["step"] > switch]
     if tail:
         out["arm_depth1"] = {"steps": len(tail), "s_per_step": _mean([r["step_seconds"] for r in tail]),
@@ -148,6 +171,7 @@ def report() -> dict:
     for x, y in pairs:
         if x in per and y in per:
             out["contrasts"][f"{x} - {y}"] = {b: paired(per[x][b], per[y][b]) for b in per[x] if b in per[y]}
+    out["outcomes"] = {arm: outcomes(arm) for arm in per}
     d = out["contrasts"].get("depth2 - depth1", {}).get(DECIDING)
     if d is not None:
         out["decision"] = ("positive: composition training helped the original task" if d["lo"] > 0 else
