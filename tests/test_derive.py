@@ -393,10 +393,11 @@ def test_the_point_test_never_changes_a_stated_verdict(math_train, monkeypatch):
     every MATH answer that is an expression the verdict is the one the proof alone gives, and
     the point test does skip some proofs (else it would be dead code)."""
     from composition_rl.values import derive as derive_mod
+    from composition_rl.values.derive_shapes import read_expression, strip_answer
 
     cases = [(e, p.question) for p in math_train
              if parse_answer_value(p.answer) is None
-             and (e := derive_mod._expression(derive_mod._strip(p.answer), p.question)) is not None]
+             and (e := read_expression(strip_answer(p.answer), p.question)) is not None]
     assert len(cases) > 100
     point_test = derive_mod._differ_at_a_point
     skipped = []

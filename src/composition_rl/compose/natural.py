@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 
-from composition_rl.values.derive import list_items
+from composition_rl.values.derive_shapes import list_items
 from composition_rl.values.numwords import CARDINALS
 from composition_rl.values.parse import inexact_answer
 

@@ -16,6 +16,9 @@ answers (exact, sympy) and lists those numbers:
   (:func:`~composition_rl.values.parse_answer_value`), else the first derivation whose value is
   a modest rational, as a :class:`DerivedValue`.
 
+Each shape is read by :mod:`.derive_shapes` (an interval's ends, a tuple's entries, a set's
+values); this module turns what it read into derivations.
+
 The wording of each derivation (the sentence in the composed prompt) is owned by
 :mod:`composition_rl.compose.spc`, which writes and reads it from one set of templates.
 
@@ -44,12 +47,27 @@ from typing import Literal, get_args
 
 import sympy
 
-from composition_rl.values.constants import math_spans, symbols_used
-from composition_rl.values.latex import clean, evaluate, read
-from composition_rl.values.parse import AnswerValue, SympyDomain, parse_answer_value, parse_number
+from composition_rl.values.constants import math_spans
+from composition_rl.values.derive_shapes import (
+    free_points,
+    is_written,
+    option_value,
+    read_complex,
+    read_double_inequality,
+    read_expression,
+    read_interval,
+    read_matrix,
+    read_normal_equation,
+    read_ratio,
+    read_set,
+    read_time,
+    read_tuple,
+    strip_answer,
+    tuple_names,
+)
+from composition_rl.values.parse import AnswerValue, parse_answer_value
 
-__all__ = ["DERIVATION_KINDS", "Derivation", "DerivedValue", "derivations", "derive", "lead_value", "list_items",
-           "split_top"]
+__all__ = ["DERIVATION_KINDS", "Derivation", "DerivedValue", "derivations", "derive", "lead_value"]
 
 Kind = Literal[
     "interval_length", "interval_left", "interval_right", "union_max_end", "union_min_end",
@@ -107,242 +125,10 @@ class DerivedValue(AnswerValue):
     derivation: Derivation | None = None
 
 
-# ---------------------------------------------------------------- reading the answer's shape
-_WRAP = re.compile(r"^\\(?:boxed|displaystyle)\s*\{(.*)\}$", re.S)
-_TEXT = re.compile(r"^\\(?:text|textbf|mathrm|mbox)\s*\{(.*)\}$", re.S)
-_INF = re.compile(r"^([+-]?)\\infty$|^([+-]?)\\infinity$")
-
-
-_END_MARK = re.compile(r"\s*[.,]$")  # the full stop or comma of the sentence the answer was written in
-
-
-def _strip(answer: str) -> str:
-    s = answer.strip()
-    if len(s) > 1 and s[0] == "$" and s[-1] == "$":
-        s = s.strip("$").strip()
-    s = _END_MARK.sub("", s)
-    while (m := _WRAP.match(s)) is not None:
-        s = _END_MARK.sub("", m.group(1).strip())
-    return s
-
-
-def split_top(s: str, sep: str = ",") -> list[str]:
-    """``s`` split at the separators outside any bracket (``\\{ \\}`` count as brackets)."""
-    out, depth, cur = [], 0, []
-    i, n = 0, len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\" and i + 1 < n:  # \{ \} are brackets; \, \; are spacing, never separators
-            if s[i + 1] in "{}":
-                depth += 1 if s[i + 1] == "{" else -1
-            cur.append(s[i : i + 2])
-            i += 2
-            continue
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        if c == sep and depth == 0:
-            out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-        i += 1
-    out.append("".join(cur))
-    return [p.strip() for p in out]
-
-
-def _num(text: str) -> sympy.Expr | None:
-    """An exact real number (a unit such as ``^\\circ`` or ``\\%`` is allowed), else None."""
-    t = text.strip().strip("$").strip()
-    if not t:
-        return None
-    v = parse_number(t)
-    if v is None:
-        av = parse_answer_value(t)
-        v = av.value if av is not None else None
-    return v
-
-
-def _rational(v) -> bool:
-    return v is not None and bool(getattr(v, "is_Rational", False))
-
-
-# A question that asks for a set of values: "Enter all the solutions, separated by commas",
-# "What are all of the values", "Find the real roots". A list answering a question that asks
-# for several different quantities ("... respectively") is not a set.
-_ASKS_ALL = re.compile(
-    r"separated by commas|separate your answers|\blist of numbers|\ball\s+(?:of\s+)?(?:the\s+|possible\s+|real\s+"
-    r"|integer\s+|positive\s+|negative\s+|distinct\s+|integral\s+|nonnegative\s+)*"
-    r"(?:solutions?|values?|roots?|zeros?|numbers?|integers?|x|n|k|a|b|c)\b|\benter all\b|\blist all\b"
-    r"|\b(?:solutions|roots|zeros|values)\b"
-    # "Solve <an equation>." answered by a list: its solutions (MATH 7381, arcsin x + arcsin(1 - x)
-    # = arccos x: "0, \frac{1}{2}"); a system's answer is a pair and an inequality's an interval
-    r"|^\s*Solve\b(?!\s+the\s+(?:following\s+)?(?:system|inequality))(?![^.?]*\bfor\s+\$?[a-zA-Z]\$?\s*(?:,|and)\s)"
-    r"(?![\s\S]*\\begin\{(?:align|cases|array))",
-    re.I,
-)
-_SEVERAL_QUANTITIES = re.compile(r"\brespectively\b", re.I)
-_SENTENCES = re.compile(r"(?<=[.?!])\s+")
-_DEFINITION = re.compile(r"\s*(?:Let|Suppose)\b")
-
-
-def _several_quantities(question: str) -> bool:
-    """Whether a sentence of the question asks for several quantities "respectively"; a
-    sentence that only names things ("Let $O$ and $H$ denote the circumcenter and orthocenter
-    of triangle $ABC,$ respectively.") asks for nothing."""
-    return any(_SEVERAL_QUANTITIES.search(t) and not _DEFINITION.match(t) for t in _SENTENCES.split(question))
-
-
-# "(3, 5)" is an open interval or an ordered pair: the question says which
-_ASKS_INTERVAL = re.compile(
-    r"interval|\b(?:domain|range)\b|\bvalues? of\b|\bsolve the inequality\b|[<>]|\\[lg]eq?\b|\\[lg]t\b", re.I)
-_ASKS_TUPLE = re.compile(r"ordered|\bpoints?\b|coordinates|\bpairs?\b|\btriple|\bvector|\bcent(?:er|re)\b|\bfocus\b"
-                         # "(a, b)" names a tuple; "f(x,y,z)" is a function's arguments
-                         r"|\bvertex\b|(?<![A-Za-z\\])\(\s*[a-z]\s*,\s*[a-z]\s*(?:,\s*[a-z]\s*)*\)", re.I)
-
-
-def _interval(s: str, question: str):
-    """(left, right) of a single interval, infinite ends as None; None for anything else."""
-    t = s.replace("\\left", "").replace("\\right", "").strip()
-    if len(t) < 5 or t[0] not in "([" or t[-1] not in ")]" or "\\cup" in t or "\\cap" in t:
-        return None
-    parts = split_top(t[1:-1])
-    if len(parts) != 2:
-        return None
-    ends = []
-    for p in parts:
-        p = p.strip()
-        if _INF.match(p):
-            ends.append(("inf", p.startswith("-")))
-            continue
-        v = _num(p)
-        if v is None or not v.is_real:
-            return None
-        ends.append(("num", v))
-    bracket = t[0] == "[" or t[-1] == "]"
-    infinite = any(k == "inf" for k, _ in ends)
-    if not (bracket or infinite or (_ASKS_INTERVAL.search(question) and not _ASKS_TUPLE.search(question))):
-        return None  # "(3, 5)" answering "find the point": a pair
-    lo = None if ends[0][0] == "inf" else ends[0][1]
-    hi = None if ends[1][0] == "inf" else ends[1][1]
-    if ends[0] == ("inf", False) or ends[1] == ("inf", True):
-        return None  # (+inf, ...) or (..., -inf): not an interval
-    if lo is not None and hi is not None and not bool(lo < hi):
-        return None
-    return lo, hi
-
-
-_NAME = r"(?:\\[a-zA-Z]+|[a-zA-Z])(?:_\{?[\w]+\}?)?"
-_NAMED_TUPLE = re.compile(r"\(\s*(" + _NAME + r"(?:\s*,\s*" + _NAME + r")+)\s*\)")
-
-
-_GIVEN = re.compile(r"\s*(?:\\right\s*)?=")
-# the words that ask for the answer as a named tuple, just before it and with no formula between:
-# "Enter the ordered pair $(a,b)$", "in the form $(r,\\theta)$", "Find the point $(r,s)$"; not
-# "A point has rectangular coordinates $(10,3)$ and polar coordinates $(r, \\theta)$"
-_ASKED_AS = re.compile(r"(?:ordered\s+(?:pair|triple|triplet|quadruple|quintuple|tuple)|in\s+the\s+form|\bpoint\b"
-                       r"|\benter\b|\banswer\s+as\b|\bwhat\s+(?:is|are)\b|\bfind\b|\bcompute\b|\bdetermine\b)[^.?!$]*\$?\s*$",
-                       re.I)
-
-
-def _tuple_names(question: str, n: int) -> tuple[str, ...]:
-    """The names of an ordered tuple of ``n`` entries as the question writes it (``$(p,q)$``
-    in "Enter the ordered pair $(p,q)$"), or () when there is no unique such tuple."""
-    found = set()
-    for m in _NAMED_TUPLE.finditer(question):
-        if _GIVEN.match(question, m.end()):
-            continue  # "$(\\rho,\\theta,\\phi) = (4, ...)$": the point given, not the answer's entries
-        if not _ASKED_AS.search(question[max(0, m.start() - 80) : m.start()]):
-            continue  # "... and polar coordinates $(r, \\theta)$": names of a point described, not asked
-        names = tuple(x.strip() for x in m.group(1).split(","))
-        if len(names) == n and len(set(names)) == n:
-            found.add(names)
-    return found.pop() if len(found) == 1 else ()
-
-
-def _tuple(s: str):
-    t = s.replace("\\left", "").replace("\\right", "").strip()
-    if len(t) < 5 or t[0] != "(" or t[-1] != ")":
-        return None
-    parts = split_top(t[1:-1])
-    if len(parts) < 2 or len(parts) > 6:
-        return None
-    vals = [_num(p) for p in parts]
-    if any(v is None or not v.is_real for v in vals):
-        return None
-    return vals
-
-
-_SET_WRAP = re.compile(r"^\\\{(.*)\\\}$", re.S)
-_AND = re.compile(r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*,?\s*(?:and|or)\s*\}|\\(?:quad|qquad)"
-                  r"|(?<![a-zA-Z])(?:and|or)(?![a-zA-Z])")
-
-
-def list_items(s: str, seps: str = ",") -> list[str]:
-    """The items of an answer written as a list: a set's braces taken off, "and", "or"
-    (``\\text{ and }``, ``\\mbox{ or }``, ...) and ``\\quad`` read as separators, split at the
-    top level at whichever separator of ``seps`` gives the most items.
-
-    >>> list_items("\\\\{1, 2\\\\}"), list_items("(-2, 18); (8, 38)", ",;"), list_items("12 \\\\mbox{ and } 18")
-    (['1', '2'], ['(-2, 18)', '(8, 38)'], ['12', '18'])
-    """
-    m = _SET_WRAP.match(s)
-    body = _AND.sub(",", m.group(1) if m else s)
-    return max(([p for p in split_top(body, sep) if p] for sep in seps), key=len)
-
-
-def _set(s: str, question: str):
-    m = _SET_WRAP.match(s)
-    parts = list_items(s)
-    if len(parts) < 2 or len(parts) > 12:
-        return None
-    if m is None and (not _ASKS_ALL.search(question) or _several_quantities(question)):
-        return None  # two numbers that do not answer "find all": two answers to two questions
-    names = {p.split("=")[0].strip().strip("$") for p in parts if "=" in p}
-    if len(names) > 1:
-        return None  # "x = 2, y = 3": values of two unknowns, not solutions of one
-    vals = []
-    for p in parts:
-        v = _num(p)
-        if v is None or not v.is_real:
-            z = _complex(p)  # a complex solution: "2 - 9i, -2 + 9i"
-            if z is None:
-                return None
-            v = z[0] + sympy.I * z[1]
-        vals.append(v)
-    return vals
-
-
+# ---------------------------------------------------------------- the shapes read here by a pattern
 _LETTER = re.compile(r"^(?:\\(?:text|textbf|mathrm)\s*\{\s*)?\(?([A-Z])\)?(?:\s*\})?$"
                      r"|^\(\s*\\(?:text|textbf|mathrm)\s*\{\s*([A-Z])\s*\}\s*\)$")  # "(\text{H})"
 _LETTERS = re.compile(r"^(?:\\text\s*\{)?\s*([A-Z](?:\s*,\s*[A-Z])+)\s*\}?$")
-
-
-def _option_values(question: str, letter: str) -> sympy.Expr | None:
-    """The number written as option ``letter`` when every option of the question is a number
-    (``\\textbf{(A)}\\ 2 \\qquad \\textbf{(B)}\\ 3``, ``(A) $5$``, ``A. $\\sqrt{3}$``); else None."""
-    marks = []
-    for ch in "ABCDEFGH":
-        m = re.search(r"(?:\\textbf\{\(" + ch + r"\)\}|\(" + ch + r"\)|(?<![A-Za-z\\])" + ch + r"(?:\.|\)\.?))", question)
-        if m is None:
-            break
-        if marks and m.start() < marks[-1][1]:
-            return None
-        marks.append((ch, m.end(), m.start()))
-    if len(marks) < 2 or letter not in [c for c, _, _ in marks]:
-        return None
-    values = {}
-    for i, (ch, end, _) in enumerate(marks):
-        stop = marks[i + 1][2] if i + 1 < len(marks) else len(question)
-        body = question[end:stop]
-        body = re.split(r"\n\s*\n|\\qquad|\\quad", body)[0]
-        body = body.replace("\\ ", " ").replace("\\,", " ").strip().strip("$").strip()
-        v = _num(body)
-        if v is None or not v.is_real:
-            return None
-        values[ch] = v
-    return values.get(letter)
 
 
 # one word, bare or in \text{} (a full stop after it allowed): "\text{Sunday}", "Sunday.", "\text{May.}"
@@ -362,168 +148,11 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
            "november", "december")
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _DATE = re.compile(r"^(?:\\(?:text|textbf|mathrm|mbox)\s*\{)?\s*([A-Za-z]+)\s*~?\s*(\d{1,2})(?:st|nd|rd|th)?\s*\}?$")
-_MATRIX = re.compile(r"^\\begin\{([pbvB]?matrix)\}(.*)\\end\{\1\}$", re.S)
 _BASE = re.compile(r"^(-?)(\w+)_\{?(\d+)\}?$")
-_PHANTOM = re.compile(r"\\phantom\s*(?:\{[^{}]*\}|[^\s{])")  # space kept for a sign: "\phantom -1" is 1
 
 
-def _matrix(s: str):
-    m = _MATRIX.match(s.strip())
-    if m is None:
-        return None
-    rows = [r for r in re.split(r"\\\\", _PHANTOM.sub("", m.group(2))) if r.strip()]
-    out = []
-    for r in rows:
-        cells = [_num(c) for c in r.split("&")]
-        if any(c is None or not c.is_real for c in cells):
-            return None
-        out.append(cells)
-    if not out or len({len(r) for r in out}) != 1:
-        return None
-    return out
-
-
-_ALGEBRA = SympyDomain(letters=True)
-
-
-def _algebra(text: str) -> sympy.Expr:
-    """The sympy value of an expression in single-letter real variables (``x``, ``p``;
-    ``a_1`` is not one): polynomials and rational expressions with implicit products."""
-    return evaluate(read(text, letters=True), _ALGEBRA)
-
-
-def _complex(s: str):
-    """(real part, imaginary part) of a non-real complex number written with ``i``, else None."""
-    if not re.search(r"(?<![a-zA-Z\\])i(?![a-zA-Z])", s) or "," in s or "=" in s:
-        return None
-    t = clean(s).replace("\\cdot", "*")
-    if re.search(r"\\(?!frac|dfrac|tfrac|sqrt|pi\b)[a-zA-Z]+", t):
-        return None
-    try:
-        e = _algebra(t)
-    except (ValueError, TypeError, ZeroDivisionError, RecursionError, IndexError):
-        return None
-    if not isinstance(e, sympy.Expr) or {str(v) for v in e.free_symbols} != {"i"}:
-        return None
-    z = sympy.expand(e.subs(sympy.Symbol("i", real=True), sympy.I))
-    re_, im_ = sympy.re(z), sympy.im(z)
-    if not (re_.is_real and im_.is_real) or im_ == 0 or re_.free_symbols or im_.free_symbols:
-        return None
-    return sympy.nsimplify(re_) if re_.has(sympy.Float) else re_, im_
-
-
-_NORMAL_FORM = re.compile(r"in the form.*\bgcd\b", re.I | re.S)
-
-
-def _normal_equation(s: str, question: str):
-    """(polynomial, its variables) of an answer ``<polynomial> = 0`` when the question fixes
-    the normal form (an integer form with gcd 1), else None."""
-    m = re.fullmatch(r"(.+?)=\s*0", s.strip())
-    if m is None or not _NORMAL_FORM.search(question) or "=" in m.group(1):
-        return None
-    e = _expression(m.group(1), question)
-    if e is None or not e.is_polynomial(*e.free_symbols):
-        return None
-    syms = sorted(e.free_symbols, key=str)
-    return sympy.Poly(e, *syms), syms
-
-
-_FUNC_LHS = re.compile(r"^\s*(?:[a-zA-Z](?:\^\{-1\})?\s*\(\s*[a-zA-Z]\s*\)|[a-zA-Z])\s*=\s*")
-
-
-def _expression(s: str, question: str):
-    """A polynomial or rational expression in one or more real variables (no ``i``, no
-    functions), or None. ``y = 3x + 1`` and ``p(x) = ...`` give their right side. Every
-    variable must be a symbol of the question: letters that are not (the unit in
-    ``4.4677 \\times 10^{14} Hz``) make the answer no expression."""
-    t = _FUNC_LHS.sub("", s, count=1)
-    if "=" in t or "<" in t or ">" in t or "\\le" in t or "\\ge" in t or "," in t:
-        return None
-    t = clean(t).replace("\\cdot", "*").replace("\\times", "*")
-    if re.search(r"\\(?!frac|dfrac|tfrac|sqrt|pi\b)[a-zA-Z]+", t):
-        return None
-    try:
-        e = _algebra(t)
-    except (ValueError, TypeError, ZeroDivisionError, RecursionError, IndexError):
-        return None
-    if not isinstance(e, sympy.Expr) or not e.free_symbols:
-        return None
-    if any(str(v) in ("i", "e") for v in e.free_symbols):
-        return None  # the imaginary unit or Euler's number, not a variable
-    used = symbols_used(question)
-    if e.is_Symbol or any(str(v).upper() not in used for v in e.free_symbols):
-        return None  # a bare variable ("b") derives nothing but itself
-    return e
-
-
-# "a:b" answers a question that asks for a ratio ("the ratio of ... is", "in the form $a:b$") or
-# for a time of day ("What time will it be", "at 8:00"); a question that reads as both leads nothing
-_ASKS_RATIO = re.compile(r"\bratios?\b|\bform\s+\$\s*[a-zA-Z]\s*:\s*[a-zA-Z]\s*\$", re.I)
-# a time of day, not a duration: "what time", a clock, a.m./p.m., noon, or a clock time the
-# question starts from ("start running at 8:00"; a ratio "in the ratio $25:36$" is not one);
-# never "how much time" or "how long"
-_ASKS_TIME = re.compile(r"\bwhat\s+time\b|\btime\s+of\s+(?:the\s+)?day\b|\bclock\b|o'clock|\b[ap]\.m\.|\bnoon\b"
-                        r"|\bmidnight\b|\bat\s+\$?\d{1,2}\s*(?:\\!)?:\s*(?:\\!)?\d{2}(?!\d)", re.I)
-_DURATION = re.compile(r"\bhow\s+(?:much\s+time|long)\b", re.I)
-_CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(?:\\text\s*\{\s*([ap])\.?\s*m\.?\s*\}|([ap])\.?\s*m\.?)?")
-
-
-def _time(s: str, question: str):
-    """(hour, minute, second or None) of a time of day ``9:24``, ``05\\!:\\!00``, ``8\\!:\\!34
-    \\text{ p.m.}``, ``4:51:06``, when the question asks for a time; else None."""
-    if not _ASKS_TIME.search(question) or _DURATION.search(question) or _ASKS_RATIO.search(question):
-        return None
-    m = _CLOCK.fullmatch(clean(s))
-    if m is None:
-        return None
-    h, mi = int(m.group(1)), int(m.group(2))
-    sec = None if m.group(3) is None else int(m.group(3))
-    meridiem = m.group(4) or m.group(5)
-    if h > (12 if meridiem else 23) or mi > 59 or (sec is not None and sec > 59) or (meridiem and h == 0):
-        return None
-    return h, mi, sec
-
-
-def _ratio(s: str, question: str):
-    """(first term, second term) of a ratio ``5:6``, ``1 : 2`` answering a question that asks
-    for a ratio, both positive numbers; else None."""
-    if s.count(":") != 1 or not _ASKS_RATIO.search(question) or _ASKS_TIME.search(question):
-        return None
-    a, b = (_num(t) for t in s.split(":"))
-    if a is None or b is None or not (a.is_positive and b.is_positive):
-        return None
-    return a, b
-
-
-def _written(v, question: str) -> bool:
-    """Whether the integer ``v`` is written as a number in the question."""
-    return bool(re.search(r"(?<![\d.])" + str(abs(int(v))) + r"(?![\d.])", question))
-
-
-_INEQ = re.compile(r"\\leq?(?![a-zA-Z])|<|\\lt(?![a-zA-Z])")
-_BOUNDED = re.compile(r"\s*[a-zA-Z](?:\s*\(\s*[a-zA-Z]\s*\))?\s*")
-
-
-def _double_inequality(s: str):
-    """(left, right) of a bounded interval written ``-80 \\leq g(x) \\leq 82``, else None."""
-    parts = _INEQ.split(s)
-    # the middle is one variable or one function of it (g(x)): "2 < 3x + 1 < 7" bounds 3x + 1,
-    # not x, and "1 < x^2 < 4" is two intervals
-    if len(parts) != 3 or "=" in s or ">" in s or "\\ge" in s or not _BOUNDED.fullmatch(parts[1]):
-        return None
-    lo, hi = _num(parts[0]), _num(parts[2])
-    if lo is None or hi is None or not (lo.is_real and hi.is_real) or not bool(lo < hi):
-        return None
-    return lo, hi
-
-
-_POINTS = (2, 3, 4, 5, 6, 7, 10, -2, -3)  # positive first: physical quantities (R, C, m) are
-
-
-def _points(question: str) -> tuple[int, ...]:
-    """Small integers not written in the question, in order of preference (a point the
-    question names may have a value it gives away: "p(2) = 5")."""
-    return tuple(t for t in _POINTS if not _written(t, question))
+def _rational(v) -> bool:
+    return v is not None and bool(getattr(v, "is_Rational", False))
 
 
 _ORDINAL_MAX = 6
@@ -541,7 +170,7 @@ def _stated(e: sympy.Expr, question: str) -> bool:
     """
     names = {str(v): v for v in e.free_symbols}
     for a, b in math_spans(question):
-        q = _expression(question[a:b].strip().rstrip(".,;").rstrip(), question)
+        q = read_expression(question[a:b].strip().rstrip(".,;").rstrip(), question)
         if q is None or {str(v) for v in q.free_symbols} != set(names):
             continue
         try:
@@ -576,177 +205,264 @@ def _differ_at_a_point(diff: sympy.Expr) -> bool:
     return bool(v.is_Rational) and v != 0
 
 
-def _derived(answer: str, question: str) -> list[tuple[Derivation, sympy.Expr]]:
-    s = _strip(answer)
-    out: list[tuple[Derivation, sympy.Expr]] = []
-    add = out.append
+_Menu = list[tuple[Derivation, sympy.Expr]]
 
-    def add_if(d: Derivation, v) -> None:
-        if v is not None and bool(v.is_real):
-            add((d, sympy.nsimplify(v) if v.has(sympy.Float) else v))
 
-    # option letters
+def _add_if(out: _Menu, d: Derivation, v) -> None:
+    """Append ``(d, v)`` when ``v`` is a real number (a float made exact)."""
+    if v is not None and bool(v.is_real):
+        out.append((d, sympy.nsimplify(v) if v.has(sympy.Float) else v))
+
+
+# Each reader below takes the stripped answer and the question and returns None when the
+# answer does not have its shape, else the derivations it allows (an empty list when the shape
+# is recognized but derives nothing: the later readers are then not tried).
+def _from_letters(s: str, question: str) -> _Menu | None:
+    """Option letters: the number written as the option, its position, or the count of letters."""
+    out: _Menu = []
     if (m := _LETTER.match(s)) is not None:
         letter = m.group(1) or m.group(2)
-        v = _option_values(question, letter)
+        v = option_value(question, letter)
         if v is not None:
-            add_if(Derivation("choice_value"), v)
-        add_if(Derivation("choice_position"), sympy.Integer(ord(letter) - ord("A") + 1))
+            _add_if(out, Derivation("choice_value"), v)
+        _add_if(out, Derivation("choice_position"), sympy.Integer(ord(letter) - ord("A") + 1))
         return out
     if (m := _LETTERS.match(s)) is not None and re.search(r"letter|option|\bchoices\b", question, re.I):
-        add_if(Derivation("choice_count"), sympy.Integer(len(m.group(1).split(","))))
+        _add_if(out, Derivation("choice_count"), sympy.Integer(len(m.group(1).split(","))))
         return out
-    # words: only months and days of the week read as numbers, and the day of a date ("October 30")
+    return None
+
+
+def _from_words(s: str, question: str) -> _Menu | None:
+    """Words: only months and days of the week read as numbers, and the day of a date
+    ("October 30")."""
+    out: _Menu = []
     if (word := _name(s)) in _MONTHS:
-        add_if(Derivation("month"), sympy.Integer(_MONTHS.index(word) + 1))
+        _add_if(out, Derivation("month"), sympy.Integer(_MONTHS.index(word) + 1))
         return out
     if word in _WEEKDAYS:
-        add_if(Derivation("weekday"), sympy.Integer(_WEEKDAYS.index(word) + 1))
+        _add_if(out, Derivation("weekday"), sympy.Integer(_WEEKDAYS.index(word) + 1))
         return out
     if (m := _DATE.match(s)) is not None and m.group(1).lower() in _MONTHS:
         day = int(m.group(2))
         if 1 <= day <= _MONTH_DAYS[_MONTHS.index(m.group(1).lower())]:
-            add_if(Derivation("date_day"), sympy.Integer(day))
+            _add_if(out, Derivation("date_day"), sympy.Integer(day))
         return out
-    # a numeral in another base: 2104_5
-    if (m := _BASE.match(s)) is not None:
-        sign, digits, base = -1 if m.group(1) else 1, m.group(2), int(m.group(3))
-        if 2 <= base <= 36 and base != 10:
-            try:
-                add_if(Derivation("base_value"), sympy.Integer(sign * int(digits, base)))
-            except ValueError:
-                pass
-        return out
-    # matrices and vectors
-    if (mat := _matrix(s)) is not None:
-        rows, cols = len(mat), len(mat[0])
-        if cols == 1 and rows > 1:
-            comps = [r[0] for r in mat]
-            for i, v in sorted(enumerate(comps, 1), key=lambda iv: _entry_rank(iv[1])):
-                if i <= _ORDINAL_MAX:
-                    add_if(Derivation("vector_entry", str(i)), v)
-            return out
-        entries = [((i, j), v) for i, r in enumerate(mat, 1) for j, v in enumerate(r, 1)]
-        for (i, j), v in sorted(entries, key=lambda e: _entry_rank(e[1])):
-            add_if(Derivation("matrix_entry", f"{i},{j}"), v)
-        if rows == cols:
-            M = sympy.Matrix(mat)
-            add_if(Derivation("trace"), M.trace())
-            add_if(Derivation("det"), M.det())
-        return out
-    # intervals (before tuples: "[0, 3)"), also written as a double inequality
-    if (iv := _interval(s, question) or _double_inequality(s)) is not None:
-        lo, hi = iv
-        if lo is not None and hi is not None:
-            add_if(Derivation("interval_length"), hi - lo)
-        if lo is not None:
-            add_if(Derivation("interval_left"), lo)
-        if hi is not None:
-            add_if(Derivation("interval_right"), hi)
-        return out
-    # unions of intervals: their finite endpoints
-    if "\\cup" in s:
-        pieces = [_interval(p, "interval") for p in s.split("\\cup")]
-        if all(p is not None for p in pieces):
-            ends = [e for p in pieces for e in p if e is not None]
-            if ends:
-                add_if(Derivation("union_max_end"), sympy.Max(*ends))
-                add_if(Derivation("union_min_end"), sympy.Min(*ends))
-        return out
-    # ordered tuples
-    if (vals := _tuple(s)) is not None:
-        names = _tuple_names(question, len(vals))
-        for i, v in sorted(enumerate(vals, 1), key=lambda iv: _entry_rank(iv[1])):
-            if names or i <= _ORDINAL_MAX:
-                add_if(Derivation("tuple_entry", str(i), names[i - 1] if names else ""), v)
-        add_if(Derivation("tuple_sum"), sum(vals, sympy.Integer(0)))
-        return out
-    # sets of solutions
-    if (vals := _set(s, question)) is not None:
-        if not all(v.is_real for v in vals):
-            # complex solutions lead nothing: their number is the degree ("the solutions to
-            # $z^4 = -4$": 4) and their sum is Vieta's (-b/a), both known without solving
-            # the problem, and a complex set has no largest or smallest element (MATH train
-            # has 12 such answers; counting them was tried and taken out)
-            return out
-        distinct = list(dict.fromkeys(vals))
-        add_if(Derivation("set_max"), sympy.Max(*distinct))
-        add_if(Derivation("set_min"), sympy.Min(*distinct))
-        if len(distinct) == len(vals):  # "75^\circ, 75^\circ" lists two angles: no sum or count
-            add_if(Derivation("set_sum"), sum(distinct, sympy.Integer(0)))
-            add_if(Derivation("set_size"), sympy.Integer(len(distinct)))
-        return out
-    # a time of day: the minutes past the hour, the hour, the seconds
-    if (t := _time(s, question)) is not None:
-        h, mi, sec = t
-        add_if(Derivation("time_minute"), sympy.Integer(mi))
-        add_if(Derivation("time_hour"), sympy.Integer(h % 12 or 12))
-        if sec is not None:
-            add_if(Derivation("time_second"), sympy.Integer(sec))
-        return out
-    # a ratio: its value, and its terms when it is a ratio of integers (in lowest terms)
-    if (r := _ratio(s, question)) is not None:
-        value = r[0] / r[1]
-        add_if(Derivation("ratio_value"), value)
-        if value.is_Rational:
-            terms = [(str(i), sympy.Integer(t)) for i, t in enumerate((value.p, value.q), 1)]
-            for i, t in sorted(terms, key=lambda it: (it[1] == 1, _written(it[1], question))):
-                add_if(Derivation("ratio_term", i), t)
-        return out
-    # complex numbers a + bi
-    if (z := _complex(s)) is not None:
-        re_, im_ = z
-        for d, v in sorted([(Derivation("complex_real"), re_), (Derivation("complex_imag"), im_)],
-                           key=lambda dv: _entry_rank(dv[1])):
-            add_if(d, v)
-        return out
-    # an equation "... = 0" in the normal form the question prescribes (integer coefficients,
-    # gcd 1, a sign fixed: "Enter your answer in the form Ax + By + Cz + D = 0, where ...
-    # gcd(|A|,|B|,|C|,|D|) = 1"): its coefficients are the answer's own numbers
-    if (eq := _normal_equation(s, question)) is not None:
-        poly, syms = eq
-        items = [(Derivation("poly_coeff", "1", str(v)), poly.coeff_monomial(v)) for v in syms]
-        items.append((Derivation("poly_coeff", "0"), poly.coeff_monomial(1)))
-        for d, v in sorted(items, key=lambda dv: _entry_rank(dv[1])):
-            if v != 0:
-                add_if(d, v)
-        return out
-    # expressions in variables
-    if (e := _expression(s, question)) is not None:
-        if _stated(e, question):
-            return out  # "Factor $x^4+10x^3+...$": every number read off the answer is in the question
-        syms = sorted(e.free_symbols, key=lambda v: str(v))
-        free = _points(question)
-        if len(syms) > 1:
-            free = tuple(t for t in free if t > 0)
-        if len(free) >= len(syms):
-            tries = [(t,) for t in free] if len(syms) == 1 else [tuple(free[: len(syms)])]
-            found = 0
-            for point in tries:
-                sub = dict(zip(syms, point))
-                try:
-                    v = e.subs(sub)  # numbers evaluate as they are substituted
-                except (ZeroDivisionError, TypeError, ValueError):
-                    continue
-                if v.is_finite and v.is_real and v != 0:
-                    arg = ",".join(f"{s_}={p}" for s_, p in zip(syms, point))
-                    add_if(Derivation("expr_value", arg), v)
-                    found += 1
-                    if found == 3:  # a few points, so that one of them may give a modest value
-                        break
-        if len(syms) == 1 and e.is_polynomial(syms[0]):
-            poly = sympy.Poly(e, syms[0])
-            name = str(syms[0])
-            if poly.degree() >= 1:
-                # the leading coefficient last: a question often shows it ("4(x + 5)(x + 6)...")
-                lead_power = poly.degree()
-                terms = sorted(((p[0], c) for p, c in poly.terms()), key=lambda pc: (pc[0] == lead_power, -pc[0]))
-                for power, c in terms:
-                    if c != 0 and power >= 1:
-                        add_if(Derivation("poly_coeff", str(power), name), c)
-                add_if(Derivation("poly_degree", "", name), sympy.Integer(poly.degree()))
-        return out
+    return None
+
+
+def _from_base(s: str, question: str) -> _Menu | None:
+    """A numeral in another base: 2104_5."""
+    if (m := _BASE.match(s)) is None:
+        return None
+    out: _Menu = []
+    sign, digits, base = -1 if m.group(1) else 1, m.group(2), int(m.group(3))
+    if 2 <= base <= 36 and base != 10:
+        try:
+            _add_if(out, Derivation("base_value"), sympy.Integer(sign * int(digits, base)))
+        except ValueError:
+            pass
     return out
+
+
+def _from_matrix(s: str, question: str) -> _Menu | None:
+    """Matrices (entries, trace, determinant) and column vectors (entries)."""
+    if (mat := read_matrix(s)) is None:
+        return None
+    out: _Menu = []
+    rows, cols = len(mat), len(mat[0])
+    if cols == 1 and rows > 1:
+        comps = [r[0] for r in mat]
+        for i, v in sorted(enumerate(comps, 1), key=lambda iv: _entry_rank(iv[1])):
+            if i <= _ORDINAL_MAX:
+                _add_if(out, Derivation("vector_entry", str(i)), v)
+        return out
+    entries = [((i, j), v) for i, r in enumerate(mat, 1) for j, v in enumerate(r, 1)]
+    for (i, j), v in sorted(entries, key=lambda e: _entry_rank(e[1])):
+        _add_if(out, Derivation("matrix_entry", f"{i},{j}"), v)
+    if rows == cols:
+        M = sympy.Matrix(mat)
+        _add_if(out, Derivation("trace"), M.trace())
+        _add_if(out, Derivation("det"), M.det())
+    return out
+
+
+def _from_interval(s: str, question: str) -> _Menu | None:
+    """Intervals (before tuples: "[0, 3)"), also written as a double inequality."""
+    if (iv := read_interval(s, question) or read_double_inequality(s)) is None:
+        return None
+    out: _Menu = []
+    lo, hi = iv
+    if lo is not None and hi is not None:
+        _add_if(out, Derivation("interval_length"), hi - lo)
+    if lo is not None:
+        _add_if(out, Derivation("interval_left"), lo)
+    if hi is not None:
+        _add_if(out, Derivation("interval_right"), hi)
+    return out
+
+
+def _from_union(s: str, question: str) -> _Menu | None:
+    """Unions of intervals: their finite endpoints."""
+    if "\\cup" not in s:
+        return None
+    out: _Menu = []
+    pieces = [read_interval(p, "interval") for p in s.split("\\cup")]
+    if all(p is not None for p in pieces):
+        ends = [e for p in pieces for e in p if e is not None]
+        if ends:
+            _add_if(out, Derivation("union_max_end"), sympy.Max(*ends))
+            _add_if(out, Derivation("union_min_end"), sympy.Min(*ends))
+    return out
+
+
+def _from_tuple(s: str, question: str) -> _Menu | None:
+    """Ordered tuples: each entry (by the name the question gives it) and their sum."""
+    if (vals := read_tuple(s)) is None:
+        return None
+    out: _Menu = []
+    names = tuple_names(question, len(vals))
+    for i, v in sorted(enumerate(vals, 1), key=lambda iv: _entry_rank(iv[1])):
+        if names or i <= _ORDINAL_MAX:
+            _add_if(out, Derivation("tuple_entry", str(i), names[i - 1] if names else ""), v)
+    _add_if(out, Derivation("tuple_sum"), sum(vals, sympy.Integer(0)))
+    return out
+
+
+def _from_set(s: str, question: str) -> _Menu | None:
+    """Sets of solutions: the largest, the smallest, their sum and their number."""
+    if (vals := read_set(s, question)) is None:
+        return None
+    out: _Menu = []
+    if not all(v.is_real for v in vals):
+        # complex solutions lead nothing: their number is the degree ("the solutions to
+        # $z^4 = -4$": 4) and their sum is Vieta's (-b/a), both known without solving
+        # the problem, and a complex set has no largest or smallest element (MATH train
+        # has 12 such answers; counting them was tried and taken out)
+        return out
+    distinct = list(dict.fromkeys(vals))
+    _add_if(out, Derivation("set_max"), sympy.Max(*distinct))
+    _add_if(out, Derivation("set_min"), sympy.Min(*distinct))
+    if len(distinct) == len(vals):  # "75^\circ, 75^\circ" lists two angles: no sum or count
+        _add_if(out, Derivation("set_sum"), sum(distinct, sympy.Integer(0)))
+        _add_if(out, Derivation("set_size"), sympy.Integer(len(distinct)))
+    return out
+
+
+def _from_time(s: str, question: str) -> _Menu | None:
+    """A time of day: the minutes past the hour, the hour, the seconds."""
+    if (t := read_time(s, question)) is None:
+        return None
+    out: _Menu = []
+    h, mi, sec = t
+    _add_if(out, Derivation("time_minute"), sympy.Integer(mi))
+    _add_if(out, Derivation("time_hour"), sympy.Integer(h % 12 or 12))
+    if sec is not None:
+        _add_if(out, Derivation("time_second"), sympy.Integer(sec))
+    return out
+
+
+def _from_ratio(s: str, question: str) -> _Menu | None:
+    """A ratio: its value, and its terms when it is a ratio of integers (in lowest terms)."""
+    if (r := read_ratio(s, question)) is None:
+        return None
+    out: _Menu = []
+    value = r[0] / r[1]
+    _add_if(out, Derivation("ratio_value"), value)
+    if value.is_Rational:
+        terms = [(str(i), sympy.Integer(t)) for i, t in enumerate((value.p, value.q), 1)]
+        for i, t in sorted(terms, key=lambda it: (it[1] == 1, is_written(it[1], question))):
+            _add_if(out, Derivation("ratio_term", i), t)
+    return out
+
+
+def _from_complex(s: str, question: str) -> _Menu | None:
+    """Complex numbers a + bi: the real and the imaginary part."""
+    if (z := read_complex(s)) is None:
+        return None
+    out: _Menu = []
+    re_, im_ = z
+    for d, v in sorted([(Derivation("complex_real"), re_), (Derivation("complex_imag"), im_)],
+                       key=lambda dv: _entry_rank(dv[1])):
+        _add_if(out, d, v)
+    return out
+
+
+def _from_normal_equation(s: str, question: str) -> _Menu | None:
+    """An equation "... = 0" in the normal form the question prescribes (integer coefficients,
+    gcd 1, a sign fixed: "Enter your answer in the form Ax + By + Cz + D = 0, where ...
+    gcd(|A|,|B|,|C|,|D|) = 1"): its coefficients are the answer's own numbers."""
+    if (eq := read_normal_equation(s, question)) is None:
+        return None
+    out: _Menu = []
+    poly, syms = eq
+    items = [(Derivation("poly_coeff", "1", str(v)), poly.coeff_monomial(v)) for v in syms]
+    items.append((Derivation("poly_coeff", "0"), poly.coeff_monomial(1)))
+    for d, v in sorted(items, key=lambda dv: _entry_rank(dv[1])):
+        if v != 0:
+            _add_if(out, d, v)
+    return out
+
+
+def _from_expression(s: str, question: str) -> _Menu | None:
+    """Expressions in variables: values at points the question does not name, and a
+    polynomial's coefficients and degree."""
+    if (e := read_expression(s, question)) is None:
+        return None
+    out: _Menu = []
+    if _stated(e, question):
+        return out  # "Factor $x^4+10x^3+...$": every number read off the answer is in the question
+    syms = sorted(e.free_symbols, key=lambda v: str(v))
+    _add_point_values(out, e, syms, question)
+    if len(syms) == 1 and e.is_polynomial(syms[0]):
+        poly = sympy.Poly(e, syms[0])
+        name = str(syms[0])
+        if poly.degree() >= 1:
+            # the leading coefficient last: a question often shows it ("4(x + 5)(x + 6)...")
+            lead_power = poly.degree()
+            terms = sorted(((p[0], c) for p, c in poly.terms()), key=lambda pc: (pc[0] == lead_power, -pc[0]))
+            for power, c in terms:
+                if c != 0 and power >= 1:
+                    _add_if(out, Derivation("poly_coeff", str(power), name), c)
+            _add_if(out, Derivation("poly_degree", "", name), sympy.Integer(poly.degree()))
+    return out
+
+
+def _add_point_values(out: _Menu, e: sympy.Expr, syms: list, question: str) -> None:
+    """The values of ``e`` at up to three points the question does not write (one small
+    integer per variable), finite, real and nonzero."""
+    free = free_points(question)
+    if len(syms) > 1:
+        free = tuple(t for t in free if t > 0)
+    if len(free) < len(syms):
+        return
+    tries = [(t,) for t in free] if len(syms) == 1 else [tuple(free[: len(syms)])]
+    found = 0
+    for point in tries:
+        sub = dict(zip(syms, point))
+        try:
+            v = e.subs(sub)  # numbers evaluate as they are substituted
+        except (ZeroDivisionError, TypeError, ValueError):
+            continue
+        if v.is_finite and v.is_real and v != 0:
+            arg = ",".join(f"{s_}={p}" for s_, p in zip(syms, point))
+            _add_if(out, Derivation("expr_value", arg), v)
+            found += 1
+            if found == 3:  # a few points, so that one of them may give a modest value
+                break
+
+
+# the readers in the order they are tried: the first shape an answer has decides its menu
+_SHAPES = (_from_letters, _from_words, _from_base, _from_matrix, _from_interval, _from_union, _from_tuple,
+           _from_set, _from_time, _from_ratio, _from_complex, _from_normal_equation, _from_expression)
+
+
+def _derived(answer: str, question: str) -> _Menu:
+    s = strip_answer(answer)
+    for shape in _SHAPES:
+        if (menu := shape(s, question)) is not None:
+            return menu
+    return []
 
 
 def _entry_rank(v) -> tuple[int, int]:

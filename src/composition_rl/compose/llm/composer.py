@@ -60,7 +60,7 @@ from composition_rl.values import (
     render_latex,
     symbols_used,
 )
-from composition_rl.values.derive import split_top
+from composition_rl.values.derive_shapes import split_top
 
 __all__ = ["AutoComposer", "LLMComposer"]
 
