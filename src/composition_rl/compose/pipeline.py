@@ -32,7 +32,7 @@ from composition_rl.compose.pools import (
 )
 from composition_rl.compose.run import engine_pools
 from composition_rl.records import Problem
-from composition_rl.values.shortcuts import RISK_POLICIES
+from composition_rl.values.shortcut_risks import RISK_POLICIES
 
 __all__ = [
     "ComposeConfig",

@@ -54,7 +54,7 @@ from composition_rl.values import (
     symbols_used,
 )
 from composition_rl.values.derive import Derivation, lead_value
-from composition_rl.values.shortcuts import RISKS
+from composition_rl.values.shortcut_risks import RISKS
 
 __all__ = ["VARIABLE_NAMES", "SymbolicComposer"]
 
@@ -563,7 +563,7 @@ class SymbolicComposer:
             # candidates rejected because the answer depends on none of the constants
             "dependence": deps,
             "partners": {"swapped": tally.get("partner:swapped", 0)},
-            # links whose constant carries a risk (values.shortcuts.RISKS): replaced because no
+            # links whose constant carries a risk (values.shortcut_risks.RISKS): replaced because no
             # other constant of the later problem allowed a natural offset
             "risks": {k: tally.get("risk:" + k, 0) for k in ("none", *RISKS)},
         }

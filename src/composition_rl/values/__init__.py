@@ -7,12 +7,14 @@ One job per module, all exact (sympy / ``Fraction``, never floats):
   :mod:`.numwords`: the one table of English number words;
 * :mod:`.parse`: :func:`parse_number` and :func:`parse_answer_value` read exact values out of
   LaTeX (v1 from an answer, sub-step 1 of the paper's Section 3.4); :mod:`.derive`, the
-  numbers an answer that is not one number determines (an interval's length, a set's sum);
+  numbers an answer that is not one number determines (an interval's length, a set's sum),
+  from the shapes :mod:`.derive_shapes` reads;
 * :mod:`.exact`: arithmetic, the one equality (:func:`exact_equal`) and LaTeX rendering of
   values and offsets (sub-step 3);
 * :mod:`.constants`: :func:`find_constants`, the literals of a question that may be replaced
   by a variable (sub-step 2), with their roles and flaws, math mode and the symbols a text
-  uses; :mod:`.shortcuts`, the rules that flag literals the rest of the text reveals.
+  uses; :mod:`.shortcuts`, the rules that flag literals the rest of the text reveals;
+  :mod:`.shortcut_risks`, the constants replaced only last.
 
 The verbs below are importable from ``composition_rl.values``.
 """

@@ -85,7 +85,7 @@ class Constant:
     # with it (the text repeats the quantity); () when the value occurs once
     also: tuple[tuple[int, bool], ...] = ()
     role: str = "term"
-    # a soft flaw (:data:`composition_rl.values.shortcuts.RISKS`): replaced only when no
+    # a soft flaw (:data:`composition_rl.values.shortcut_risks.RISKS`): replaced only when no
     # constant without one allows a natural offset; "" for none
     risk: str = ""
 
@@ -585,10 +585,9 @@ def find_constants(question: str, answer: str = "") -> tuple[Constant, ...]:
         f = flaws.of(t.s, t.key)
         own.append(f if f in ("choice", "notation") else t.flaw or f)
     roles = [("notation" if own[i] == "notation" else t.role) for i, t in enumerate(toks)]
-    from composition_rl.values.shortcuts import (  # the rules use this module's tokens
-        shortcut_flaws,
-        shortcut_risks,
-    )
+    # the rules use this module's tokens
+    from composition_rl.values.shortcut_risks import shortcut_risks
+    from composition_rl.values.shortcuts import shortcut_flaws
 
     for i, rule in enumerate(shortcut_flaws(question, toks, blocks, spans, flaws.ends)):
         if rule and not own[i]:

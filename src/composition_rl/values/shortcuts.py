@@ -40,6 +40,7 @@ real MATH fragment; a literal it flags gets the rule's name as its flaw
 :func:`shortcut_flaws` runs them in that order over the tokens of
 :func:`composition_rl.values.find_constants` and returns each token's first rule ("" if none).
 Every rule is a pure function of one question, so a problem's flags are computed once.
+The weaker risks (a constant replaced only last) are :mod:`composition_rl.values.shortcut_risks`.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from math import gcd
 
-__all__ = ["RISKS", "SHORTCUT_RULES", "shortcut_flaws", "shortcut_risks"]
+__all__ = ["SHORTCUT_RULES", "after_by", "has_figure", "shortcut_flaws", "singular_after"]
 
 # -- worked_example --------------------------------------------------------------------
 _EXAMPLE_WORDS = ("example", "instance", "such as", "e.g.")
@@ -96,6 +97,12 @@ _STYLE_CALL = re.compile(
     r"fill|filldraw|pen|currentpen|graph\.xaxis|graph\.yaxis)\s*\([^()]*\)")
 _FIG_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])")
 _FIGURE_BLOCK = ("[asy]", "\\begin{asy}", "\\begin{tikzpicture}", "\\begin{picture}")
+
+
+def has_figure(q: str, blocks: Sequence[tuple[int, int]]) -> bool:
+    """Whether one of ``blocks`` (the question's code blocks) is figure code: ``[asy]``, TikZ, a
+    ``picture``."""
+    return any(q.startswith(_FIGURE_BLOCK, a) for a, _ in blocks)
 
 
 def _figure_values(q: str, blocks: Sequence[tuple[int, int]]) -> set[int | Fraction]:
@@ -601,6 +608,11 @@ her this these those there here what why how sits lies stands contains equals di
 """.split())
 
 
+def after_by(q: str, s: int) -> bool:
+    """Whether "by" comes right before the literal at ``s``: a dimension ("a 4 by 4 grid")."""
+    return _BY_BEFORE.search(q, max(0, s - 8), s) is not None
+
+
 def singular_after(q: str, s: int, e: int) -> bool:
     """Whether the count of 1 written at ``q[s:e]`` stands before a singular noun (read by the
     rule and by the scanner of ``crl audit``)."""
@@ -611,7 +623,7 @@ def singular_after(q: str, s: int, e: int) -> bool:
     if len(w) <= 2 or w in _NOT_A_NOUN or (w.endswith("s") and not w.endswith("ss")) or w.endswith("-"):
         return False
     # "a $1$ by $1$ by $1$ cube": the last 1 is a dimension, not a count of cubes
-    return _BY_BEFORE.search(q, max(0, s - 8), s) is None
+    return not after_by(q, s)
 
 
 def _grammar(q: str, toks, blocks: Sequence[tuple[int, int]], ends: Sequence[int]) -> set[int]:
@@ -638,87 +650,6 @@ _RULES = {
     "zero": _zero,
 }
 SHORTCUT_RULES = tuple(_RULES)
-
-
-# -- risks: constants a chain may still replace, but only when no other constant of the
-# later problem allows a natural offset (in a 260-record hunt, shortcuts were 57% of the
-# records whose later problem has a figure, and 40% of those whose variable was a bound,
-# against about 21% of the rest). A risk costs no coverage: a problem whose only constants
-# carry one is still composed.
-RISKS = ("figure_count", "bound", "word_number")
-# what an engine does with a constant that carries a risk (``crl compose --risks``): "last", replace
-# it only when no other constant allows a natural offset; "reject", never replace it
-RISK_POLICIES = ("last", "reject")
-
-# a count of things a figure draws: "[[Y]] concentric circles", "[[W]] unit squares", "a
-# [[Z]] by [[Z]] grid": a reader may count them in the picture. A measure ("radius 5
-# inches", "25 square units", "40 degrees") is no count of drawn things.
-_DRAWN = re.compile(r"\s*\$?\s*(?:\\text\s*\{\s*)?([a-z-]+)(?:\s+([a-z-]+))?")
-_BY = re.compile(r"\s*\$?\s*-?\s*by\s*-?\s*\$?\s*\d")
-_MEASURES = frozenset("""
-inches inch feet foot cm centimeters centimetres mm millimeters meters metres km kilometers miles yards units unit
-degrees radians seconds minutes hours days weeks months years dollars cents pounds ounces grams kilograms liters
-litres gallons quarts pints cups percent times mph squared cubed square cubic
-""".split())
-
-
-def _plural_object(w: str | None) -> bool:
-    return bool(w) and w.endswith("s") and not w.endswith("ss") and w not in _MEASURES
-
-
-def drawn_count(q: str, s: int, lit: str) -> bool:
-    """Whether the count ``lit`` at ``s`` (in prose, in a problem with a figure) counts things
-    the figure draws: a plural noun right after it, or after one word ("concentric circles",
-    "unit squares"), that is no measure; or a side of a grid ("a 4 by 4 grid")."""
-    e = s + len(lit)
-    if _BY.match(q, e) or _BY_BEFORE.search(q, max(0, s - 8), s):
-        return True
-    m = _DRAWN.match(q, e)
-    if m is None or (m.group(1) in _MEASURES and not (m.group(1) == "unit" and _plural_object(m.group(2)))):
-        return False
-    return _plural_object(m.group(1)) or _plural_object(m.group(2))
-
-
-# a bound: the literal right after "fewer than", "at most", "over", "between", "<", "\le" ...
-_BOUND_WORDS = ("less than", "fewer than", "greater than", "more than", "larger than", "smaller than", "bigger than",
-                "at most", "at least", "below", "above", "over", "under", "exceeds", "exceed", "exceeding", "up to",
-                "between", "<", ">", "\\le", "\\leq", "\\ge", "\\geq", "\\lt", "\\gt", "\\leqslant", "\\geqslant")
-_BETWEEN_AND = re.compile(r"\bbetween\s+\$?[^$\s]{1,12}\$?\s+and$")
-
-
-def after_bound(q: str, s: int) -> bool:
-    """Whether the literal at ``s`` comes right after a bound's words (spaces, a dollar or
-    ``\\text{`` between)."""
-    pre = q[max(0, s - 32) : s].rstrip()
-    if pre.endswith("$"):
-        pre = pre[:-1].rstrip()
-    if pre.endswith("{") and pre[:-1].rstrip().endswith("\\text"):
-        pre = pre[: pre.rfind("\\text")].rstrip()
-    low = pre.lower()
-    if not low.endswith(_BOUND_WORDS):
-        return bool(low.endswith("and") and _BETWEEN_AND.search(low))
-    for w in _BOUND_WORDS:
-        if low.endswith(w):
-            before = low[: -len(w)][-1:]
-            if not (w[0].isalpha() and before.isalpha()):  # "clover", "thunder" are no bounds
-                return True
-    return False
-
-
-def shortcut_risks(q: str, toks, blocks: Sequence[tuple[int, int]]) -> list[str]:
-    """Per token of ``q``, the first of :data:`RISKS` that applies, or ""."""
-    out = [""] * len(toks)
-    figure = any(q.startswith(_FIGURE_BLOCK, a) for a, _ in blocks)
-    for j, t in enumerate(toks):
-        if figure and t.role == "prose" and isinstance(t.key, int) and 2 <= t.key <= 30 and drawn_count(q, t.s, t.lit):
-            out[j] = "figure_count"
-        elif after_bound(q, t.s):
-            out[j] = "bound"
-        elif t.lit[0].isalpha():
-            # a count written as a word ("two dice", "three of the sides"): shortcuts in 14 of 31
-            # blind-judged records against 19% of the others (docs/composition.md, "A third risk")
-            out[j] = "word_number"
-    return out
 
 
 def shortcut_flaws(q: str, toks, blocks: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]],
