@@ -62,41 +62,9 @@ def lean_transport():
             try:
                 w.write(data)
                 await w.drain()
-                line = await r.readline()
-                if not line:
-                    raise httpx2.RemoteProtocolError(
-                        "server closed the connection without a response", request=request
-                    )
-                parts = line.split(b" ", 2)
-                status = int(parts[1])
-                headers: list[tuple[bytes, bytes]] = []
-                while True:
-                    h = await r.readline()
-                    if h in (b"\r\n", b"\n"):
-                        break
-                    if not h:
-                        raise httpx2.RemoteProtocolError(
-                            "connection closed inside the headers", request=request
-                        )
-                    k, _, v = h.partition(b":")
-                    headers.append((k.strip(), v.strip()))
+                parts, status, headers = await _read_head(r, request, httpx2)
                 hmap = {k.lower(): v for k, v in headers}
-                if b"content-length" in hmap:
-                    content = await r.readexactly(int(hmap[b"content-length"]))
-                elif hmap.get(b"transfer-encoding", b"").lower() == b"chunked":
-                    chunks = []
-                    while True:
-                        size = int((await r.readline()).split(b";")[0].strip() or b"0", 16)
-                        if size == 0:
-                            while (await r.readline()) not in (b"\r\n", b"\n", b""):
-                                pass
-                            break
-                        chunks.append(await r.readexactly(size))
-                        await r.readline()
-                    content = b"".join(chunks)
-                else:
-                    content = await r.read()
-                    hmap[b"connection"] = b"close"
+                content = await _read_body(r, hmap)
                 done = True
             except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as e:
                 raise httpx2.ReadError(f"{type(e).__name__}: {e}", request=request) from None
@@ -122,3 +90,48 @@ def lean_transport():
             self._idle.clear()
 
     return StreamTransport()
+
+
+async def _read_head(r: asyncio.StreamReader, request, httpx2):
+    """The status line's parts, the status and the headers of a response; a connection closed
+    before the blank line after the headers is httpx's ``RemoteProtocolError``."""
+    line = await r.readline()
+    if not line:
+        raise httpx2.RemoteProtocolError(
+            "server closed the connection without a response", request=request
+        )
+    parts = line.split(b" ", 2)
+    status = int(parts[1])
+    headers: list[tuple[bytes, bytes]] = []
+    while True:
+        h = await r.readline()
+        if h in (b"\r\n", b"\n"):
+            break
+        if not h:
+            raise httpx2.RemoteProtocolError(
+                "connection closed inside the headers", request=request
+            )
+        k, _, v = h.partition(b":")
+        headers.append((k.strip(), v.strip()))
+    return parts, status, headers
+
+
+async def _read_body(r: asyncio.StreamReader, hmap: dict[bytes, bytes]) -> bytes:
+    """The body by its Content-Length, chunked, or else up to the close (then ``hmap`` is
+    marked ``connection: close`` so that the connection is not reused)."""
+    if b"content-length" in hmap:
+        return await r.readexactly(int(hmap[b"content-length"]))
+    if hmap.get(b"transfer-encoding", b"").lower() == b"chunked":
+        chunks = []
+        while True:
+            size = int((await r.readline()).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while (await r.readline()) not in (b"\r\n", b"\n", b""):
+                    pass
+                break
+            chunks.append(await r.readexactly(size))
+            await r.readline()
+        return b"".join(chunks)
+    content = await r.read()
+    hmap[b"connection"] = b"close"
+    return content

@@ -476,33 +476,9 @@ class OpenAIChat(ChatBackend):
                 finally:
                     ep.outstanding -= 1
                     self.in_flight -= 1
-            if refused == "fold_system":
-                if not self.fold_system:
-                    self.fold_system = True
-                    log.warning(
-                        "%s: the chat template refuses a system message; sending it as the "
-                        "start of the user message from now on",
-                        ep.label,
-                    )
+            if refused == "fold_system" or refused == "fallback":
+                mode = self._renegotiate(refused, ep.label, kind, detail, mode)
                 kwargs = self._request_kwargs(req, mode)
-                self.stats.retries += 1
-                self.stats.retried_by_kind["refused_system_message"] += 1
-                attempt -= 1
-                continue
-            if refused == "fallback":
-                if self.structured_used == mode:  # the first refusal decides, for every request
-                    self.structured_used = _FALLBACK[mode]
-                    log.warning(
-                        "%s refuses response_format %s (%s); sending %s from now on",
-                        ep.label,
-                        mode,
-                        detail[:200],
-                        self.structured_used,
-                    )
-                mode = self.structured_used
-                kwargs = self._request_kwargs(req, mode)
-                self.stats.retries += 1
-                self.stats.retried_by_kind[f"refused_{kind}"] += 1
                 attempt -= 1  # a negotiation step is no failed attempt
                 continue
             if isinstance(refused, RequestRefused):
@@ -521,6 +497,34 @@ class OpenAIChat(ChatBackend):
                 "retrying after %s (attempt %d) in %.2fs via %s", kind, attempt, delay, ep.label
             )
             await asyncio.sleep(delay)
+
+    def _renegotiate(self, refused: str, label: str, kind: str, detail: str, mode: str) -> str:
+        """Adapt to an endpoint that refused a system message (``"fold_system"``: send it as
+        the start of the user message) or a ``response_format`` (``"fallback"``: send the next
+        weaker one); the first refusal decides, for every request. Returns the mode to send."""
+        if refused == "fold_system":
+            if not self.fold_system:
+                self.fold_system = True
+                log.warning(
+                    "%s: the chat template refuses a system message; sending it as the "
+                    "start of the user message from now on",
+                    label,
+                )
+            self.stats.retries += 1
+            self.stats.retried_by_kind["refused_system_message"] += 1
+            return mode
+        if self.structured_used == mode:
+            self.structured_used = _FALLBACK[mode]
+            log.warning(
+                "%s refuses response_format %s (%s); sending %s from now on",
+                label,
+                mode,
+                detail[:200],
+                self.structured_used,
+            )
+        self.stats.retries += 1
+        self.stats.retried_by_kind[f"refused_{kind}"] += 1
+        return self.structured_used
 
     def _convert(self, body: Any) -> ChatResponse:
         if (

@@ -274,27 +274,9 @@ class LlamaCppRollout:
         pending = list(reversed(groups))
         try:
             while pending or live:
-                m = 0  # tokens in this step's batch
-                first: list[tuple[list[_Seq], int]] = []  # new groups and their logits row
-                while pending and len(free_ids) >= len(pending[-1][1]):
-                    i, samples = pending.pop()
-                    toks = encoded[i]
-                    room = self.context - len(toks)
-                    if room < 1:  # the prompt alone fills the context: nothing can be generated
-                        for s in samples:
-                            out[(i, s)] = Completion(text="", tokens=0, finish_reason=TOO_LONG)
-                        continue
-                    seqs = [_Seq(i, s, free_ids.pop(), len(toks), _rng(sampling.seed, toks, firsts[i] + s))
-                            for s in samples]
-                    for j, t in enumerate(toks):
-                        batch.token[m] = t
-                        batch.pos[m] = j
-                        batch.n_seq_id[m] = len(seqs)
-                        for k, sq in enumerate(seqs):
-                            batch.seq_id[m][k] = sq.seq_id
-                        batch.logits[m] = j == len(toks) - 1
-                        m += 1
-                    first.append((seqs, m - 1))
+                # m: tokens in this step's batch; first: the new groups and their logits row
+                first, m = self._admit(batch, pending, free_ids, encoded, firsts, sampling, out)
+                for seqs, _ in first:
                     live.extend(seqs)
                 stepping = [sq for sq in live if sq.tokens]
                 rows: dict[int, int] = {}
@@ -335,6 +317,35 @@ class LlamaCppRollout:
             comps = [out[(i, s)] for s in range(copies)]
             result.append(comps * n if copies == 1 and n > 1 else comps)
         return result
+
+    def _admit(self, batch, pending: list, free_ids: list[int], encoded: list[list[int]], firsts: list[int],
+               sampling: SamplingConfig, out: dict) -> tuple[list[tuple[list[_Seq], int]], int]:
+        """Put the prompts of the pending groups into ``batch`` (from its row 0) while enough
+        sequence slots are free, one sequence per sample sharing the prompt's tokens; a prompt
+        that fills the context alone gets empty ``TOO_LONG`` completions in ``out``. Returns
+        the new groups with the row of their last prompt token, and the rows used."""
+        m = 0
+        first: list[tuple[list[_Seq], int]] = []
+        while pending and len(free_ids) >= len(pending[-1][1]):
+            i, samples = pending.pop()
+            toks = encoded[i]
+            room = self.context - len(toks)
+            if room < 1:  # the prompt alone fills the context: nothing can be generated
+                for s in samples:
+                    out[(i, s)] = Completion(text="", tokens=0, finish_reason=TOO_LONG)
+                continue
+            seqs = [_Seq(i, s, free_ids.pop(), len(toks), _rng(sampling.seed, toks, firsts[i] + s))
+                    for s in samples]
+            for j, t in enumerate(toks):
+                batch.token[m] = t
+                batch.pos[m] = j
+                batch.n_seq_id[m] = len(seqs)
+                for k, sq in enumerate(seqs):
+                    batch.seq_id[m][k] = sq.seq_id
+                batch.logits[m] = j == len(toks) - 1
+                m += 1
+            first.append((seqs, m - 1))
+        return first, m
 
     def _take(self, sq: _Seq, token: int, sampling: SamplingConfig) -> None:
         sq.tokens.append(token)

@@ -304,7 +304,6 @@ def build_tiny_model(
         >>> build_tiny_model("runs/tiny", TinyModelConfig(sft_steps=300))  # doctest: +SKIP
     """
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     cfg = (config or TinyModelConfig()).validate()
     key = cfg.key() if task is None else content_id(cfg.key(), repr(task))
@@ -321,34 +320,8 @@ def build_tiny_model(
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
 
-    # The corpus is rendered through the chat template, so role names and markup get merges.
-    probe = build_tokenizer([], 256 + len(SPECIAL_TOKENS))
-    corpus = []
-    for i in range(2000):
-        q, sol = _sft_example(cfg, i, task)
-        corpus.append(_prompt_text(probe, q) + sol + "<|im_end|>\n")
-    tok = build_tokenizer(corpus, cfg.vocab_size)
-    for token in SPECIAL_TOKENS:
-        if tok.convert_tokens_to_ids(token) is None:
-            raise RuntimeError(f"special token {token} missing from the tokenizer")
-    digits = [tok.convert_tokens_to_ids(str(d)) for d in range(10)]
-    if tok("1234567890", add_special_tokens=False)["input_ids"] != digits[1:] + digits[:1]:
-        raise RuntimeError("digits are not one token each; the pre-tokenizer is not Qwen's")
-
-    mcfg = Qwen2Config(
-        vocab_size=len(tok),
-        hidden_size=cfg.hidden_size,
-        intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_kv_heads,
-        max_position_embeddings=cfg.max_position_embeddings,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    model = Qwen2ForCausalLM(mcfg)
+    tok, corpus = _tiny_tokenizer(cfg, task)
+    model = _tiny_qwen(tok, cfg)
     n_params = sum(p.numel() for p in model.parameters())
     say(f"tiny Qwen2: {n_params / 1e6:.2f}M parameters, vocab {len(tok)}")
 
@@ -378,6 +351,45 @@ def build_tiny_model(
         },
     )
     return out
+
+
+def _tiny_tokenizer(cfg: TinyModelConfig, task=None):
+    """The tokenizer trained on 2000 SFT examples, and that corpus; raises ``RuntimeError``
+    when a special token is missing or a digit is not one token."""
+    # The corpus is rendered through the chat template, so role names and markup get merges.
+    probe = build_tokenizer([], 256 + len(SPECIAL_TOKENS))
+    corpus = []
+    for i in range(2000):
+        q, sol = _sft_example(cfg, i, task)
+        corpus.append(_prompt_text(probe, q) + sol + "<|im_end|>\n")
+    tok = build_tokenizer(corpus, cfg.vocab_size)
+    for token in SPECIAL_TOKENS:
+        if tok.convert_tokens_to_ids(token) is None:
+            raise RuntimeError(f"special token {token} missing from the tokenizer")
+    digits = [tok.convert_tokens_to_ids(str(d)) for d in range(10)]
+    if tok("1234567890", add_special_tokens=False)["input_ids"] != digits[1:] + digits[:1]:
+        raise RuntimeError("digits are not one token each; the pre-tokenizer is not Qwen's")
+    return tok, corpus
+
+
+def _tiny_qwen(tok, cfg: TinyModelConfig):
+    """A freshly initialised Qwen2 of ``cfg``'s shape over ``tok``'s vocabulary."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    mcfg = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads,
+        max_position_embeddings=cfg.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    return Qwen2ForCausalLM(mcfg)
 
 
 def _sft(model, tok, cfg: TinyModelConfig, progress: bool, task=None) -> list[float]:
