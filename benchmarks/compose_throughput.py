@@ -107,6 +107,36 @@ def one_compose(args: argparse.Namespace, out: Path) -> dict:
     }
 
 
+def _print_summary(args, runs: list[dict], pairs: list, bytes_pairs: list, base_runs: list, n_upper: int,
+                   floor_mb: float) -> None:
+    """The medians over the rounds: compose time against the I/O floor, CPU, peak RSS, and the
+    baseline's ratio with ``--baseline-src``."""
+    last = runs[-1]
+    n = last["candidates"]
+    compose_s = statistics.median(c for c, _ in pairs)
+    floor = statistics.median(f for _, f in pairs)
+    ratio = statistics.median(c / f for c, f in pairs)
+    print(f"input            {args.input.name}: {last['problems']} problems, depth {args.depth}, pools {last['pools']}")
+    print(f"candidates       {n:,} (accepted {last['accepted']:,} = {last['acceptance']:.1%}; composed.jsonl {last['size_mb']:.0f} MB)")
+    workers = args.workers or os.cpu_count()
+    print(f"compose          {compose_s:.2f} s  -> {n / compose_s:,.0f} candidates/s (median; load + compose + check + write, {workers} worker(s), {os.cpu_count()} cores)")
+    print(f"I/O floor        {floor:.2f} s  (median; load + write {n_upper:,} records unchanged, {floor_mb:.0f} MB)")
+    print(f"ratio            {ratio:.2f}x the I/O floor (median of {len(pairs)} pairs; range {min(c / f for c, f in pairs):.2f}-{max(c / f for c, f in pairs):.2f})")
+    print(f"same-bytes floor {statistics.median(f for _, f in bytes_pairs):.2f} s  (median; load + write input records "
+          f"unchanged up to composed.jsonl's {last['size_mb']:.0f} MB): {statistics.median(c / f for c, f in bytes_pairs):.2f}x "
+          "(context only: the headline ratio is the one above)")
+    print(f"CPU              parent {statistics.median(r['cpu_parent'] for r in runs):.2f} s, workers {statistics.median(r['cpu_workers'] for r in runs):.2f} s (median; the workers' sum)")
+    worker_rss = max(r["rss_worker_mb"] for r in runs)
+    print(f"peak RSS         compose parent {max(r['rss_parent_mb'] for r in runs):.0f} MB (the largest of {len(runs)} runs, "
+          "each a fresh process), largest worker " + (f"{worker_rss:.0f} MB" if worker_rss else "- (none forked)"))
+    if base_runs:
+        wall = [a["compose_s"] / b["compose_s"] for a, b in base_runs]
+        cpu = [(a["cpu_parent"] + a["cpu_workers"]) / (b["cpu_parent"] + b["cpu_workers"]) for a, b in base_runs]
+        print(f"vs baseline      {args.baseline_src}: compose time {statistics.median(wall):.3f}x (median of {len(wall)} "
+              f"rounds, in turn; range {min(wall):.3f}-{max(wall):.3f}), CPU {statistics.median(cpu):.3f}x; "
+              f"accepted {base_runs[-1][0]['accepted']:,} vs {base_runs[-1][1]['accepted']:,}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--input", type=Path, default=DEFAULT)
@@ -174,30 +204,7 @@ def main() -> int:
                   f"CPU parent {run['cpu_parent']:.2f} s, workers {run['cpu_workers']:.2f} s; "
                   f"peak RSS parent {run['rss_parent_mb']:.0f} MB, largest worker {run['rss_worker_mb']:.0f} MB")
 
-    last = runs[-1]
-    n = last["candidates"]
-    compose_s = statistics.median(c for c, _ in pairs)
-    floor = statistics.median(f for _, f in pairs)
-    ratio = statistics.median(c / f for c, f in pairs)
-    print(f"input            {args.input.name}: {last['problems']} problems, depth {args.depth}, pools {last['pools']}")
-    print(f"candidates       {n:,} (accepted {last['accepted']:,} = {last['acceptance']:.1%}; composed.jsonl {last['size_mb']:.0f} MB)")
-    workers = args.workers or os.cpu_count()
-    print(f"compose          {compose_s:.2f} s  -> {n / compose_s:,.0f} candidates/s (median; load + compose + check + write, {workers} worker(s), {os.cpu_count()} cores)")
-    print(f"I/O floor        {floor:.2f} s  (median; load + write {n_upper:,} records unchanged, {floor_mb:.0f} MB)")
-    print(f"ratio            {ratio:.2f}x the I/O floor (median of {len(pairs)} pairs; range {min(c / f for c, f in pairs):.2f}-{max(c / f for c, f in pairs):.2f})")
-    print(f"same-bytes floor {statistics.median(f for _, f in bytes_pairs):.2f} s  (median; load + write input records "
-          f"unchanged up to composed.jsonl's {last['size_mb']:.0f} MB): {statistics.median(c / f for c, f in bytes_pairs):.2f}x "
-          "(context only: the headline ratio is the one above)")
-    print(f"CPU              parent {statistics.median(r['cpu_parent'] for r in runs):.2f} s, workers {statistics.median(r['cpu_workers'] for r in runs):.2f} s (median; the workers' sum)")
-    worker_rss = max(r["rss_worker_mb"] for r in runs)
-    print(f"peak RSS         compose parent {max(r['rss_parent_mb'] for r in runs):.0f} MB (the largest of {len(runs)} runs, "
-          "each a fresh process), largest worker " + (f"{worker_rss:.0f} MB" if worker_rss else "- (none forked)"))
-    if base_runs:
-        wall = [a["compose_s"] / b["compose_s"] for a, b in base_runs]
-        cpu = [(a["cpu_parent"] + a["cpu_workers"]) / (b["cpu_parent"] + b["cpu_workers"]) for a, b in base_runs]
-        print(f"vs baseline      {args.baseline_src}: compose time {statistics.median(wall):.3f}x (median of {len(wall)} "
-              f"rounds, in turn; range {min(wall):.3f}-{max(wall):.3f}), CPU {statistics.median(cpu):.3f}x; "
-              f"accepted {base_runs[-1][0]['accepted']:,} vs {base_runs[-1][1]['accepted']:,}")
+    _print_summary(args, runs, pairs, bytes_pairs, base_runs, n_upper, floor_mb)
     return 0
 
 

@@ -66,6 +66,67 @@ def _problems():
     return load_reasoning_gym(seed=0).problems, "reasoning-gym default"
 
 
+def _measure(args, url: str, problems, tmp: Path):
+    """Compose against the fake server (after an untimed warm-up pass), replay it from the
+    cache, and time the bare calls: (stats, replay stats, wall seconds, floor calls/s, httpx
+    calls/s or None)."""
+    from composition_rl.backends.base import ChatRequest, run_chat_batch
+    from composition_rl.backends.openai_chat import OpenAIChat
+    from composition_rl.compose.llm import LLMComposeConfig
+    from composition_rl.compose.pipeline import ComposeConfig
+    from composition_rl.compose.run import run_compose
+
+    cache_path = str(tmp / "cache.jsonl")
+    cfg = LLMComposeConfig(
+        base_urls=(url,),
+        model="fake-model",
+        concurrency=args.concurrency,
+        timeout_s=30,
+        cache=cache_path,
+        plan="model",  # one proposal per link, as measured in docs/llm_engine.md (the program plan calls far less)
+    )
+    # warm-up: imports, connections
+    b = OpenAIChat([url], "fake-model", concurrency=args.concurrency)
+    run_chat_batch(b, [ChatRequest.user(f"warm {i}") for i in range(args.concurrency)])
+
+    cc = ComposeConfig(
+        depth=2, pool_size=20, max_candidates=args.candidates, seed=0, engine="llm"
+    )
+    # warm-up pass (untimed, no cache): the scripted model answers each prompt once
+    warm = LLMComposeConfig(
+        base_urls=(url,), model="fake-model", concurrency=args.concurrency, no_cache=True, plan="model"
+    )
+    run_compose(problems, cc, tmp / "warm", llm_config=warm, progress=False)
+    t0 = time.perf_counter()
+    stats = run_compose(
+        problems, cc, tmp / "run", llm_config=cfg, progress=False
+    )
+    wall = time.perf_counter() - t0
+    # the engine alone: the same job again into a fresh folder, every reply from the cache
+    replay = run_compose(
+        problems, cc, tmp / "replay", llm_config=cfg, progress=False
+    )
+    assert replay["this_run"]["calls"] == 0
+    calls = stats["this_run"]["calls"]
+
+    # transport floor: the same number of bare calls, same backend and concurrency
+    b = OpenAIChat([url], "fake-model", concurrency=args.concurrency)
+    reqs = [ChatRequest.user(f"floor {i} " + "word " * 200) for i in range(calls)]
+    t0 = time.perf_counter()
+    run_chat_batch(b, reqs)
+    floor_cps = calls / (time.perf_counter() - t0)
+
+    httpx_cps = None
+    if args.compare_httpx:
+        n = min(calls, 1000)
+        b = OpenAIChat([url], "fake-model", concurrency=args.concurrency, lean_transport=False)
+        run_chat_batch(b, [ChatRequest.user(f"warm {i}") for i in range(args.concurrency)])
+        t0 = time.perf_counter()
+        run_chat_batch(b, [ChatRequest.user(f"httpx {i} " + "word " * 200) for i in range(n)])
+        httpx_cps = n / (time.perf_counter() - t0)
+    return stats, replay, wall, floor_cps, httpx_cps
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -80,12 +141,6 @@ def main() -> int:
     )
     args = ap.parse_args()
 
-    from composition_rl.backends.base import ChatRequest, run_chat_batch
-    from composition_rl.backends.openai_chat import OpenAIChat
-    from composition_rl.compose.llm import LLMComposeConfig
-    from composition_rl.compose.pipeline import ComposeConfig
-    from composition_rl.compose.run import run_compose
-
     problems, source = _problems()
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
@@ -94,56 +149,10 @@ def main() -> int:
     url = child.recv()
     bound = args.concurrency / args.latency
     tmp_root = tempfile.TemporaryDirectory()
-    cache_path = str(Path(tmp_root.name) / "cache.jsonl")
-    cfg = LLMComposeConfig(
-        base_urls=(url,),
-        model="fake-model",
-        concurrency=args.concurrency,
-        timeout_s=30,
-        cache=cache_path,
-        plan="model",  # one proposal per link, as measured in docs/llm_engine.md (the program plan calls far less)
-    )
     try:
-        # warm-up: imports, connections
-        b = OpenAIChat([url], "fake-model", concurrency=args.concurrency)
-        run_chat_batch(b, [ChatRequest.user(f"warm {i}") for i in range(args.concurrency)])
-
-        cc = ComposeConfig(
-            depth=2, pool_size=20, max_candidates=args.candidates, seed=0, engine="llm"
-        )
-        # warm-up pass (untimed, no cache): the scripted model answers each prompt once
-        warm = LLMComposeConfig(
-            base_urls=(url,), model="fake-model", concurrency=args.concurrency, no_cache=True, plan="model"
-        )
-        run_compose(problems, cc, Path(tmp_root.name) / "warm", llm_config=warm, progress=False)
-        t0 = time.perf_counter()
-        stats = run_compose(
-            problems, cc, Path(tmp_root.name) / "run", llm_config=cfg, progress=False
-        )
-        wall = time.perf_counter() - t0
-        # the engine alone: the same job again into a fresh folder, every reply from the cache
-        replay = run_compose(
-            problems, cc, Path(tmp_root.name) / "replay", llm_config=cfg, progress=False
-        )
-        assert replay["this_run"]["calls"] == 0
+        stats, replay, wall, floor_cps, httpx_cps = _measure(args, url, problems, Path(tmp_root.name))
         calls = stats["this_run"]["calls"]
         compose_cps = calls / stats["elapsed_s"]
-
-        # transport floor: the same number of bare calls, same backend and concurrency
-        b = OpenAIChat([url], "fake-model", concurrency=args.concurrency)
-        reqs = [ChatRequest.user(f"floor {i} " + "word " * 200) for i in range(calls)]
-        t0 = time.perf_counter()
-        run_chat_batch(b, reqs)
-        floor_cps = calls / (time.perf_counter() - t0)
-
-        httpx_cps = None
-        if args.compare_httpx:
-            n = min(calls, 1000)
-            b = OpenAIChat([url], "fake-model", concurrency=args.concurrency, lean_transport=False)
-            run_chat_batch(b, [ChatRequest.user(f"warm {i}") for i in range(args.concurrency)])
-            t0 = time.perf_counter()
-            run_chat_batch(b, [ChatRequest.user(f"httpx {i} " + "word " * 200) for i in range(n)])
-            httpx_cps = n / (time.perf_counter() - t0)
     finally:
         child.send("stop")
         served = child.recv()

@@ -375,7 +375,9 @@ def build_report(out: Path, args: argparse.Namespace, rule: str, mastered_ids: S
 # ---------------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The options: the model and data, how many prompts each step profiles or evaluates, and
+    which steps to skip."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=".venv-llm/models/qwen-0.5b.gguf", help="a GGUF (relative to the repository)")
     ap.add_argument("--out", default="runs/real-policy")
@@ -400,7 +402,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", default="", help="comma-separated steps not to run (e.g. eval-comp)")
     ap.add_argument("--docs-img", help="copy the figures here as real_policy_<name>.png")
     ap.add_argument("--report-only", action="store_true")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -305,7 +305,8 @@ def run_interleaved(pairs, group: int, rounds: int, verifiers: dict[str, Verifie
     return naive_ok, results, secs, cpu, base_outcomes
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The options: the batch, the rounds, ``--cli`` and a baseline checkout to compare with."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, help="prompts in the batch (default: 256; 1024 with --cli)")
     ap.add_argument("--group", type=int, default=8)
@@ -326,7 +327,53 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-src", help="the src/ directory of another checkout: time its verifier (with --cli: "
                     "its crl score) in the same rounds")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _baseline_rows(baseline, secs: dict, cpu: dict, n: int, naive_s: float, all_results: dict,
+                   base_outcomes: dict) -> dict:
+    """Print the baseline checkout's rows beside ours and the outcomes that changed; returns
+    their figures."""
+    figures: dict = {}
+    for label, _ in LABELS:
+        key = "baseline: " + label
+        ours_s = secs[label]
+        print(f"{key:28}{n / secs[key]:10.0f}{secs[key]:10.2f}{naive_s / secs[key]:9.2f}{cpu[key]:9.2f}"
+              f"   (start-up {baseline.startup[label]:.2f}s, not counted)")
+        print(f"{'  new / baseline':28}{'':10}{'':10}{secs[key] / ours_s:9.2f}x wall, {cpu[key] / cpu[label]:.2f}x CPU "
+              "(above 1: the new code is faster)")
+        figures[key] = {"pairs_per_s": n / secs[key], "seconds": secs[key], "cpu_s": cpu[key],
+                        "new_speedup_wall": secs[key] / ours_s, "new_speedup_cpu": cpu[key] / cpu[label]}
+    new = all_results["ours, default workers"]
+    old = base_outcomes["baseline: ours, default workers"]
+    changed = Counter((o, r.outcome.value) for o, r in zip(old, new) if o != r.outcome.value)
+    print(f"outcomes that differ between baseline and new code: {dict(changed) or 'none'}")
+    figures["baseline_outcome_changes"] = {f"{a}->{b}": c for (a, b), c in changed.items()}
+    return figures
+
+
+def _agreement(pairs: list, kinds: list, results: list, naive_ok: list, timeout: float) -> dict:
+    """Print the outcomes, the agreement with the naive loop and the slowest item against the
+    bound; returns their figures."""
+    n = len(pairs)
+    agree = sum((r.outcome is Outcome.CORRECT) == ok for r, ok in zip(results, naive_ok))
+    slowest = max(r.elapsed_s for r in results)
+    print(f"\noutcomes: {summarize(results)}")
+    print(f"decided by: {dict(Counter(r.via or '-' for r in results))}")
+    print(f"agreement with the naive loop on correct/not: {agree}/{n} ({100 * agree / n:.1f}%)")
+    by_kind = Counter((k, r.outcome.value) for k, r in zip(kinds, results))
+    print("by kind: " + "; ".join(f"{k}: {dict((o, c) for (kk, o), c in by_kind.items() if kk == k)}" for k in KINDS))
+    bound = timeout + 0.5
+    print(f"load average during the run (1 min): {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"slowest item: {slowest:.3f}s (must be under timeout + 0.5 = {bound:g}s: {'ok' if slowest < bound else 'OVER'})")
+    diffs = [(p, k, r.outcome.value, ok) for p, k, r, ok in zip(pairs, kinds, results, naive_ok) if (r.outcome is Outcome.CORRECT) != ok]
+    for (resp, gold), k, o, ok in diffs[:5]:
+        print(f"  differs: kind={k} gold={gold!r} ours={o} naive={'correct' if ok else 'not'} answer_tail={resp[-60:]!r}")
+    return {"agreement": agree / n, "slowest_item_s": slowest, "timeout_s": timeout, "outcomes": summarize(results)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.serve:
         return serve(args.timeout)
     if not DATA.is_file():
@@ -386,36 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         }
 
     if baseline is not None:
-        for label, _ in LABELS:
-            key = "baseline: " + label
-            ours_s = secs[label]
-            print(f"{key:28}{n / secs[key]:10.0f}{secs[key]:10.2f}{naive_s / secs[key]:9.2f}{cpu[key]:9.2f}"
-                  f"   (start-up {baseline.startup[label]:.2f}s, not counted)")
-            print(f"{'  new / baseline':28}{'':10}{'':10}{secs[key] / ours_s:9.2f}x wall, {cpu[key] / cpu[label]:.2f}x CPU "
-                  "(above 1: the new code is faster)")
-            figures[key] = {"pairs_per_s": n / secs[key], "seconds": secs[key], "cpu_s": cpu[key],
-                            "new_speedup_wall": secs[key] / ours_s, "new_speedup_cpu": cpu[key] / cpu[label]}
-        new = all_results["ours, default workers"]
-        old = base_outcomes["baseline: ours, default workers"]
-        changed = Counter((o, r.outcome.value) for o, r in zip(old, new) if o != r.outcome.value)
-        print(f"outcomes that differ between baseline and new code: {dict(changed) or 'none'}")
-        figures["baseline_outcome_changes"] = {f"{a}->{b}": c for (a, b), c in changed.items()}
-
-    results = all_results["ours, default workers"]
-    agree = sum((r.outcome is Outcome.CORRECT) == ok for r, ok in zip(results, naive_ok))
-    slowest = max(r.elapsed_s for r in results)
-    print(f"\noutcomes: {summarize(results)}")
-    print(f"decided by: {dict(Counter(r.via or '-' for r in results))}")
-    print(f"agreement with the naive loop on correct/not: {agree}/{n} ({100 * agree / n:.1f}%)")
-    by_kind = Counter((k, r.outcome.value) for k, r in zip(kinds, results))
-    print("by kind: " + "; ".join(f"{k}: {dict((o, c) for (kk, o), c in by_kind.items() if kk == k)}" for k in KINDS))
-    bound = args.timeout + 0.5
-    print(f"load average during the run (1 min): {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"slowest item: {slowest:.3f}s (must be under timeout + 0.5 = {bound:g}s: {'ok' if slowest < bound else 'OVER'})")
-    diffs = [(p, k, r.outcome.value, ok) for p, k, r, ok in zip(pairs, kinds, results, naive_ok) if (r.outcome is Outcome.CORRECT) != ok]
-    for (resp, gold), k, o, ok in diffs[:5]:
-        print(f"  differs: kind={k} gold={gold!r} ours={o} naive={'correct' if ok else 'not'} answer_tail={resp[-60:]!r}")
-    figures.update({"agreement": agree / n, "slowest_item_s": slowest, "timeout_s": args.timeout, "outcomes": summarize(results)})
+        figures.update(_baseline_rows(baseline, secs, cpu, n, naive_s, all_results, base_outcomes))
+    figures.update(_agreement(pairs, kinds, all_results["ours, default workers"], naive_ok, args.timeout))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")

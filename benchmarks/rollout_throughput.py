@@ -43,7 +43,8 @@ def count_tokens(row: list[int], stop_ids: set[int]) -> int:
     return len(row)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The options: the model (or the tiny one's shape), the batch, threads and repeats."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", help="model folder (default: build a tiny random Qwen2)")
     ap.add_argument("--prompts", type=int, default=16)
@@ -60,7 +61,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--repeats", type=int, default=3, help="best of R interleaved runs (shared machines are noisy)")
     ap.add_argument("--skip-per-sample", action="store_true", help="skip the slowest loop")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _best_of(methods: list) -> list[tuple[str, int, float]]:
+    """(name, tokens, seconds) of each ``(name, fn, repeats)``: the fastest of its runs, the
+    methods interleaved so that load changes hit every method alike."""
+    best: dict[str, tuple[int, float]] = {}
+    for r in range(max(m[2] for m in methods)):
+        for name, fn, reps in methods:
+            if r >= reps:
+                continue
+            t0 = time.perf_counter()
+            toks = fn()
+            secs = time.perf_counter() - t0
+            if name not in best or secs < best[name][1]:
+                best[name] = (toks, secs)
+    return [(name, *best[name]) for name, _, _ in methods]
+
+
+def _print_table(results: list[tuple[str, int, float]]) -> None:
+    """One row per method, with its speed relative to the first (the batched backend)."""
+    base = results[0][1] / results[0][2]
+    print(f"{'method':40s} {'tokens':>8s} {'seconds':>8s} {'tokens/s':>9s} {'batched x':>9s}")
+    for name, toks, secs in results:
+        rate = toks / secs
+        print(f"{name:40s} {toks:8d} {secs:8.2f} {rate:9.1f} {base / rate:9.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
 
     import torch
 
@@ -128,23 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if not args.skip_per_sample:  # slow: run once
         methods.append(("one sample per generate", lambda: per_prompt(1, args.n), 1))
-    best: dict[str, tuple[int, float]] = {}
-    for r in range(max(m[2] for m in methods)):
-        for name, fn, reps in methods:  # interleaved, so load changes hit every method alike
-            if r >= reps:
-                continue
-            t0 = time.perf_counter()
-            toks = fn()
-            secs = time.perf_counter() - t0
-            if name not in best or secs < best[name][1]:
-                best[name] = (toks, secs)
-    results = [(name, *best[name]) for name, _, _ in methods]
-
-    base = results[0][1] / results[0][2]
-    print(f"{'method':40s} {'tokens':>8s} {'seconds':>8s} {'tokens/s':>9s} {'batched x':>9s}")
-    for name, toks, secs in results:
-        rate = toks / secs
-        print(f"{name:40s} {toks:8d} {secs:8.2f} {rate:9.1f} {base / rate:9.2f}")
+    _print_table(_best_of(methods))
     if tmp is not None:
         tmp.cleanup()
     return 0
