@@ -30,13 +30,13 @@ the same paths (the reproduction to try first, by hand), and the command that re
 whole sequence up to it (the RNG makes it the same sequence; a kill's timing is the one
 thing that varies). Shared by ``tests/test_fault_harness.py`` (a short
 seeded run in the fast suite, a long one in ``make test``) and ``scripts/fault_harness.py``
-(``--seed S --ops N`` for long runs).
+(``--seed S --ops N`` for long runs). The scheduler of the interleavings and its hooks into
+the locking code are in ``fault_scheduler.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl as _fcntl
 import hashlib
 import io
 import json
@@ -48,7 +48,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -58,6 +57,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+
+from fault_scheduler import Scheduler, scheduled_locking, thread_crl  # noqa: E402
 
 QA = [(f"Tom has {a} apples and buys {b} more. How many apples does he have now?", str(a + b))
       for a in range(2, 8) for b in range(3, 6)]
@@ -72,102 +73,6 @@ FILE_SLOTS = ("s0.jsonl", "s1.jsonl", "page.html", "scan.json")  # file outputs 
 
 def _write_jsonl(path: Path, rows) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-# ---------------------------------------------------------------------------------------
-# the scheduler of interleaved runs (threads that take turns at the locking code's steps)
-# ---------------------------------------------------------------------------------------
-class Scheduler:
-    """Runs a few callables in threads, one at a time, switched at every :meth:`point`.
-
-    The thread with the highest priority runs; at a point it may be *demoted* below every
-    other (a preemption), more often at the points where races live (its first step after
-    start, and once it holds a lock), rarely elsewhere. Priorities and demotions come from the
-    seeded ``rng``. A random walk over threads would need a dozen lucky picks in a row to let
-    one run finish its clean-up while another sits in the lock (PCT, Burckhardt et al. 2010:
-    few preemptions at random places find most concurrency bugs)."""
-
-    HOT = {"holding": 0.6, "first": 0.6}
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.cv = threading.Condition()
-        self.turn: threading.Thread | None = None
-        self.waiting: list[threading.Thread] = []
-        self.threads: list[threading.Thread] = []
-        self.trace: list[str] = []
-        self.active = False
-        self.go = False
-        self.prio: dict[str, float] = {}
-        self.steps: dict[str, int] = {}
-
-    def point(self, name: str) -> None:
-        me = threading.current_thread()
-        if not self.active or me not in self.threads:
-            return
-        with self.cv:
-            self.steps[me.name] = self.steps.get(me.name, 0) + 1
-            self.trace.append(f"{me.name}:{name}")
-            self.waiting.append(me)
-            if self.go:
-                hot = self.HOT.get("first" if self.steps[me.name] == 2 else name, 0.05)
-                if self.rng.random() < hot:
-                    self.prio[me.name] = min(self.prio.values()) - 1  # preempted
-                self._next()
-            else:
-                self.cv.notify_all()
-            while self.turn is not me:
-                self.cv.wait()
-
-    def _next(self) -> None:  # with cv held, by the thread that gives up its turn
-        if not self.waiting:
-            self.turn = None
-            return
-        t = max(self.waiting, key=lambda t: self.prio[t.name])
-        self.waiting.remove(t)
-        self.turn = t
-        self.cv.notify_all()
-
-    def run(self, fns: list[Callable[[], None]]) -> None:
-        self.threads = [threading.Thread(target=self._body, args=(fn,), name=f"t{i}") for i, fn in enumerate(fns)]
-        order = list(range(len(self.threads)))
-        self.rng.shuffle(order)
-        self.prio = {t.name: float(order[i]) for i, t in enumerate(self.threads)}
-        self.active = True
-        with self.cv:
-            for t in self.threads:
-                t.start()
-            while len(self.waiting) < len(self.threads):
-                self.cv.wait()
-            self.go = True
-            self._next()
-        for t in self.threads:
-            t.join(120)
-        self.active = False
-
-    def _body(self, fn: Callable[[], None]) -> None:
-        self.point("start")
-        try:
-            fn()
-        finally:
-            with self.cv:
-                self._next()
-
-
-class _Shim:
-    """A module whose named functions first give the scheduler a turn."""
-
-    def __init__(self, module, sched: Scheduler, names: tuple[str, ...]) -> None:
-        self._module, self._sched, self._names = module, sched, names
-
-    def __getattr__(self, name: str):
-        real = getattr(self._module, name)
-        if name in self._names and callable(real):
-            def call(*a, **k):
-                self._sched.point(f"{name}")
-                return real(*a, **k)
-            return call
-        return real
 
 
 # ---------------------------------------------------------------------------------------
@@ -459,97 +364,28 @@ class Harness:
 
     def _interleave(self, n: int) -> None:
         """Two or three runs on one target, in threads switched at every locking step."""
-        from composition_rl import cli
-        from composition_rl.compose import run as compose_run
-        from composition_rl.io import runs
-
-        rng = self.rng
-        kind = rng.choice(["folder", "folder", "file"])
-        if kind == "folder":
-            target = rng.choice([f"runs/new{self.world.fresh + 1}"] * 2 + [f"runs/{rng.choice(SLOTS)}"])
-            if target.startswith("runs/new"):
-                self.world.fresh += 1
-            argvs = [rng.choice([["export", "--input", "in/qa.jsonl", "--out", target]] * 2
-                                + [["compose", "--input", "in/qa.jsonl", "--out", target, "--workers", "1",
-                                    "--max-candidates", "20", "--no-progress"]])
-                     for _ in range(rng.choice([2, 3, 3, 3]))]
-            outs = [target]
-        else:
-            runs_ = [f for f in self.world.run_folders() if self._owner(f) == "compose"]
-            if not runs_:
-                return self._single(n)
-            target = f"runs/{rng.choice(['page.html', 'scan.json'])}"
-            run = rng.choice(runs_)
-            argvs = [(["browse", run, "--out", target] if target.endswith(".html")
-                      else ["audit", run, "--scan", "--json", target]) for _ in range(rng.choice([2, 3, 3, 3]))]
-            outs = [target]
+        drawn = self._interleaved_argvs()
+        if drawn is None:
+            return self._single(n)
+        argvs, outs = drawn
         op = Op(n, "interleave", argvs, None, outs)
         self._count("interleave")
-        sched = Scheduler(random.Random(rng.random()))
+        sched = Scheduler(random.Random(self.rng.random()))
         buf = io.StringIO()
-        holders: dict[str, list[str]] = {}
         clash: list[str] = []
-        real_hold = runs.hold_lock
-
-        @contextlib.contextmanager
-        def hold(target, command, **kw):
-            with real_hold(target, command, **kw) as lock:
-                key = str(Path(target).resolve())
-                me = threading.current_thread().name
-                if holders.get(key):
-                    clash.append(f"{me} took the lock of {target} while {holders[key]} held it")
-                if not Path(lock).exists():
-                    clash.append(f"{me} holds the lock of {target}, but no lock file is at {Path(lock).name}: it "
-                                 "locked a file that had been removed")
-                holders.setdefault(key, []).append(me)
-                sched.point("holding")
-                try:
-                    yield lock
-                    if not Path(lock).exists():  # (a refused run may remove its own folder, lock and all)
-                        clash.append(f"the lock file of {target} was removed while {me} held it")
-                finally:
-                    holders[key].remove(me)
-            sched.point("released")
-
-        class _Sig:
-            def __getattr__(self, name):
-                return getattr(signal, name)
-
-            @staticmethod
-            def signal(sig, handler):
-                if threading.current_thread() is threading.main_thread():
-                    return signal.signal(sig, handler)
-                return signal.getsignal(sig)
-
         results: list[tuple[int, str]] = [(0, "")] * len(argvs)
 
         finished: list[int] = []
 
         def body(i: int, argv: list[str]) -> Callable[[], None]:
             def fn() -> None:
-                results[i] = _thread_crl(self._abs(argv))
+                results[i] = thread_crl(self._abs(argv))
                 finished.append(i)
             return fn
 
-        patches = [(runs, "os", _Shim(os, sched, ("open", "close", "rmdir", "unlink"))),
-                   (runs, "fcntl", _Shim(_fcntl, sched, ("flock",))),
-                   (runs, "writable_dir", _pointed(runs.writable_dir, sched, "writable_dir")),
-                   (runs, "writable_file", _pointed(runs.writable_file, sched, "writable_file")),
-                   (runs, "_drop_if_bare", _pointed(getattr(runs, "_drop_if_bare", None), sched, "drop_if_bare")),
-                   (runs, "drop_made_folder", _pointed(getattr(runs, "drop_made_folder", None), sched, "drop_folder")),
-                   (runs, "hold_lock", hold), (compose_run, "hold_lock", hold), (cli, "signal", _Sig())]
-        saved = [(m, a, getattr(m, a, None)) for m, a, _ in patches]
         before = self.world.snapshot()
-        try:
-            for m, a, v in patches:
-                if v is not None:
-                    setattr(m, a, v)
-            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-                sched.run([body(i, a) for i, a in enumerate(argvs)])
-        finally:
-            for m, a, v in saved:
-                if v is not None:
-                    setattr(m, a, v)
+        with scheduled_locking(sched, clash), contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            sched.run([body(i, a) for i, a in enumerate(argvs)])
         op.note = "schedule: " + " ".join(sched.trace)
         for c in clash:
             self._violate(op, "a lock has one holder and stays while held", c)
@@ -560,6 +396,29 @@ class Harness:
         ok = [i for i in finished if results[i][0] == 0]
         if ok:  # the target is a consistent finished run: the last one to finish
             self._rerun_finishes(op, argvs[ok[-1]], None)
+
+    def _interleaved_argvs(self) -> tuple[list[list[str]], list[str]] | None:
+        """Two or three command lines on one drawn target (a run folder, or a page or scan file
+        of a compose run), and that target; None when a file target has no compose run yet."""
+        rng = self.rng
+        kind = rng.choice(["folder", "folder", "file"])
+        if kind == "folder":
+            target = rng.choice([f"runs/new{self.world.fresh + 1}"] * 2 + [f"runs/{rng.choice(SLOTS)}"])
+            if target.startswith("runs/new"):
+                self.world.fresh += 1
+            argvs = [rng.choice([["export", "--input", "in/qa.jsonl", "--out", target]] * 2
+                                + [["compose", "--input", "in/qa.jsonl", "--out", target, "--workers", "1",
+                                    "--max-candidates", "20", "--no-progress"]])
+                     for _ in range(rng.choice([2, 3, 3, 3]))]
+            return argvs, [target]
+        runs_ = [f for f in self.world.run_folders() if self._owner(f) == "compose"]
+        if not runs_:
+            return None
+        target = f"runs/{rng.choice(['page.html', 'scan.json'])}"
+        run = rng.choice(runs_)
+        argvs = [(["browse", run, "--out", target] if target.endswith(".html")
+                  else ["audit", run, "--scan", "--json", target]) for _ in range(rng.choice([2, 3, 3, 3]))]
+        return argvs, [target]
 
     def _kill(self, n: int) -> None:
         """A run in a subprocess, killed after a random delay; its rerun finishes the job."""
@@ -726,28 +585,6 @@ class Harness:
             assert rc == 0, text
             self.refs[key] = _result_files(out, argv[0])
         return self.refs[key]
-
-
-def _pointed(fn, sched: Scheduler, name: str):
-    if fn is None:
-        return None
-
-    def call(*a, **k):
-        sched.point(name)
-        return fn(*a, **k)
-    return call
-
-
-def _thread_crl(argv: list[str]) -> tuple[int, str]:
-    from composition_rl.cli import main
-
-    try:
-        rc = main(list(argv))
-        return rc, ""
-    except SystemExit as e:
-        return int(e.code or 0) if not isinstance(e.code, str) else 2, ""
-    except BaseException:  # noqa: BLE001 - a crash is a finding
-        return -1, traceback.format_exc()
 
 
 def _target(argv: list[str]) -> str | None:

@@ -244,64 +244,11 @@ class FakeOpenAIServer:
             if fault is not None and fault.kind == "drop":
                 writer.transport.abort()
                 return False
-            if fault is not None and fault.kind == "status":
-                await self._send(
-                    writer,
-                    fault.status,
-                    json.dumps(
-                        {
-                            "error": {
-                                "message": fault.message.replace(
-                                    "{auth}", headers.get("authorization", "")
-                                ),
-                                "type": "server_error",
-                            }
-                        }
-                    ).encode(),
-                )
+            if fault is not None and fault.kind in ("status", "rate_limit", "malformed"):
+                await self._send_fault(writer, fault, headers)
                 return True
-            if fault is not None and fault.kind == "rate_limit":
-                extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
-                await self._send(
-                    writer,
-                    429,
-                    json.dumps(
-                        {"error": {"message": "rate limited", "type": "rate_limit_error"}}
-                    ).encode(),
-                    extra,
-                )
-                return True
-            if fault is not None and fault.kind == "malformed":
-                await self._send(
-                    writer,
-                    200,
-                    b'{"id": "chatcmpl-x", "object": "chat.completion", "choices": [{"index": 0, "mess',
-                )
-                return True
-            n = int(body.get("n") or 1)
-            reply = self.responder(body)
-            texts = [reply] * n if isinstance(reply, str) else list(reply)
-            finish = ["stop"] * len(texts)
-            if fault is not None and fault.kind == "truncate":
-                texts = [t[: len(t) // 2] for t in texts]
-                finish = ["length"] * len(texts)
-            prompt_words = sum(_words(str(m.get("content", ""))) for m in body.get("messages", []))
-            completion_words = sum(_words(t) for t in texts)
-            payload = {
-                "id": f"chatcmpl-{key}-{attempt}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": self.model,
-                "choices": [
-                    {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": f}
-                    for i, (t, f) in enumerate(zip(texts, finish))
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_words,
-                    "completion_tokens": completion_words,
-                    "total_tokens": prompt_words + completion_words,
-                },
-            }
+            truncate = fault is not None and fault.kind == "truncate"
+            payload = self._completion(body, key, attempt, truncate)
             await self._send(writer, 200, json.dumps(payload).encode())
             with self._lock:
                 self.completed += 1
@@ -309,6 +256,71 @@ class FakeOpenAIServer:
         finally:
             with self._lock:
                 self.in_flight -= 1
+
+    async def _send_fault(self, writer: asyncio.StreamWriter, fault: Fault, headers: dict[str, str]) -> None:
+        """The error reply of a ``status``, ``rate_limit`` or ``malformed`` fault."""
+        if fault.kind == "status":
+            await self._send(
+                writer,
+                fault.status,
+                json.dumps(
+                    {
+                        "error": {
+                            "message": fault.message.replace(
+                                "{auth}", headers.get("authorization", "")
+                            ),
+                            "type": "server_error",
+                        }
+                    }
+                ).encode(),
+            )
+            return
+        if fault.kind == "rate_limit":
+            extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
+            await self._send(
+                writer,
+                429,
+                json.dumps(
+                    {"error": {"message": "rate limited", "type": "rate_limit_error"}}
+                ).encode(),
+                extra,
+            )
+            return
+        if fault.kind == "malformed":
+            await self._send(
+                writer,
+                200,
+                b'{"id": "chatcmpl-x", "object": "chat.completion", "choices": [{"index": 0, "mess',
+            )
+
+    def _completion(self, body: dict, key: str, attempt: int, truncate: bool) -> dict:
+        """The chat completion the responder gives for ``body`` (its texts cut in half and
+        marked ``length`` when ``truncate``), with usage counted in words."""
+        n = int(body.get("n") or 1)
+        reply = self.responder(body)
+        texts = [reply] * n if isinstance(reply, str) else list(reply)
+        finish = ["stop"] * len(texts)
+        if truncate:
+            texts = [t[: len(t) // 2] for t in texts]
+            finish = ["length"] * len(texts)
+        prompt_words = sum(_words(str(m.get("content", ""))) for m in body.get("messages", []))
+        completion_words = sum(_words(t) for t in texts)
+        payload = {
+            "id": f"chatcmpl-{key}-{attempt}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": f}
+                for i, (t, f) in enumerate(zip(texts, finish))
+            ],
+            "usage": {
+                "prompt_tokens": prompt_words,
+                "completion_tokens": completion_words,
+                "total_tokens": prompt_words + completion_words,
+            },
+        }
+        return payload
 
     def reset_counts(self) -> None:
         with self._lock:
