@@ -358,7 +358,7 @@ def test_new_weights_in_the_same_folder_are_not_resumed_as_the_old(command, w, t
 
 
 def test_model_content_follows_the_bytes_not_the_path(tmp_path):
-    from composition_rl.io.runs import model_content
+    from composition_rl.io.identity import model_content
 
     m = tmp_path / "m"
     m.mkdir()

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.io.gguf import cache_dir, gguf_file, is_gguf
-from composition_rl.io.runs import file_sha256
+from composition_rl.io.identity import file_sha256
 
 __all__ = ["check_model_folder", "hf_folder", "is_local_model", "load_causal_lm"]
 

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.io.files import atomic_write_json, dumps
-from composition_rl.io.runs import RUN_FILE, claim_run, run_identity
+from composition_rl.io.identity import claim_run, run_identity
+from composition_rl.io.runs import RUN_FILE
 from composition_rl.train.config import TrainConfig, load_config
 from composition_rl.train.curriculum import Curriculum, StageSpec
 from composition_rl.train.data import (
@@ -340,7 +341,7 @@ def _observe_online(run: _Run, step: int, sample, row: dict[str, Any]) -> None:
 
 
 def training_identity(cfg: TrainConfig) -> dict[str, Any]:
-    """What a training run's checkpoints were trained from (:func:`composition_rl.io.runs.run_identity`):
+    """What a training run's checkpoints were trained from (:func:`composition_rl.io.identity.run_identity`):
     the model, the stages (each stage's settings, its name among them, and its data files by
     content), the curriculum, the skip setting, the GRPO and dynamic-sampling settings, the seed,
     the instruction and how the reward reads answers. A resume with any of them changed would
