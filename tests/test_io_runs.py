@@ -4,6 +4,7 @@ with another model or input, and one helper records and compares every run's ide
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -85,7 +86,7 @@ def test_a_field_on_one_side_only_is_a_difference_both_ways(tmp_path):
         claim_run(old, {"n": 8}, info={"input": "b.jsonl"})
 
 
-def test_a_run_records_its_package_versions_and_a_resume_with_others_is_said_not_refused(tmp_path, capsys):
+def test_a_run_records_its_package_versions_and_a_resume_with_others_is_said_not_refused(tmp_path, caplog):
     """Versions are provenance, not identity: a patch release of a dependency would otherwise
     strand every long run, and a fixed bug must reach a resumed run (docs/first_hour.md)."""
     from importlib.metadata import version
@@ -100,9 +101,10 @@ def test_a_run_records_its_package_versions_and_a_resume_with_others_is_said_not
     assert made["versions"]["math-verify"] == version("math-verify")
     made["versions"]["math-verify"] = "0.0.1"
     rec.write_text(json.dumps(made))
-    claim_run(rec, {"n": 8})  # resumed, not refused
-    err = capsys.readouterr().err
-    assert "math-verify 0.0.1" in err and version("math-verify") in err
+    with caplog.at_level(logging.INFO, logger="composition_rl"):
+        claim_run(rec, {"n": 8})  # resumed, not refused
+    said = caplog.text
+    assert "math-verify 0.0.1" in said and version("math-verify") in said
     assert json.loads(rec.read_text())["versions_resumed"] == [{"math-verify": version("math-verify")}]
     claim_run(rec, {"n": 8})  # the same versions again: said once, recorded once
     assert json.loads(rec.read_text())["versions_resumed"] == [{"math-verify": version("math-verify")}]

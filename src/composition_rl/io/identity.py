@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -33,6 +34,8 @@ from composition_rl.io.gguf import MODELS, is_gguf, read_gguf_metadata
 
 __all__ = ["IDENTITY_FIELDS", "RunMismatch", "VERSIONS", "claim_run", "file_sha256", "folder_sha256",
            "model_content", "model_identity", "package_versions", "run_identity"]
+
+log = logging.getLogger(__name__)
 
 _NOT_RECORDED = "(not recorded)"
 
@@ -163,8 +166,8 @@ def claim_run(record: str | os.PathLike, identity: Mapping[str, Any], *, has_wor
     The record lists its identity's fields (``identity_fields``), so ``info`` is never taken
     for identity; of a record written before that list, every field but this call's ``info``
     and ``versions`` is identity. The package versions of the run (:func:`package_versions`)
-    are recorded too, but not compared: a resume under other versions goes on, says so on
-    stderr, and adds them to ``versions_resumed`` in the record.
+    are recorded too, but not compared: a resume under other versions goes on, says so (a
+    warning on this module's logger), and adds them to ``versions_resumed`` in the record.
 
     Args:
         record: the record file (``OUT/run.json``, or a sidecar such as ``scored.options.json``).
@@ -240,9 +243,8 @@ def _note_versions(path: Path, old: Mapping[str, Any], versions: Mapping[str, st
     if not changed or any(all(s.get(k) == v for k, v in changed.items()) for s in seen[1:]):
         return
     said = ", ".join(f"{k} {made[k]} -> {v}" for k, v in changed.items())
-    print(f"note: {path.parent} holds {what} made with {said}; resuming it with these versions "
-          f"(recorded in {path.name} as versions_resumed; versions are not part of a run's identity)",
-          file=sys.stderr)
+    log.warning("note: %s holds %s made with %s; resuming it with these versions (recorded in %s as "
+                "versions_resumed; versions are not part of a run's identity)", path.parent, what, said, path.name)
     atomic_write_json(path, {**old, "versions_resumed": [*old.get("versions_resumed", []), changed]})
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import shutil
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +33,8 @@ from composition_rl.io.identity import VERSIONS, package_versions
 __all__ = ["LOCK_FILE", "RUN_FILE", "RUN_OUTPUTS", "RunBusy", "RunClash", "check_model_source", "crl_made",
            "drop_made_folder", "folder_owner", "foreign_files", "hold_lock", "is_crl_page", "make_folder",
            "record_run", "refuse_foreign", "refuse_other_owner", "run_folder"]
+
+log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 
@@ -436,8 +438,8 @@ def run_folder(out: str | os.PathLike, command: str, *, inputs: Mapping[str, str
             page = out / "report.html"
             if page.is_file() and is_crl_page(page):
                 page.unlink()
-                print(f"note: removed {page} (it showed the folder before this run; `crl browse {out}` "
-                      "writes it again)", file=sys.stderr)
+                log.info("note: removed %s (it showed the folder before this run; `crl browse %s` writes it "
+                         "again)", page, out)
             yield out
         except refusals:
             if made:

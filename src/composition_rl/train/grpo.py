@@ -22,9 +22,9 @@ PosixPath('runs/train/metrics.jsonl')
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -46,6 +46,8 @@ from composition_rl.train.metrics import plot_solve_rates, step_row, truncate_af
 from composition_rl.train.prompt_source import PromptSource
 
 __all__ = ["latest_checkpoint", "run_training"]
+
+log = logging.getLogger(__name__)
 
 CRL_STATE = "crl_state.json"
 LOGS = ("metrics.jsonl", "pass_rates.jsonl", "transitions.jsonl", "online.jsonl")
@@ -144,8 +146,8 @@ class _Run:
         kept, rejects = fit_stage(problems, stage, self.cfg.model, self.cfg.instruction)
         self.rejects = {**getattr(self, "rejects", {}), stage: rejects}
         if rejects:
-            print(f"stage {stage}: {len(rejects)} of {len(problems)} prompts are longer than the model's context: "
-                  f"set aside -> {self.out / 'input_rejects.jsonl'}", file=sys.stderr)
+            log.warning("stage %s: %d of %d prompts are longer than the model's context: set aside -> %s",
+                        stage, len(rejects), len(problems), self.out / "input_rejects.jsonl")
             atomic_write_jsonl(self.out / "input_rejects.jsonl", (r for rs in self.rejects.values() for r in rs))
         return kept
 
