@@ -423,9 +423,10 @@ def test_the_contract_modules_doctests_pass():
     import doctest
 
     import composition_rl.io.files as files
+    import composition_rl.io.identity as identity
     import composition_rl.io.runs as runs
 
-    for mod in (runs, files):
+    for mod in (runs, identity, files):
         assert doctest.testmod(mod).failed == 0, mod.__name__
 
 
