@@ -229,7 +229,7 @@ class ScriptedSolver:
 
 
 def test_probe_rejects_a_guessable_record_keeps_one_that_needs_q1_and_resumes(tmp_path):
-    from composition_rl.io.runs import RunMismatch
+    from composition_rl.io.identity import RunMismatch
     from composition_rl.probe import withheld_question
 
     seen: dict[str, crl.Problem] = {}  # one record per later problem: each withheld problem is one record's

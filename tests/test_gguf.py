@@ -1,4 +1,4 @@
-"""A GGUF as ``--model`` (composition_rl/io/gguf.py, backends/hf_model.py, io/runs.py), offline.
+"""A GGUF as ``--model`` (composition_rl/io/gguf.py, backends/hf_model.py, io/identity.py), offline.
 
 What a model argument resolves to (a ``.gguf`` path, a name found in the models folders, a
 name not assembled yet), how a run records it (by the file's sha256, the same for the name
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from composition_rl.io import gguf
-from composition_rl.io.runs import model_identity
+from composition_rl.io.identity import model_identity
 
 
 def _s(text: str) -> bytes:
@@ -112,7 +112,8 @@ def test_train_into_another_models_folder_is_refused_in_one_line_before_any_mode
     """The folder holds metrics of a smollm2 run (no checkpoint: real-cpu saves none); a rerun with
     qwen-0.5b is refused naming both, without assembling or loading qwen-0.5b."""
     from composition_rl.cli import main
-    from composition_rl.io.runs import RUN_FILE, run_identity
+    from composition_rl.io.identity import run_identity
+    from composition_rl.io.runs import RUN_FILE
 
     out = tmp_path / "run"
     monkeypatch.setattr(gguf, "model_path", _fail)

@@ -1,9 +1,10 @@
-"""io/runs.py: a run folder knows what made it; profile and eval refuse to resume a folder made
+"""io/identity.py: a run folder knows what made it; profile and eval refuse to resume a folder made
 with another model or input, and one helper records and compares every run's identity."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -45,7 +46,7 @@ def test_profile_and_eval_refuse_a_folder_made_with_another_model(tmp_path):
 
 
 def test_one_helper_records_and_compares_every_run_identity(tmp_path):
-    from composition_rl.io.runs import RunMismatch, claim_run, run_identity
+    from composition_rl.io.identity import RunMismatch, claim_run, run_identity
 
     f = tmp_path / "in.jsonl"
     f.write_text("a\n")
@@ -63,7 +64,7 @@ def test_one_helper_records_and_compares_every_run_identity(tmp_path):
 def test_a_field_on_one_side_only_is_a_difference_both_ways(tmp_path):
     """A run made with a model is not resumed by one that names none, nor the reverse; what a
     call records as ``info`` (paths, notes) is never compared, whichever side has it."""
-    from composition_rl.io.runs import RunMismatch, claim_run, run_identity
+    from composition_rl.io.identity import RunMismatch, claim_run, run_identity
 
     made_with = tmp_path / "with_model.json"
     claim_run(made_with, run_identity(model="Qwen3-4B", backend="openai"), has_work=False)
@@ -85,12 +86,13 @@ def test_a_field_on_one_side_only_is_a_difference_both_ways(tmp_path):
         claim_run(old, {"n": 8}, info={"input": "b.jsonl"})
 
 
-def test_a_run_records_its_package_versions_and_a_resume_with_others_is_said_not_refused(tmp_path, capsys):
+def test_a_run_records_its_package_versions_and_a_resume_with_others_is_said_not_refused(tmp_path, caplog):
     """Versions are provenance, not identity: a patch release of a dependency would otherwise
     strand every long run, and a fixed bug must reach a resumed run (docs/first_hour.md)."""
     from importlib.metadata import version
 
-    from composition_rl.io.runs import claim_run, record_run
+    from composition_rl.io.identity import claim_run
+    from composition_rl.io.runs import record_run
 
     rec = tmp_path / "run.json"
     claim_run(rec, {"n": 8}, has_work=False)
@@ -99,9 +101,10 @@ def test_a_run_records_its_package_versions_and_a_resume_with_others_is_said_not
     assert made["versions"]["math-verify"] == version("math-verify")
     made["versions"]["math-verify"] = "0.0.1"
     rec.write_text(json.dumps(made))
-    claim_run(rec, {"n": 8})  # resumed, not refused
-    err = capsys.readouterr().err
-    assert "math-verify 0.0.1" in err and version("math-verify") in err
+    with caplog.at_level(logging.INFO, logger="composition_rl"):
+        claim_run(rec, {"n": 8})  # resumed, not refused
+    said = caplog.text
+    assert "math-verify 0.0.1" in said and version("math-verify") in said
     assert json.loads(rec.read_text())["versions_resumed"] == [{"math-verify": version("math-verify")}]
     claim_run(rec, {"n": 8})  # the same versions again: said once, recorded once
     assert json.loads(rec.read_text())["versions_resumed"] == [{"math-verify": version("math-verify")}]
@@ -110,7 +113,7 @@ def test_a_run_records_its_package_versions_and_a_resume_with_others_is_said_not
 
 
 def test_a_folder_input_is_hashed_by_its_content(tmp_path):
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.identity import run_identity
 
     prof = tmp_path / "prof"
     prof.mkdir()

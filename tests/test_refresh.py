@@ -22,7 +22,7 @@ import composition_rl as crl
 from composition_rl.backends.rollout import Completion, SamplingConfig
 from composition_rl.cli import main as cli
 from composition_rl.io.files import atomic_write_jsonl, read_jsonl
-from composition_rl.io.runs import RunMismatch
+from composition_rl.io.identity import RunMismatch
 from composition_rl.mbs import GrowConfig
 from composition_rl.mbs.teachers import ProgramTeacher, chain_values, parse_chain, render_chain
 from composition_rl.profile import ProfileConfig

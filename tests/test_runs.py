@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import shutil
 import time
@@ -358,7 +359,7 @@ def test_new_weights_in_the_same_folder_are_not_resumed_as_the_old(command, w, t
 
 
 def test_model_content_follows_the_bytes_not_the_path(tmp_path):
-    from composition_rl.io.runs import model_content
+    from composition_rl.io.identity import model_content
 
     m = tmp_path / "m"
     m.mkdir()
@@ -422,9 +423,10 @@ def test_the_contract_modules_doctests_pass():
     import doctest
 
     import composition_rl.io.files as files
+    import composition_rl.io.identity as identity
     import composition_rl.io.runs as runs
 
-    for mod in (runs, files):
+    for mod in (runs, identity, files):
         assert doctest.testmod(mod).failed == 0, mod.__name__
 
 
@@ -485,21 +487,21 @@ def test_a_file_lock_is_never_held_by_two_runs(tmp_path, monkeypatch):
             pass
 
 
-def test_a_bad_line_in_the_middle_of_a_log_loses_nothing_after_it(tmp_path, capsys):
+def test_a_bad_line_in_the_middle_of_a_log_loses_nothing_after_it(tmp_path, caplog):
     """Finding 3: lines a, <bad>, c, d kept only a; now a, c, d stay (in order), the bad line
     goes to NAME.jsonl.quarantined with its reason, and a torn last line is still cut."""
     from composition_rl.io.files import JsonlLog
 
     p = tmp_path / "profile.jsonl"
     p.write_bytes(b'{"id":"a"}\n{"id": "b\n{"id":"c"}\n[1]\n{"id":"d"}\n{"id":"e"')
-    with JsonlLog(p, key="id") as log:
+    with caplog.at_level(logging.INFO, logger="composition_rl"), JsonlLog(p, key="id") as log:
         assert log.done == {"a", "c", "d"}
         assert log.append({"id": "b"})
     assert p.read_bytes() == b'{"id":"a"}\n{"id":"c"}\n{"id":"d"}\n{"id":"b"}\n'
     bad = [json.loads(x) for x in (tmp_path / "profile.jsonl.quarantined").read_text().splitlines()]
     assert [(b["line"], b["text"]) for b in bad] == [(2, '{"id": "b'), (4, "[1]")]
     assert all(b["reason"] for b in bad)
-    assert "moved to" in capsys.readouterr().err
+    assert "moved to" in caplog.text
 
 
 def test_a_profile_rerun_after_a_garbled_line_asks_only_for_that_prompt(w, capsys):

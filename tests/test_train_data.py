@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 from cli_run import crl
 from fakes.openai_server import FakeOpenAIServer
@@ -71,15 +72,16 @@ def _numbered(body: dict) -> list[str]:
     return [f"The answer is \\boxed{{{i}}}" for i in range(int(body.get("n") or 1))]
 
 
-def test_profile_and_train_say_which_rows_they_dropped(tmp_path, capsys):
+def test_profile_and_train_say_which_rows_they_dropped(tmp_path, caplog):
     from composition_rl.train.data import read_problems
 
     f = tmp_path / "bad.jsonl"
     f.write_text(json.dumps({"problem": "What is 1+1?", "answer": "2"}) + "\n{bad json\n"
                  + json.dumps({"problem": "no answer"}) + "\n")
-    assert len(read_problems(f)) == 1
-    err = capsys.readouterr().err
-    assert "2 of 3 rows rejected, 1 problems kept" in err and "line 2 is not valid JSON" in err
+    with caplog.at_level(logging.INFO, logger="composition_rl"):
+        assert len(read_problems(f)) == 1
+    said = caplog.text
+    assert "2 of 3 rows rejected, 1 problems kept" in said and "line 2 is not valid JSON" in said
     with FakeOpenAIServer(_numbered) as srv:
         r = crl("profile", "--model", "m", "--base-url", srv.url, "--input", str(f), "--out", str(tmp_path / "p"),
                 "-n", "1", "--no-progress")

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from composition_rl.io.runs import RunMismatch
+from composition_rl.io.identity import RunMismatch
 from composition_rl.train.config import StageConfig, TrainConfig
 
 

@@ -36,11 +36,14 @@ attributes of the package they are always the verbs; import from the modules wit
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())  # silent unless the user (or crl) attaches one
 
 # name -> the module that defines it (loaded on first access, PEP 562)
 _EXPORTS = {

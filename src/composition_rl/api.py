@@ -182,7 +182,8 @@ def profile(
         0.4
     """
     from composition_rl.backends.rollout import build_backend, resolve_backend
-    from composition_rl.io.runs import run_folder, run_identity
+    from composition_rl.io.identity import run_identity
+    from composition_rl.io.runs import run_folder
     from composition_rl.profile import ProfileConfig, profile_problems
     from composition_rl.verify import shared_verifier
 
@@ -287,7 +288,8 @@ def probe(
         >>> res.summary["rejected_guessable"], len(res.kept)
         (3, 97)
     """
-    from composition_rl.io.runs import run_folder, run_identity
+    from composition_rl.io.identity import run_identity
+    from composition_rl.io.runs import run_folder
     from composition_rl.probe import ProbeConfig, build_solver, probe_records
     from composition_rl.verify import shared_verifier
 
@@ -361,8 +363,8 @@ def refresh(
         >>> res.report["informative_share"]["refreshed_reprofiled"]["share"]
         0.61
     """
+    from composition_rl.io.identity import run_identity
     from composition_rl.io.readers import load_problems
-    from composition_rl.io.runs import run_identity
     from composition_rl.refresh import refresh_problems
     from composition_rl.verify import shared_verifier
 

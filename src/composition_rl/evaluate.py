@@ -33,7 +33,8 @@ from composition_rl.backends.rollout import (
 from composition_rl.executors.base import Executor, SampleJob, Scored, chunks_of
 from composition_rl.executors.local import as_executor
 from composition_rl.io.files import JsonlLog, atomic_open, atomic_write_json, read_jsonl
-from composition_rl.io.runs import RUN_FILE, claim_run
+from composition_rl.io.identity import claim_run
+from composition_rl.io.runs import RUN_FILE
 from composition_rl.profile import progress_bar
 from composition_rl.records import Link, Problem
 from composition_rl.stats import BANDS, band, mean, mean_pass_at_k
@@ -206,8 +207,8 @@ def evaluate_benchmarks(
         progress: show progress bars.
         extra_run_info: recorded in run.json on the first run, not compared.
         identity: what else decides the results (model, backend, benchmark hashes:
-            :func:`composition_rl.io.runs.run_identity`); a rerun into ``out_dir`` with any
-            of them changed is refused (:class:`composition_rl.io.runs.RunMismatch`).
+            :func:`composition_rl.io.identity.run_identity`); a rerun into ``out_dir`` with any
+            of them changed is refused (:class:`composition_rl.io.identity.RunMismatch`).
 
     Returns:
         The results dict also written to results.json.

@@ -33,7 +33,8 @@ from composition_rl.backends.rollout import (
 from composition_rl.executors.base import Executor, SampleJob, chunks_of
 from composition_rl.executors.local import as_executor
 from composition_rl.io.files import JsonlLog, atomic_write_json, read_jsonl
-from composition_rl.io.runs import RUN_FILE, RunMismatch, claim_run
+from composition_rl.io.identity import RunMismatch, claim_run
+from composition_rl.io.runs import RUN_FILE
 from composition_rl.records import Problem
 from composition_rl.stats import (
     BANDS,
@@ -143,7 +144,7 @@ def profile_problems(
         progress: show a progress bar.
         extra_run_info: recorded in run.json on the first run, not compared (input paths).
         identity: what else decides the results (model, backend, input hashes:
-            :func:`composition_rl.io.runs.run_identity`); recorded with the settings, and a
+            :func:`composition_rl.io.identity.run_identity`); recorded with the settings, and a
             rerun into ``out_dir`` with any of them changed is refused (:class:`RunMismatch`).
         label: the progress bar's label (a caller running several profiles names each).
 

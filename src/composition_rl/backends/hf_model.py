@@ -20,17 +20,19 @@ that looks finished.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from composition_rl.io.gguf import cache_dir, gguf_file, is_gguf
-from composition_rl.io.runs import file_sha256
+from composition_rl.io.identity import file_sha256
 
 __all__ = ["check_model_folder", "hf_folder", "is_local_model", "load_causal_lm"]
+
+log = logging.getLogger(__name__)
 
 
 def is_local_model(model: str) -> bool:
@@ -57,8 +59,7 @@ def _converted(gguf: Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    print(f"note: converting {gguf} to a transformers folder once ({dest}); later loads read that",
-          file=sys.stderr)
+    log.info("note: converting %s to a transformers folder once (%s); later loads read that", gguf, dest)
     tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", suffix=".part", dir=dest.parent))
     try:
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)

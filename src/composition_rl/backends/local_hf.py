@@ -83,7 +83,7 @@ class LocalHFChat(ChatBackend):
 
     @property
     def namespace(self) -> str:
-        from composition_rl.io.runs import model_identity
+        from composition_rl.io.identity import model_identity
 
         return f"{self.name}:{model_identity(self.model)}"
 

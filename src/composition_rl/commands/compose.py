@@ -134,7 +134,7 @@ def load_inputs(
         if res is not None and not res.problems:
             raise UsageError(_no_problem(res, f"{name} {path}", out))
     problems = main.problems
-    from composition_rl.io.runs import file_sha256
+    from composition_rl.io.identity import file_sha256
 
     inputs: dict[str, Any] = {
         "main": {"path": args.input or "reasoning-gym (built-in default)", "rows": main.rows,
@@ -386,8 +386,8 @@ def _probe_config(args: argparse.Namespace):
 def _probe(args: argparse.Namespace, out: Path, exports: list[str], config) -> dict[str, Any]:
     """The solver probe over the run just written, folded into it under the run's lock."""
     from composition_rl.compose.run import lock_output
+    from composition_rl.io.identity import run_identity
     from composition_rl.io.readers import ReaderConfig, load_problems
-    from composition_rl.io.runs import run_identity
     from composition_rl.probe import apply_to_run, build_solver, probe_records
     from composition_rl.profile import RunMismatch
     from composition_rl.verify import VerifyConfig, shared_verifier

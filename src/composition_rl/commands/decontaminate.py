@@ -36,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
     from composition_rl.commands.refresh import benchmark_paths, load_benchmarks
     from composition_rl.flags import from_flags
     from composition_rl.io.files import StagedOutputs, atomic_write_json, atomic_write_jsonl
+    from composition_rl.io.identity import run_identity
     from composition_rl.io.readers import InputError, ReaderConfig, load_problems
-    from composition_rl.io.runs import RunBusy, record_run, run_folder, run_identity
+    from composition_rl.io.runs import RunBusy, record_run, run_folder
     from composition_rl.refresh import BenchmarkIndex, DecontamConfig
 
     try:

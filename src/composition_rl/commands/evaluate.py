@@ -117,7 +117,7 @@ def _evaluate(args: argparse.Namespace, config, verify_config, fallbacks) -> int
     """The evaluation itself, with ``--out`` held (see :func:`run`)."""
     from composition_rl.backends.rollout import RolloutError
     from composition_rl.evaluate import evaluate_benchmarks
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.identity import run_identity
     from composition_rl.profile import RunMismatch
 
     depths = _depths(args.compositional) if args.compositional else []

@@ -36,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_jsonl,
         refuse_overwrite,
     )
+    from composition_rl.io.identity import run_identity
     from composition_rl.io.readers import InputError, ReaderConfig, load_problems
-    from composition_rl.io.runs import RunBusy, record_run, refuse_foreign, run_folder, run_identity
+    from composition_rl.io.runs import RunBusy, record_run, refuse_foreign, run_folder
 
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     try:

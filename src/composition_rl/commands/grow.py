@@ -161,16 +161,15 @@ def _grow(args: argparse.Namespace, config, sampling, prof_cfg, bands) -> int:
     from composition_rl.flags import from_flags
     from composition_rl.io.export import clear_exports, export
     from composition_rl.io.files import atomic_write_jsonl
-    from composition_rl.io.readers import InputError, load_problems
-    from composition_rl.io.runs import (
-        LOCK_FILE,
-        RUN_FILE,
+    from composition_rl.io.identity import (
         RunMismatch,
         claim_run,
         model_content,
         model_identity,
         run_identity,
     )
+    from composition_rl.io.readers import InputError, load_problems
+    from composition_rl.io.runs import LOCK_FILE, RUN_FILE
     from composition_rl.mbs import Students, grow
     from composition_rl.mbs.grow import profile_qualify
     from composition_rl.profile import (

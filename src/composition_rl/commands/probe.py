@@ -73,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
 def _probe(args: argparse.Namespace, config, out: Path) -> int:
     import sys
 
+    from composition_rl.io.identity import run_identity
     from composition_rl.io.readers import InputError, ReaderConfig, load_problems
-    from composition_rl.io.runs import run_identity
     from composition_rl.probe import build_solver, probe_records, write_split
     from composition_rl.profile import RunMismatch, no_answer_note
     from composition_rl.verify import VerifyConfig, shared_verifier

@@ -287,7 +287,7 @@ def _profile(args: argparse.Namespace, config, out: Path, keep_out: Path, rej_pa
     """The profile run itself, with ``out`` held (see :func:`run`)."""
     from composition_rl.backends.rollout import RolloutError
     from composition_rl.io.files import atomic_write_jsonl
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.identity import run_identity
     from composition_rl.profile import (
         RunMismatch,
         keep_from_profile,

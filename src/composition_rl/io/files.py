@@ -8,8 +8,8 @@ line, and a rerun reads back what is already there (see :class:`JsonlLog`).
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -18,6 +18,8 @@ from typing import IO, Any
 
 __all__ = ["atomic_open", "atomic_write_json", "atomic_write_jsonl", "dumps", "is_crl_page", "JsonlLog", "quarantine_path", "read_jsonl",
            "refuse_overwrite", "remove_stale_stages", "StagedOutputs", "writable_dir", "writable_file"]
+
+log = logging.getLogger(__name__)
 
 
 def _temp_beside(path: Path) -> tuple[int, str]:
@@ -224,9 +226,9 @@ class JsonlLog:
                 os.fsync(q.fileno())
             with atomic_open(self.path, "wb") as f:  # the good lines, in their order
                 f.writelines(good)
-            print(f"note: {len(bad)} unreadable line(s) of {self.path} (line {', '.join(str(b['line']) for b in bad[:5])}"
-                  f"{' ...' if len(bad) > 5 else ''}) moved to {side} with the reason; their work is done again, "
-                  "every other line is kept", file=sys.stderr)
+            lines = ", ".join(str(b["line"]) for b in bad[:5]) + (" ..." if len(bad) > 5 else "")
+            log.warning("note: %d unreadable line(s) of %s (line %s) moved to %s with the reason; their work "
+                        "is done again, every other line is kept", len(bad), self.path, lines, side)
         elif torn:
             with open(self.path, "r+b") as f:
                 f.truncate(sum(len(g) for g in good))

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.io.files import atomic_write_json, atomic_write_jsonl, read_jsonl
-from composition_rl.io.runs import RUN_FILE, RunMismatch, claim_run
+from composition_rl.io.identity import RunMismatch, claim_run
+from composition_rl.io.runs import RUN_FILE
 from composition_rl.mbs.config import GrowConfig
 from composition_rl.profile import ProfileConfig, load_profile, profile_problems
 from composition_rl.records import Problem
@@ -182,7 +183,7 @@ def refresh_problems(
         config: :class:`RefreshConfig`.
         benchmarks: ``(name, problems)`` of each benchmark to decontaminate against.
         identity: what decides the results besides the config (model, backend, input hashes);
-            a rerun with any of it changed is refused (:class:`~composition_rl.io.runs.RunMismatch`).
+            a rerun with any of it changed is refused (:class:`~composition_rl.io.identity.RunMismatch`).
         progress: progress bars on every stage.
         exports: trainer datasets of the refreshed set to write beside it (``"verl"``, ``"trl"``).
         teacher: the MagicBeanStalk teacher of the grow stage (:func:`~composition_rl.mbs.build_teacher`);

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.io.files import atomic_write_json
-from composition_rl.io.runs import RunMismatch, claim_run
+from composition_rl.io.identity import RunMismatch, claim_run
 from composition_rl.reproduce.config import ReproduceConfig
 from composition_rl.reproduce.jobs import run_job, seed_dir
 
@@ -71,7 +71,7 @@ def plan(cfg: ReproduceConfig) -> list[Job]:
 
 
 def _check_config(out: Path, cfg: ReproduceConfig) -> None:
-    """Record the settings (:func:`composition_rl.io.runs.claim_run`); refuse other ones. The
+    """Record the settings (:func:`composition_rl.io.identity.claim_run`); refuse other ones. The
     arms are the exception: arms added to a run reuse its finished jobs."""
     path = out / CONFIG_FILE
     want = json.loads(json.dumps(cfg.to_dict()))

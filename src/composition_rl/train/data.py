@@ -7,6 +7,7 @@ run continues from the saved cursor.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -17,6 +18,8 @@ from composition_rl.records import Problem
 from composition_rl.train.config import StageConfig
 
 __all__ = ["PromptStream", "fit_stage", "load_stage_problems", "problem_row", "read_problems", "stage_depth"]
+
+log = logging.getLogger(__name__)
 
 
 def load_stage_problems(stage: StageConfig) -> list[Problem]:
@@ -119,16 +122,15 @@ def compose_from_mastered(stage: StageConfig, previous: Sequence[Problem], previ
 
 
 def read_problems(path: Path) -> list[Problem]:
-    """The problems of one file, with the input rows it had to reject noted on stderr."""
+    """The problems of one file, with the input rows it had to reject noted (a warning on this
+    module's logger)."""
     # the project's reader maps heterogeneous fields and keeps our own Problem rows
     # (composed.jsonl) whole, links and all
-    import sys
-
     from composition_rl.io.readers import load_problems
 
     res = load_problems(path)
     if res.rejects:  # never dropped without a word
-        print(f"note: {res.rejected_note(str(path))}", file=sys.stderr)
+        log.warning("note: %s", res.rejected_note(str(path)))
     return list(res.problems)
 
 

@@ -22,9 +22,9 @@ PosixPath('runs/train/metrics.jsonl')
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.io.files import atomic_write_json, dumps
-from composition_rl.io.runs import RUN_FILE, claim_run, run_identity
+from composition_rl.io.identity import claim_run, run_identity
+from composition_rl.io.runs import RUN_FILE
 from composition_rl.train.config import TrainConfig, load_config
 from composition_rl.train.curriculum import Curriculum, StageSpec
 from composition_rl.train.data import (
@@ -45,6 +46,8 @@ from composition_rl.train.metrics import plot_solve_rates, step_row, truncate_af
 from composition_rl.train.prompt_source import PromptSource
 
 __all__ = ["latest_checkpoint", "run_training"]
+
+log = logging.getLogger(__name__)
 
 CRL_STATE = "crl_state.json"
 LOGS = ("metrics.jsonl", "pass_rates.jsonl", "transitions.jsonl", "online.jsonl")
@@ -143,8 +146,8 @@ class _Run:
         kept, rejects = fit_stage(problems, stage, self.cfg.model, self.cfg.instruction)
         self.rejects = {**getattr(self, "rejects", {}), stage: rejects}
         if rejects:
-            print(f"stage {stage}: {len(rejects)} of {len(problems)} prompts are longer than the model's context: "
-                  f"set aside -> {self.out / 'input_rejects.jsonl'}", file=sys.stderr)
+            log.warning("stage %s: %d of %d prompts are longer than the model's context: set aside -> %s",
+                        stage, len(rejects), len(problems), self.out / "input_rejects.jsonl")
             atomic_write_jsonl(self.out / "input_rejects.jsonl", (r for rs in self.rejects.values() for r in rs))
         return kept
 
@@ -340,7 +343,7 @@ def _observe_online(run: _Run, step: int, sample, row: dict[str, Any]) -> None:
 
 
 def training_identity(cfg: TrainConfig) -> dict[str, Any]:
-    """What a training run's checkpoints were trained from (:func:`composition_rl.io.runs.run_identity`):
+    """What a training run's checkpoints were trained from (:func:`composition_rl.io.identity.run_identity`):
     the model, the stages (each stage's settings, its name among them, and its data files by
     content), the curriculum, the skip setting, the GRPO and dynamic-sampling settings, the seed,
     the instruction and how the reward reads answers. A resume with any of them changed would
@@ -465,28 +468,51 @@ def run_training(
             this config from step S+1 (:func:`_branch`); once the folder holds its own
             checkpoint, a rerun resumes that.
     """
-    import torch
-
-    from composition_rl.backends.hf_model import load_causal_lm
-    from composition_rl.io.gguf import is_gguf
+    # first: a trl of another version fails here, and torch, transformers and trl are imported
+    # when the folder is claimed, so the run record names their versions (package_versions)
+    from composition_rl.train import trl_adapter  # noqa: F401
     from composition_rl.train.progress import step_progress
-    from composition_rl.train.reward import VerifierReward
-    from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer
 
     cfg = config if isinstance(config, TrainConfig) else load_config(config)
     cfg.validate()
-    m = Path(cfg.model).expanduser()
-    if is_gguf(cfg.model):
-        if cfg.model.endswith(".gguf") and not m.is_file():
-            raise ValueError(f"model {cfg.model!r}: no such GGUF file")
-    elif not m.exists() and (cfg.model.startswith((".", "/", "~")) or (len(m.parts) > 1 and Path(m.parts[0]).is_dir())):
-        # a local path that is not there (a hub name has no such first folder here): say so now,
-        # not after the data is built and the hub client has retried for half a minute
-        raise ValueError(f"model {cfg.model!r}: no such model folder; `crl tiny-model --out runs/tiny` builds a small one")
+    _refuse_missing_model(cfg.model)
     say = log or (lambda m: None)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    ckpt = _claim_folder(cfg, out, resume, branch_from)
+    # built after the folder is claimed: building it sets aside over-long prompts and writes
+    # input_rejects.jsonl, which a refused run must leave as it was
+    run = _Run(cfg)
+    run.say = say
+    start = _start(run, out, ckpt, branch_from)
+    if start is None:
+        return out / "metrics.jsonl"
+    ckpt, step = start
+    atomic_write_json(out / "config.json", cfg.to_dict())
+    trainer, callback = _trainer(run)
+    with step_progress("GRPO", run.curriculum.max_total_steps - step, enabled=cfg.progress) as advance:
+        callback.bar = advance
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+    return _finish(run, trainer, out)
 
+
+def _refuse_missing_model(model: str) -> None:
+    """Refuse a local model path that is not there (a hub name has no such first folder here)
+    now, not after the data is built and the hub client has retried for half a minute."""
+    from composition_rl.io.gguf import is_gguf
+
+    m = Path(model).expanduser()
+    if is_gguf(model):
+        if model.endswith(".gguf") and not m.is_file():
+            raise ValueError(f"model {model!r}: no such GGUF file")
+    elif not m.exists() and (model.startswith((".", "/", "~")) or (len(m.parts) > 1 and Path(m.parts[0]).is_dir())):
+        raise ValueError(f"model {model!r}: no such model folder; `crl tiny-model --out runs/tiny` builds a small one")
+
+
+def _claim_folder(cfg: TrainConfig, out: Path, resume: bool | str,
+                  branch_from: str | os.PathLike | None) -> Path | None:
+    """Claim ``out`` for this training (:func:`composition_rl.io.identity.claim_run`); the
+    checkpoint to resume from, if any."""
     if branch_from is not None and not resume:
         raise ValueError("--branch-from continues another run's checkpoint; it does not combine with --fresh")
     ckpt = latest_checkpoint(out) if resume else None
@@ -502,10 +528,16 @@ def run_training(
     logged = bool(resume) and (out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").stat().st_size > 0
     claim_run(out / RUN_FILE, ident, has_work=ckpt is not None or logged, what="a training run",
               fix="use another output_dir, or start over with crl train --fresh")
-    # built after the folder is claimed: building it sets aside over-long prompts and writes
-    # input_rejects.jsonl, which a refused run must leave as it was
-    run = _Run(cfg)
-    run.say = say
+    return ckpt
+
+
+def _start(run: _Run, out: Path, ckpt: Path | None,
+           branch_from: str | os.PathLike | None) -> tuple[Path | None, int] | None:
+    """Where the run starts: the checkpoint it resumes (a branch's copy of its source's, made
+    here) and its step, its state loaded and its logs cut back to that step; no checkpoint and
+    step 0, the old logs removed, for a fresh run. None when the run already finished its
+    curriculum: nothing to do."""
+    say = run.say
     if branch_from is not None:
         # a branch starts from a checkpoint of the middle: it also ends with one (_Run.save_final)
         run.save_final = True
@@ -514,23 +546,34 @@ def run_training(
             ckpt = latest_checkpoint(out)
             say(f"branched from {info['from']} at step {info['step']} (prompt streams carried: "
                 f"{', '.join(info['streams_carried']) or 'none'})")
-    if ckpt is not None:
-        state = json.loads((ckpt / CRL_STATE).read_text())
-        run.load_state_dict(state)
-        for name in LOGS:
-            truncate_after(out / name, state["step"])
-        if run.curriculum.finished:
-            say(f"{out} finished its curriculum at step {state['step']}; nothing to do "
-                "(crl train --fresh, or resume=False, starts over)")
-            return out / "metrics.jsonl"
-        say(f"resuming from {ckpt} (step {state['step']}, stage {run.curriculum.stage.name})")
-    else:
+    if ckpt is None:
         for name in (*LOGS, BRANCH_FILE):
             (out / name).unlink(missing_ok=True)
-    atomic_write_json(out / "config.json", cfg.to_dict())
+        return None, 0
+    state = json.loads((ckpt / CRL_STATE).read_text())
+    run.load_state_dict(state)
+    for name in LOGS:
+        truncate_after(out / name, state["step"])
+    if run.curriculum.finished:
+        say(f"{out} finished its curriculum at step {state['step']}; nothing to do "
+            "(crl train --fresh, or resume=False, starts over)")
+        return None
+    say(f"resuming from {ckpt} (step {state['step']}, stage {run.curriculum.stage.name})")
+    return ckpt, state["step"]
 
+
+def _trainer(run: _Run):
+    """TRL's trainer for ``run`` (our dynamic-sampling subclass), with the model loaded and
+    the callback that drives the curriculum; returns both."""
+    import torch
     from datasets import Dataset
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+    from composition_rl.backends.hf_model import load_causal_lm
+    from composition_rl.train.reward import VerifierReward
+    from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer
+
+    cfg = run.cfg
     # TRL's dataloader only paces the steps; prompts come from the curriculum streams.
     rows = [problem_row(p, st.name, cfg.instruction) for st, probs in zip(cfg.stages, run.problems)
             for p in probs or []]
@@ -551,7 +594,7 @@ def run_training(
     args = _grpo_args(cfg, run.curriculum.max_total_steps)
     reward = VerifierReward(config=cfg.verify_config())
     trainer_ref: list = []
-    callback = _callback(run, trainer_ref, say)
+    callback = _callback(run, trainer_ref, run.say)
     trainer = DynamicSamplingGRPOTrainer(
         model=model,
         reward_funcs=[reward],
@@ -563,14 +606,14 @@ def run_training(
         prompt_source=_CurriculumSource(run),
     )
     trainer_ref.append(trainer)
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
     for cb in (PrinterCallback, ProgressCallback):  # our bar and metrics.jsonl replace TRL's dict prints
         trainer.remove_callback(cb)
-    remaining = run.curriculum.max_total_steps - (state["step"] if ckpt is not None else 0)
-    with step_progress("GRPO", remaining, enabled=cfg.progress) as advance:
-        callback.bar = advance
-        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+    return trainer, callback
+
+
+def _finish(run: _Run, trainer, out: Path) -> Path:
+    """Save the final model, the plot and summary.json of a trained run; metrics.jsonl's path."""
+    cfg = run.cfg
     trainer.save_model(str(out / "final"))
     metrics = out / "metrics.jsonl"
     transitions = [t.to_dict() for t in run.curriculum.transitions]
@@ -580,8 +623,8 @@ def run_training(
     if run.online is not None:
         summary["online"] = {"retired": run.online.retired_total, "injected": len(run.online.injected),
                              "live_by_depth": run.online.live_by_depth()}
-        say(f"online pool: {run.online.retired_total} prompt(s) retired, {len(run.online.injected)} injected; "
-            f"live by depth {run.online.live_by_depth()}")
+        run.say(f"online pool: {run.online.retired_total} prompt(s) retired, {len(run.online.injected)} injected; "
+                f"live by depth {run.online.live_by_depth()}")
     if run.skipper is not None:
         t = run.skipper.totals
         summary["skip"] = {"drawn": t.drawn, "skipped": t.skipped, "refilled": t.refilled}
