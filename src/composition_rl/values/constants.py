@@ -40,6 +40,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import NamedTuple
 
+from composition_rl.values.numbers import SEPARATOR, UNSIGNED, plain_number, ungroup
 from composition_rl.values.numwords import CARDINALS
 
 _BLOCKS = re.compile(
@@ -51,7 +52,9 @@ _BLOCKS = re.compile(
     r"|\\(?:overline|underline)\s*\{(?:[^{}]|\{[^{}]*\})*\}",
     re.S,
 )
-_NUMBER = re.compile(r"\d{1,3}(?:(?:,|\{,\}|,\\!|\\,)\d{3})+(?!\d)|\d+(?:\.\d+)?")
+# a digit group is scanned whatever its first digit; a literal that starts with 0 is refused
+# later, as a digit string (0,500 is no thousands number to values.numbers either)
+_NUMBER = re.compile(r"\d{1,3}(?:" + SEPARATOR + r"\d{3})+(?!\d)|" + UNSIGNED)
 _LABEL_PRE = re.compile(r"Fig|Problem|Exercise|Question|Chapter|Section|Table|Example|Lemma|Theorem|Step|Part|Round|Day|Game", re.I)
 _LABEL_WORDS = re.compile(
     r"(?:Figure|Fig\.|Problem|Exercise|Question|Chapter|Section|Table|Example|Lemma|Theorem|Step|Part|Round|Day|Game)\s*$",
@@ -129,7 +132,6 @@ _KNOWN_CMD_TAIL = re.compile(
     r"\\(?:pi|circ|cdot|times|div|left|right|quad|qquad|le|ge|leq|geq|pm|neq|approx|sin|cos|tan|cot|sec|csc|ln|log|exp"
     r"|[lc]?dots[bc]?)\s*$")
 _GLUED_OP = re.compile(r"\\(?:cdot|times|div|pm|cdots|ldots|dots)$")
-_SEPARATORS = re.compile(r"\{,\}|,\\!|\\,|,")
 _DIGIT_GROUP_AFTER = re.compile(r"\\,(?:\d|[A-Za-z](?![A-Za-z]))")
 _DIGIT_GROUP_BEFORE = re.compile(r"(?:\d|(?<![\\A-Za-z])[A-Za-z])\\,$")
 # A TeX macro argument is one token unless braced: in ``\frac 49`` the arguments are 4 and 9,
@@ -274,11 +276,8 @@ def constant_value(literal: str) -> Fraction | None:
     w = WORD_NUMBERS.get(literal.lower())
     if w is not None:
         return Fraction(w)
-    plain = _SEPARATORS.sub("", literal) if ("," in literal or "\\" in literal) else literal
-    try:
-        return Fraction(plain)
-    except (ValueError, ZeroDivisionError):
-        return None
+    got = plain_number(literal)
+    return None if got is None else got.value
 
 
 def _group_spans(text: str, opener: str) -> list[tuple[int, int]]:
@@ -476,7 +475,7 @@ def _tokens(q: str, end: int, blocks: list[tuple[int, int]], spans: list[tuple[i
         if len(lit) > 1 and lit[0] == "0" and lit[1] != ".":
             continue  # leading zeros: a digit string, not a quantity
         seps = "," in lit or "\\" in lit
-        plain = _SEPARATORS.sub("", lit) if seps else lit
+        plain = ungroup(lit) if seps else lit
         if labels and _LABEL_WORDS.search(q, max(0, s - 14), s):
             continue
         span = span_of(s)
