@@ -14,7 +14,7 @@ separators, points and signs), and hand cases. The readers, whichever the tree h
 * ``verify``: the verifier's fast path (``values.numbers.plain_number``, before it
   ``verify.extract.plain_rational``);
 * ``latex``: ``values.parse.parse_number`` (the LaTeX reader, whose fast path is the same);
-* ``constants``: ``values.constants.constant_value`` on the string as a literal;
+* ``constants``: ``values.constant_value`` on the string as a literal;
 * ``llm``: the numbers ``compose.llm.numbers.NUM_IN_TEXT`` finds inside the string.
 
 The table that docs/verification.md ("Plain numbers") gives was made this way, from f984cfa.
@@ -47,7 +47,7 @@ def _strings(path: str) -> Counter:
 
 def _readers():
     from composition_rl.compose.llm.numbers import NUM_IN_TEXT
-    from composition_rl.values.constants import constant_value
+    from composition_rl.values import constant_value
     from composition_rl.values.parse import parse_number
 
     try:

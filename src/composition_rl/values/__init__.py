@@ -13,8 +13,10 @@ One job per module, all exact (sympy / ``Fraction``, never floats):
 * :mod:`.exact`: arithmetic, the one equality (:func:`exact_equal`) and LaTeX rendering of
   values and offsets (sub-step 3);
 * :mod:`.constants`: :func:`find_constants`, the literals of a question that may be replaced
-  by a variable (sub-step 2), with their roles and flaws, math mode and the symbols a text
-  uses; :mod:`.shortcuts`, the rules that flag literals the rest of the text reveals.
+  by a variable (sub-step 2), with their roles and flaws, and the symbols a text uses;
+  :mod:`.literals`, the scanner that finds those literals and their values;
+  :mod:`.regions`, where a text is math mode, figure code or text inside math;
+  :mod:`.shortcuts`, the rules that flag literals the rest of the text reveals.
 
 The verbs below are importable from ``composition_rl.values``.
 """
@@ -29,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 # numbers with :mod:`.numbers` and never loads sympy (the workers do).
 _EXPORTS = {
     **dict.fromkeys(
-        ("FLAWS", "MATH_ENVIRONMENTS", "ROLES", "Constant", "constant_value", "find_constants",
-         "in_math", "symbols_used"),
+        ("FLAWS", "ROLES", "Constant", "find_constants", "symbols_used"),
         "composition_rl.values.constants",
     ),
+    **dict.fromkeys(("MATH_ENVIRONMENTS", "in_math"), "composition_rl.values.regions"),
+    "constant_value": "composition_rl.values.literals",
     **dict.fromkeys(
         ("Exact", "exact_equal", "exact_positive", "exact_sub", "exact_value", "irrational_parts",
          "render_fraction", "render_latex", "render_offset", "split_rational", "to_fraction"),
@@ -45,16 +48,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from composition_rl.values.constants import (
-        FLAWS,
-        MATH_ENVIRONMENTS,
-        ROLES,
-        Constant,
-        constant_value,
-        find_constants,
-        in_math,
-        symbols_used,
-    )
+    from composition_rl.values.constants import FLAWS, ROLES, Constant, find_constants, symbols_used
     from composition_rl.values.exact import (
         Exact,
         exact_equal,
@@ -68,6 +62,7 @@ if TYPE_CHECKING:
         split_rational,
         to_fraction,
     )
+    from composition_rl.values.literals import constant_value
     from composition_rl.values.parse import (
         AnswerValue,
         Lin,
@@ -75,6 +70,7 @@ if TYPE_CHECKING:
         parse_answer_value,
         parse_number,
     )
+    from composition_rl.values.regions import MATH_ENVIRONMENTS, in_math
 
 
 def __getattr__(name: str) -> Any:

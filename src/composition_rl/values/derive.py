@@ -44,10 +44,11 @@ from typing import Literal, get_args
 
 import sympy
 
-from composition_rl.values.constants import math_spans, symbols_used
+from composition_rl.values.constants import symbols_used
 from composition_rl.values.latex import evaluate, read
 from composition_rl.values.numbers import clean
 from composition_rl.values.parse import AnswerValue, SympyDomain, parse_answer_value, parse_number
+from composition_rl.values.regions import math_spans
 
 __all__ = ["DERIVATION_KINDS", "Derivation", "DerivedValue", "derivations", "derive", "lead_value", "list_items",
            "split_top"]

@@ -5,7 +5,7 @@ is one rational number written out: ``-12``, ``3.25``, ``.5``, ``64,\\!328``, ``
 ``3/4``, ``\\frac{7}{2}``, ``\\dfrac47``, ``\\frac{1}{29,\\!322,\\!216}``. The verifier's fast
 path (:mod:`composition_rl.verify.compare`), the LaTeX arithmetic reader's fast path
 (:func:`composition_rl.values.parse.parse_number`), the constants of a problem
-(:func:`composition_rl.values.constants.constant_value`) and the LLM engine's numbers all read
+(:func:`composition_rl.values.literals.constant_value`) and the LLM engine's numbers all read
 them here, so a string is the same number (or no number) to every one of them.
 
 The rules, each decided once (the strings the old readers read differently, and the answer

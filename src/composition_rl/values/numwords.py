@@ -3,7 +3,7 @@
 Answers write counts as words (``\\mbox{four}``), problems write quantities in prose ("a
 bakery sells three kinds of rolls"), and a model's reply may name a constant in words
 ("twenty-five"). All of them read the words of :data:`CARDINALS` through :func:`word_number`
-or take the subset they may replace from it (:data:`composition_rl.values.constants.WORD_NUMBERS`).
+or take the subset they may replace from it (:data:`composition_rl.values.literals.WORD_NUMBERS`).
 """
 
 from __future__ import annotations
