@@ -11,7 +11,7 @@ import pytest
 import sympy
 
 from composition_rl.compose.dependence import decide
-from composition_rl.values import constants, latex, numwords, parse_answer_value
+from composition_rl.values import latex, literals, numwords, parse_answer_value
 from composition_rl.values.derive import derivations
 from composition_rl.values.latex import Domain, LatexError, evaluate, read
 
@@ -80,7 +80,7 @@ def test_the_three_users_read_a_mixed_number_alike():
 def test_one_number_word_table():
     # the prose words the constant finder may replace, the words of an answer and of a reply
     # all come from numwords.CARDINALS
-    assert constants.WORD_NUMBERS == {w: v for w, v in numwords.CARDINALS.items() if v >= 2}
-    assert constants.constant_value("Seventeen") == 17
+    assert literals.WORD_NUMBERS == {w: v for w, v in numwords.CARDINALS.items() if v >= 2}
+    assert literals.constant_value("Seventeen") == 17
     assert parse_answer_value(r"\mbox{nineteen}").value == 19
     assert numwords.word_number("ninety-nine") == 99 and numwords.word_number("one hundred twelve") == 112

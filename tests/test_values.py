@@ -18,7 +18,8 @@ from composition_rl.values import (
     render_offset,
     symbols_used,
 )
-from composition_rl.values.latex import clean, evaluate, read
+from composition_rl.values.latex import evaluate, read
+from composition_rl.values.numbers import clean
 from composition_rl.values.parse import SYMPY
 
 sqrt, pi, R = sympy.sqrt, sympy.pi, sympy.Rational

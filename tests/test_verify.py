@@ -13,6 +13,7 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
+from composition_rl.values.numbers import plain_number
 from composition_rl.verify import (
     Outcome,
     Verifier,
@@ -21,7 +22,7 @@ from composition_rl.verify import (
     gold_forms,
     summarize,
 )
-from composition_rl.verify.extract import last_boxed, normalize, plain_integer, plain_rational
+from composition_rl.verify.extract import last_boxed, normalize, plain_integer
 
 
 @pytest.fixture(scope="module")
@@ -216,9 +217,9 @@ def test_normalize_and_plain_integer():
     assert normalize("(1,234)") == "(1,234)"  # a tuple keeps its comma
     assert normalize("e") == "e"  # Euler's number is not choice (E)
     assert plain_integer("0007") == "7" and plain_integer("+3") == "3" and plain_integer("1e3") is None
-    assert plain_rational(r"\frac{-3}{4}")[0] == plain_rational("-0.75")[0]
+    assert plain_number(r"\frac{-3}{4}")[0] == plain_number("-0.75")[0]
     for not_plain in (r"17\%", r"30^\circ", r"\frac{1}{0}", "2^3", r"\$5", "1e5", "x"):
-        assert plain_rational(not_plain) is None, not_plain
+        assert plain_number(not_plain) is None, not_plain
 
 
 # ---------------------------------------------------------------- cases built from the data files
@@ -296,11 +297,11 @@ def test_rational_fast_path_agrees_with_math_verify_on_real_answers(shared_data)
 
     from composition_rl.verify.compare import Scorer
 
-    golds = sorted({g for g in _math_train(shared_data) if plain_rational(g) is not None})
+    golds = sorted({g for g in _math_train(shared_data) if plain_number(g) is not None})
     rng = random.Random(0)
     scorer = Scorer()
     pairs = [(g, rng.choice(golds)) for g in rng.sample(golds, 150)]
-    pairs += [(g, str(float(plain_rational(g)[0]))) for g in rng.sample(golds, 150)]
+    pairs += [(g, str(float(plain_number(g)[0]))) for g in rng.sample(golds, 150)]
     decided = 0
     for gold, answer in pairs:
         fast = scorer.score(rf"\boxed{{{answer}}}", (gold,))

@@ -342,7 +342,7 @@ def _link_values(link: Link) -> tuple[Any, Any]:
     import sympy
 
     from composition_rl.values import parse_answer_value
-    from composition_rl.values.constants import mixed_value
+    from composition_rl.values.literals import mixed_value
 
     out = []
     for latex in (link.v1_latex, link.v2_literal):

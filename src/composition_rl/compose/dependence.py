@@ -42,8 +42,8 @@ from typing import Literal
 import sympy
 
 from composition_rl.values import constant_value
-from composition_rl.values.constants import math_spans
 from composition_rl.values.latex import Domain, LatexError, evaluate, ops, read, tokenize
+from composition_rl.values.regions import math_spans
 
 __all__ = ["OUTCOMES", "Dependence", "decide"]
 

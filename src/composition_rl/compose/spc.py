@@ -325,7 +325,7 @@ _ANSWER_TO = re.compile(r"(?:^|(?<=[.?!])[ \t]+|(?<=\n))(?P<verb>(?:state|give|p
                         re.I)
 
 
-# number words the constant finder reads (values.constants.WORD_NUMBERS, "one" left out there too)
+# number words the constant finder reads (values.literals.WORD_NUMBERS, "one" left out there too)
 _NUMBER_WORD = re.compile(r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
                           r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety"
                           r"|hundred|thousand|million|dozen)\b", re.I)

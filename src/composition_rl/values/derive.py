@@ -47,7 +47,6 @@ from typing import Literal, get_args
 
 import sympy
 
-from composition_rl.values.constants import math_spans
 from composition_rl.values.derive_shapes import (
     free_points,
     is_written,
@@ -66,6 +65,7 @@ from composition_rl.values.derive_shapes import (
     tuple_names,
 )
 from composition_rl.values.parse import AnswerValue, parse_answer_value
+from composition_rl.values.regions import math_spans
 
 __all__ = ["DERIVATION_KINDS", "Derivation", "DerivedValue", "derivations", "derive", "lead_value"]
 

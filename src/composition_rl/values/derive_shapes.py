@@ -15,7 +15,8 @@ import re
 import sympy
 
 from composition_rl.values.constants import symbols_used
-from composition_rl.values.latex import clean, evaluate, read
+from composition_rl.values.latex import evaluate, read
+from composition_rl.values.numbers import clean
 from composition_rl.values.parse import SympyDomain, parse_answer_value, parse_number
 
 __all__ = ["free_points", "is_written", "list_items", "option_value", "read_complex", "read_double_inequality",

@@ -9,13 +9,8 @@ from functools import lru_cache
 
 import sympy
 
-from composition_rl.values.latex import (
-    MAX_DIGITS,
-    clean,
-    evaluate,
-    read,
-    simple_rational,
-)
+from composition_rl.values.latex import evaluate, read
+from composition_rl.values.numbers import MAX_DIGITS, clean, plain_number
 from composition_rl.values.parse import LIN, Lin, NotLinear, parse_number
 
 Exact = Fraction | Lin | sympy.Expr  # Fraction, then Lin (radicals, pi), then sympy
@@ -29,9 +24,9 @@ def to_fraction(v: sympy.Rational) -> Fraction:
 def exact_value(text: str) -> Exact | None:
     """:func:`parse_number`, with rationals returned as ``Fraction`` for fast arithmetic."""
     s = clean(text)
-    f = simple_rational(s)
+    f = plain_number(s)
     if f is not None:
-        return f
+        return f.value
     lin = _spaced_sum(s) if " " in s else None
     if lin is None:
         try:
@@ -72,9 +67,9 @@ def _linear_term(s: str) -> Fraction | Lin | None:
     is not Q-linear or does not parse on its own."""
     # the whole-string \frac shortcut has no digit cap; a piece must keep the parser's
     # 80-digit limit, or a sum would read what the full parse refuses
-    f = simple_rational(s) if len(s) <= MAX_DIGITS else None
+    f = plain_number(s) if len(s) <= MAX_DIGITS else None
     if f is not None:
-        return f
+        return f.value
     try:
         lin = evaluate(read(s), LIN)
     except (NotLinear, ValueError, TypeError, ZeroDivisionError, RecursionError):

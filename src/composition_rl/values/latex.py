@@ -12,8 +12,10 @@ grammar, so a form one of them reads is read the same way by the others:
 * :func:`evaluate` -- the value of a tree in a :class:`Domain`, which says what each operation
   means (exact sympy numbers, :class:`~composition_rl.values.parse.Lin`, ``Fraction`` at test
   points) and refuses what it does not evaluate;
-* :func:`clean` and :func:`simple_rational` -- the normal form of a written number and the
-  fast path for plain integers, decimals and fractions.
+* the normal form of a written number (:func:`~composition_rl.values.numbers.clean`) and the
+  fast path for plain integers, decimals and fractions
+  (:func:`~composition_rl.values.numbers.plain_number`) live in :mod:`.numbers`, the one
+  reader of plain numbers, which the verifier shares.
 
 The grammar, as TeX and school arithmetic read it::
 
@@ -47,11 +49,12 @@ import math
 import re
 from fractions import Fraction
 
-__all__ = ["MAX_DIGITS", "MAX_EXPONENT", "Domain", "LatexError", "Node", "clean", "ends_in_name", "evaluate",
-           "ops", "read", "simple_rational", "tokenize"]
+from composition_rl.values.numbers import MAX_DIGITS
+
+__all__ = ["MAX_EXPONENT", "Domain", "LatexError", "Node", "ends_in_name", "evaluate", "ops", "read",
+           "tokenize"]
 
 MAX_EXPONENT = 64  # 2^64 is fine, 10^{10^{10}} is not: refuse rather than hang
-MAX_DIGITS = 80
 
 Node = tuple
 """A tree of tuples: ``("n", Fraction)`` a number, ``("v", name)`` a letter, a Greek letter
@@ -409,48 +412,3 @@ def _root_index(v) -> int:
     if n != v or not 2 <= n <= 10:
         raise LatexError("root index")
     return n
-
-
-# -- written numbers --------------------------------------------------------------------------
-_SPACING = re.compile(r"\\[,!;: ]|\\quad|\\qquad|~")
-_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d])")
-_PLAIN = re.compile(r"-?(?:\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\})")  # nothing for clean to do
-_SIMPLE = re.compile(r"(-?)(\d+)(?:\.(\d+))?")
-_SIMPLE_FRAC = re.compile(r"(-?)\\[dt]?frac\{(\d+)\}\{(\d+)\}")
-
-
-def clean(text: str) -> str:
-    """``text`` with sizing, spacing and thousands separators taken out.
-
-    >>> clean("64,\\\\!328"), clean("\\\\left(2\\\\right)")
-    ('64328', '(2)')
-    """
-    if _PLAIN.fullmatch(text):
-        return text
-    s = text.strip()
-    s = s.replace("\\left", "").replace("\\right", "")
-    s = _SPACING.sub("", s)
-    s = s.replace("{,}", ",")
-    s = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), s)
-    return s.strip()
-
-
-def simple_rational(s: str) -> Fraction | None:
-    """A cleaned integer, decimal or fraction of integers (``-12``, ``3.25``, ``\\frac{7}{2}``)
-    read without the parser; None for anything else (the parser decides).
-
-    >>> simple_rational("-3.25"), simple_rational("\\\\dfrac{7}{2}"), simple_rational("2^3")
-    (Fraction(-13, 4), Fraction(7, 2), None)
-    """
-    m = _SIMPLE.fullmatch(s)
-    if m is not None:
-        sign, whole, frac = m.groups()
-        if len(whole) + len(frac or "") > MAX_DIGITS:
-            return None
-        f = Fraction(int(whole + (frac or "")), 10 ** len(frac or ""))
-        return -f if sign else f
-    m = _SIMPLE_FRAC.fullmatch(s)
-    if m is not None and int(m.group(3)) != 0:
-        f = Fraction(int(m.group(2)), int(m.group(3)))
-        return -f if m.group(1) else f
-    return None

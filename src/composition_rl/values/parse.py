@@ -16,15 +16,8 @@ from functools import lru_cache
 
 import sympy
 
-from composition_rl.values.latex import (
-    MAX_EXPONENT,
-    Domain,
-    LatexError,
-    clean,
-    evaluate,
-    read,
-    simple_rational,
-)
+from composition_rl.values.latex import MAX_EXPONENT, Domain, LatexError, evaluate, read
+from composition_rl.values.numbers import clean, plain_number
 from composition_rl.values.numwords import word_number
 
 
@@ -227,9 +220,9 @@ def parse_number(text: str) -> sympy.Expr | None:
     (4/7, 64328, 7*sqrt(2))
     """
     s = clean(text)
-    fast = simple_rational(s)
+    fast = plain_number(s)
     if fast is not None:
-        return sympy.Rational(fast.numerator, fast.denominator)
+        return sympy.Rational(fast.value.numerator, fast.value.denominator)
     if not s or re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+|(?<=\d)[eE](?=[+-]?\d)", "", s)):
         return None  # letters outside known commands: an expression, not a number
     try:

@@ -40,13 +40,13 @@ from fractions import Fraction
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
+from composition_rl.values.numbers import plain_number
 from composition_rl.verify.extract import (
     decimal_comma,
     extract_final,
     final_boxes,
     normalize,
     plain_integer,
-    plain_rational,
 )
 
 __all__ = ["ItemScore", "Scorer", "warm_up"]
@@ -114,7 +114,7 @@ def _decimal_comma_match(a: str, b: str) -> bool:
         read = decimal_comma(comma)
         if read is None or "." not in point:
             continue
-        q = plain_rational(point)
+        q = plain_number(point)
         if q is not None and q[1] and q[0] == Fraction(read):
             return True
     return False
@@ -159,7 +159,7 @@ class Scorer:
             self._gold.move_to_end(form)
             return hit
         norm = normalize(_gold_answer(form))
-        entry = (norm, plain_integer(norm), plain_rational(_gold_answer(form)), None)
+        entry = (norm, plain_integer(norm), plain_number(_gold_answer(form)), None)
         self._gold[form] = entry  # normal forms are cheap; the sympy parse is filled lazily
         if len(self._gold) > self.gold_cache_size:
             self._gold.popitem(last=False)
@@ -210,7 +210,7 @@ class Scorer:
         if pred_int is not None and all(e[1] is not None for e in entries):
             ok = any(pred_int == e[1] for e in entries)
             return ("correct" if ok else "incorrect"), "integer"
-        pred_q = plain_rational(core)
+        pred_q = plain_number(core)
         if pred_q is not None and all(e[2] is not None for e in entries):
             if any(pred_q[0] == e[2][0] for e in entries):
                 return "correct", "rational"

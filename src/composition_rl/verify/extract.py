@@ -1,6 +1,7 @@
 """Pulling the final answer out of a response, and the string normalisation of the fast path.
 
-Pure string work: no sympy, no Math-Verify, so it is cheap to import anywhere. The worker
+Pure string work: no sympy, no Math-Verify, so it is cheap to import anywhere. Plain numbers
+are read by the one reader, :func:`composition_rl.values.numbers.plain_number`. The worker
 process (``composition_rl.verify.compare``) runs it under the per-item time bound, because
 even linear string work on a 1 MB response is not free.
 
@@ -17,9 +18,9 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from fractions import Fraction
 
 from composition_rl.registry import Registry
+from composition_rl.values.numbers import grouped
 
 __all__ = [
     "FALLBACKS",
@@ -32,7 +33,6 @@ __all__ = [
     "last_boxed",
     "normalize",
     "plain_integer",
-    "plain_rational",
 ]
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -387,9 +387,9 @@ def decimal_comma(s: str) -> str | None:
     m = re.fullmatch(r"([+-]?)(\d+),(\d+)", s.strip())
     if m is None:
         return None
-    sign, whole, frac = m.groups()
-    if len(frac) == 3 and len(whole) <= 3 and whole[0] != "0":
+    if grouped(m.group()):  # the one thousands rule (values.numbers)
         return None
+    sign, whole, frac = m.groups()
     return f"{sign}{whole}.{frac}"
 
 
@@ -514,8 +514,6 @@ _PERCENT = re.compile(r"\\?%")
 _TEXT_WRAPPED = re.compile(r"^\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}$")
 # "(B)", "(b)" and "B" are one choice; a bare lowercase "e" stays Euler's number.
 _CHOICE = re.compile(r"^\(([A-Ea-e])\)$|^([A-E])$")
-# a first group of one to three digits that is not 0: "0,111" groups nothing (a decimal comma)
-_THOUSANDS = re.compile(r"^-?(?:[1-9]\d{0,2})(?:,\d{3})+(?:\.\d+)?$")
 _INT = re.compile(r"^[+-]?\d+$")
 _BRACED_COMMA = re.compile(r"\s*\{\s*,\s*\}\s*")  # 14{,}916 and 14 {, }916
 
@@ -535,7 +533,7 @@ def normalize(s: str) -> str:
     s = _PERCENT.sub("", s)
     s = _BRACED_COMMA.sub(",", s).strip()
     # "64,\!328" and "64,328" are one number; "64, 328" (a space after the comma) is a list.
-    if _THOUSANDS.match(s.rstrip(".")):
+    if grouped(s.rstrip(".")):  # the one thousands rule (values.numbers): "0,111" groups nothing
         s = s.replace(",", "")
     s = "".join(s.split())
     s = s.rstrip(".")
@@ -562,50 +560,3 @@ def plain_integer(s: str) -> str | None:
     neg = s.startswith("-")
     digits = s.lstrip("+-").lstrip("0") or "0"
     return "-" + digits if neg and digits != "0" else digits
-
-
-_RATIONAL_FORMS = (
-    re.compile(r"^(?P<s>[+-]?)(?P<n>\d+)$"),
-    re.compile(r"^(?P<s>[+-]?)(?P<d>\d*\.\d+|\d+\.\d*)$"),
-    re.compile(r"^(?P<s>[+-]?)(?P<n>\d+)/(?P<q>\d+)$"),
-    re.compile(r"^(?P<s>[+-]?)\\frac\{(?P<n>[+-]?\d+)\}\{(?P<q>[+-]?\d+)\}$"),
-    re.compile(r"^(?P<s>[+-]?)\\frac(?P<n>\d)(?P<q>\d)$"),
-    re.compile(r"^(?P<s>[+-]?)\\frac\{(?P<n>[+-]?\d+)\}(?P<q>\d)$"),
-    re.compile(r"^(?P<s>[+-]?)\\frac(?P<n>\d)\{(?P<q>[+-]?\d+)\}$"),
-)
-
-
-def plain_rational(s: str) -> tuple[Fraction, bool] | None:
-    """The exact value of a plain number written as an integer, a decimal or a fraction.
-
-    Returns ``(value, is_decimal)``, or None for anything else, including numbers with a
-    percent or degree sign or a unit (Math-Verify is lenient about those, so they are left
-    to it). Only spacing, ``$``, ``\\left``/``\\right``, ``\\dfrac`` and thousands
-    separators are ignored.
-
-    >>> plain_rational(r"-\\dfrac{3}{4}"), plain_rational("0.75"), plain_rational(r"17\\%")
-    ((Fraction(-3, 4), False), (Fraction(3, 4), True), None)
-    """
-    if len(s) > 60:
-        return None
-    t = _UNESCAPED_DOLLAR.sub("", s)
-    t = _SPACING.sub("", t)
-    t = _LEFT_RIGHT.sub("", t)
-    t = _FRAC_VARIANTS.sub(r"\\frac", t)
-    t = _BRACED_COMMA.sub(",", t).strip()
-    if _THOUSANDS.match(t):
-        t = t.replace(",", "")
-    t = "".join(t.split())
-    for form in _RATIONAL_FORMS:
-        m = form.match(t)
-        if m is None:
-            continue
-        g = m.groupdict()
-        sign = -1 if g["s"] == "-" else 1
-        if g.get("d") is not None:
-            return sign * Fraction(g["d"]), True
-        q = int(g.get("q") or 1)
-        if q == 0:
-            return None
-        return sign * Fraction(int(g["n"]), q), False
-    return None

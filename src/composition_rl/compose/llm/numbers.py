@@ -16,11 +16,15 @@ from functools import lru_cache
 import sympy
 
 from composition_rl.values import parse_answer_value, parse_number, render_latex
+from composition_rl.values.numbers import UNSIGNED
 from composition_rl.values.numwords import CARDINALS
 
 __all__ = ["NUM_IN_TEXT", "answer_numbers", "expr_str", "has_constant", "has_number", "rat_str", "relation"]
 
-NUM_IN_TEXT = re.compile(r"\\[dt]?frac\s*\{\s*-?\d+\s*\}\s*\{\s*\d+\s*\}|\d+(?:\.\d+)?")
+# a fraction of whole numbers, or a number as the scanners of values.numbers find one; each
+# match is read by parse_number (whose fast path is values.numbers.plain_number). A thousands
+# separator is not read here: in a compound answer "(1,000, 2)" a comma separates the parts
+NUM_IN_TEXT = re.compile(r"\\[dt]?frac\s*\{\s*-?\d+\s*\}\s*\{\s*\d+\s*\}|" + UNSIGNED)
 
 
 @lru_cache(maxsize=65536)

@@ -30,8 +30,8 @@ from composition_rl.values import (
     parse_number,
     render_latex,
 )
-from composition_rl.values.constants import mixed_value
 from composition_rl.values.derive import Derivation, derivations
+from composition_rl.values.literals import mixed_value
 from composition_rl.values.numwords import word_number
 
 __all__ = ["Draft", "Usage", "LINK_STEPS", "MENU_SIZE", "menu", "menu_text", "needs_verification", "place_marker",
