@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from json.encoder import encode_basestring as _js
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import sympy
 
@@ -163,6 +163,7 @@ class SymbolicComposer:
     natural: Naturalness = field(default_factory=Naturalness)
     derive_q1: bool = True
     risks: str = "last"  # "reject": a constant with a risk is never replaced (ComposeConfig.risks)
+    resumable: ClassVar[bool] = False  # cheap per chain: the batch path, in forked workers
 
     @classmethod
     def from_config(cls, config) -> SymbolicComposer:

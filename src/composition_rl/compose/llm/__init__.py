@@ -128,7 +128,7 @@ def compose_in_memory(
     """
     from composition_rl.compose.pipeline import ComposeResult
     from composition_rl.compose.pools import candidate_id, iter_candidates
-    from composition_rl.compose.run import build_engine, engine_pools, is_resumable
+    from composition_rl.compose.run import build_resumable_engine, engine_pools, is_resumable
 
     if not is_resumable(config.engine):
         raise ValueError(f"engine={config.engine!r}: compose_in_memory runs a model-backed engine ('llm' or 'auto')")
@@ -144,7 +144,7 @@ def compose_in_memory(
             cache = ResponseCache(llm_config.cache)
         backend = build_backend(llm_config, cache)
     try:
-        engine = build_engine(config, llm_config=llm_config, backend=backend)
+        engine = build_resumable_engine(config, llm_config=llm_config, backend=backend)
         pools = engine_pools(engine, problems, first_pool, config)
         chains: dict[str, tuple[Problem, ...]] = {}
         for chain in iter_candidates(pools, config.seed, config.max_candidates):

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import sympy
 
@@ -96,7 +96,7 @@ class LLMComposer:
     # the symbolic engine whose v1 (the exact answer or a derived number) and constant
     # choice the program plan uses (``config.plan``); built from the defaults when None
     finder: Any = None
-    resumable = True  # the executor journals every finished candidate
+    resumable: ClassVar[bool] = True  # the executor journals every finished candidate
     _inflight: dict[tuple[str, ...], asyncio.Future] = field(default_factory=dict, repr=False)
     _memo: dict[tuple, Any] = field(default_factory=dict, repr=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
@@ -769,7 +769,7 @@ class AutoComposer:
     symbolic: Any
     llm: LLMComposer
     name: str = "auto"
-    resumable = True
+    resumable: ClassVar[bool] = True
 
     @classmethod
     def from_config(cls, config: Any, llm_config: LLMComposeConfig | None = None,
