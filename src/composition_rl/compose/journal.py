@@ -15,6 +15,7 @@ composes it again (the bug may be fixed by then) and its new line supersedes the
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -169,16 +170,17 @@ class _Drive:
         if usage.requests:  # an answer came back: the endpoint is up (a candidate the program
             transient["in_a_row"] = 0  # decided without a call says nothing about it)
         ok = isinstance(res, Problem)
-        entry = {
+        engine, row = (res.engine, res.to_dict()) if isinstance(res, Problem) else ("llm", res.row(cid, chain))
+        entry: dict[str, Any] = {
             "cid": cid,
             "ok": ok,
-            "engine": res.engine if ok else "llm",
+            "engine": engine,
             "requests": usage.requests,
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
-            "row": res.to_dict() if ok else res.row(cid, chain),
+            "row": row,
         }
-        if not ok and res.reason in RETRYABLE:
+        if isinstance(res, Rejection) and res.reason in RETRYABLE:
             entry["retryable"] = True
         self.journal.append(entry)
         self.counters["done"] += 1
@@ -206,7 +208,7 @@ class _Drive:
             await slots.acquire()
             t = asyncio.create_task(self.one(chain, cid))
             tasks.add(t)
-            t.add_done_callback(lambda t: (tasks.discard(t), slots.release()))
+            t.add_done_callback(functools.partial(_finished, tasks, slots))
         if self.refused:
             for t in list(tasks):
                 t.cancel()
@@ -221,6 +223,11 @@ class _Drive:
                 t.cancel()
             await asyncio.gather(*rest, return_exceptions=True)
             raise self.refused[0]
+
+
+def _finished(tasks: set[asyncio.Task], slots: asyncio.Semaphore, t: asyncio.Task) -> None:
+    tasks.discard(t)
+    slots.release()
 
 
 async def _drive(candidates: Iterable[Sequence[Problem]], out: Path, engine: ResumableComposer, backend: Any,

@@ -31,8 +31,8 @@ if TYPE_CHECKING:  # annotations only: base.py imports this module
     from composition_rl.compose.llm.proposal import Usage
     from composition_rl.records import Problem
 
-__all__ = ["BatchComposer", "Composer", "PrefetchesPoolFacts", "RanksPoolPartners", "ResumableComposer",
-           "TakesPartners", "WritesRecordJson", "missing_members", "shape_error"]
+__all__ = ["BatchComposer", "Composer", "PrefetchesPoolFacts", "RanksPoolPartners",
+           "ResumableComposer", "TakesPartners", "WritesRecordJson", "missing_members", "shape_error"]
 
 
 @runtime_checkable
@@ -143,7 +143,8 @@ def missing_members(obj: object, proto: type) -> list[str]:
     for base in proto.__mro__:
         if base is Protocol or base is object or not getattr(base, "_is_protocol", False):
             continue
-        names.update(n for n in (*vars(base), *getattr(base, "__annotations__", {})) if not n.startswith("_"))
+        declared = (*vars(base), *getattr(base, "__annotations__", {}))
+        names.update(n for n in declared if not n.startswith("_"))
     return sorted(n for n in names if not hasattr(obj, n))
 
 
@@ -152,4 +153,5 @@ def shape_error(engine: object, proto: type, what: str) -> TypeError:
     shape of ``proto``, naming the members it lacks; raise it after a failed ``isinstance``
     (which also tells a type checker the shape from there on)."""
     missing = ", ".join(missing_members(engine, proto)) or "nothing isinstance can see"
-    return TypeError(f"engine {what!r} ({type(engine).__name__}) is no {proto.__name__}: it lacks {missing}")
+    return TypeError(f"engine {what!r} ({type(engine).__name__}) is no {proto.__name__}: "
+                     f"it lacks {missing}")

@@ -294,7 +294,7 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
                     tally.update(links)
                     # a composition written once: a later record with the same parents, places
                     # and offsets (chains that met the same partners) is rejected as a repeat
-                    repeats = [j for j, key in enumerate(same) if key and (key in seen or seen.add(key))]
+                    repeats = _repeats(same, seen)
                     index.add(acc, skip=repeats)
                     if repeats:
                         rej_blob = _with_repeats(engine, pools, acc, where, rej_blob, repeats, tally)
@@ -316,6 +316,19 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
                          time.perf_counter() - t0)
     atomic_write_json(out / "stats.json", stats)
     return stats
+
+
+def _repeats(same: array, seen: set[int]) -> list[int]:
+    """The places in ``same`` (a chunk's :func:`repeat_key` per accepted line, 0: unique by
+    construction) whose key is in ``seen`` already; the others' keys are added to it."""
+    out = []
+    for j, key in enumerate(same):
+        if key:
+            if key in seen:
+                out.append(j)
+            else:
+                seen.add(key)
+    return out
 
 
 def _chain_chunks(pools: list[list[Problem]], config: Any, upper: int) -> Iterator[range | list[tuple[int, ...]]]:
@@ -419,8 +432,7 @@ def _compose_chunk(
     UTF-8, the (stage, reason) of each rejection, the offset kinds of the accepted links
     (``SymbolicComposer.take_tally``), and the :func:`repeat_key` and place in the chunk of
     each accepted line."""
-    if isinstance(chunk, range):
-        chunk = iter_index_range(pools, chunk.start, chunk.stop)
+    chains = iter_index_range(pools, chunk.start, chunk.stop) if isinstance(chunk, range) else chunk
     acc: list[str] = []
     rej: list[str] = []
     keys: list[tuple[str, str]] = []
@@ -430,7 +442,7 @@ def _compose_chunk(
     record_json = engine.record_json if isinstance(engine, WritesRecordJson) else _plain_json
     same = array("Q")  # each accepted record's repeat_key (0: unique by construction), for the parent
     where = array("I")  # and its place in the chunk (a repeat's rejection goes there)
-    for n, ix in enumerate(chunk):
+    for n, ix in enumerate(chains):
         chain = tuple([pools[k][i] for k, i in enumerate(ix)])
         cid = candidate_id(chain)
         res = engine.compose(chain, cid)
