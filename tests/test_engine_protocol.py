@@ -111,7 +111,8 @@ follow_imports = silent
 """
 
 CONFORMING = """\
-from composition_rl.compose.llm.composer import AutoComposer, LLMComposer
+from composition_rl.compose.llm.auto import AutoComposer
+from composition_rl.compose.llm.composer import LLMComposer
 from composition_rl.compose.protocols import (
     BatchComposer, PrefetchesPoolFacts, RanksPoolPartners, ResumableComposer, TakesPartners,
     WritesRecordJson,

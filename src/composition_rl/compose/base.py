@@ -84,7 +84,7 @@ COMPOSERS: Registry[type] = Registry("composition engine")
 # symbolic registers itself (compose/symbolic.py, imported by the package); the model-backed
 # engines are imported on first use, so that `import composition_rl.compose` stays light
 COMPOSERS.register("llm")("composition_rl.compose.llm.composer:LLMComposer")
-COMPOSERS.register("auto")("composition_rl.compose.llm.composer:AutoComposer")
+COMPOSERS.register("auto")("composition_rl.compose.llm.auto:AutoComposer")
 
 
 def composition_key(rec: Problem) -> int:
