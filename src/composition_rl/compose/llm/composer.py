@@ -51,7 +51,7 @@ from composition_rl.compose.llm.prompts import (
 from composition_rl.compose.llm.proposal import Draft, Usage
 from composition_rl.compose.natural import incomplete_answer, inexact_q1, missing_figure
 from composition_rl.compose.spc import VARIABLE_NAMES
-from composition_rl.compose.symbolic import choice_hash
+from composition_rl.compose.symbolic_partners import choice_hash
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
     constant_value,
