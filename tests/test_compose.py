@@ -667,3 +667,16 @@ def test_the_fast_writer_writes_the_removed_instructions_as_dumps_does():
     assert rec.question.endswith("Give the result as your final answer.")  # the last part keeps its own
     assert eng.record_json(rec, (q1, q2)) == dumps(rec.to_dict())
     assert Problem.from_dict(json.loads(eng.record_json(rec, (q1, q2)))) == rec
+
+
+def test_leftovers_of_a_dead_run_are_removed_and_said_through_logging(tmp_path, caplog):
+    from composition_rl.compose.run import lock_output
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / ".composed.jsonl.x.tmp").write_text("dead")
+    with caplog.at_level("INFO", logger="composition_rl.compose.run"), lock_output(out):
+        pass
+    assert not (out / ".composed.jsonl.x.tmp").exists()
+    said = [r.getMessage() for r in caplog.records if r.name == "composition_rl.compose.run"]
+    assert said == [f"note: removed 1 leftover(s) of an interrupted run in {out}: .composed.jsonl.x.tmp"]

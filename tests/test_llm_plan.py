@@ -20,7 +20,8 @@ from composition_rl.backends.openai_chat import OpenAIChat
 from composition_rl.compose.base import Rejection
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.llm import LLMComposeConfig
-from composition_rl.compose.llm.composer import AutoComposer, LLMComposer
+from composition_rl.compose.llm.auto import AutoComposer
+from composition_rl.compose.llm.composer import LLMComposer
 from composition_rl.compose.llm.proposal import Draft, place_marker, program_definition
 from composition_rl.compose.pipeline import ComposeConfig
 from composition_rl.compose.symbolic import SymbolicComposer

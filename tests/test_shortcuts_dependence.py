@@ -382,9 +382,9 @@ def test_an_answer_that_moves_in_steps_is_not_called_independent(tmp_path):
     (".5, 2", "2, 5", False),
 ])
 def test_the_probe_compares_unbracketed_lists_as_sets(answer, gold, same):
-    from composition_rl.compose.llm.composer import _same_answer
+    from composition_rl.compose.llm.answers import same_answer
 
-    assert _same_answer(answer, [gold]) is same
+    assert same_answer(answer, [gold]) is same
 
 
 def test_a_reordered_list_at_v2_plus_one_is_the_same_answer(tmp_path):

@@ -1,12 +1,15 @@
 """What every composition engine shares: the registry, the stage names, the rejection
-record and the protocol.
+record; the engine protocol :class:`Composer` is re-exported from
+:mod:`composition_rl.compose.protocols`, which declares it with the ways of running and the
+optional capabilities.
 
 An engine is one module with one class registered here by name. The class satisfies
-:class:`Composer` (``eligible`` and ``compose(chain, candidate_id) -> Problem | Rejection``)
-and has a ``from_config(config, **engine_kw)`` constructor. An engine whose work is slow
-and external (a model behind an API) also has ``async acompose(chain, candidate_id, usage)``
-and ``resumable = True``: the executor (:mod:`composition_rl.compose.run`) then runs many
-chains at once and journals each finished one.
+:class:`Composer` (``name``, ``resumable``, ``eligible`` and ``compose(chain, candidate_id) ->
+Problem | Rejection``) and has a ``from_config(config, **engine_kw)`` constructor. A cheap
+engine is a ``BatchComposer`` (``resumable = False``); one whose work is slow and external (a
+model behind an API) is a ``ResumableComposer`` (``resumable = True`` and ``async
+acompose(chain, candidate_id, usage)``): the executor (:mod:`composition_rl.compose.run`)
+then runs many chains at once and journals each finished one.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from json.encoder import encode_basestring as _js
-from typing import Protocol
 
+from composition_rl.compose.protocols import Composer
 from composition_rl.records import Problem
 from composition_rl.registry import Registry
 
@@ -77,21 +80,11 @@ class Rejection:
                 f'"reason":{_js(self.reason)},"stage":{_js(self.stage)}}}')
 
 
-class Composer(Protocol):
-    """A composition engine. ``compose`` returns an accepted depth-K Problem or a Rejection."""
-
-    name: str
-
-    def eligible(self, p: Problem, position: int, depth: int) -> bool: ...
-
-    def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection: ...
-
-
 COMPOSERS: Registry[type] = Registry("composition engine")
 # symbolic registers itself (compose/symbolic.py, imported by the package); the model-backed
 # engines are imported on first use, so that `import composition_rl.compose` stays light
 COMPOSERS.register("llm")("composition_rl.compose.llm.composer:LLMComposer")
-COMPOSERS.register("auto")("composition_rl.compose.llm.composer:AutoComposer")
+COMPOSERS.register("auto")("composition_rl.compose.llm.auto:AutoComposer")
 
 
 def composition_key(rec: Problem) -> int:

@@ -43,7 +43,7 @@ from composition_rl.compose.spc import (
     shift_offset,
     strip_instructions,
 )
-from composition_rl.records import Problem
+from composition_rl.records import Link, Problem
 from composition_rl.values import (
     Exact,
     constant_value,
@@ -199,33 +199,9 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
     # 2. substituting v2 back restores the later problem exactly
     for k, lk in enumerate(links):
         seg = text[glues[k].end : glues[k + 1].start if k + 2 < K else len(text)]
-        original, off, lit = parents[k + 1].question, lk.v2_offset, lk.v2_literal
-        if removed[k + 1]:  # a part before the last: compare with its text less its instructions
-            try:
-                off = shift_offset(off, removed[k + 1])
-                lk = replace(lk, v2_offset=off, v2_also=tuple(shift_offset(o, removed[k + 1]) for o in lk.v2_also))
-            except ValueError as e:
-                return Rejection("check2_substitution", "substitution_mismatch", f"link {k + 1}: {e}")
-            original = strip_instructions(original, removed[k + 1])
-        if lk.v2_also:
-            why = _restore_all(seg, original, lk)
-            if why is not None:
-                return Rejection("check2_substitution", why[0], f"link {k + 1}: {why[1]}")
-        else:
-            # the engine wrote one of the token shapes; the substitution is right if one restores q
-            found = False
-            for t in _token_shapes(lk.y):
-                if seg.startswith(t, off):
-                    found = True
-                    if seg[:off] + lit + seg[off + len(t) :] == original:
-                        break
-            else:
-                if not found:
-                    return Rejection("check2_substitution", "variable_not_found", f"link {k + 1}: {lk.y} is not at offset {off}")
-                return Rejection("check2_substitution", "substitution_mismatch", f"link {k + 1}: restoring {lit!r} does not give the original text")
-        why = _v2_failure(lit, lk.v2_expr)
+        why = _substitution_failure(k, lk, seg, parents[k + 1].question, removed[k + 1])
         if why is not None:
-            return Rejection("check2_substitution", "v2_mismatch", f"link {k + 1}: {why}")
+            return why
 
     # 3. the written relation is d, and v1 - d == v2
     for k, (lk, g) in enumerate(zip(links, glues)):
@@ -234,6 +210,41 @@ def run_checks(c: Problem, parents: Sequence[Problem], max_chars: int = 8000) ->
             return Rejection("check3_relation", why[0], f"link {k + 1}: {why[1]}")
 
     return _names_length_failure(text, links, parents, max_chars) or _dependence_failure(c, parents)
+
+
+def _substitution_failure(k: int, lk: Link, seg: str, original: str,
+                          removed: tuple[Instruction, ...]) -> Rejection | None:
+    """Check 2 for link ``k``: writing v2 back into ``seg`` (the composed later part) in place
+    of the variable gives the ``original`` later problem exactly (less its ``removed`` answer
+    instructions, for a part before the last), and the literal is v2."""
+    off, lit = lk.v2_offset, lk.v2_literal
+    if removed:  # a part before the last: compare with its text less its instructions
+        try:
+            off = shift_offset(off, removed)
+            lk = replace(lk, v2_offset=off, v2_also=tuple(shift_offset(o, removed) for o in lk.v2_also))
+        except ValueError as e:
+            return Rejection("check2_substitution", "substitution_mismatch", f"link {k + 1}: {e}")
+        original = strip_instructions(original, removed)
+    if lk.v2_also:
+        why = _restore_all(seg, original, lk)
+        if why is not None:
+            return Rejection("check2_substitution", why[0], f"link {k + 1}: {why[1]}")
+    else:
+        # the engine wrote one of the token shapes; the substitution is right if one restores q
+        found = False
+        for t in _token_shapes(lk.y):
+            if seg.startswith(t, off):
+                found = True
+                if seg[:off] + lit + seg[off + len(t) :] == original:
+                    break
+        else:
+            if not found:
+                return Rejection("check2_substitution", "variable_not_found", f"link {k + 1}: {lk.y} is not at offset {off}")
+            return Rejection("check2_substitution", "substitution_mismatch", f"link {k + 1}: restoring {lit!r} does not give the original text")
+    why = _v2_failure(lit, lk.v2_expr)
+    if why is not None:
+        return Rejection("check2_substitution", "v2_mismatch", f"link {k + 1}: {why}")
+    return None
 
 
 def _removed_instructions(c: Problem, parents: Sequence[Problem]) -> list[tuple[Instruction, ...]] | Rejection:

@@ -33,7 +33,6 @@ a pure function of the problem text and the replaced places, so it is computed o
 
 from __future__ import annotations
 
-import math
 import re
 from fractions import Fraction
 from functools import lru_cache
@@ -41,247 +40,27 @@ from typing import Literal
 
 import sympy
 
+from composition_rl.compose.dependence_eval import (
+    MAX_POWER,
+    MAX_PROOF,
+    VAR,
+    constant_in_var,
+    letters_in,
+    read_side,
+    same_zero_set,
+    split_sides,
+    split_statements,
+    to_sympy,
+    tree_size,
+)
 from composition_rl.values import constant_value
-from composition_rl.values.latex import Domain, LatexError, evaluate, ops, read, tokenize
+from composition_rl.values.latex import LatexError
 from composition_rl.values.regions import math_spans
 
 __all__ = ["OUTCOMES", "Dependence", "decide"]
 
 Dependence = Literal["dependent", "independent", "unknown"]
 OUTCOMES: tuple[str, ...] = ("dependent", "independent", "unknown")
-
-_VAR = "\uE000"  # stands for the variable inside a parsed span (no TeX source holds it)
-
-
-def _lex(text: str) -> list[tuple[str, str]]:
-    return tokenize(text, letters=True)
-
-
-def _read(toks: list[tuple[str, str]]):
-    """The tree of one side of a statement; a letter before a bracket (``f(x)``: a function
-    applied, or a product) and a root with an index are not decided here."""
-    node = read(toks, letters=True)
-    if ops(node) & {"call", "root"}:
-        raise LatexError("a function applied, or a root with an index")
-    return node
-
-
-_MAX_POWER = 64  # no exponent above it is evaluated (_eval) or expanded (_degree)
-
-
-class _AtPoint(Domain):
-    """Exact values with every letter at a test point (``Fraction``); powers, factorials,
-    binomials and roots bounded, an irrational root undecided."""
-
-    def __init__(self, env: dict[str, Fraction]) -> None:
-        self.env = env
-
-    def name(self, name: str) -> Fraction:
-        return self.env[name]
-
-    def power(self, a: Fraction, b: Fraction) -> Fraction:
-        if b.denominator != 1 or abs(b) > _MAX_POWER or (a == 0 and b < 0) or abs(a.numerator) > 10**12:
-            raise LatexError("power")
-        return a ** int(b)
-
-    def factorial(self, a: Fraction) -> Fraction:
-        if a.denominator != 1 or not 0 <= a <= 60:
-            raise LatexError("factorial")
-        return Fraction(math.factorial(int(a)))
-
-    def binomial(self, n: Fraction, k: Fraction) -> Fraction:
-        if n.denominator != 1 or k.denominator != 1 or n < 0 or not 0 <= k or n > 10**4:
-            raise LatexError("binomial")
-        return Fraction(math.comb(int(n), int(k)))
-
-
-class _Symbolic(Domain):
-    """sympy values with the letters as the given symbols, for the proofs."""
-
-    def __init__(self, names: dict[str, sympy.Symbol]) -> None:
-        self.names = names
-
-    def number(self, q: Fraction) -> sympy.Rational:
-        return sympy.Rational(q.numerator, q.denominator)
-
-    def name(self, name: str) -> sympy.Expr:
-        return self.names[name]
-
-    def divide(self, a, b):
-        return a / b
-
-    def power(self, a, b):
-        return a**b
-
-    def root(self, a, index: int):
-        return sympy.sqrt(a)
-
-    def factorial(self, a):
-        return sympy.factorial(a)
-
-    def binomial(self, n, k):
-        return sympy.binomial(n, k)
-
-
-def _eval(node, env: dict[str, Fraction]) -> Fraction:
-    return evaluate(node, _AtPoint(env))
-
-
-def _sym(node, names: dict[str, sympy.Symbol]) -> sympy.Expr:
-    return evaluate(node, _Symbolic(names))
-
-
-_MAX_PROOF = 40  # tree nodes sympy is given to prove (a long sum of fractions takes it seconds)
-
-
-def _size(node) -> int:
-    return 1 if node[0] in ("n", "v") else 1 + sum(_size(c) for c in node[1:])
-
-
-def _simplest(expr: sympy.Expr) -> sympy.Expr:
-    """``expr`` simplified: ``cancel`` for a rational function (fast), ``simplify`` when a
-    binomial, factorial or root is in it."""
-    if expr.has(sympy.binomial, sympy.factorial, sympy.Pow) and not expr.is_rational_function():
-        return sympy.simplify(expr)
-    return sympy.cancel(expr)
-
-
-def _letters(node, out: set[str]) -> set[str]:
-    if node[0] == "v":
-        out.add(node[1])
-    elif node[0] != "n":
-        for child in node[1:]:
-            _letters(child, out)
-    return out
-
-
-# test points: the variable at v2 and two other values; other letters at two assignments
-_OTHER = (Fraction(7, 3), Fraction(-5, 11))
-
-
-def _domain_moves(node) -> bool:
-    """Whether a denominator holds the variable and another letter: where it vanishes then
-    moves with the variable, so a quotient that cancels (``\\frac{x^2 - Yx^3}{1 - Yx}``) still
-    excludes other points for other values, and equal values prove nothing."""
-    # a quotient's denominator, or the base of a negative power ((x + Yx^2)^{-1})
-    den_node = node[2] if node[0] == "/" else node[1] if (
-        node[0] == "^" and (node[2][0] == "neg" or (node[2][0] == "n" and node[2][1] < 0))) else None
-    if den_node is not None:
-        den = _letters(den_node, set())
-        if _VAR in den and len(den) > 1:
-            # the zeros of the denominator: a factor in both the variable and a letter moves
-            # them (1 - Yx); one in the variable alone (Y x^{-3}) does not
-            y = sympy.Symbol("Y")
-            names = {name: sympy.Symbol(f"s{i}") for i, name in enumerate(sorted(den - {_VAR}))} | {_VAR: y}
-            try:
-                num = sympy.fraction(sympy.together(_sym(den_node, names)))[0]
-                if any(y in f.free_symbols and len(f.free_symbols) > 1 for f, _ in sympy.factor_list(num)[1]):
-                    return True
-            except (LatexError, TypeError, ValueError, sympy.PolynomialError):
-                return True
-    return any(isinstance(c, tuple) and _domain_moves(c) for c in node[1:])
-
-
-def _constant_in_var(node, v2: Fraction) -> bool | None:
-    """True when ``node`` is proved constant in the variable, False when it is not, None when
-    it cannot be evaluated exactly (or the points it is defined at move with the variable)."""
-    letters = sorted(_letters(node, set()) - {_VAR})
-    points = [v2, v2 + 1, v2 + 2]
-    try:
-        for base in _OTHER:
-            env = {name: base + i for i, name in enumerate(letters)}
-            vals = []
-            for p in points:
-                env[_VAR] = p
-                vals.append(_eval(node, env))
-            if len(set(vals)) > 1:
-                return False
-            if not letters:
-                break
-    except (LatexError, ZeroDivisionError, OverflowError, ValueError):
-        return None
-    # equal at every test point: prove it (a polynomial may meet one value three times)
-    if _size(node) > _MAX_PROOF or (letters and _domain_moves(node)):
-        return None
-    integer = v2.denominator == 1 and v2 >= 0
-    y = sympy.Symbol("Y", integer=True, nonnegative=True) if integer else sympy.Symbol("Y")
-    names = {name: sympy.Symbol(f"s{i}") for i, name in enumerate(letters)} | {_VAR: y}
-    try:
-        expr = _sym(node, names)
-        return _simplest(sympy.diff(expr, y)) == 0
-    except (LatexError, TypeError, ValueError):
-        return None
-
-
-def _same_zero_set(node, v2: Fraction) -> bool:
-    """Whether the equation ``node = 0`` has the same solutions for every value of the
-    variable: ``node`` is the variable's part times a part free of it (``\\frac{Y}{j} +
-    \\frac{Y}{k} - \\frac{Y}{3}``), tested at exact points and proved with sympy."""
-    letters = sorted(_letters(node, set()) - {_VAR})
-    if not letters or _domain_moves(node):
-        return False  # (the points excluded from the equation move with the variable)
-    try:
-        ratios = set()
-        for base in (*_OTHER, Fraction(13, 7)):
-            env = {name: base + i for i, name in enumerate(letters)}
-            env[_VAR] = v2
-            f0 = _eval(node, env)
-            if f0 == 0:
-                return False
-            for t in (1, 2):
-                env[_VAR] = v2 + t
-                ratios.add((t, _eval(node, env) / f0))
-        if len(ratios) != 2 or any(r == 0 for _, r in ratios):
-            return False
-    except (LatexError, ZeroDivisionError, OverflowError, ValueError):
-        return False
-    if _size(node) > _MAX_PROOF:
-        return False
-    y = sympy.Symbol("Y")
-    names = {name: sympy.Symbol(f"s{i}") for i, name in enumerate(letters)} | {_VAR: y}
-    try:
-        expr = _sym(node, names)
-        ratio = _simplest(expr / expr.subs(y, sympy.Rational(v2.numerator, v2.denominator)))
-    except (LatexError, TypeError, ValueError, ZeroDivisionError):
-        return False
-    return not (ratio.free_symbols - {y})
-
-
-_END_STOP = re.compile(r"\s*\.\s*$")
-
-
-def _statements(span: str) -> list[list[tuple[str, str]]]:
-    """A span's top-level statements (split at commas, semicolons and ``\\text{and}``), as tokens."""
-    span = re.sub(r"\\(?:text|mbox|mathrm)\s*\{\s*(?:and|or|if|for|where)\s*\}", ";", span)
-    # the sentence's full stop written inside display math: "\[3x^3 - 20x + 27 = 0.\]"
-    span = _END_STOP.sub("", span)
-    toks = _lex(span)
-    out, cur, depth = [], [], 0
-    for tok in toks:
-        if tok[0] == "op" and tok[1] in "([{":
-            depth += 1
-        elif tok[0] == "op" and tok[1] in ")]}":
-            depth -= 1
-        if depth == 0 and tok[0] == "op" and tok[1] in ",;":
-            out.append(cur)
-            cur = []
-            continue
-        cur.append(tok)
-    out.append(cur)
-    return [s for s in out if s]
-
-
-def _sides(stmt: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
-    sides, cur = [], []
-    for tok in stmt:
-        if tok[0] == "rel":
-            sides.append(cur)
-            cur = []
-        else:
-            cur.append(tok)
-    sides.append(cur)
-    return sides
-
 
 # "Compute $E$." and the like: the answer is E's value (or E itself, for Simplify/Expand)
 _ASKS_VALUE = re.compile(
@@ -310,7 +89,7 @@ def _marked(q: str, a: int, b: int, places: tuple[int, ...], literal: str) -> st
     out, pos = [], a
     for p in places:
         if a <= p < b:
-            out += [q[pos:p], _VAR]
+            out += [q[pos:p], VAR]
             pos = p + len(literal)
     out.append(q[pos:b])
     return "".join(out)
@@ -343,20 +122,20 @@ def _independent(question: str, held: dict[tuple[int, int], list[int]], literal:
     """Whether every statement the variable stands in is proved constant in it."""
     try:
         for (a, b), ps in held.items():
-            for stmt in _statements(_marked(question, a, b, tuple(ps), literal)):
+            for stmt in split_statements(_marked(question, a, b, tuple(ps), literal)):
                 if not any(t[0] == "var" for t in stmt):
                     continue
-                trees = [_read(side) for side in _sides(stmt)]
+                trees = [read_side(side) for side in split_sides(stmt)]
                 if len(trees) == 1:
                     checks = trees
                 else:  # a relation holds or fails alike for every value when L - R is constant
                     checks = [("-", x, y) for x, y in zip(trees, trees[1:])
-                              if _VAR in _letters(x, set()) or _VAR in _letters(y, set())]
+                              if VAR in letters_in(x, set()) or VAR in letters_in(y, set())]
                 equation = len(trees) == 2 and [t for t in stmt if t[0] == "rel"] == [("rel", "=")]
                 for node in checks:
-                    if _constant_in_var(node, v2) is True:
+                    if constant_in_var(node, v2) is True:
                         continue
-                    if equation and _same_zero_set(node, v2):
+                    if equation and same_zero_set(node, v2):
                         continue  # L - R = (part in Y) * (part free of Y): the same equation
                     return False
     except (LatexError, RecursionError):
@@ -438,7 +217,7 @@ def _degree(node, letter: str) -> int | None:
         return a + b if op == "*" else a
     if op == "^":
         a, e = _degree(node[1], letter), node[2]
-        if a is None or e[0] != "n" or e[1].denominator != 1 or not 0 <= e[1] <= _MAX_POWER:
+        if a is None or e[0] != "n" or e[1].denominator != 1 or not 0 <= e[1] <= MAX_POWER:
             return None if a != 0 or _degree(e, letter) != 0 else 0
         return a * int(e[1])
     return None if op in ("!", "C", "sqrt") and any(_degree(c, letter) for c in node[1:]) else 0
@@ -448,17 +227,17 @@ def _polynomial(stmt: list[tuple[str, str]]) -> tuple[object, str] | None:
     """The tree whose zeros the statement is about and the function's name ("" when it
     defines none): ``L = R`` gives ``L - R``; ``f(x) = R`` and ``y = R`` (a name on the left
     that R does not use) give ``R``; an expression is itself."""
-    sides = _sides(stmt)
+    sides = split_sides(stmt)
     if len(sides) == 1:
-        return _read(sides[0]), "?"
+        return read_side(sides[0]), "?"
     if len(sides) != 2 or [t for t in stmt if t[0] == "rel"] != [("rel", "=")]:
         return None
     left, right = sides
     named = (len(left) == 1 and left[0][0] == "let") or (
         len(left) == 4 and left[0][0] == "let" and left[1] == ("op", "(") and left[2][0] == "let" and left[3] == ("op", ")"))
     if named and left[0] not in right:
-        return _read(right), left[0][1]
-    return ("-", _read(left), _read(right)), ""
+        return read_side(right), left[0][1]
+    return ("-", read_side(left), read_side(right)), ""
 
 
 def _read_statement(question: str, a: int, b: int, ps, literal: str):
@@ -466,7 +245,7 @@ def _read_statement(question: str, a: int, b: int, ps, literal: str):
     reads from the one statement that holds it, that statement), or None when none or several
     hold it or it does not read."""
     try:
-        stmts = _statements(_marked(question, a, b, tuple(ps), literal))
+        stmts = split_statements(_marked(question, a, b, tuple(ps), literal))
         mine = [st for st in stmts if any(t[0] == "var" for t in st)]
         if len(mine) != 1:
             return None
@@ -490,10 +269,10 @@ def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], l
     what, named, real = asked
     (a, b), ps = next(iter(held.items()))
     read = _read_statement(question, a, b, ps, literal)
-    if read is None or _size(read[1][0]) > _MAX_PROOF:
+    if read is None or tree_size(read[1][0]) > MAX_PROOF:
         return False
     stmts, (node, name), own = read
-    letters = _letters(node, set()) - {_VAR}
+    letters = letters_in(node, set()) - {VAR}
     if len(letters) != 1 or (named and letters != {named}) or (what == "vertex" and not name):
         return False
     letter = next(iter(letters))
@@ -508,7 +287,7 @@ def _polynomial_fixes_answer(question: str, spans, held: dict[tuple[int, int], l
         return False  # the function is used again, perhaps at another argument (f(x+1))
     y, t = sympy.Symbol("Y"), sympy.Symbol("t")
     try:
-        num, den = sympy.fraction(sympy.together(_sym(node, {letter: t, _VAR: y})))
+        num, den = sympy.fraction(sympy.together(to_sympy(node, {letter: t, VAR: y})))
         if den.has(t):
             return False
         poly = sympy.Poly(sympy.expand(num), t)
@@ -583,18 +362,18 @@ def _asymptotes_fix_answer(question: str, spans, held: dict[tuple[int, int], lis
         kind = (m.group("kind") or "").lower().replace("oblique", "slant")
         kinds |= {kind} if kind else {"vertical", "slant"}
     got = _read_statement(question, a, b, ps, literal)
-    if got is None or len(got[0]) != 1 or _size(got[1][0]) > _MAX_RATIONAL:
+    if got is None or len(got[0]) != 1 or tree_size(got[1][0]) > _MAX_RATIONAL:
         return False
     read = got[1]
     if read[1] == "":  # an equation: a hyperbola's, or nothing this reads
         return _conic_constant_term(read[0], v2)
     node = read[0]
-    letters = _letters(node, set()) - {_VAR}
+    letters = letters_in(node, set()) - {VAR}
     if len(letters) != 1 or next(iter(letters)).startswith("\\"):
         return False
     y, t = sympy.Symbol("Y"), sympy.Symbol("t")
     try:
-        num, den = sympy.fraction(sympy.together(_sym(node, {next(iter(letters)): t, _VAR: y})))
+        num, den = sympy.fraction(sympy.together(to_sympy(node, {next(iter(letters)): t, VAR: y})))
         if not den.has(t) or not (num.is_polynomial(t, y) and den.is_polynomial(t, y)):
             return False
         at = sympy.Rational(v2.numerator, v2.denominator)
@@ -622,11 +401,11 @@ def _conic_constant_term(node, v2: Fraction) -> bool:
     centre along the directions of its quadratic part, and neither uses the constant term
     ("$\\frac{x^2}{100} - \\frac{y^2}{64} = Y$" has the asymptotes $y = \\pm \\frac45 x$ for every
     Y but the one that makes it the pair of lines itself, which v2 must not be)."""
-    if _letters(node, set()) - {_VAR} != {"x", "y"}:
+    if letters_in(node, set()) - {VAR} != {"x", "y"}:
         return False
     x, y, v = sympy.Symbol("x"), sympy.Symbol("y"), sympy.Symbol("Y")
     try:
-        expr = sympy.expand(_sym(node, {"x": x, "y": y, _VAR: v}))
+        expr = sympy.expand(to_sympy(node, {"x": x, "y": y, VAR: v}))
         if not expr.is_polynomial(x, y, v):
             return False
         poly = sympy.Poly(expr, x, y)
@@ -695,12 +474,12 @@ def _decide_held(question: str, spans, held: dict[tuple[int, int], list[int]], l
         return "unknown"
     (a, b), letters_ok = asked
     try:
-        stmts = _statements(_marked(question, a, b, tuple(held[(a, b)]), literal))
+        stmts = split_statements(_marked(question, a, b, tuple(held[(a, b)]), literal))
         if len(stmts) != 1 or any(t[0] == "rel" for t in stmts[0]):
             return "unknown"
-        node = _read(stmts[0])
+        node = read_side(stmts[0])
     except (LatexError, RecursionError):
         return "unknown"
-    if not letters_ok and _letters(node, set()) - {_VAR, "\\pi"}:
+    if not letters_ok and letters_in(node, set()) - {VAR, "\\pi"}:
         return "unknown"
-    return "dependent" if _constant_in_var(node, v2) is False else "unknown"
+    return "dependent" if constant_in_var(node, v2) is False else "unknown"

@@ -15,6 +15,7 @@ composes it again (the bug may be fixed by then) and its new line supersedes the
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -28,6 +29,7 @@ from composition_rl.backends.base import ChatError, RequestRefused, run_sync
 from composition_rl.compose.base import LLM_STAGES, Rejection
 from composition_rl.compose.base import funnel as _funnel
 from composition_rl.compose.pools import candidate_id
+from composition_rl.compose.protocols import ResumableComposer
 from composition_rl.io.files import JsonlLog, atomic_open, atomic_write_json, dumps
 from composition_rl.io.identity import claim_run
 from composition_rl.progress import ProgressBar
@@ -35,7 +37,7 @@ from composition_rl.records import Problem
 
 __all__ = ["JOURNAL", "RUN_FILE", "EndpointDown", "run_journaled"]
 
-log = logging.getLogger("composition_rl.compose.llm")
+log = logging.getLogger(__name__)
 
 JOURNAL = "llm_journal.jsonl"
 RUN_FILE = "llm_run.json"
@@ -76,7 +78,7 @@ def _claim_run(out: Path, engine_name: str, cfg: Any, seed: int, max_chars: int,
 
 
 def run_journaled(
-    engine: Any,
+    engine: ResumableComposer,
     candidates: Iterable[Sequence[Problem]],
     out: Path,
     engine_name: str,
@@ -112,51 +114,54 @@ def run_journaled(
     return _finalize(out, order, journal_path, engine_name, backend, engine.config, elapsed, extra_stats or {})
 
 
-async def _drive(candidates, out, engine, backend, concurrency, total, progress, own_backend):
-    from composition_rl.compose.llm.proposal import Usage
+class _Drive:
+    """One pass of the journaled path over the candidates: what the candidate tasks share
+    (the journal, the order, the counts, the progress bar, the transient failures in a row)."""
 
-    journal = JsonlLog(out / JOURNAL, key="cid")
-    retry = _retryable(out / JOURNAL)
-    journal.done -= retry  # composed again: the new line supersedes the retryable one
-    order: list[str] = []
-    seen: set[str] = set()
-    done_before = len(journal.done)
-    counters = {"done": 0, "accepted": 0}
-    bar = ProgressBar("llm compose", total, enabled=progress, elapsed=True,
-                      fields={"acc": "-", "_cps": "0.0 calls/s", "_tok": "0 tok"})
-    t0 = time.perf_counter()
-    slots = asyncio.Semaphore(max(2 * concurrency, 4))
-    tasks: set[asyncio.Task] = set()
+    def __init__(self, out: Path, engine: ResumableComposer, backend: Any, total: int | None,
+                 progress: bool) -> None:
+        self.out, self.engine, self.backend = out, engine, backend
+        self.journal = JsonlLog(out / JOURNAL, key="cid")
+        self.journal.done -= _retryable(out / JOURNAL)  # composed again: the new line supersedes the retryable one
+        self.order: list[str] = []
+        self.done_before = len(self.journal.done)
+        self.counters = {"done": 0, "accepted": 0}
+        self.bar = ProgressBar("llm compose", total, enabled=progress, elapsed=True,
+                               fields={"acc": "-", "_cps": "0.0 calls/s", "_tok": "0 tok"})
+        self.t0 = time.perf_counter()
+        self.refused: list[BaseException] = []
+        # transient failures (no answer at all) are never journaled: a rerun retries them. So many
+        # in a row that no answer came between them means the endpoint is down: stop early.
+        self.transient = {"in_a_row": 0, "total": 0}
+        self.stop_after = engine.config.stop_after
 
-    def tick() -> None:
-        s, done, elapsed = backend.stats, counters["done"], time.perf_counter() - t0
-        bar.update(done, acc=f"{counters['accepted'] / done:.0%}" if done else "-",
-                   _cps=f"{s.calls / elapsed:.1f} calls/s" if elapsed > 0 else "0.0 calls/s",
-                   _tok=f"{s.prompt_tokens + s.completion_tokens:,} tok")
+    def tick(self) -> None:
+        s, done, elapsed = self.backend.stats, self.counters["done"], time.perf_counter() - self.t0
+        self.bar.update(done, acc=f"{self.counters['accepted'] / done:.0%}" if done else "-",
+                        _cps=f"{s.calls / elapsed:.1f} calls/s" if elapsed > 0 else "0.0 calls/s",
+                        _tok=f"{s.prompt_tokens + s.completion_tokens:,} tok")
 
-    refused: list[BaseException] = []
-    # transient failures (no answer at all) are never journaled: a rerun retries them. So many
-    # in a row that no answer came between them means the endpoint is down: stop early.
-    transient = {"in_a_row": 0, "total": 0}
-    stop_after = getattr(engine.config, "stop_after", 16)
+    async def one(self, chain: Sequence[Problem], cid: str) -> None:
+        """Compose one candidate and journal it (a transient failure or a refusal: not journaled)."""
+        from composition_rl.compose.llm.proposal import Usage
 
-    async def one(chain: Sequence[Problem], cid: str) -> None:
         usage = Usage()
+        transient = self.transient
         try:
-            res = await engine.acompose(chain, cid, usage)
+            res = await self.engine.acompose(chain, cid, usage)
         except RequestRefused as e:
-            refused.append(e)  # not journaled: a rerun with the option changed redoes it
+            self.refused.append(e)  # not journaled: a rerun with the option changed redoes it
             return
         except ChatError as e:
             if not e.transient:
                 raise
             transient["total"] += 1
             transient["in_a_row"] += 1
-            if transient["in_a_row"] >= stop_after and not refused:
+            if transient["in_a_row"] >= self.stop_after and not self.refused:
                 where = e.endpoint or "the endpoint"
-                refused.append(EndpointDown(
+                self.refused.append(EndpointDown(
                     f"{where} gave no answer to {transient['in_a_row']} candidates in a row (last: {e.kind}: "
-                    f"{e.detail[:160]}); stopped. Finished candidates are kept in {out / JOURNAL}; rerun the "
+                    f"{e.detail[:160]}); stopped. Finished candidates are kept in {self.out / JOURNAL}; rerun the "
                     "same command when the endpoint answers (the failed ones are retried)"))
             return
         except Exception as e:  # a bug must not sink a day-long run: count it, loudly
@@ -165,65 +170,83 @@ async def _drive(candidates, out, engine, backend, concurrency, total, progress,
         if usage.requests:  # an answer came back: the endpoint is up (a candidate the program
             transient["in_a_row"] = 0  # decided without a call says nothing about it)
         ok = isinstance(res, Problem)
-        entry = {
+        engine, row = (res.engine, res.to_dict()) if isinstance(res, Problem) else ("llm", res.row(cid, chain))
+        entry: dict[str, Any] = {
             "cid": cid,
             "ok": ok,
-            "engine": res.engine if ok else "llm",
+            "engine": engine,
             "requests": usage.requests,
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
-            "row": res.to_dict() if ok else res.row(cid, chain),
+            "row": row,
         }
-        if not ok and res.reason in RETRYABLE:
+        if isinstance(res, Rejection) and res.reason in RETRYABLE:
             entry["retryable"] = True
-        journal.append(entry)
-        counters["done"] += 1
-        counters["accepted"] += int(ok)
-        tick()
+        self.journal.append(entry)
+        self.counters["done"] += 1
+        self.counters["accepted"] += int(ok)
+        self.tick()
 
-    try:
+    async def feed(self, candidates: Iterable[Sequence[Problem]], concurrency: int) -> None:
+        """Start a task per new candidate, at most ``2 * concurrency`` at once; wait for all.
+        On a refusal (or the endpoint down) stop starting, cancel the rest and raise it."""
+        seen: set[str] = set()
+        slots = asyncio.Semaphore(max(2 * concurrency, 4))
+        tasks: set[asyncio.Task] = set()
         for chain in candidates:
-            if refused:
+            if self.refused:
                 break
             chain = tuple(chain)
             cid = candidate_id(chain)
             if cid in seen:
                 continue  # the same chain twice in the input: composed once
             seen.add(cid)
-            order.append(cid)
-            if cid in journal.done:
-                counters["done"] += 1
+            self.order.append(cid)
+            if cid in self.journal.done:
+                self.counters["done"] += 1
                 continue
             await slots.acquire()
-            t = asyncio.create_task(one(chain, cid))
+            t = asyncio.create_task(self.one(chain, cid))
             tasks.add(t)
-            t.add_done_callback(lambda t: (tasks.discard(t), slots.release()))
-        if refused:
+            t.add_done_callback(functools.partial(_finished, tasks, slots))
+        if self.refused:
             for t in list(tasks):
                 t.cancel()
         if tasks:
-            await asyncio.gather(*list(tasks), return_exceptions=bool(refused))
-        tick()
-        if refused:
+            await asyncio.gather(*list(tasks), return_exceptions=bool(self.refused))
+        self.tick()
+        if self.refused:
             # requests the cancelled candidates shared (engine._ask shields them) may still be
             # in flight: end them now, or asyncio.run reports each failure as a traceback
             rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for t in rest:
                 t.cancel()
             await asyncio.gather(*rest, return_exceptions=True)
-            raise refused[0]
+            raise self.refused[0]
+
+
+def _finished(tasks: set[asyncio.Task], slots: asyncio.Semaphore, t: asyncio.Task) -> None:
+    tasks.discard(t)
+    slots.release()
+
+
+async def _drive(candidates: Iterable[Sequence[Problem]], out: Path, engine: ResumableComposer, backend: Any,
+                 concurrency: int, total: int | None, progress: bool, own_backend: bool) -> tuple[list[str], Path]:
+    drive = _Drive(out, engine, backend, total, progress)
+    try:
+        await drive.feed(candidates, concurrency)
     finally:
-        bar.close()
-        journal.close()
+        drive.bar.close()
+        drive.journal.close()
         if own_backend:
             await backend.aclose()
         else:
             await backend.end_loop()
-    log.info("llm compose: %d candidates, %d already done before this run", len(order), done_before)
-    if transient["total"]:
+    log.info("llm compose: %d candidates, %d already done before this run", len(drive.order), drive.done_before)
+    if drive.transient["total"]:
         log.warning("llm compose: %d candidates got no answer (timeouts, connection errors, 5xx); they are left "
-                    "for the next run", transient["total"])
-    return order, out / JOURNAL
+                    "for the next run", drive.transient["total"])
+    return drive.order, out / JOURNAL
 
 
 #: rejection reasons that say nothing about the candidate (a bug of ours): a rerun retries them

@@ -23,14 +23,14 @@ import contextlib
 import functools
 import gc
 import json
+import logging
 import os
 import shutil
-import sys
 import tempfile
 import time
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,16 @@ from composition_rl.compose.pools import (
     iter_index_range,
     output_order,
 )
+from composition_rl.compose.protocols import (
+    BatchComposer,
+    Composer,
+    PrefetchesPoolFacts,
+    RanksPoolPartners,
+    ResumableComposer,
+    TakesPartners,
+    WritesRecordJson,
+    shape_error,
+)
 from composition_rl.compose.spill import Spill, SpilledChunk, SpillIndex
 from composition_rl.compose.workers import ForkedWorkers
 from composition_rl.io.export import EXPORTERS, export, export_path
@@ -70,43 +80,71 @@ from composition_rl.io.runs import RUN_FILE, RunBusy, hold_lock, record_run, ref
 from composition_rl.progress import ProgressBar
 from composition_rl.records import Problem
 
-__all__ = ["OutputBusy", "Stage", "build_engine", "engine_pools", "execute", "funnel", "is_resumable", "lock_output",
-           "output_paths", "run_compose"]
+__all__ = ["OutputBusy", "Stage", "build_batch_engine", "build_engine", "build_resumable_engine", "engine_pools",
+           "execute", "funnel", "is_resumable", "lock_output", "output_paths", "run_compose"]
+
+log = logging.getLogger(__name__)
 
 
-def build_engine(config: Any, **engine_kw: Any) -> Any:
+def build_engine(config: Any, **engine_kw: Any) -> Composer:
     """The engine ``config.engine`` names, from the registry (``engine_kw``: ``llm_config``,
-    ``backend`` for the model-backed engines)."""
-    cls = COMPOSERS.load(config.engine)
+    ``backend`` for the model-backed engines). Raises ``TypeError`` naming what is missing
+    when the engine lacks a member of :class:`~composition_rl.compose.protocols.Composer` or
+    of the way it declares to run (:class:`~composition_rl.compose.protocols.BatchComposer`
+    or :class:`~composition_rl.compose.protocols.ResumableComposer`)."""
     if not is_resumable(config.engine):  # a batch engine takes no model settings
-        return cls.from_config(config)
-    return cls.from_config(config, **engine_kw)
+        return build_batch_engine(config)
+    return build_resumable_engine(config, **engine_kw)
+
+
+def build_batch_engine(config: Any) -> BatchComposer:
+    """:func:`build_engine` for an engine that declares ``resumable = False``."""
+    engine = COMPOSERS.load(config.engine).from_config(config)
+    if not isinstance(engine, BatchComposer):
+        raise shape_error(engine, BatchComposer, config.engine)
+    return engine
+
+
+def build_resumable_engine(config: Any, **engine_kw: Any) -> ResumableComposer:
+    """:func:`build_engine` for an engine that declares ``resumable = True``."""
+    engine = COMPOSERS.load(config.engine).from_config(config, **engine_kw)
+    if not isinstance(engine, ResumableComposer):
+        raise shape_error(engine, ResumableComposer, config.engine)
+    return engine
 
 
 def is_resumable(name: str) -> bool:
-    """Whether engine ``name`` runs on the journaled path (a model behind it; its runs resume)."""
-    return bool(getattr(COMPOSERS.load(name), "resumable", False))
+    """Whether engine ``name`` runs on the journaled path (a model behind it; its runs resume):
+    its class declares ``resumable`` (:class:`~composition_rl.compose.protocols.Composer`)."""
+    cls = COMPOSERS.load(name)
+    resumable = getattr(cls, "resumable", None)  # read to say what is missing, not to guess
+    if not isinstance(resumable, bool):
+        raise TypeError(f"engine {name!r} ({cls.__name__}) declares no 'resumable' (a ClassVar[bool] of the "
+                        "Composer protocol, compose/protocols.py)")
+    return resumable
 
 
-def engine_pools(engine: Any, problems: Sequence[Problem], first_pool: Sequence[Problem] | None,
+def engine_pools(engine: Composer, problems: Sequence[Problem], first_pool: Sequence[Problem] | None,
                  config: Any) -> list[list[Problem]]:
     """The candidate pools for ``engine`` (Section 3.4): positions 1..K-1 sampled among the
     problems the engine can place there, the last position the full set; q1 from
     ``first_pool`` when given (cross-domain, Section 4.4). An engine that ranks pool partners
-    (``pool_flaw``) and reports on them (``pool_report``) gets both, and one that takes
-    further partners (``partners``) gets the problems the pools did not draw."""
+    (:class:`~composition_rl.compose.protocols.RanksPoolPartners`) gets its ``pool_flaw``
+    used and its ``pool_report`` filled, and one that takes further partners
+    (:class:`~composition_rl.compose.protocols.TakesPartners`) gets the problems the pools
+    did not draw and the pools themselves."""
     first = first_pool if first_pool is not None else problems
     sets = [first] + [problems] * (config.depth - 1)
     depth = config.depth
-    flaw = getattr(engine, "pool_flaw", None)
-    reserve = getattr(engine, "partners", None)
+    ranker = engine if isinstance(engine, RanksPoolPartners) else None
+    taker = engine if isinstance(engine, TakesPartners) else None
     pools = build_pools(sets, config.sizes, config.seed, lambda p, k: engine.eligible(p, k, depth),
-                        flaw=(lambda p, k: flaw(p, k, depth)) if flaw is not None else None,
-                        report=getattr(engine, "pool_report", None), reserve=reserve)
-    lists = getattr(engine, "pool_lists", None)
-    if lists is not None and reserve is not None:  # the sampled pools, for distinct partners
-        lists.clear()
-        lists.update({k: pools[k] for k in reserve})
+                        flaw=(lambda p, k: ranker.pool_flaw(p, k, depth)) if ranker is not None else None,
+                        report=ranker.pool_report if ranker is not None else None,
+                        reserve=taker.partners if taker is not None else None)
+    if taker is not None:  # the sampled pools, for distinct partners
+        taker.pool_lists.clear()
+        taker.pool_lists.update({k: pools[k] for k in taker.partners})
     return pools
 
 
@@ -177,8 +215,8 @@ def run_compose(
         removed = [n for n in stage.commit() if (n in EXPORT_FILES and n not in {f"{e}.parquet" for e in exports})
                    or n in DERIVED_FILES]
         if removed:
-            print(f"note: removed {', '.join(removed)} of the previous run in {out}: they were made from the "
-                  "records this run replaced", file=sys.stderr)
+            log.info(f"note: removed {', '.join(removed)} of the previous run in {out}: they were made from the "
+                     "records this run replaced")
     return stats
 
 
@@ -195,7 +233,7 @@ def execute(problems, config, out: Path, first_pool=None, inputs=None, input_rej
     out.mkdir(parents=True, exist_ok=True)
     if not is_resumable(config.engine):
         return _run_batch(problems, config, out, first_pool, inputs, input_rejects, progress)
-    engine = build_engine(config, **engine_kw)
+    engine = build_resumable_engine(config, **engine_kw)
     pools = engine_pools(engine, problems, first_pool, config)
     upper = count_candidates(pools)
     total = min(upper, config.max_candidates) if config.max_candidates else upper
@@ -220,7 +258,7 @@ _CHUNK = 2048
 
 def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progress) -> dict[str, Any]:
     t0 = time.perf_counter()
-    engine = build_engine(config)
+    engine = build_batch_engine(config)
     _prefetch_pool_facts(engine, problems, first_pool, config)
     pools = engine_pools(engine, problems, first_pool, config)
     upper = count_candidates(pools)
@@ -231,11 +269,7 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
     stages: Counter[str] = Counter()
     tally: Counter[str] = Counter()  # offset kinds of the accepted links
     n = accepted = 0
-    if config.max_candidates is None or config.max_candidates >= upper:
-        # the whole product: each task is a range of chain numbers that the worker enumerates
-        chunks = (range(a, min(a + _CHUNK, upper)) for a in range(0, upper, _CHUNK))
-    else:  # a sample: the parent draws it and sends the chains
-        chunks = _chunks(iter_index_chains(pools, config.seed, config.max_candidates), _CHUNK)
+    chunks = _chain_chunks(pools, config, upper)
     index = SpillIndex()  # where each accepted line waits, in candidate order
     bar = ProgressBar("composing", total, enabled=progress, fields={"accepted": 0})
     # The loaded problems, pools and caches live for the whole run: keep the cyclic GC from
@@ -260,7 +294,7 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
                     tally.update(links)
                     # a composition written once: a later record with the same parents, places
                     # and offsets (chains that met the same partners) is rejected as a repeat
-                    repeats = [j for j, key in enumerate(same) if key and (key in seen or seen.add(key))]
+                    repeats = _repeats(same, seen)
                     index.add(acc, skip=repeats)
                     if repeats:
                         rej_blob = _with_repeats(engine, pools, acc, where, rej_blob, repeats, tally)
@@ -278,8 +312,38 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
         bar.close()
         gc.unfreeze()
     atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
-    elapsed = time.perf_counter() - t0
-    stats = {
+    stats = _batch_stats(engine, config, pools, n, accepted, counts, stages, tally, inputs, input_rejects,
+                         time.perf_counter() - t0)
+    atomic_write_json(out / "stats.json", stats)
+    return stats
+
+
+def _repeats(same: array, seen: set[int]) -> list[int]:
+    """The places in ``same`` (a chunk's :func:`repeat_key` per accepted line, 0: unique by
+    construction) whose key is in ``seen`` already; the others' keys are added to it."""
+    out = []
+    for j, key in enumerate(same):
+        if key:
+            if key in seen:
+                out.append(j)
+            else:
+                seen.add(key)
+    return out
+
+
+def _chain_chunks(pools: list[list[Problem]], config: Any, upper: int) -> Iterator[range | list[tuple[int, ...]]]:
+    """The batch path's tasks: ranges of chain numbers of the whole product (each worker
+    enumerates its own), or, for a sample, chunks of the chains the parent draws."""
+    if config.max_candidates is None or config.max_candidates >= upper:
+        return (range(a, min(a + _CHUNK, upper)) for a in range(0, upper, _CHUNK))
+    return _chunks(iter_index_chains(pools, config.seed, config.max_candidates), _CHUNK)
+
+
+def _batch_stats(engine: BatchComposer, config: Any, pools: list[list[Problem]], n: int, accepted: int,
+                 counts: Counter[str], stages: Counter[str], tally: Counter[str], inputs: dict[str, Any] | None,
+                 input_rejects: Sequence[dict[str, Any]], elapsed: float) -> dict[str, Any]:
+    """``stats.json`` of a batch run."""
+    return {
         "engine": config.engine,
         "config": config_stats(config, drop=("workers",)),
         "pools": [len(p) for p in pools],
@@ -298,8 +362,6 @@ def _run_batch(problems, config, out, first_pool, inputs, input_rejects, progres
         "elapsed_s": round(elapsed, 3),
         "candidates_per_s": round(n / elapsed, 1) if elapsed > 0 else None,
     }
-    atomic_write_json(out / "stats.json", stats)
-    return stats
 
 
 # the pools' questions to every problem of a sampled position before the last (its v1 and
@@ -309,16 +371,16 @@ _FACTS_CHUNK = 256
 _FACTS_MIN = 2048
 
 
-def _prefetch_pool_facts(engine: Any, problems: Sequence[Problem], first_pool: Sequence[Problem] | None,
+def _prefetch_pool_facts(engine: Composer, problems: Sequence[Problem], first_pool: Sequence[Problem] | None,
                          config: Any) -> None:
     """Ask ``engine.pool_facts`` of every problem that a sampled pool before the last position
     draws from, in forked workers, and give the answers to ``engine.learn_pool_facts``; the
     pools are then built from them in the parent as before, in the same order, so they are
-    the same pools. Nothing happens for an engine without these methods, one worker, or
-    fewer than ``_FACTS_MIN`` problems."""
-    learn = getattr(engine, "learn_pool_facts", None)
+    the same pools. Nothing happens for an engine that is no
+    :class:`~composition_rl.compose.protocols.PrefetchesPoolFacts`, one worker, or fewer than
+    ``_FACTS_MIN`` problems."""
     workers = config.workers or os.cpu_count() or 1
-    if learn is None or workers < 2:
+    if not isinstance(engine, PrefetchesPoolFacts) or workers < 2:
         return
     sets = [first_pool if first_pool is not None else problems] + [problems] * (config.depth - 1)
     items: list[Problem] = []
@@ -335,12 +397,12 @@ def _prefetch_pool_facts(engine: Any, problems: Sequence[Problem], first_pool: S
     try:
         with ForkedWorkers(functools.partial(_pool_facts_chunk, engine, items), min(workers, len(tasks))) as w:
             for r, facts in zip(tasks, w.imap(tasks)):
-                learn(items[r.start : r.stop], facts)
+                engine.learn_pool_facts(items[r.start : r.stop], facts)
     finally:
         gc.unfreeze()
 
 
-def _pool_facts_chunk(engine: Any, items: Sequence[Problem], r: range) -> list[Any]:
+def _pool_facts_chunk(engine: PrefetchesPoolFacts, items: Sequence[Problem], r: range) -> list[Any]:
     return [engine.pool_facts(items[i]) for i in r]
 
 
@@ -362,7 +424,7 @@ def _chunks(it, size: int):
 
 
 def _compose_chunk(
-    engine: Any, pools: list[list[Problem]], spill: Spill, chunk: range | list[tuple[int, ...]],
+    engine: BatchComposer, pools: list[list[Problem]], spill: Spill, chunk: range | list[tuple[int, ...]],
 ) -> tuple[int, SpilledChunk, bytes, list[tuple[str, str]], dict[str, int], tuple[array, array]]:
     """Compose one chunk of chains (in a worker or in-process): a range of chain numbers of
     the full product, or the chains themselves. Returns the number accepted, where
@@ -370,18 +432,17 @@ def _compose_chunk(
     UTF-8, the (stage, reason) of each rejection, the offset kinds of the accepted links
     (``SymbolicComposer.take_tally``), and the :func:`repeat_key` and place in the chunk of
     each accepted line."""
-    if isinstance(chunk, range):
-        chunk = iter_index_range(pools, chunk.start, chunk.stop)
+    chains = iter_index_range(pools, chunk.start, chunk.stop) if isinstance(chunk, range) else chunk
     acc: list[str] = []
     rej: list[str] = []
     keys: list[tuple[str, str]] = []
     # the fast JSON seam: an engine may write its own records' lines (SymbolicComposer.record_json
     # splices each parent's pre-encoded JSON: JSON 2.8-3.0 s -> ~2.2 s single-process on MATH
     # depth 2, docs/benchmarks.md; tests hold it equal to dumps(to_dict()))
-    record_json = getattr(engine, "record_json", None) or _plain_json
+    record_json = engine.record_json if isinstance(engine, WritesRecordJson) else _plain_json
     same = array("Q")  # each accepted record's repeat_key (0: unique by construction), for the parent
     where = array("I")  # and its place in the chunk (a repeat's rejection goes there)
-    for n, ix in enumerate(chunk):
+    for n, ix in enumerate(chains):
         chain = tuple([pools[k][i] for k, i in enumerate(ix)])
         cid = candidate_id(chain)
         res = engine.compose(chain, cid)
@@ -395,7 +456,7 @@ def _compose_chunk(
     return len(acc), spill.put(acc), _jsonl_bytes(rej), keys, engine.take_tally(), (same, where)
 
 
-def _with_repeats(engine: Any, pools: list[list[Problem]], acc: SpilledChunk, where: array, rej_blob: bytes,
+def _with_repeats(engine: BatchComposer, pools: list[list[Problem]], acc: SpilledChunk, where: array, rej_blob: bytes,
                   repeats: list[int], tally: Counter[str]) -> bytes:
     """The chunk's rejected lines with a ``duplicate`` row for each repeated accepted line,
     each at its candidate's place; the repeats' link counts are taken out of ``tally`` (the
@@ -461,9 +522,8 @@ def lock_output(out: str | os.PathLike):
             refuse_other_owner("compose", out)
             removed = remove_leftovers(out)
             if removed:
-                print(f"note: removed {len(removed)} leftover(s) of an interrupted run in {out}: "
-                      + ", ".join(p.name for p in removed[:4]) + (" ..." if len(removed) > 4 else ""),
-                      file=sys.stderr)
+                log.info(f"note: removed {len(removed)} leftover(s) of an interrupted run in {out}: "
+                         + ", ".join(p.name for p in removed[:4]) + (" ..." if len(removed) > 4 else ""))
             yield out
     except RunBusy as e:
         if isinstance(e, OutputBusy):

@@ -14,16 +14,13 @@ and the text are new work, so composing stays cheap per chain.
 
 from __future__ import annotations
 
-import hashlib
-import re
-from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from json.encoder import encode_basestring as _js
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import sympy
 
@@ -41,6 +38,7 @@ from composition_rl.compose.natural import (
     offset_kind,
 )
 from composition_rl.compose.spc import VARIABLE_NAMES
+from composition_rl.compose.symbolic_partners import PartnerChoice, choice_hash
 from composition_rl.io.files import dumps
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
@@ -59,7 +57,6 @@ from composition_rl.values.shortcut_risks import RISKS
 __all__ = ["VARIABLE_NAMES", "SymbolicComposer"]
 
 _ARITH_CACHE = 1 << 18  # entries of the (q1, literal) arithmetic memo before it is reset
-_PLAIN_INT = re.compile(r"-?\d{1,9}")
 
 
 @lru_cache(maxsize=4096)
@@ -133,21 +130,9 @@ def _bucket(lead: _Lead, v2: Fraction) -> tuple[str, str]:
     return f"kind:{offset_kind(d)}", "abs:" + mag
 
 
-# pools up to this size give chains that differ only in the drawn problem distinct partners
-# (_swap_place: one choose() per pool problem and later problem); a larger pool (a user's
-# --pool-size 2000) draws partners by the candidate's hash, where the same composition may
-# repeat (a code review measured 319 in 300,000 depth-3 candidates at pool 2,000)
-_DISTINCT_POOL = 64
-
-
-def choice_hash(seed: int, candidate_id: str, link: int) -> int:
-    """A stable 64-bit number per (seed, candidate, link): all choices derive from it."""
-    return int.from_bytes(hashlib.blake2b(f"{seed}:{candidate_id}:{link}".encode(), digest_size=8).digest(), "big")
-
-
 @COMPOSERS.register("symbolic")
 @dataclass
-class SymbolicComposer:
+class SymbolicComposer(PartnerChoice):
     """Compose chains exactly.
 
     Args:
@@ -163,6 +148,7 @@ class SymbolicComposer:
     natural: Naturalness = field(default_factory=Naturalness)
     derive_q1: bool = True
     risks: str = "last"  # "reject": a constant with a risk is never replaced (ComposeConfig.risks)
+    resumable: ClassVar[bool] = False  # cheap per chain: the batch path, in forked workers
 
     @classmethod
     def from_config(cls, config) -> SymbolicComposer:
@@ -355,126 +341,6 @@ class SymbolicComposer:
         ranks before the risk)."""
         return tuple(e for e in self._alive(p, safe) if not e[1].risk and e[2] is not None)
 
-    def _swap_place(self, k: int, chain: Sequence[Problem], drawn: Sequence[Problem], top) -> tuple[int, int] | None:
-        """(the start of the partner picks, this chain's place among them) for a chain that takes
-        a partner at position ``k``: the places are those of the pool's problems that, in this
-        chain, would take a partner too (no natural offset, or only a risky constant), in pool
-        order, so chains that differ only there never take the same partner. None without pools."""
-        pool = self.pool_lists.get(k)
-        if not pool or len(pool) > _DISTINCT_POOL or len(drawn) <= k:
-            return None  # no pool, or a large one: partners by the candidate's hash, as before
-        cached = self._pool_ranks.get(k)
-        if cached is None or cached[0] is not pool:  # built for this pool (pools may be rebuilt)
-            cached = self._pool_ranks[k] = (pool, {p.id: i for i, p in enumerate(pool)})
-        ranks = cached[1]
-        if drawn[k].id not in ranks:
-            return None
-        rest = "|".join(p.id for i, p in enumerate(drawn) if i != k)
-        later = chain[k + 1]
-        # the places depend on the later problem alone (at depth 3 it may be a partner already),
-        # so the list is the same whichever chain asks first: the output does not depend on the
-        # order chains are composed in, nor on the workers
-        needing = self._needing.get((k, later.id))
-        if needing is None:
-            plain = bool(self._plain(later, top))
-            needing = []
-            for r, q in enumerate(pool):
-                lead = self.lead(q)
-                if lead is None:
-                    continue
-                picked = self.choose(lead, top, 0, later)
-                if picked is None or (picked[0].risk and plain):
-                    needing.append(r)
-            self._needing[(k, later.id)] = needing
-        rank = ranks[drawn[k].id]
-        place = needing.index(rank) if rank in needing else len(needing) + rank  # past the needing ones
-        return choice_hash(self.seed, rest, k), place
-
-    def _partner(self, k: int, chain: Sequence[Problem], safe, h: int,
-                 drawn: Sequence[Problem] = (), top=(), small_only: bool = False) -> Problem | None:
-        """The next partner for position ``k`` when v1 of ``chain[k]`` gives no natural offset
-        with any constant of ``chain[k + 1]`` (the chain goes to another
-        partner, not to rejection): among the reserve problems whose v1 lies within ``small_offset`` of
-        some safe constant (else within ``max_offset``), the pick is ``h``. Reserve partners
-        are preferred problems whose answer is a plain integer (a large one is allowed: a
-        large constant needs it), grouped by value once. ``small_only``: within
-        ``small_offset`` or not at all (a fraction gives way to a small whole offset only:
-        "$Y$ is $88$ more than $X$" reads no better than "$\\frac{1}{2}$ more")."""
-        reserve = self.partners.get(k, ())
-        placed = self._swap_place(k, chain, drawn, top) if top else None
-        index = self._partner_index.get(k)
-        if index is None or index[2] is not reserve:  # built for this reserve (pools may be rebuilt)
-            by_value: dict[int, list[Problem]] = {}
-            for p in reserve:
-                # an answer written as a plain integer: read without the exact parser (the
-                # reserve holds thousands of problems, and only whole numbers lead naturally)
-                if not _PLAIN_INT.fullmatch(p.answer):
-                    continue
-                v1 = int(p.answer)
-                why = self._q1_flaw(p, Fraction(v1))
-                if why and why != "large_q1":
-                    continue
-                by_value.setdefault(v1, []).append(p)
-            vals = sorted(by_value)
-            index = self._partner_index[k] = (vals, [by_value[v] for v in vals], reserve, {})
-        vals, groups, _, near = index
-        if not vals:
-            return None
-        taken = {p.id for p in chain}
-        nat = self.natural
-        reaches = (nat.small_offset,) if small_only else (nat.small_offset, nat.max_offset)
-        for reach in reaches:
-            ok: set[int] = set()
-            for _, c, ci in safe:
-                if ci is None:  # a decimal constant: the offset is a fraction (in Fractions: slow, kept)
-                    allowed = near.get((reach, c.value))
-                    if allowed is None:
-                        lo, hi = bisect_left(vals, c.value - reach), bisect_right(vals, c.value + reach)
-                        allowed = near[reach, c.value] = tuple(i for i in range(lo, hi) if nat.allows(vals[i] - c.value))
-                    ok.update(allowed)
-                else:
-                    ok.update(range(bisect_left(vals, ci - reach), bisect_right(vals, ci + reach)))
-                    if not nat.zero_offset:  # v1 == v2 would state "Y is equal to X": not that partner
-                        at = bisect_left(vals, ci)
-                        if at < len(vals) and vals[at] == ci and not any(
-                                e[2] is not None and e[2] != ci and abs(vals[at] - e[2]) <= reach for e in safe):
-                            ok.discard(at)
-            if not ok:
-                continue
-            # the h-th of the problems at the allowed values, chain members left out, without
-            # listing them (a value such as 2 has hundreds of partners)
-            idx = sorted(ok)
-            counts = [len(groups[i]) for i in idx]
-            total = sum(counts)
-            if placed is not None:
-                # chains that differ only in the drawn problem take distinct partners: a start
-                # per rest of the chain plus this chain's place, when there are partners for
-                # every place; else the place itself, none past the last (the same partner
-                # twice would write the same record twice: 981 duplicate ids in the MATH
-                # depth-2 output before)
-                base, place = placed
-                if total >= len(self.pool_lists[k]):
-                    h = base + place
-                elif reach == reaches[-1]:
-                    if place >= total:
-                        return None
-                    h = place
-                else:
-                    continue  # too few within the small offset: the wider reach
-            for _ in range(len(taken) + 1):
-                if total == 0:
-                    break
-                pick = h % total
-                for i, n in zip(idx, counts):
-                    if pick < n:
-                        p = groups[i][pick]
-                        break
-                    pick -= n
-                if p.id not in taken:
-                    return p
-                h += 1  # a chain member: the next one
-        return None
-
     def eligible(self, p: Problem, position: int, depth: int) -> bool:
         """Whether ``p`` can stand at ``position`` (0-based) of a chain of ``depth``."""
         if position < depth - 1:
@@ -572,11 +438,10 @@ class SymbolicComposer:
         """``SPC(q1..qK) = Compose(q1, SPC(q2..qK))`` for one candidate chain."""
         return self._compose(tuple(chain), candidate_id, tuple(chain))
 
-    def _compose(self, chain: tuple[Problem, ...], candidate_id: str, drawn: tuple[Problem, ...],
-                 swaps: int = 0) -> Problem | Rejection:
-        K = len(chain)
+    def _leads(self, chain: tuple[Problem, ...]) -> list[_Lead] | Rejection:
+        """v1 of every problem before the last, or the rejection of the first that has none."""
         leads: list[_Lead] = []
-        for k in range(K - 1):
+        for k in range(len(chain) - 1):
             if missing_figure(chain[k].question):  # a pool flaw; rejected too if drawn all the same
                 return Rejection("check1_v1", "missing_figure", f"position {k + 1}: problem {chain[k].id} points at a "
                                  "figure it does not hold")
@@ -591,6 +456,14 @@ class SymbolicComposer:
                                      f"{chain[k].id} cannot be an exact value ({why})")
                 return Rejection("check1_v1", "q1_not_numeric", f"position {k + 1}: answer {chain[k].answer!r} of {chain[k].id} has no exact numeric value")
             leads.append(lead)
+        return leads
+
+    def _compose(self, chain: tuple[Problem, ...], candidate_id: str, drawn: tuple[Problem, ...],
+                 swaps: int = 0) -> Problem | Rejection:
+        K = len(chain)
+        leads = self._leads(chain)
+        if isinstance(leads, Rejection):
+            return leads
         tops = [self.safe_constants(chain[k]) for k in range(1, K)]  # empty: no constant
         for k, top in enumerate(tops, 2):
             if not top:
@@ -631,49 +504,11 @@ class SymbolicComposer:
                                  f"gives an offset from v1 = {lead.latex} within the naturalness limits")
             c, dep = picked
             if (c.risk or (self.natural.prefer_integer and _fractional(lead, c))) and k in self.partners and swaps < K - 1:
-                # a constant with a risk only as a last resort: another partner whose answer gives
-                # an integer offset to an integer constant without one comes first (choose ranks
-                # the offset's kind before the risk, so a decimal constant would not win over the
-                # risky one). A fractional offset (choose takes one only when no constant gives
-                # this q1 a whole one) gives way to a partner whose answer gives the same integer
-                # constant a whole offset within small_offset; a chain the partner cannot complete (at depth 3
-                # the partner is also the problem before it, and may have no safe constant)
-                # keeps its drawn q1 and the risky constant, as before
-                plain = self._plain(chain[k + 1], tops[k])
-                if not c.risk:  # a fraction: only a partner that keeps this constant (an integer)
-                    plain = tuple(e for e in plain if e[1] is c)
-                partner = self._partner(k, chain, plain, h, drawn, tops[k], small_only=not c.risk) if plain else None
-                if partner is not None:
-                    saved = Counter(self.tally)
-                    swapped = self._compose(chain[:k] + (partner,) + chain[k + 1 :], candidate_id, drawn, swaps + 1)
-                    # a fraction gives way only where the partner keeps the constant: moved onto
-                    # another one (a decimal has no integer partner), the variable landed on worse
-                    # constants in 36 of 120 MATH records (a volume a ratio ignores, a 1000 also
-                    # left in an exponent)
-                    if not isinstance(swapped, Rejection) and (c.risk or swapped.links[k].v2_offset == c.offset):
-                        self._partner_by_id[partner.id] = partner
-                        return swapped
-                    self.tally.clear()  # the swapped chain's counts are not this record's
-                    self.tally.update(saved)
-            x, y = free[2 * k], free[2 * k + 1]
-            direction, d_abs_latex, d_latex, v2_expr, d_expr, bucket = self._link_arith(chain[k], lead, c)
-            dv = lead.derivation
-            if dv is None:
-                glue = spc.glue_text(x, y, d_abs_latex, direction, (h >> 32) % len(spc.DEFINITIONS), lead.unit)
-            else:  # a derived v1: "Let $X$ be the sum of the values that answer the problem above."
-                glue = spc.derived_glue(x, y, lead.phrase, d_abs_latex, direction)
-            later_removed = removed.get(k + 1, ())  # taken out of the later problem (not the last)
-            plain = spc.plain_text(chain[k + 1].question)  # Y written as the problem writes numbers
-            if c.also:  # a repeated quantity: every occurrence becomes Y
-                text = _replace_all(text, y, c, later_removed, plain)
-            else:
-                at = spc.shift_offset(c.offset, later_removed) if later_removed else c.offset
-                tail = at + len(c.literal)
-                text = text[:at] + spc.variable_token(y, c.math_mode, text[tail : tail + 12], plain) + text[tail:]
-            part_text, removed[k] = spc.lead_text(chain[k].question)
-            text = spc.join(part_text, glue, text)
-            links.append(Link(x, y, lead.latex, lead.expr, c.literal, v2_expr, d_latex, d_expr, c.offset,
-                              tuple(sorted(o for o, _ in c.also)) if c.also else (), lead.derivation_items))
+                swapped = self._partner_instead(k, chain, candidate_id, drawn, swaps, tops[k], h, c)
+                if swapped is not None:
+                    return swapped
+            text, link, bucket = self._write_link(k, chain, lead, c, h, free, text, removed)
+            links.append(link)
             kinds.append(bucket)
             deps.append(dep)
             risks.append(c.risk or "none")
@@ -689,6 +524,68 @@ class SymbolicComposer:
         failure = run_checks(composed, chain, self.max_chars)
         if failure is not None:
             return Rejection(failure.stage, failure.reason, failure.detail)
+        self._count(kinds, deps, risks, swaps)
+        return composed
+
+    def _partner_instead(self, k: int, chain: tuple[Problem, ...], candidate_id: str, drawn: tuple[Problem, ...],
+                         swaps: int, top, h: int, c: Constant) -> Problem | None:
+        """The record with another partner at ``k`` in place of a risky or fractional link's
+        constant ``c``, or None to keep ``c``."""
+        # a constant with a risk only as a last resort: another partner whose answer gives
+        # an integer offset to an integer constant without one comes first (choose ranks
+        # the offset's kind before the risk, so a decimal constant would not win over the
+        # risky one). A fractional offset (choose takes one only when no constant gives
+        # this q1 a whole one) gives way to a partner whose answer gives the same integer
+        # constant a whole offset within small_offset; a chain the partner cannot complete (at depth 3
+        # the partner is also the problem before it, and may have no safe constant)
+        # keeps its drawn q1 and the risky constant, as before
+        plain = self._plain(chain[k + 1], top)
+        if not c.risk:  # a fraction: only a partner that keeps this constant (an integer)
+            plain = tuple(e for e in plain if e[1] is c)
+        partner = self._partner(k, chain, plain, h, drawn, top, small_only=not c.risk) if plain else None
+        if partner is not None:
+            saved = Counter(self.tally)
+            swapped = self._compose(chain[:k] + (partner,) + chain[k + 1 :], candidate_id, drawn, swaps + 1)
+            # a fraction gives way only where the partner keeps the constant: moved onto
+            # another one (a decimal has no integer partner), the variable landed on worse
+            # constants in 36 of 120 MATH records (a volume a ratio ignores, a 1000 also
+            # left in an exponent)
+            if not isinstance(swapped, Rejection) and (c.risk or swapped.links[k].v2_offset == c.offset):
+                self._partner_by_id[partner.id] = partner
+                return swapped
+            self.tally.clear()  # the swapped chain's counts are not this record's
+            self.tally.update(saved)
+        return None
+
+    def _write_link(self, k: int, chain: tuple[Problem, ...], lead: _Lead, c: Constant, h: int,
+                    free: tuple[str, ...], text: str, removed: dict[int, tuple[spc.Instruction, ...]],
+                    ) -> tuple[str, Link, tuple[str, str]]:
+        """Link ``k``: ``text`` (the composed later part) with ``c`` replaced by Y, behind the
+        earlier problem (its answer instructions taken out, into ``removed[k]``) and the glue;
+        the link's record and its stats bucket."""
+        x, y = free[2 * k], free[2 * k + 1]
+        direction, d_abs_latex, d_latex, v2_expr, d_expr, bucket = self._link_arith(chain[k], lead, c)
+        dv = lead.derivation
+        if dv is None:
+            glue = spc.glue_text(x, y, d_abs_latex, direction, (h >> 32) % len(spc.DEFINITIONS), lead.unit)
+        else:  # a derived v1: "Let $X$ be the sum of the values that answer the problem above."
+            glue = spc.derived_glue(x, y, lead.phrase, d_abs_latex, direction)
+        later_removed = removed.get(k + 1, ())  # taken out of the later problem (not the last)
+        plain = spc.plain_text(chain[k + 1].question)  # Y written as the problem writes numbers
+        if c.also:  # a repeated quantity: every occurrence becomes Y
+            text = _replace_all(text, y, c, later_removed, plain)
+        else:
+            at = spc.shift_offset(c.offset, later_removed) if later_removed else c.offset
+            tail = at + len(c.literal)
+            text = text[:at] + spc.variable_token(y, c.math_mode, text[tail : tail + 12], plain) + text[tail:]
+        part_text, removed[k] = spc.lead_text(chain[k].question)
+        text = spc.join(part_text, glue, text)
+        link = Link(x, y, lead.latex, lead.expr, c.literal, v2_expr, d_latex, d_expr, c.offset,
+                    tuple(sorted(o for o, _ in c.also)) if c.also else (), lead.derivation_items)
+        return text, link, bucket
+
+    def _count(self, kinds: list[tuple[str, str]], deps: list[str], risks: list[str], swaps: int) -> None:
+        """Count an accepted record's links for stats.json (see :meth:`take_tally`)."""
         for kind, mag in kinds:
             self.tally[kind] += 1
             self.tally[mag] += 1
@@ -698,7 +595,6 @@ class SymbolicComposer:
             self.tally["risk:" + risk] += 1
         if swaps:
             self.tally["partner:swapped"] += 1
-        return composed
 
     @staticmethod
     def metadata(chain: Sequence[Problem], candidate_id: str, dependence: str = "unknown",

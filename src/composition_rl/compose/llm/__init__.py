@@ -27,7 +27,8 @@ cache, by every chain that contains the pair). The record is then checked by the
 
 Modules, one job each: :mod:`.config` (settings, backend), :mod:`.prompts` (prompts, schemas,
 lenient JSON), :mod:`.numbers` (numbers in replies), :mod:`.proposal` (one link, step by
-step), :mod:`.composer` (the ``llm`` and ``auto`` engines). Runs go through the one
+step), :mod:`.composer` (the ``llm`` engine), :mod:`.auto` (the ``auto`` engine), :mod:`.answers`
+(when a model's answer is the stated one). Runs go through the one
 executor, :mod:`composition_rl.compose.run` (resumable journal:
 :mod:`composition_rl.compose.journal`); :func:`compose_in_memory` composes without files
 (what ``composition_rl.compose(..., engine="llm")`` calls).
@@ -42,7 +43,8 @@ from typing import Any
 
 from composition_rl.backends.base import run_sync
 from composition_rl.compose.base import LLM_STAGES
-from composition_rl.compose.llm.composer import AutoComposer, LLMComposer
+from composition_rl.compose.llm.auto import AutoComposer
+from composition_rl.compose.llm.composer import LLMComposer
 from composition_rl.compose.llm.config import LLMComposeConfig, build_backend
 from composition_rl.compose.llm.prompts import PROPOSE_SCHEMA, VERIFY_SCHEMA, parse_json_object
 from composition_rl.compose.llm.proposal import Usage
@@ -128,7 +130,7 @@ def compose_in_memory(
     """
     from composition_rl.compose.pipeline import ComposeResult
     from composition_rl.compose.pools import candidate_id, iter_candidates
-    from composition_rl.compose.run import build_engine, engine_pools, is_resumable
+    from composition_rl.compose.run import build_resumable_engine, engine_pools, is_resumable
 
     if not is_resumable(config.engine):
         raise ValueError(f"engine={config.engine!r}: compose_in_memory runs a model-backed engine ('llm' or 'auto')")
@@ -144,7 +146,7 @@ def compose_in_memory(
             cache = ResponseCache(llm_config.cache)
         backend = build_backend(llm_config, cache)
     try:
-        engine = build_engine(config, llm_config=llm_config, backend=backend)
+        engine = build_resumable_engine(config, llm_config=llm_config, backend=backend)
         pools = engine_pools(engine, problems, first_pool, config)
         chains: dict[str, tuple[Problem, ...]] = {}
         for chain in iter_candidates(pools, config.seed, config.max_candidates):

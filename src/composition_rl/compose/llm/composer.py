@@ -1,5 +1,7 @@
 """The LLM composer: chains composed by a chat model plus exact checks, registered as the
-``llm`` engine, and the ``auto`` engine (symbolic where it can, the model elsewhere).
+``llm`` engine (the ``auto`` engine, symbolic where it can and this one elsewhere, is in
+:mod:`composition_rl.compose.llm.auto`; how a model's answer is compared with the stated
+one, in :mod:`composition_rl.compose.llm.answers`).
 
 Both are async inside (many chains' calls in flight at once). :meth:`LLMComposer.acompose`
 is what the executor (:mod:`composition_rl.compose.run`) awaits; :meth:`LLMComposer.compose`
@@ -12,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import sympy
 
@@ -33,6 +35,7 @@ from composition_rl.compose.base import COMPOSERS, Rejection
 from composition_rl.compose.checks import run_checks
 from composition_rl.compose.dependence import decide
 from composition_rl.compose.llm import proposal as steps
+from composition_rl.compose.llm.answers import same_answer
 from composition_rl.compose.llm.config import LLMComposeConfig, build_backend
 from composition_rl.compose.llm.numbers import expr_str, has_constant, has_number, rat_str, relation
 from composition_rl.compose.llm.prompts import (
@@ -48,21 +51,21 @@ from composition_rl.compose.llm.prompts import (
 from composition_rl.compose.llm.proposal import Draft, Usage
 from composition_rl.compose.natural import incomplete_answer, inexact_q1, missing_figure
 from composition_rl.compose.spc import VARIABLE_NAMES
-from composition_rl.compose.symbolic import choice_hash
+from composition_rl.compose.symbolic_partners import choice_hash
 from composition_rl.records import Link, Problem
 from composition_rl.values import (
     constant_value,
     exact_equal,
     find_constants,
     in_math,
-    parse_answer_value,
     parse_number,
     render_latex,
     symbols_used,
 )
-from composition_rl.values.derive_shapes import split_top
 
-__all__ = ["AutoComposer", "LLMComposer"]
+__all__ = ["LLMComposer"]
+
+T = TypeVar("T")
 
 # literals the finder reads as values but no engine may replace: a year or a word
 # inside a compound, one TeX token of \frac 49 or \sqrt2, an exponent, a radix
@@ -96,7 +99,7 @@ class LLMComposer:
     # the symbolic engine whose v1 (the exact answer or a derived number) and constant
     # choice the program plan uses (``config.plan``); built from the defaults when None
     finder: Any = None
-    resumable = True  # the executor journals every finished candidate
+    resumable: ClassVar[bool] = True  # the executor journals every finished candidate
     _inflight: dict[tuple[str, ...], asyncio.Future] = field(default_factory=dict, repr=False)
     _memo: dict[tuple, Any] = field(default_factory=dict, repr=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
@@ -488,14 +491,14 @@ class LLMComposer:
         at_v2 = await self._solve(later.question, usage)
         if isinstance(at_v2, Rejection):
             return at_v2
-        if at_v2 is None or not _same_answer(at_v2, later.answers):
+        if at_v2 is None or not same_answer(at_v2, later.answers):
             return "unknown", "none"  # the model does not solve q2 itself: its word decides nothing
         at_other = await self._solve(text, usage)
         if isinstance(at_other, Rejection):
             return at_other
         if at_other is None:
             return "unknown", "none"
-        if _same_answer(at_other, (at_v2,)):
+        if same_answer(at_other, (at_v2,)):
             # a second point: an answer that moves in steps (the primes between 30 and 40 or
             # 41) is the same at v2 + 1 and still depends on the value; an answer that ignores it
             # is the same at v2 + 2 too (on audited items: 38 of 38 shortcuts stay flagged,
@@ -505,7 +508,7 @@ class LLMComposer:
                 return at_two
             if at_two is None:
                 return "unknown", "none"  # no answer at the second point: nothing is decided
-            if _same_answer(at_two, (at_v2,)):
+            if same_answer(at_two, (at_v2,)):
                 return "independent", "model"
         if self.config.dependence == "blind":
             used = symbols_used(later.question)
@@ -513,7 +516,7 @@ class LLMComposer:
             at_blind = await self._solve(f"{spc.withheld_note(y)}\n\n{_fill(later.question, places, literal, y)}", usage)
             if isinstance(at_blind, Rejection):
                 return at_blind
-            if at_blind is not None and _same_answer(at_blind, later.answers):
+            if at_blind is not None and same_answer(at_blind, later.answers):
                 return "revealed", "model"
         return "dependent", "model"
 
@@ -561,9 +564,14 @@ class LLMComposer:
         """The engine contract, synchronously: one chain on the composer's own event loop
         (kept between calls, so answers already asked are reused; :meth:`close` ends it).
         Callable where the thread already runs a loop (Jupyter): see :func:`run_sync`."""
+        return self.on_own_loop(self.acompose(chain, candidate_id))
+
+    def on_own_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` to its end on the composer's own event loop (made when there is none;
+        ``auto`` runs its chains on it too, so both halves reuse the same answers)."""
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
-        return run_sync(self.acompose(chain, candidate_id), loop=self._loop)
+        return run_sync(coro, loop=self._loop)
 
     def close(self) -> None:
         """End the loop of the synchronous :meth:`compose` (its backend's connections on it
@@ -633,9 +641,6 @@ class LLMComposer:
 
 # how many constants of one chain the auto engine may set aside on the model's word before the
 # chain goes to the LLM engine (each costs a symbolic compose and the model's calls for the next)
-_MAX_MARKS = 8
-
-
 def _fraction(v) -> Fraction | None:
     """An exact sympy number as a Fraction; None when it is irrational."""
     return Fraction(int(v.p), int(v.q)) if v.is_Rational else None
@@ -665,86 +670,6 @@ def _fill(text: str, places: Sequence[int], literal: str, token: str) -> str:
     return text
 
 
-def _same_answer(answer: str, golds: Sequence[str]) -> bool:
-    """Whether a model's final answer is one of ``golds``: equal exact values where both parse,
-    else equal text once spaces, dollars, ``\\left``/``\\right`` and text wrappers are
-    dropped, else (two lists of as many items, neither bracketed: "E, H" and ``\\text{H, E}``,
-    which MATH answers mean as sets) the same items in any order.
-
-    >>> _same_answer("E, H", ["\\text{H, E}"]), _same_answer("(1, 2)", ["(2, 1)"]), _same_answer("1,000", ["1000"])
-    (True, False, True)
-    """
-    av = parse_answer_value(answer)
-    for g in golds:
-        gv = parse_answer_value(g)
-        if av is not None and gv is not None:
-            if exact_equal(av.value, gv.value):
-                return True
-        elif _norm(answer) == _norm(g):
-            return True
-    if av is None:
-        items = _set_items(answer)
-        for g in golds:
-            other = _set_items(g) if items else None
-            if other and len(other) == len(items) and _match_all(items, other):
-                return True
-    return False
-
-
-_WRAPPER = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
-
-
-def _norm(t: str) -> str:
-    return re.sub(r"\s+|\$|\\left|\\right|\\!|\\,", "", _WRAPPER.sub(r"\1", t))
-
-
-def _set_items(t: str) -> list[str] | None:
-    """The items of an answer written as a list without brackets ("-2, 3", "E, H"), or None
-    (one item, or a bracketed tuple or interval, whose order counts)."""
-    t = _norm(t).rstrip(".")
-    if not t or _bracketed(t):
-        return None
-    out = split_top(t)
-    return out if len(out) > 1 and all(out) else None
-
-
-def _bracketed(t: str) -> bool:
-    """Whether ``t`` is one bracketed tuple, interval or set: an opening ``(``, ``[`` (either
-    may close an interval) or ``\\{`` whose matching close is the last character. A braced
-    item at either end (``\\frac{1}{2}``, ``30^{\\circ}``) is no bracket."""
-    if not (t[0] in "([" or t.startswith("\\{")):
-        return False
-    depth = 0
-    for i, ch in enumerate(t):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i == len(t) - 1
-    return False
-
-
-def _same_item(a: str, b: str) -> bool:
-    """Two items of a list: a labelled one (``x=1``) matches only the same label with the
-    same value; others as :func:`_same_answer` compares answers."""
-    if "=" in a or "=" in b:
-        (la, _, va), (lb, _, vb) = a.partition("="), b.partition("=")
-        return la == lb and _same_answer(va, (vb,))
-    return _same_answer(a, (b,))
-
-
-def _match_all(items: list[str], other: list[str]) -> bool:
-    """Whether each item equals a distinct item of ``other`` (lists of a few items)."""
-    left = list(other)
-    for it in items:
-        j = next((j for j, o in enumerate(left) if _same_item(it, o)), None)
-        if j is None:
-            return False
-        del left[j]
-    return True
-
-
 def _substitute(p: Draft, y: str) -> str:
     """The rewritten later problem with each ``<VAR>`` replaced by Y's token (right to left,
     so earlier positions stay valid)."""
@@ -758,94 +683,3 @@ def _substitute(p: Draft, y: str) -> str:
         token = spc.variable_token(y, in_math(restored, s + i * shift), tail)
         text = text[:s] + token + text[s + len(MARKER) :]
     return text
-
-
-@dataclass
-class AutoComposer:
-    """``auto``: the symbolic engine where it composes the chain, the LLM engine elsewhere.
-
-    The symbolic half keeps its default naturalness rules (as it always has in ``auto``)."""
-
-    symbolic: Any
-    llm: LLMComposer
-    name: str = "auto"
-    resumable = True
-
-    @classmethod
-    def from_config(cls, config: Any, llm_config: LLMComposeConfig | None = None,
-                    backend: ChatBackend | None = None) -> AutoComposer:
-        symbolic = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars,
-                                             derive_q1=config.derive_q1, risks=getattr(config, "risks", "last"))
-        return cls(symbolic, LLMComposer.from_config(config, llm_config, backend, finder=symbolic))
-
-    @property
-    def config(self) -> LLMComposeConfig:
-        return self.llm.config
-
-    @property
-    def backend(self) -> ChatBackend | None:
-        return self.llm.backend
-
-    @property
-    def seed(self) -> int:
-        return self.llm.seed
-
-    @property
-    def max_chars(self) -> int:
-        return self.llm.max_chars
-
-    def open(self, out: Path) -> tuple[ChatBackend, Any]:
-        return self.llm.open(out)
-
-    def eligible(self, p: Problem, position: int, depth: int) -> bool:
-        return self.llm.eligible(p, position, depth) or self.symbolic.eligible(p, position, depth)
-
-    async def acompose(self, chain: Sequence[Problem], candidate_id: str, usage: Usage | None = None) -> Problem | Rejection:
-        """The symbolic record when the symbolic engine accepts the chain, else the LLM's.
-
-        Check 5 for the links exact reading left undecided is the model's (unless
-        ``--dependence exact``). A constant the model finds the answer independent of (or
-        revealed, ``--dependence blind``) is marked so in the symbolic engine, as a proved one
-        is, and the chain is composed again with its next constant (the probe is a
-        property of the later problem and its constant, not of the pair). The marks stay for
-        the run, so later chains with that problem skip the constant without a call. When the
-        symbolic engine has no constant left, the chain goes to the LLM engine, as a chain the
-        symbolic engine rejects at once does: so a chain takes the same path whether or not
-        another chain set the constants aside first (concurrency, a resumed run)."""
-        if not all(self.symbolic.eligible(p, k, len(chain)) for k, p in enumerate(chain)):
-            return await self.llm.acompose(chain, candidate_id, usage)
-        res = self.symbolic.compose(chain, candidate_id)
-        if not isinstance(res, Problem):
-            return await self.llm.acompose(chain, candidate_id, usage)
-        usage = usage if usage is not None else Usage()
-        later = chain[1:]  # auto takes no other partner (it has no reserve): the record's parents are the chain
-        for _ in range(_MAX_MARKS):
-            if res.metadata.get("dependence") != "unknown" or self.llm.config.dependence == "exact":
-                return res
-            deps = []
-            for k, lk in enumerate(res.links):
-                dep = await self.llm.dependence(later[k], lk.v2_literal, (lk.v2_offset, *lk.v2_also), usage)
-                if isinstance(dep, Rejection):
-                    return Rejection(dep.stage, dep.reason, f"link {k + 1} (dependence): {dep.detail}")
-                if dep[0] in ("independent", "revealed"):
-                    self.symbolic.mark_independent(later[k], lk.v2_offset)
-                    break
-                deps.append(dep)
-            else:
-                meta = {**res.metadata, "dependence": "unknown" if any(d != "dependent" for d, _ in deps) else "dependent",
-                        "dependence_by": [by for _, by in deps]}
-                return Problem(res.id, res.question, res.answers, res.source, res.depth, res.parents, res.links,
-                               res.engine, meta)
-            res = self.symbolic.compose(chain, candidate_id)
-            if not isinstance(res, Problem):
-                break
-        return await self.llm.acompose(chain, candidate_id, usage)
-
-    def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
-        if self.llm._loop is None or self.llm._loop.is_closed():
-            self.llm._loop = asyncio.new_event_loop()
-        return run_sync(self.acompose(chain, candidate_id), loop=self.llm._loop)
-
-    def close(self) -> None:
-        """End the loop of the synchronous :meth:`compose` (see :meth:`LLMComposer.close`)."""
-        self.llm.close()
