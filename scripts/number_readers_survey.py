@@ -46,7 +46,10 @@ def _strings(path: str) -> Counter:
 
 
 def _readers():
-    from composition_rl.compose.llm.numbers import NUM_IN_TEXT
+    try:
+        from composition_rl.spc.llm.numbers import NUM_IN_TEXT
+    except ImportError:  # a tree before the layout of issue 55
+        from composition_rl.compose.llm.numbers import NUM_IN_TEXT
     from composition_rl.values import constant_value
     from composition_rl.values.parse import parse_number
 
