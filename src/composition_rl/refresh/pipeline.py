@@ -578,3 +578,48 @@ def _grow_stage(seeds: Sequence[Problem], teacher: Any, backend: Any, verifier: 
         rows = {r["id"]: r for r in load_profile(d / "qualify", ids=[p.id for p in cands])}
     skipped = {p.id: readable(p.question) for p in seeds if readable and readable(p.question)}
     return res, cands, rows, skipped
+
+
+def refresh_from_args(args: Any, config: RefreshConfig, out: Path, marks: Sequence[str], exports: Sequence[str],
+                      verify_config: Any, fallbacks: Sequence[str]) -> tuple[RefreshResult, list[dict[str, Any]]]:
+    """The ``crl refresh`` job with ``out`` held: read ``--input`` (the policy flags of
+    :func:`composition_rl.profile.add_backend_arguments`), set aside the prompts too long for
+    the model, load the benchmark files ``marks``, build the ``--grow`` teacher, refresh, and
+    write ``input_rejects.jsonl``. Returns the result and the input rows set aside.
+
+    Raises:
+        ValueError: an unusable input, benchmark or flag, or a folder made with other settings.
+        RolloutError: generation failed; ChatError: the teacher gave no answer (finished work
+            is kept either way: a rerun resumes).
+    """
+    from composition_rl.io.runs import run_identity
+    from composition_rl.profile import backend_from_args, fit_to_context, load_input
+    from composition_rl.refresh.decontaminate import load_benchmarks
+    from composition_rl.verify import shared_verifier
+
+    input_rejects: list = []
+    problems = load_input(args.input, args, input_rejects)
+    problems, too_long = fit_to_context(problems, args, where=args.input)
+    input_rejects += too_long
+    if not problems:
+        raise ValueError(f"{args.input}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
+    benchmarks = load_benchmarks(marks)
+    teacher, cache = None, None
+    if config.grow:  # as crl grow builds it (an openai teacher caches its replies in OUT/teacher_cache.jsonl)
+        from composition_rl.mbs.job import teacher_from_args
+
+        teacher, cache = teacher_from_args(args, config.mbs.seed, out)
+    backend = backend_from_args(args)
+    try:
+        res = refresh_problems(
+            problems, backend, shared_verifier(verify_config), out, config, benchmarks=benchmarks,
+            identity=run_identity(model=args.model, backend=backend.name,
+                                  inputs={"input": args.input, **{f"benchmark {b}": b for b in marks}},
+                                  fallbacks=list(fallbacks)),
+            progress=not args.no_progress, exports=exports, teacher=teacher)
+    finally:
+        backend.close()
+        if cache is not None:
+            cache.close()
+    atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
+    return res, input_rejects
