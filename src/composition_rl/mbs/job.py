@@ -23,8 +23,8 @@ log = logging.getLogger(__name__)
 def field_help() -> dict[str, str]:
     """Each GrowConfig field's help, taken from its docstring (declared once, there).
 
-    >>> field_help()["alpha_leaf"].split()[0]
-    'leaf'
+    >>> field_help()["alpha_leaf"].split("(")[-1]
+    'paper: 0.8).'
     """
     doc = GrowConfig.__doc__ or ""
     out: dict[str, str] = {}
