@@ -56,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace, con, out: Path, t0: float) -> int:
     """The demo itself, with ``--out`` held (see :func:`run`)."""
-    from composition_rl.commands.compose import print_summary
     from composition_rl.compose import ComposeConfig, run_compose
+    from composition_rl.compose.job import summary_renderables
     from composition_rl.io.files import atomic_write_jsonl
     from composition_rl.io.readers import load_reasoning_gym
 
@@ -80,7 +80,8 @@ def _demo(args: argparse.Namespace, con, out: Path, t0: float) -> int:
                             inputs={"main": {"path": "reasoning-gym (built-in default)", "problems": len(data.problems)}},
                             exports=["verl", "trl"])
         paths = [d / "verl.parquet", d / "trl.parquet"]
-        print_summary(stats, d, paths, stats["elapsed_s"])
+        for part in summary_renderables(stats, d, paths, stats["elapsed_s"]):
+            con.print(part)
         summary["compose"][depth] = {k: stats[k] for k in ("candidates", "accepted", "rejected_by_reason")}
 
     if not args.compose_only:
