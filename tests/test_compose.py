@@ -404,9 +404,9 @@ def test_compose_command_does_not_import_torch():
 
 
 def test_pool_ablations_from_the_command_line(tmp_path):
-    from composition_rl.commands.compose import _pool_sizes
+    from composition_rl.compose.pipeline import parse_pool_sizes
 
-    assert _pool_sizes("500,500") == (500, 500) and _pool_sizes("full,20") == (None, 20)
+    assert parse_pool_sizes("500,500") == (500, 500) and parse_pool_sizes("full,20") == (None, 20)
     probs = load_reasoning_gym(seed=0, scale=120).problems
     a = run_compose(probs, ComposeConfig(depth=2, pool_sizes=(30, 30), seed=0), tmp_path / "a", progress=False)
     b = run_compose(probs, ComposeConfig(depth=2, pool_sizes=(None, 5), seed=0), tmp_path / "b", progress=False)

@@ -122,7 +122,7 @@ def test_parts_choose_the_set_up_they_need(tmp_path):
 
 def test_every_crl_command_of_the_dry_run_is_accepted_by_crl(tmp_path):
     from composition_rl.cli import build_parser
-    from composition_rl.commands.verl_recipe import online_settings
+    from composition_rl.integrations.verl_recipe import online_settings
 
     seen = []
     for argv in dry_run(tmp_path):

@@ -335,16 +335,15 @@ class _SmallContextGGUF:
 
 
 @pytest.mark.parametrize("command", ["profile", "eval"])
-def test_a_gguf_prompt_longer_than_the_context_is_set_aside_not_profiled(command, tmp_path, monkeypatch, capsys):
+def test_a_gguf_prompt_longer_than_the_context_is_set_aside_not_profiled(command, tmp_path, monkeypatch, caplog):
     """The llama backend answers a prompt that fills its context with empty completions; profile
     and eval must set it aside as prompt_too_long (as with a model folder), not count it a
     solve_none problem with n no_answer replies."""
-    from composition_rl.commands import evaluate as eval_cmd
-    from composition_rl.commands import profile as profile_cmd
+    import importlib
 
     fake = _SmallContextGGUF()
-    monkeypatch.setattr(profile_cmd, "backend_from_args", lambda args: fake)
-    monkeypatch.setattr(eval_cmd, "backend_from_args", lambda args: fake)
+    # both jobs build their backend through the policy flags of the profile module
+    monkeypatch.setattr(importlib.import_module("composition_rl.profile"), "backend_from_args", lambda args: fake)
     inp = tmp_path / "qa.jsonl"
     inp.write_text(json.dumps({"question": "What is 2+2?", "answer": "4"}) + "\n"
                    + json.dumps({"question": "What is 2+2? " + "Think about it. " * 30, "answer": "4"}) + "\n")
@@ -356,7 +355,7 @@ def test_a_gguf_prompt_longer_than_the_context_is_set_aside_not_profiled(command
     assert crl([*args, "--model", "smollm2", "--out", str(out), "--no-progress"]) == 0
     rejects = list(read_jsonl(out / "input_rejects.jsonl"))
     assert [(r["reason"], r["row"]) for r in rejects] == [("prompt_too_long", 1)]
-    assert "longer than the context" in capsys.readouterr().err
+    assert "longer than the context" in caplog.text  # logged by composition_rl.profile
     assert len(fake.asked) == 1  # nothing was sampled for the long prompt
     if command == "profile":
         rows = list(read_jsonl(out / "profile.jsonl"))

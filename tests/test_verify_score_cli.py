@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -12,7 +13,9 @@ import pytest
 from cli_run import crl, one_error_line
 
 from composition_rl.cli import main
-from composition_rl.commands import score as score_command
+
+# the module of the crl score job (the package attribute ``score`` is the verb)
+score_job = importlib.import_module("composition_rl.score")
 
 
 def _rows(shared_data, n=30):
@@ -114,7 +117,7 @@ def test_score_writes_the_same_bytes_chunk_by_chunk_as_in_one_batch(tmp_path, sh
     _write(tmp_path / "in.jsonl", rows)
     args = ["score", "--input", str(tmp_path / "in.jsonl"), "--no-progress"]
     assert main([*args, "--out", str(tmp_path / "whole.jsonl")]) == 0
-    monkeypatch.setattr(score_command, "_CHUNK", 7)
+    monkeypatch.setattr(score_job, "CHUNK", 7)
     assert main([*args, "--out", str(tmp_path / "chunked.jsonl")]) == 0
     whole = (tmp_path / "whole.jsonl").read_bytes()
     assert (tmp_path / "chunked.jsonl").read_bytes() == whole

@@ -22,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from composition_rl.evaluate import read_eval_samples
 from composition_rl.io.files import read_jsonl
 
 HERE = Path(__file__).resolve().parent
@@ -57,8 +58,9 @@ def evaluate(name: str, model: str, python: str) -> None:
 def _per_problem(name: str) -> dict[str, dict[str, float]]:
     """{benchmark: {problem id: share of its samples correct}} of one evaluated checkpoint."""
     out: dict[str, dict[str, float]] = {}
-    for f in sorted((EVAL / name).glob("*/samples/*.jsonl")):
-        out[f.stem] = {r["id"]: r["correct"] / r["n"] for r in read_jsonl(f)}
+    for part in sorted(p for p in (EVAL / name).iterdir() if p.is_dir()) if (EVAL / name).is_dir() else []:
+        for bench, rows in read_eval_samples(part).items():
+            out[bench] = {r["id"]: r["correct"] / r["n"] for r in rows}
     return out
 
 
@@ -92,7 +94,7 @@ def outcomes(name: str, bench: str = DECIDING) -> dict[str, int]:
     """How one checkpoint's samples on a held-out set ended: outcome and finish reason."""
     from collections import Counter
 
-    rows = read_jsonl(EVAL / name / "family" / "samples" / f"{bench}.jsonl")
+    rows = read_eval_samples(EVAL / name / "family", bench)[bench]
     return dict(sorted(Counter(f"{x['outcome']}/{x['finish_reason']}" for r in rows for x in r["responses"]).items()))
 
 

@@ -120,7 +120,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 
 
-_VERBS = frozenset({"compose", "verify", "profile", "probe", "refresh"})
+_VERBS = frozenset({"compose", "verify", "profile", "probe", "refresh", "score"})
 
 
 class _Package(types.ModuleType):

@@ -335,3 +335,20 @@ def score(path: str | Path) -> AuditScore:
     if classes is not None:
         classes = dict(sorted(classes.items(), key=lambda kv: (-kv[1], SHORTCUT_CLASSES.index(kv[0]))))
     return AuditScore(len(rows), answered, yes, classes)
+
+
+def write_form(items: Sequence[AuditItem], out: str | Path, run_dir: str | Path, seed: int,
+               where: str | None = None, classes: bool = False) -> Path:
+    """Write the blind form of ``items`` to ``out`` (``.html``, or ``.csv``, with the class and
+    hint columns when ``classes``) and its key beside it (``<out>.key.json``: the record ids,
+    to keep from the reviewer); returns the key's path."""
+    out = Path(out)
+    if out.suffix == ".html":
+        if classes:
+            raise ValueError("--classes needs a .csv form (--out NAME.csv)")
+        write_html(items, out)
+    else:
+        write_csv(items, out, classes=classes)
+    key = out.with_name(out.name + ".key.json")
+    write_key(items, key, run_dir, seed, where=where)
+    return key

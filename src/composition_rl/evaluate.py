@@ -14,6 +14,8 @@ Outputs in ``out_dir``:
 
 from __future__ import annotations
 
+import argparse
+import logging
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -53,6 +55,8 @@ __all__ = [
 RESULTS_FILE = "results.json"
 TABLE_FILE = "results.md"
 SAMPLES_DIR = "samples"
+
+log = logging.getLogger(__name__)
 
 #: Where a wrong response to a composed prompt first went wrong (see :func:`link_errors`).
 ERROR_KINDS = ("q1", "linkage", "middle", "last", "undecidable")
@@ -484,3 +488,154 @@ def render_markdown(results: Mapping[str, Any]) -> str:
             + "\n"
         )
     return text
+
+
+# --- reading an eval folder back --------------------------------------------------------------
+
+
+def eval_sample_files(folder: str | Path) -> dict[str, Path]:
+    """``{set name: its sample log}`` of a ``crl eval`` folder (``samples/<name>.jsonl``; a
+    compositional set is named ``<benchmark>.depth<K>``), by name; empty without samples.
+
+    >>> eval_sample_files("no/such/folder")
+    {}
+    """
+    samples = Path(folder) / SAMPLES_DIR
+    return {p.stem: p for p in sorted(samples.glob("*.jsonl"))} if samples.is_dir() else {}
+
+
+def read_eval_samples(folder: str | Path, name: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """``{set name: its sample rows}`` of a ``crl eval`` folder (only set ``name`` when given;
+    a KeyError names the sets there when it is missing). A row is one problem: ``id``, ``n``,
+    ``correct`` and its ``responses``, each with ``outcome`` and ``finish_reason``.
+
+    >>> read_eval_samples("no/such/folder")
+    {}
+    """
+    files = eval_sample_files(folder)
+    if name is not None:
+        if name not in files:
+            raise KeyError(f"{folder} has no samples of {name!r} (it has: {', '.join(files) or 'none'})")
+        files = {name: files[name]}
+    return {k: list(read_jsonl(p)) for k, p in files.items()}
+
+
+# --- the crl eval job ---------------------------------------------------------------------------
+
+
+def parse_depths(spec: str) -> list[int]:
+    """``--compositional`` depths such as ``2,3``, sorted, each >= 2 (ValueError otherwise).
+
+    >>> parse_depths("3,2,3")
+    [2, 3]
+    """
+    try:
+        depths = sorted({int(x) for x in spec.split(",") if x.strip()})
+    except ValueError:
+        raise ValueError(f"--compositional {spec!r}: give depths like 2,3") from None
+    if not depths or min(depths) < 2:
+        raise ValueError(f"--compositional {spec!r}: depths must be >= 2")
+    return depths
+
+
+def benchmark_names(paths: Sequence[str]) -> list[str]:
+    """Benchmark names from file stems; a repeated stem gets its parent folder in front.
+
+    >>> benchmark_names(["a/math500.json", "b/aime.json", "c/aime.json"])
+    ['math500', 'b-aime', 'c-aime']
+    """
+    stems = [Path(p).stem for p in paths]
+    return [
+        f"{Path(p).parent.name}-{s}" if stems.count(s) > 1 else s for p, s in zip(paths, stems)
+    ]
+
+
+def build_compositional(problems: Sequence[Problem], depths: Sequence[int], pool_size: int = 20,
+                        max_candidates: int = 200, seed: int = 0) -> dict[int, list[Problem]]:
+    """{depth: composed problems} built from a benchmark with the composition engine (depth 1
+    is the benchmark itself); each depth's yield is logged."""
+    from composition_rl.compose.pipeline import ComposeConfig, compose_problems
+
+    out: dict[int, list[Problem]] = {1: list(problems)}
+    for d in depths:
+        cfg = ComposeConfig(depth=d, pool_size=pool_size, max_candidates=max_candidates, seed=seed)
+        res = compose_problems(problems, cfg)
+        log.info(
+            f"  depth {d}: {len(res.accepted)} composed prompts from {res.candidates} candidates"
+            + (f" (rejected: {res.by_reason()})" if res.rejected else "")
+        )
+        out[d] = res.accepted
+    return out
+
+
+@dataclass
+class EvalRun:
+    """What one ``crl eval`` run did: the results dict and the rows set aside before sampling."""
+
+    results: dict[str, Any]
+    input_rejects: list[dict[str, Any]]
+
+
+def evaluate_from_args(args: argparse.Namespace, config: EvalConfig, verify_config, fallbacks) -> EvalRun:
+    """The ``crl eval`` job with ``--out`` held: read each ``--benchmark``, set aside the
+    prompts too long for the model, build the ``--compositional`` sets, evaluate, and write
+    ``input_rejects.jsonl`` beside the results.
+
+    Raises:
+        ValueError: an unusable benchmark or flag, or a folder made with other settings.
+        RolloutError: generation failed (finished prompts are saved; a rerun resumes).
+    """
+    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.io.runs import run_identity
+    from composition_rl.profile import backend_from_args, fit_to_context, load_input
+    from composition_rl.verify import shared_verifier
+
+    depths = parse_depths(args.compositional) if args.compositional else []
+    input_rejects: list = []
+    benchmarks = {}
+    names = benchmark_names(args.benchmark)
+    for name, path in zip(names, args.benchmark):
+        rejects: list = []
+        benchmarks[name] = load_input(path, args, rejects)
+        input_rejects += [{"benchmark": name, **r} for r in rejects]
+    backend = backend_from_args(args)
+    try:
+        # the backend says what fits its context (a GGUF's is known only once it is loaded)
+        for name, path in zip(names, args.benchmark):
+            benchmarks[name], too_long = fit_to_context(benchmarks[name], args, where=path, backend=backend)
+            input_rejects += [{"benchmark": name, **r} for r in too_long]
+            if not benchmarks[name]:
+                raise ValueError(f"{path}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
+        compositional = None
+        if depths:
+            compositional = {}
+            for name, probs in benchmarks.items():
+                log.info(f"composing {name}:")
+                compositional[name] = build_compositional(probs, depths, args.comp_pool_size, args.comp_max,
+                                                          args.comp_seed)
+        for name in compositional or {}:
+            for d in depths:
+                compositional[name][d], too_long = fit_to_context(compositional[name][d], args,
+                                                                        where=f"{name} depth {d}", backend=backend)
+                input_rejects += [{"benchmark": name, "depth": d, **r} for r in too_long]
+        # The process-wide pool: one per process, closed at exit (see verify.shared_verifier).
+        verifier = shared_verifier(verify_config)
+        results = evaluate_benchmarks(
+            benchmarks,
+            backend,
+            verifier,
+            args.out,
+            config,
+            compositional=compositional,
+            progress=not args.no_progress,
+            extra_run_info={"benchmarks": list(args.benchmark)},
+            identity=run_identity(model=args.model, backend=backend.name,
+                                  inputs={f"benchmark {n}": p for n, p in zip(benchmarks, args.benchmark)},
+                                  command="eval", fallbacks=list(fallbacks)),
+        )
+    finally:
+        backend.close()
+    # every benchmark row is accounted for: evaluated, or here with its reason
+    atomic_write_jsonl(Path(args.out) / "input_rejects.jsonl", input_rejects)
+    return EvalRun(results, input_rejects)
+

@@ -274,3 +274,35 @@ def apply_to_run(out_dir: str | Path, result: ProbeResult, exports: Sequence[str
             # else: not staged, so the commit removes the export of records that are gone
         stage.commit()
     return stats
+
+
+def probe_file(path: str, out: Path, config: ProbeConfig, verify_config: Any, fallbacks: Sequence[str], *,
+               model: str, base_urls: Sequence[str] = (), backend: str = "auto", concurrency: int = 16,
+               batch_size: int = 16, progress: bool = True) -> ProbeResult:
+    """The ``crl probe`` job with ``out`` held: probe the composed records of ``path`` with
+    the solver ``model`` (as :func:`build_solver` builds it) and write ``kept.jsonl`` and
+    ``rejected.jsonl`` beside its pass rates. A ValueError says what is unusable (the input,
+    the solver, or a folder probed with other settings)."""
+    from composition_rl.io.readers import InputError, ReaderConfig, load_problems
+    from composition_rl.io.runs import run_identity
+    from composition_rl.verify import shared_verifier
+
+    try:
+        res = load_problems(path, ReaderConfig())
+    except (InputError, OSError) as e:
+        raise ValueError(str(e)) from None
+    records = res.problems  # a record without links is kept unprobed, and counted
+    if not any(p.links for p in records):
+        raise ValueError(f"--input {path}: no composed record (a record with links); probe a crl compose output")
+    try:
+        solver = build_solver(model, base_urls, backend, concurrency=concurrency, batch_size=batch_size)
+    except (ImportError, ValueError) as e:
+        raise ValueError(f"--probe-model {model}: {e}") from None
+    try:
+        result = probe_records(records, solver, shared_verifier(verify_config), out, config, progress=progress,
+                               identity=run_identity(model=model, backend=solver.name, inputs={"input": path},
+                                                     command="probe", fallbacks=list(fallbacks)))
+    finally:
+        solver.close()
+    write_split(result, out / "kept.jsonl", out / "rejected.jsonl")
+    return result

@@ -427,7 +427,9 @@ def collect_eval(folder: Path, cfg: BrowseConfig) -> dict[str, Any]:
     """Per-benchmark tables, pass-rate histograms from the sample logs, the compositional block."""
     results = _read_json(folder / "results.json")
     hists = {}
-    for path in sorted((folder / "samples").glob("*.jsonl")) if (folder / "samples").is_dir() else []:
+    from composition_rl.evaluate import eval_sample_files
+
+    for path in eval_sample_files(folder).values():
         rows = []
         for line, r in _jsonl(path):
             try:

@@ -113,14 +113,9 @@ def _run(args: argparse.Namespace) -> int:
         items = audit.sample(args.run, args.sample, args.seed, where=args.where)
     except ValueError as e:
         raise UsageError(str(e)) from e
-    if out.suffix == ".html":
-        if args.classes:
-            raise UsageError("--classes needs a .csv form (--out NAME.csv)")
-        audit.write_html(items, out)
-    else:
-        audit.write_csv(items, out, classes=args.classes)
-    key = out.with_name(out.name + ".key.json")
-    audit.write_key(items, key, args.run, args.seed, where=args.where)
+    if out.suffix == ".html" and args.classes:
+        raise UsageError("--classes needs a .csv form (--out NAME.csv)")
+    key = audit.write_form(items, out, args.run, args.seed, where=args.where, classes=args.classes)
     size = out.stat().st_size
     print(f"{len(items)} items in {out} ({size / 1e6:.1f} MB; record ids in {key}: keep it from the reviewer)")
     return 0

@@ -56,31 +56,25 @@ def run(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace, con, out: Path, t0: float) -> int:
     """The demo itself, with ``--out`` held (see :func:`run`)."""
-    from composition_rl.commands.compose import print_summary
-    from composition_rl.compose import ComposeConfig, run_compose
-    from composition_rl.io.files import atomic_write_jsonl
-    from composition_rl.io.readers import load_reasoning_gym
+    from composition_rl.compose.job import summary_renderables
+    from composition_rl.train.demo import demo_compose, demo_data
 
     con.rule("[bold]1. data: reasoning-gym numeric generators (built-in default)")
     try:
-        data = load_reasoning_gym(seed=args.seed)
+        data = demo_data(out, seed=args.seed)
     except ImportError as e:  # the demo extra is not installed: say which one, no traceback
         raise UsageError(str(e)) from e
-    atomic_write_jsonl(out / "data" / "depth1.jsonl", (p.to_dict() for p in data.problems))
-    atomic_write_jsonl(out / "data" / "input_rejects.jsonl", data.rejects)
     con.print(f"{len(data.problems)} problems from {len({p.metadata['generator'] for p in data.problems})} generators "
               f"({len(data.rejects)} duplicate rows set aside) -> {out / 'data' / 'depth1.jsonl'}")
 
     summary: dict[str, Any] = {"problems": len(data.problems), "compose": {}}
     for depth in (2, 3):
         con.rule(f"[bold]2. compose depth {depth}")
-        cfg = ComposeConfig(depth=depth, pool_size=20, seed=args.seed, max_candidates=args.max_candidates)
-        d = out / "compose" / f"depth{depth}"
-        stats = run_compose(data.problems, cfg, d, input_rejects=data.rejects, progress=not args.no_progress,
-                            inputs={"main": {"path": "reasoning-gym (built-in default)", "problems": len(data.problems)}},
-                            exports=["verl", "trl"])
+        stats, d = demo_compose(data, out, depth, seed=args.seed, max_candidates=args.max_candidates,
+                                progress=not args.no_progress)
         paths = [d / "verl.parquet", d / "trl.parquet"]
-        print_summary(stats, d, paths, stats["elapsed_s"])
+        for part in summary_renderables(stats, d, paths, stats["elapsed_s"]):
+            con.print(part)
         summary["compose"][depth] = {k: stats[k] for k in ("candidates", "accepted", "rejected_by_reason")}
 
     if not args.compose_only:

@@ -30,15 +30,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.io.export import EXPORTERS, export, export_path
-    from composition_rl.io.files import (
-        StagedOutputs,
-        atomic_write_jsonl,
-        refuse_overwrite,
-    )
-    from composition_rl.io.identity import run_identity
+    from composition_rl.io.export import EXPORTERS, export_loaded, export_path
+    from composition_rl.io.files import refuse_overwrite
     from composition_rl.io.readers import InputError, ReaderConfig, load_problems
-    from composition_rl.io.runs import RunBusy, record_run, refuse_foreign, run_folder
+    from composition_rl.io.runs import RunBusy, refuse_foreign, run_folder
 
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     try:
@@ -62,26 +57,7 @@ def run(args: argparse.Namespace) -> int:
         # a refused run leaves nothing in a folder it made but the rejects file its message names
         with run_folder(out, "export", inputs={"--input": args.input}, refusals=(UsageError, ValueError),
                         keep=("input_rejects.jsonl",)):
-            if not res.problems:
-                msg = res.why_empty(f"--input {args.input}")
-                if (out / "problems.jsonl").exists():  # the previous export stays whole
-                    raise UsageError(msg + f"; {out} keeps its previous export as it was")
-                if not res.rejects:
-                    raise UsageError(msg)
-                atomic_write_jsonl(out / "input_rejects.jsonl", res.rejects)
-                raise UsageError(msg + f". Every rejected row, with its reason: {out / 'input_rejects.jsonl'}")
-            # every file of the export is replaced together, and only when all are written
-            with StagedOutputs(out, ["problems.jsonl", "input_rejects.jsonl", "run.json", *exports,
-                                     "report.html"]) as stage:
-                atomic_write_jsonl(stage.dir / "input_rejects.jsonl", res.rejects)
-                atomic_write_jsonl(stage.dir / "problems.jsonl", (p.to_dict() for p in res.problems))
-                for f in formats:
-                    export(res.problems, f, stage.dir)
-                record_run(stage.dir, "export", run_identity(inputs={"input": args.input}, formats=formats,
-                                                             question_field=args.question_field,
-                                                             answer_field=args.answer_field),
-                           info={"input": str(args.input)})
-                stale = [n for n in stage.commit() if n in exports or n == "report.html"]
+            stale = export_loaded(res, out, formats, args.input, args.question_field, args.answer_field)
     except RunBusy as e:
         raise UsageError(str(e)) from None
     except ValueError as e:

@@ -73,11 +73,9 @@ def run(args: argparse.Namespace) -> int:
 def _probe(args: argparse.Namespace, config, out: Path) -> int:
     import sys
 
-    from composition_rl.io.identity import run_identity
-    from composition_rl.io.readers import InputError, ReaderConfig, load_problems
-    from composition_rl.probe import build_solver, probe_records, write_split
-    from composition_rl.profile import RunMismatch, no_answer_note
-    from composition_rl.verify import VerifyConfig, shared_verifier
+    from composition_rl.probe import probe_file
+    from composition_rl.profile import no_answer_note
+    from composition_rl.verify import VerifyConfig
     from composition_rl.verify.verifier import fallbacks_from_names
 
     try:
@@ -87,29 +85,9 @@ def _probe(args: argparse.Namespace, config, out: Path) -> int:
         from composition_rl.flags import in_flags
 
         raise UsageError(in_flags(e, {"timeout_s": "--verify-timeout", "fallbacks": "--fallback"})) from None
-    try:
-        res = load_problems(args.input, ReaderConfig())
-    except (InputError, OSError) as e:
-        raise UsageError(str(e)) from None
-    records = res.problems  # a record without links is kept unprobed, and counted
-    if not any(p.links for p in records):
-        raise UsageError(f"--input {args.input}: no composed record (a record with links); probe a crl compose output")
-    try:
-        solver = build_solver(args.probe_model, args.probe_base_url, args.probe_backend,
-                              concurrency=args.concurrency, batch_size=args.batch_size)
-    except (ImportError, ValueError) as e:
-        raise UsageError(f"--probe-model {args.probe_model}: {e}") from None
-    try:
-        result = probe_records(records, solver, shared_verifier(verify_config), out,
-                               config, progress=not args.no_progress,
-                               identity=run_identity(model=args.probe_model, backend=solver.name,
-                                                     inputs={"input": args.input}, command="probe",
-                                                     fallbacks=list(fallbacks)))
-    except RunMismatch as e:
-        raise UsageError(str(e)) from None
-    finally:
-        solver.close()
-    write_split(result, out / "kept.jsonl", out / "rejected.jsonl")
+    result = probe_file(args.input, out, config, verify_config, fallbacks, model=args.probe_model,
+                        base_urls=args.probe_base_url, backend=args.probe_backend, concurrency=args.concurrency,
+                        batch_size=args.batch_size, progress=not args.no_progress)
     s = result.summary
     print(f"probed {s['probed']:,} of {s['records']:,} composed records at k={config.k}: {s['rejected_guessable']:,} "
           f"guessable (pass rate >= {config.tau}) -> {out / 'rejected.jsonl'}; kept {s['kept']:,} -> "

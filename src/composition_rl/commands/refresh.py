@@ -24,8 +24,8 @@ RESUMABLE = True  # every stage resumes (profiles per chunk); read by cli.main
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from composition_rl.commands.profile import add_backend_arguments
     from composition_rl.flags import add_flags
+    from composition_rl.profile import add_backend_arguments
     from composition_rl.refresh import DecontamConfig, RefreshConfig
 
     add_backend_arguments(p)
@@ -46,25 +46,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_grow_arguments(g) -> None:
     """The teacher flags of ``crl grow`` (same names), and its algorithm's settings as ``--grow-NAME``."""
-    import dataclasses
-
-    from composition_rl.commands.grow import field_help
-    from composition_rl.flags import switch
-    from composition_rl.mbs.config import GrowConfig
+    from composition_rl.mbs.job import add_config_flags
 
     g.add_argument("--teacher", help="teacher of --grow: program (exact, arithmetic chains) or openai")
     g.add_argument("--teacher-base-url", action="append", help="openai teacher: endpoint (repeat for several)")
     g.add_argument("--teacher-model", help="openai teacher: served model name")
     g.add_argument("--teacher-temperature", type=float, default=0.7, help="openai teacher: sampling temperature")
     g.add_argument("--teacher-cache", help="openai teacher: response cache file (default OUT/teacher_cache.jsonl)")
-    helps = field_help()
-    for f in dataclasses.fields(GrowConfig):
-        kw = {"default": None, "help": helps.get(f.name, "") + f" (default {f.default})"}
-        if isinstance(f.default, bool):
-            kw["type"] = switch
-        elif isinstance(f.default, (int, float, str)):
-            kw["type"] = type(f.default)
-        g.add_argument("--grow-" + f.name.replace("_", "-"), dest=f"grow_{f.name}", **kw)
+    add_config_flags(g, flag_prefix="--grow-", dest_prefix="grow_")
 
 
 def grow_config_from_args(args: argparse.Namespace):
@@ -84,31 +73,10 @@ def grow_config_from_args(args: argparse.Namespace):
     return GrowConfig(**{k: getattr(args, f"grow_{k}") for k in given})
 
 
-def benchmark_paths(args: argparse.Namespace) -> list[str]:
-    return [b.strip() for item in args.benchmarks for b in item.split(",") if b.strip()]
-
-
-def load_benchmarks(paths: list[str]) -> list[tuple[str, list]]:
-    """``(path, problems)`` of each benchmark file; an unreadable one is refused in one line."""
-    from composition_rl.io.readers import InputError, load_problems
-
-    out = []
-    for b in paths:
-        try:
-            res = load_problems(b)
-        except (InputError, OSError) as e:
-            raise UsageError(f"--benchmarks {b}: {e}") from None
-        if not res.problems:
-            raise UsageError(f"--benchmarks {b}: no usable problem ({res.why_empty(b)})")
-        out.append((b, res.problems))
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
-    from composition_rl.commands.profile import chunk_from_args, sampling_from_args
     from composition_rl.flags import from_flags
     from composition_rl.io.export import EXPORTERS
-    from composition_rl.profile import ProfileConfig
+    from composition_rl.profile import ProfileConfig, chunk_from_args
     from composition_rl.refresh import DecontamConfig, RefreshConfig
     from composition_rl.verify import VerifyConfig
     from composition_rl.verify.verifier import fallbacks_from_names
@@ -117,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         for e in exports:
             EXPORTERS.get(e)
-        pcfg = ProfileConfig(n=args.n, sampling=sampling_from_args(args), template=args.template,
+        pcfg = ProfileConfig(n=args.n, sampling=_sampling(args), template=args.template,
                              chunk=chunk_from_args(args), confidence=args.confidence)
         config = from_flags(RefreshConfig, args, profile=pcfg, mbs=grow_config_from_args(args),
                             decontam=from_flags(DecontamConfig, args, prefix="decontam_"))
@@ -126,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, KeyError) as e:
         raise UsageError(str(e).strip("'\"")) from None
     out = Path(args.out)
-    marks = benchmark_paths(args)
+    from composition_rl.refresh.decontaminate import benchmark_paths
+
+    marks = benchmark_paths(args.benchmarks)
     from composition_rl.io.runs import RunBusy, run_folder
 
     try:
@@ -137,37 +107,24 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
 
 
+def _sampling(args: argparse.Namespace):
+    """The decoding flags' sampling config; a bad value is a usage error as it is."""
+    from composition_rl.profile import sampling_from_args
+
+    try:
+        return sampling_from_args(args)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def _refresh(args, config, out: Path, marks: list[str], exports: list[str], verify_config, fallbacks) -> int:
+    """Run the job (:func:`composition_rl.refresh.pipeline.refresh_from_args`) and print its outcome."""
     from composition_rl.backends.base import ChatError
     from composition_rl.backends.rollout import RolloutError
-    from composition_rl.commands.profile import backend_from_args, fit_to_context, load_input
-    from composition_rl.io.files import atomic_write_jsonl
-    from composition_rl.io.identity import RunMismatch, run_identity
-    from composition_rl.refresh import refresh_problems
-    from composition_rl.verify import shared_verifier
+    from composition_rl.refresh.pipeline import refresh_from_args
 
-    input_rejects: list = []
-    problems = load_input(args.input, args, input_rejects)
-    problems, too_long = fit_to_context(problems, args, where=args.input)
-    input_rejects += too_long
-    if not problems:
-        raise UsageError(f"{args.input}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
-    benchmarks = load_benchmarks(marks)
-    teacher, cache = None, None
-    if config.grow:  # as crl grow builds it (an openai teacher caches its replies in OUT/teacher_cache.jsonl)
-        from composition_rl.commands.grow import teacher_from_args
-
-        teacher, cache = teacher_from_args(args, config.mbs.seed, out)
-    backend = backend_from_args(args)
     try:
-        res = refresh_problems(
-            problems, backend, shared_verifier(verify_config), out, config, benchmarks=benchmarks,
-            identity=run_identity(model=args.model, backend=backend.name,
-                                  inputs={"input": args.input, **{f"benchmark {b}": b for b in marks}},
-                                  fallbacks=list(fallbacks)),
-            progress=not args.no_progress, exports=exports, teacher=teacher)
-    except RunMismatch as e:
-        raise UsageError(str(e)) from None
+        res, input_rejects = refresh_from_args(args, config, out, marks, exports, verify_config, fallbacks)
     except ChatError as e:  # the teacher gave no answer (a refusal is a reject): finished seeds are kept
         print(f"crl refresh: error: the teacher at {e.endpoint or args.teacher_base_url} gave no answer ({e}); "
               "finished work is kept: rerun the same command when it answers", file=sys.stderr)
@@ -176,11 +133,6 @@ def _refresh(args, config, out: Path, marks: list[str], exports: list[str], veri
         print(f"crl: generation failed: {e}\nfinished samples are saved; rerun the same command to resume",
               file=sys.stderr)
         return 1
-    finally:
-        backend.close()
-        if cache is not None:
-            cache.close()
-    atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
     r = res.report
     s = r["informative_share"]
 

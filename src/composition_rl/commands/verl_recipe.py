@@ -9,25 +9,9 @@ interpreter of an environment that has verl and composition_rl (``make verl-env`
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 from pathlib import Path
 
 HELP = "write a verl launch script with the paper's settings and a curriculum driver"
-
-CPU_TIMEOUT_S = 1800  # two steps of SmolLM2 take minutes; a hang is cut off well before CI's limit
-
-# verl.trainer, not verl: a folder named verl on sys.path (tests/verl) is a namespace package
-_PROBE = ("import importlib.util as u, sys\n"
-          "def has(m):\n"
-          "    try:\n"
-          "        return u.find_spec(m) is not None\n"
-          "    except ImportError:\n"
-          "        return False\n"
-          "missing = [m for m in ('verl.trainer', 'composition_rl') if not has(m)]\n"
-          "print(' '.join(missing)); sys.exit(3 if missing else 0)")
-
-
 
 def _at_least(minimum: int):
     """An argparse type: an integer >= ``minimum`` (errors say ``"V must be >= minimum"``)."""
@@ -77,82 +61,23 @@ def add_arguments(parser) -> None:
                         help="cpu: a smoke test on this machine's CPU with vLLM's CPU build (make verl-env): verl's "
                         "CPU platform and patches (composition_rl.integrations.verl_cpu), a tiny batch and short "
                         "responses, the reward's prose fallbacks for a model that does not box, and a time limit")
+    from composition_rl.integrations.verl_recipe import CPU_TIMEOUT_S
+
     parser.add_argument("--timeout", type=_positive, metavar="SECONDS",
                         help=f"wall-clock limit of each verl launch (default: none on gpu, {CPU_TIMEOUT_S} on cpu, "
                         "where a failed weight sync in a vLLM worker can leave the trainer waiting forever)")
 
 
-def _missing(python: str) -> list[str] | None:
-    """Modules of verl/composition_rl that ``python`` cannot import, or None if it cannot run."""
-    try:
-        r = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return r.stdout.split() if r.returncode in (0, 3) else None
-
-
-def online_settings(items: list[str] | None) -> dict | None:
-    """``--online KEY=VALUE ...`` as OnlineConfig fields (typed as the dataclass declares them)."""
-    if items is None:
-        return None
-    from dataclasses import fields
-
-    from composition_rl.cli import UsageError
-    from composition_rl.online import OnlineConfig
-
-    types = {f.name: {"int": int, "float": float}[str(f.type)] for f in fields(OnlineConfig)}
-    out: dict = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or key not in types:
-            raise UsageError(f"--online {item}: expected KEY=VALUE with KEY one of {', '.join(types)}")
-        try:
-            out[key] = types[key](text)
-        except ValueError:
-            raise UsageError(f"--online {item}: {text!r} is not a {types[key].__name__}") from None
-    try:
-        OnlineConfig.from_dict(out)
-    except ValueError as e:
-        raise UsageError(f"--online: {e}") from None
-    return out
-
-
-def choose_python(args) -> str:
-    """The interpreter the scripts will use (checked unless --no-python-check)."""
-    from composition_rl.cli import UsageError
-
-    build = ("build it with `make verl-env` (scripts/setup_verl_venv.sh: .venv-verl with verl 0.9.1 and "
-             "this package) and pass --python .venv-verl/bin/python")
-    if args.python:
-        py = args.python
-        if args.no_python_check:
-            return py
-        if "/" in py:
-            py = str(Path(py).absolute())
-        missing = _missing(py)
-        if missing is None:
-            raise UsageError(f"--python {args.python}: cannot run it; {build}")
-        if missing:
-            raise UsageError(f"--python {args.python} cannot import {' and '.join(missing)}; {build}")
-        return py
-    from composition_rl.integrations.verl_recipe import has_verl
-
-    if has_verl():
-        return sys.executable
-    local = Path(".venv-verl/bin/python")
-    if local.exists() and _missing(str(local.absolute())) == []:
-        return str(local.absolute())
-    if args.no_python_check:
-        return "python3"
-    raise UsageError(f"no interpreter with verl given, and {sys.executable} has no verl: {build}")
-
-
 def run(args) -> int:
     from composition_rl.cli import UsageError
+    from composition_rl.integrations.verl_recipe import online_settings
 
     if args.depths and len(args.depths) != len(args.stages):
         raise UsageError(f"--depths has {len(args.depths)} values for {len(args.stages)} stages")
-    online = online_settings(args.online)
+    try:
+        online = online_settings(args.online)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if args.backfill_after is not None and online is None:
         raise UsageError("--backfill-after acts on the online mode's replay buffer: add --online")
     if online is not None and len(args.stages) != 1:
@@ -172,25 +97,15 @@ def _write(args: argparse.Namespace, online) -> int:
     """Write the recipe, with ``--out`` held (see :func:`run`)."""
     from composition_rl.cli import UsageError
     from composition_rl.integrations.verl_recipe import (
+        CPU_TIMEOUT_S,
         RecipeConfig,
-        RecipeStage,
-        read_stage,
+        choose_python,
+        recipe_stages,
         write_recipe,
     )
 
-    stages = []
-    for k, f in enumerate(args.stages):
-        p = Path(f)
-        try:
-            depth, rows = read_stage(p)
-        except ValueError as e:
-            raise UsageError(f"stage {k + 1}: {e}") from None
-        if args.depths and args.depths[k] != depth:
-            raise UsageError(f"stage {k + 1}: --depths says {args.depths[k]}, but {p} holds depth-{depth} data")
-        names = [s.name for s in stages]
-        name = f"depth{depth}" if f"depth{depth}" not in names else f"depth{depth}-{k + 1}"
-        stages.append(RecipeStage(name=name, train_file=str(p.resolve()), depth=depth, max_steps=args.max_steps))
-    python = choose_python(args)
+    stages = recipe_stages(args.stages, args.depths, args.max_steps)
+    python = choose_python(args.python, check=not args.no_python_check)
     out = Path(args.out)
     try:
         cfg = RecipeConfig(model=args.model, out_dir=str(out.resolve()), stages=stages,

@@ -468,3 +468,104 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# --- the crl verl-recipe job: the interpreter, the online settings, the stages ---------------
+
+CPU_TIMEOUT_S = 1800  # two steps of SmolLM2 take minutes; a hang is cut off well before CI's limit
+
+# verl.trainer, not verl: a folder named verl on sys.path (tests/verl) is a namespace package
+_IMPORT_PROBE = ("import importlib.util as u, sys\n"
+                 "def has(m):\n"
+                 "    try:\n"
+                 "        return u.find_spec(m) is not None\n"
+                 "    except ImportError:\n"
+                 "        return False\n"
+                 "missing = [m for m in ('verl.trainer', 'composition_rl') if not has(m)]\n"
+                 "print(' '.join(missing)); sys.exit(3 if missing else 0)")
+
+_BUILD_VENV = ("build it with `make verl-env` (scripts/setup_verl_venv.sh: .venv-verl with verl 0.9.1 and "
+               "this package) and pass --python .venv-verl/bin/python")
+
+
+def missing_modules(python: str) -> list[str] | None:
+    """Modules of verl/composition_rl that ``python`` cannot import, or None if it cannot run."""
+    try:
+        r = subprocess.run([python, "-c", _IMPORT_PROBE], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.split() if r.returncode in (0, 3) else None
+
+
+def online_settings(items: list[str] | None) -> dict | None:
+    """``--online KEY=VALUE ...`` as OnlineConfig fields (typed as the dataclass declares them);
+    a ValueError names a bad pair.
+
+    >>> online_settings(["k=3"]), online_settings(None)
+    ({'k': 3}, None)
+    """
+    if items is None:
+        return None
+    from dataclasses import fields
+
+    from composition_rl.online import OnlineConfig
+
+    types = {f.name: {"int": int, "float": float}[str(f.type)] for f in fields(OnlineConfig)}
+    out: dict = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or key not in types:
+            raise ValueError(f"--online {item}: expected KEY=VALUE with KEY one of {', '.join(types)}")
+        try:
+            out[key] = types[key](text)
+        except ValueError:
+            raise ValueError(f"--online {item}: {text!r} is not a {types[key].__name__}") from None
+    try:
+        OnlineConfig.from_dict(out)
+    except ValueError as e:
+        raise ValueError(f"--online: {e}") from None
+    return out
+
+
+def choose_python(python: str | None, check: bool = True) -> str:
+    """The interpreter the scripts will use: ``python`` (checked to import verl and this
+    package unless not ``check``), else this one if it has verl, else ``./.venv-verl``'s;
+    a ValueError says how to build one."""
+    if python:
+        py = python
+        if not check:
+            return py
+        if "/" in py:
+            py = str(Path(py).absolute())
+        missing = missing_modules(py)
+        if missing is None:
+            raise ValueError(f"--python {python}: cannot run it; {_BUILD_VENV}")
+        if missing:
+            raise ValueError(f"--python {python} cannot import {' and '.join(missing)}; {_BUILD_VENV}")
+        return py
+    if has_verl():
+        return sys.executable
+    local = Path(".venv-verl/bin/python")
+    if local.exists() and missing_modules(str(local.absolute())) == []:
+        return str(local.absolute())
+    if not check:
+        return "python3"
+    raise ValueError(f"no interpreter with verl given, and {sys.executable} has no verl: {_BUILD_VENV}")
+
+
+def recipe_stages(files: list[str], depths: list[int] | None, max_steps: int) -> list[RecipeStage]:
+    """One :class:`RecipeStage` per verl parquet, its depth read from the data (and checked
+    against ``depths`` when given); a ValueError names the stage."""
+    stages: list[RecipeStage] = []
+    for k, f in enumerate(files):
+        p = Path(f)
+        try:
+            depth, rows = read_stage(p)
+        except ValueError as e:
+            raise ValueError(f"stage {k + 1}: {e}") from None
+        if depths and depths[k] != depth:
+            raise ValueError(f"stage {k + 1}: --depths says {depths[k]}, but {p} holds depth-{depth} data")
+        names = [s.name for s in stages]
+        name = f"depth{depth}" if f"depth{depth}" not in names else f"depth{depth}-{k + 1}"
+        stages.append(RecipeStage(name=name, train_file=str(p.resolve()), depth=depth, max_steps=max_steps))
+    return stages

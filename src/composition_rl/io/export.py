@@ -172,3 +172,38 @@ def _one_table(batches: list) -> Any:
         columns.append(table.column(0).combine_chunks())
         table = table.remove_column(0)
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def export_loaded(res: Any, out: Path, formats: Sequence[str], input_path: str,
+                  question_field: str | None = None, answer_field: str | None = None) -> list[str]:
+    """The ``crl export`` job with ``out`` held: write the problems of ``res`` (a
+    :class:`~composition_rl.io.readers.LoadResult` of ``input_path``) as ``problems.jsonl``
+    and the trainer datasets ``formats``, with ``input_rejects.jsonl`` and ``run.json``, all
+    replaced together and only when all are written. Returns the names of an earlier export's
+    files removed (not asked for now, or made from the records replaced).
+
+    A ValueError says why nothing is written: no usable row (its rejects are written first
+    when there are some and no previous export sits in ``out``).
+    """
+    from composition_rl.io.files import StagedOutputs, atomic_write_jsonl
+    from composition_rl.io.runs import record_run, run_identity
+
+    exports = [export_path(out, e).name for e in EXPORTERS.names()]
+    if not res.problems:
+        msg = res.why_empty(f"--input {input_path}")
+        if (out / "problems.jsonl").exists():  # the previous export stays whole
+            raise ValueError(msg + f"; {out} keeps its previous export as it was")
+        if not res.rejects:
+            raise ValueError(msg)
+        atomic_write_jsonl(out / "input_rejects.jsonl", res.rejects)
+        raise ValueError(msg + f". Every rejected row, with its reason: {out / 'input_rejects.jsonl'}")
+    with StagedOutputs(out, ["problems.jsonl", "input_rejects.jsonl", "run.json", *exports,
+                             "report.html"]) as stage:
+        atomic_write_jsonl(stage.dir / "input_rejects.jsonl", res.rejects)
+        atomic_write_jsonl(stage.dir / "problems.jsonl", (p.to_dict() for p in res.problems))
+        for f in formats:
+            export(res.problems, f, stage.dir)
+        record_run(stage.dir, "export", run_identity(inputs={"input": input_path}, formats=list(formats),
+                                                     question_field=question_field, answer_field=answer_field),
+                   info={"input": str(input_path)})
+        return [n for n in stage.commit() if n in exports or n == "report.html"]

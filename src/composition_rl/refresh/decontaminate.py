@@ -25,6 +25,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from composition_rl.records import Problem
@@ -183,3 +184,76 @@ class BenchmarkIndex:
         found = [m for m in (self.match(problem.question, numbers=hidden),
                              *(self.match(t, f"part {i + 1}") for i, t in enumerate(parts))) if m is not None]
         return max(found, key=lambda m: m.containment) if found else None
+
+
+# --- the benchmark files, and the crl decontaminate job ---------------------------------------
+
+
+def benchmark_paths(specs: Iterable[str]) -> list[str]:
+    """The files of ``--benchmarks`` values, each comma-separated or repeated.
+
+    >>> benchmark_paths(["a.json, b.parquet", "c.jsonl"])
+    ['a.json', 'b.parquet', 'c.jsonl']
+    """
+    return [b.strip() for item in specs for b in item.split(",") if b.strip()]
+
+
+def load_benchmarks(paths: Sequence[str]) -> list[tuple[str, list[Problem]]]:
+    """``(path, problems)`` of each benchmark file; an unreadable one, or one without a usable
+    problem, is a ValueError in one line."""
+    from composition_rl.io.readers import InputError, load_problems
+
+    out = []
+    for b in paths:
+        try:
+            res = load_problems(b)
+        except (InputError, OSError) as e:
+            raise ValueError(f"--benchmarks {b}: {e}") from None
+        if not res.problems:
+            raise ValueError(f"--benchmarks {b}: no usable problem ({res.why_empty(b)})")
+        out.append((b, res.problems))
+    return out
+
+
+def decontaminate_file(path: str, marks: Sequence[str], out: Path, config: DecontamConfig,
+                       question_field: str | None = None, answer_field: str | None = None) -> dict[str, Any]:
+    """The ``crl decontaminate`` job with ``out`` held: set aside the problems of ``path`` that
+    overlap a problem of the benchmark files ``marks``; write ``clean.jsonl``,
+    ``set_aside.jsonl``, ``input_rejects.jsonl``, ``summary.json`` and ``run.json``
+    together (staged, replaced on success only). Returns the summary (ValueError for an
+    unusable input or benchmark)."""
+    from composition_rl.io.files import StagedOutputs, atomic_write_json, atomic_write_jsonl
+    from composition_rl.io.readers import InputError, ReaderConfig, load_problems
+    from composition_rl.io.runs import record_run, run_identity
+
+    try:
+        res = load_problems(path, ReaderConfig(question_field=question_field, answer_field=answer_field))
+    except (InputError, OSError) as e:
+        raise ValueError(str(e)) from None
+    if not res.problems:
+        raise ValueError(res.why_empty(f"--input {path}"))
+    index = BenchmarkIndex(load_benchmarks(marks), config)
+    # a composed prompt's parts are checked alone too, where the input holds them
+    text = {p.id: p.question for p in res.problems}
+    clean, aside = [], []
+    for p in res.problems:
+        m = index.match_problem(p, [text[q] for q in p.parents if q in text])
+        if m is None:
+            clean.append(p)
+        else:
+            aside.append({"id": p.id, "reason": "benchmark_overlap", "match": m.to_dict(),
+                          "problem": p.to_dict()})
+    summary = {"input": len(res.problems), "clean": len(clean), "set_aside": len(aside),
+               "input_rejects": len(res.rejects), "benchmark_rows": len(index),
+               "n": config.n, "threshold": config.threshold}
+    names = ["clean.jsonl", "set_aside.jsonl", "input_rejects.jsonl", "summary.json", "run.json"]
+    with StagedOutputs(out, names) as stage:
+        atomic_write_jsonl(stage.dir / "clean.jsonl", (p.to_dict() for p in clean))
+        atomic_write_jsonl(stage.dir / "set_aside.jsonl", aside)
+        atomic_write_jsonl(stage.dir / "input_rejects.jsonl", res.rejects)
+        atomic_write_json(stage.dir / "summary.json", summary)
+        record_run(stage.dir, "decontaminate",
+                   run_identity(inputs={"input": path, **{f"benchmark {b}": b for b in marks}},
+                                n=config.n, threshold=config.threshold))
+        stage.commit()
+    return summary

@@ -201,6 +201,65 @@ def refresh_problems(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     target = parse_band(cfg.band)
+    _claim_refresh(out, cfg, identity, benchmarks, teacher)
+    st = _Stages(out, backend, verifier, progress, identity)
+    pcfg = cfg.profile
+
+    # -- decontaminate the input ------------------------------------------------------------
+    unique: dict[str, Problem] = {}
+    for p in problems:
+        unique.setdefault(p.id, p)
+    originals = list(unique.values())
+    index = BenchmarkIndex(benchmarks, cfg.decontam) if benchmarks else None
+    clean = originals
+    if index is not None:
+        clean, hits = st.clock.run("decontaminate",
+                                   lambda: _decontaminate_stage(originals, index, out / "decontaminate"))
+        for p, m in hits:
+            st.aside(p, "benchmark_overlap", "decontaminate", match=m)
+
+    prof, conf, measured, solve_all = _profile_and_confirm(st, clean, cfg, target)
+    sampling_of = {"profile": pcfg.sampling.to_dict()}
+    by_id = {p.id: p for p in originals}
+    compositions = _compose_depths(st, solve_all, by_id, index, cfg, target)
+    grown = _grow_solve_none(st, clean, measured, by_id, index, teacher, cfg, target) if cfg.grow else None
+
+    refreshed = _write_refreshed(st, cfg, verifier, exports)
+    # -- the fresh re-profile ---------------------------------------------------------------
+    re_rows: dict[str, dict[str, Any]] = {}
+    if cfg.reprofile and refreshed:
+        rcfg = dataclasses.replace(pcfg, sampling=dataclasses.replace(pcfg.sampling,
+                                                                      seed=pcfg.sampling.seed + REPROFILE_SEED))
+        re_rows = st.profile("reprofile", refreshed, rcfg)
+        sampling_of["reprofile"] = rcfg.sampling.to_dict()
+
+    from composition_rl.refresh.report import build_report
+
+    report = build_report(out, originals=originals, clean=clean, profile=prof, confirm=conf, measured=measured,
+                          refreshed=refreshed, set_aside=st.set_aside, reprofile=re_rows, compositions=compositions,
+                          config=cfg, seconds=st.clock.seconds, model=st.model, sampling=sampling_of, grown=grown)
+    return RefreshResult(refreshed, st.set_aside, report)
+
+
+def _write_refreshed(st: _Stages, cfg: RefreshConfig, verifier: Any, exports: Sequence[str]) -> list[Problem]:
+    """Write the kept prompts, each with its provenance, the set-aside rows and the trainer
+    exports (never an old run's export beside them); returns the refreshed prompts."""
+    verify_settings = {"fallbacks": list(getattr(getattr(verifier, "config", None), "fallbacks", ()) or ()),
+                       "timeout_s": getattr(getattr(verifier, "config", None), "timeout_s", None)}
+    refreshed = [_with_provenance(p, prov, st.model, cfg.profile, verify_settings) for p, prov in st.kept]
+    atomic_write_jsonl(st.out / REFRESHED_FILE, (p.to_dict() for p in refreshed))
+    atomic_write_jsonl(st.out / SET_ASIDE_FILE, st.set_aside)
+    from composition_rl.io.export import clear_exports, export
+
+    clear_exports(st.out)  # never an export of a previous run beside this refreshed set
+    for name in exports if refreshed else ():
+        export(refreshed, name, st.out)
+    return refreshed
+
+
+def _claim_refresh(out: Path, cfg: RefreshConfig, identity: dict[str, Any] | None,
+                   benchmarks: Sequence[tuple[str, Sequence[Problem]]], teacher: Any) -> None:
+    """Claim ``out`` for these settings; a folder refreshed with other ones is refused."""
     ident = {**(identity or {}), **cfg.run_record(),
              "benchmarks": sorted(name for name, _ in benchmarks)}
     if cfg.grow:
@@ -213,48 +272,48 @@ def refresh_problems(
                           "use another --out, or rerun with the same settings (--grow --teacher ...)")
     claim_run(out / RUN_FILE, {**ident, "command": "refresh"}, has_work=any(d.exists() for d in stage_dirs),
               what="a refresh", fix="use another --out, or rerun with the same settings")
-    clock = _Clock(out)
-    pcfg = cfg.profile
-    sub_ident = {k: v for k, v in (identity or {}).items() if k in ("model", "model_content", "backend")}
-    confidence = pcfg.confidence
 
-    def profile_stage(name: str, items: Sequence[Problem], pc: ProfileConfig) -> dict[str, dict[str, Any]]:
+
+class _Stages:
+    """What the stages of one refresh share: the run folder, the policy, the clock, and the
+    two lists every stage adds to (prompts kept with their provenance, rows set aside)."""
+
+    def __init__(self, out: Path, backend: Any, verifier: Any, progress: bool, identity: dict[str, Any] | None):
+        self.out, self.backend, self.verifier, self.progress = out, backend, verifier, progress
+        self.clock = _Clock(out)
+        self.model = {k: v for k, v in (identity or {}).items() if k in ("model", "model_content", "backend")}
+        self.kept: list[tuple[Problem, dict[str, Any]]] = []  # (problem, provenance)
+        self.set_aside: list[dict[str, Any]] = []
+
+    def profile(self, name: str, items: Sequence[Problem], pc: ProfileConfig) -> dict[str, dict[str, Any]]:
+        """Profile ``items`` in stage folder ``name`` (resumable): {id: profile row}."""
         if not items:
             return {}
-        d = out / name
-        clock.run(name, lambda: profile_problems(items, backend, verifier, d, pc, progress=progress,
-                                                 identity={**sub_ident, "command": "refresh", "stage": name},
-                                                 label=f"refresh {name} (n={pc.n})"))
+        d = self.out / name
+        self.clock.run(name, lambda: profile_problems(items, self.backend, self.verifier, d, pc, progress=self.progress,
+                                                      identity={**self.model, "command": "refresh", "stage": name},
+                                                      label=f"refresh {name} (n={pc.n})"))
         return {r["id"]: r for r in load_profile(d, ids=[p.id for p in items])}
 
-    set_aside: list[dict[str, Any]] = []
+    def aside(self, p: Problem, reason: str, stage: str, **extra: Any) -> None:
+        self.set_aside.append({"id": p.id, "reason": reason, "stage": stage, **extra, "problem": p.to_dict()})
 
-    def aside(p: Problem, reason: str, stage: str, **extra: Any) -> None:
-        set_aside.append({"id": p.id, "reason": reason, "stage": stage, **extra, "problem": p.to_dict()})
 
-    # -- decontaminate the input ------------------------------------------------------------
-    unique: dict[str, Problem] = {}
-    for p in problems:
-        unique.setdefault(p.id, p)
-    originals = list(unique.values())
-    index = BenchmarkIndex(benchmarks, cfg.decontam) if benchmarks else None
-    clean = originals
-    if index is not None:
-        clean, hits = clock.run("decontaminate", lambda: _decontaminate_stage(originals, index, out / "decontaminate"))
-        for p, m in hits:
-            aside(p, "benchmark_overlap", "decontaminate", match=m)
+def _profile_and_confirm(st: _Stages, clean: Sequence[Problem], cfg: RefreshConfig, target):
+    """Profile the clean originals, confirm the solve_all ones with more samples, and sort
+    each into kept (in the band), solve_all (to compose) or set aside.
 
-    # -- profile and confirm ----------------------------------------------------------------
-    prof = profile_stage("profile", clean, pcfg)
+    Returns:
+        (profile rows, confirmation rows, {id: measure}, the solve_all originals).
+    """
+    pcfg = cfg.profile
+    prof = st.profile("profile", clean, pcfg)
     full = [p for p in clean if _counts(prof[p.id])[0] == pcfg.n]
     conf: dict[str, dict[str, Any]] = {}
     if cfg.confirm and full:
         ccfg = dataclasses.replace(pcfg, n=cfg.confirm,
                                    sampling=dataclasses.replace(pcfg.sampling, seed=pcfg.sampling.seed + CONFIRM_SEED))
-        conf = profile_stage("confirm", full, ccfg)
-    sampling_of = {"profile": pcfg.sampling.to_dict()}
-
-    kept: list[tuple[Problem, dict[str, Any]]] = []  # (problem, provenance)
+        conf = st.profile("confirm", full, ccfg)
     solve_all: list[Problem] = []
     measured: dict[str, dict[str, Any]] = {}
     for p in clean:
@@ -262,20 +321,24 @@ def refresh_problems(
         if p.id in conf:
             c2, n2 = _counts(conf[p.id])
             c, n = c + c2, n + n2
-        m = measured[p.id] = _measure(c, n, confidence)
+        m = measured[p.id] = _measure(c, n, pcfg.confidence)
         if c == n:
             solve_all.append(p)
-            aside(p, "solve_all", "confirm" if p.id in conf else "profile", composed=True, **_short(m))
+            st.aside(p, "solve_all", "confirm" if p.id in conf else "profile", composed=True, **_short(m))
         elif target.admits(c, n):
             # the counts include the confirmation's samples, drawn at their own seed
             extra = {"confirm": {"correct": c - _counts(prof[p.id])[0], "n": n - pcfg.n,
                                  "seed": pcfg.sampling.seed + CONFIRM_SEED}} if p.id in conf else {}
-            kept.append((p, {"source": "original", "parents": [], **m, **extra}))
+            st.kept.append((p, {"source": "original", "parents": [], **m, **extra}))
         else:
-            aside(p, f"band:{m['class']}" if c in (0,) else "outside_band", "profile", **_short(m))
+            st.aside(p, f"band:{m['class']}" if c in (0,) else "outside_band", "profile", **_short(m))
+    return prof, conf, measured, solve_all
 
-    # -- compose, profile, escalate --------------------------------------------------------
-    by_id = {p.id: p for p in originals}
+
+def _compose_depths(st: _Stages, solve_all: list[Problem], by_id: dict[str, Problem], index: BenchmarkIndex | None,
+                    cfg: RefreshConfig, target) -> dict[int, dict[str, Any]]:
+    """Compose the solve_all prompts, profile the compositions, keep those in the band, and
+    escalate to the next depth the owners whose compositions all stayed solve_all."""
     compositions: dict[int, dict[str, Any]] = {}
     owners = solve_all
     pool = solve_all
@@ -285,90 +348,67 @@ def refresh_problems(
                                    "note": "no prompt to compose" if not owners else "fewer than 2 solve_all prompts"}
             break
         name = f"compose-d{depth}"
-        chosen, cstats = clock.run(name, functools.partial(_compose_stage, owners, pool, depth, cfg, out / name))
+        chosen, cstats = st.clock.run(name, functools.partial(_compose_stage, owners, pool, depth, cfg, st.out / name))
         if index is not None:  # a composition's own text, and each part's alone
             overlap = {p.id: m for p in chosen
                        if (m := index.match_problem(p, [by_id[q].question for q in p.parents if q in by_id]))}
             for p in chosen:
                 if p.id in overlap:
-                    aside(p, "benchmark_overlap", name, match=overlap[p.id].to_dict())
+                    st.aside(p, "benchmark_overlap", name, match=overlap[p.id].to_dict())
             chosen = [p for p in chosen if p.id not in overlap]
-        rows = profile_stage(f"profile-d{depth}", chosen, pcfg)
+        rows = st.profile(f"profile-d{depth}", chosen, cfg.profile)
         stay_full: dict[str, list[bool]] = defaultdict(list)
         n_kept = 0
         for p in chosen:
             c, n = _counts(rows[p.id])
-            m = _measure(c, n, confidence)
+            m = _measure(c, n, cfg.profile.confidence)
             stay_full[p.parents[-1]].append(c == n)
             if target.admits(c, n):
-                kept.append((p, {"source": f"composed depth {depth}", "parents": list(p.parents), **m}))
+                st.kept.append((p, {"source": f"composed depth {depth}", "parents": list(p.parents), **m}))
                 n_kept += 1
             else:
-                aside(p, f"band:{m['class']}", f"profile-d{depth}", **_short(m))
+                st.aside(p, f"band:{m['class']}", f"profile-d{depth}", **_short(m))
         compositions[depth] = {"owners": len(owners), **cstats, "profiled": len(chosen), "kept": n_kept}
         owners = [by_id[i] for i, full_ in stay_full.items() if all(full_)]
         compositions[depth]["still_solve_all_owners"] = len(owners)
+    return compositions
 
-    # -- grow the solve_none prompts (MagicBeanStalk) -------------------------------------
-    grown: dict[str, Any] | None = None
-    if cfg.grow:
-        seeds = [p for p in clean if measured[p.id]["correct"] == 0]
-        gres, cands, rows, skipped = clock.run("grow", functools.partial(
-            _grow_stage, seeds, teacher, backend, verifier, cfg, out / "grow", sub_ident, progress))
-        grown = {"seeds": len(seeds), "stats": gres.stats, "candidates": len(cands), "kept": 0, "set_aside": 0}
-        grew = Counter(p.metadata["mbs"]["seed_id"] for p in cands)
-        trees = {r["seed_id"]: r for r in read_jsonl(out / "grow" / "trees.jsonl")}
-        for r in set_aside:  # each seed's row says what growing it gave
-            if r["id"] in trees:
-                t = trees[r["id"]]
-                r["grow"] = {"status": t["status"], "reason": t["reason"], "candidates": grew[r["id"]]}
-            elif r["id"] in skipped:  # the teacher cannot read it: never grown
-                r["grow"] = {"status": "dropped", "reason": skipped[r["id"]], "candidates": 0}
-        for p in cands:
-            seed_id = p.metadata["mbs"]["seed_id"]
-            m = index.match_problem(p, [by_id[seed_id].question]) if index is not None else None
-            if m is not None:
-                aside(p, "benchmark_overlap", "grow", match=m.to_dict())
-            elif p.id not in rows:  # the policy could not read it (its context): never sampled
-                aside(p, "prompt_too_long", "grow")
-            else:
-                mm = _measure(*_counts(rows[p.id]), confidence)
-                if target.admits(mm["correct"], mm["n"]):
-                    kept.append((p, {"source": "grown", "parents": [seed_id], **mm,
-                                     "grow": {"kind": p.metadata["mbs"]["kind"], "teacher": _teacher_identity(teacher),
-                                              "method": "mbs"}}))
-                    grown["kept"] += 1
-                    continue
-                aside(p, f"band:{mm['class']}", "grow", **_short(mm))
-            grown["set_aside"] += 1
 
-    # -- write the refreshed set ------------------------------------------------------------
-    verify_settings = {"fallbacks": list(getattr(getattr(verifier, "config", None), "fallbacks", ()) or ()),
-                       "timeout_s": getattr(getattr(verifier, "config", None), "timeout_s", None)}
-    model = {k: v for k, v in (identity or {}).items() if k in ("model", "model_content", "backend")}
-    refreshed = [_with_provenance(p, prov, model, pcfg, verify_settings) for p, prov in kept]
-    atomic_write_jsonl(out / REFRESHED_FILE, (p.to_dict() for p in refreshed))
-    atomic_write_jsonl(out / SET_ASIDE_FILE, set_aside)
-    from composition_rl.io.export import clear_exports, export
-
-    clear_exports(out)  # never an export of a previous run beside this refreshed set
-    for name in exports if refreshed else ():
-        export(refreshed, name, out)
-
-    # -- the fresh re-profile ---------------------------------------------------------------
-    re_rows: dict[str, dict[str, Any]] = {}
-    if cfg.reprofile and refreshed:
-        rcfg = dataclasses.replace(pcfg, sampling=dataclasses.replace(pcfg.sampling,
-                                                                      seed=pcfg.sampling.seed + REPROFILE_SEED))
-        re_rows = profile_stage("reprofile", refreshed, rcfg)
-        sampling_of["reprofile"] = rcfg.sampling.to_dict()
-
-    from composition_rl.refresh.report import build_report
-
-    report = build_report(out, originals=originals, clean=clean, profile=prof, confirm=conf, measured=measured,
-                          refreshed=refreshed, set_aside=set_aside, reprofile=re_rows, compositions=compositions,
-                          config=cfg, seconds=clock.seconds, model=model, sampling=sampling_of, grown=grown)
-    return RefreshResult(refreshed, set_aside, report)
+def _grow_solve_none(st: _Stages, clean: Sequence[Problem], measured: dict[str, dict[str, Any]],
+                     by_id: dict[str, Problem], index: BenchmarkIndex | None, teacher: Any, cfg: RefreshConfig,
+                     target) -> dict[str, Any]:
+    """Grow the solve_none prompts (MagicBeanStalk) and keep the grown problems in the band;
+    each seed's set-aside row says what growing it gave."""
+    seeds = [p for p in clean if measured[p.id]["correct"] == 0]
+    gres, cands, rows, skipped = st.clock.run("grow", functools.partial(
+        _grow_stage, seeds, teacher, st.backend, st.verifier, cfg, st.out / "grow", st.model, st.progress))
+    grown = {"seeds": len(seeds), "stats": gres.stats, "candidates": len(cands), "kept": 0, "set_aside": 0}
+    grew = Counter(p.metadata["mbs"]["seed_id"] for p in cands)
+    trees = {r["seed_id"]: r for r in read_jsonl(st.out / "grow" / "trees.jsonl")}
+    for r in st.set_aside:  # each seed's row says what growing it gave
+        if r["id"] in trees:
+            t = trees[r["id"]]
+            r["grow"] = {"status": t["status"], "reason": t["reason"], "candidates": grew[r["id"]]}
+        elif r["id"] in skipped:  # the teacher cannot read it: never grown
+            r["grow"] = {"status": "dropped", "reason": skipped[r["id"]], "candidates": 0}
+    for p in cands:
+        seed_id = p.metadata["mbs"]["seed_id"]
+        m = index.match_problem(p, [by_id[seed_id].question]) if index is not None else None
+        if m is not None:
+            st.aside(p, "benchmark_overlap", "grow", match=m.to_dict())
+        elif p.id not in rows:  # the policy could not read it (its context): never sampled
+            st.aside(p, "prompt_too_long", "grow")
+        else:
+            mm = _measure(*_counts(rows[p.id]), cfg.profile.confidence)
+            if target.admits(mm["correct"], mm["n"]):
+                st.kept.append((p, {"source": "grown", "parents": [seed_id], **mm,
+                                    "grow": {"kind": p.metadata["mbs"]["kind"], "teacher": _teacher_identity(teacher),
+                                             "method": "mbs"}}))
+                grown["kept"] += 1
+                continue
+            st.aside(p, f"band:{mm['class']}", "grow", **_short(mm))
+        grown["set_aside"] += 1
+    return grown
 
 
 def _short(m: dict[str, Any]) -> dict[str, Any]:
@@ -579,3 +619,48 @@ def _grow_stage(seeds: Sequence[Problem], teacher: Any, backend: Any, verifier: 
         rows = {r["id"]: r for r in load_profile(d / "qualify", ids=[p.id for p in cands])}
     skipped = {p.id: readable(p.question) for p in seeds if readable and readable(p.question)}
     return res, cands, rows, skipped
+
+
+def refresh_from_args(args: Any, config: RefreshConfig, out: Path, marks: Sequence[str], exports: Sequence[str],
+                      verify_config: Any, fallbacks: Sequence[str]) -> tuple[RefreshResult, list[dict[str, Any]]]:
+    """The ``crl refresh`` job with ``out`` held: read ``--input`` (the policy flags of
+    :func:`composition_rl.profile.add_backend_arguments`), set aside the prompts too long for
+    the model, load the benchmark files ``marks``, build the ``--grow`` teacher, refresh, and
+    write ``input_rejects.jsonl``. Returns the result and the input rows set aside.
+
+    Raises:
+        ValueError: an unusable input, benchmark or flag, or a folder made with other settings.
+        RolloutError: generation failed; ChatError: the teacher gave no answer (finished work
+            is kept either way: a rerun resumes).
+    """
+    from composition_rl.io.runs import run_identity
+    from composition_rl.profile import backend_from_args, fit_to_context, load_input
+    from composition_rl.refresh.decontaminate import load_benchmarks
+    from composition_rl.verify import shared_verifier
+
+    input_rejects: list = []
+    problems = load_input(args.input, args, input_rejects)
+    problems, too_long = fit_to_context(problems, args, where=args.input)
+    input_rejects += too_long
+    if not problems:
+        raise ValueError(f"{args.input}: no prompt fits the context of {args.model} ({len(too_long)} set aside)")
+    benchmarks = load_benchmarks(marks)
+    teacher, cache = None, None
+    if config.grow:  # as crl grow builds it (an openai teacher caches its replies in OUT/teacher_cache.jsonl)
+        from composition_rl.mbs.job import teacher_from_args
+
+        teacher, cache = teacher_from_args(args, config.mbs.seed, out)
+    backend = backend_from_args(args)
+    try:
+        res = refresh_problems(
+            problems, backend, shared_verifier(verify_config), out, config, benchmarks=benchmarks,
+            identity=run_identity(model=args.model, backend=backend.name,
+                                  inputs={"input": args.input, **{f"benchmark {b}": b for b in marks}},
+                                  fallbacks=list(fallbacks)),
+            progress=not args.no_progress, exports=exports, teacher=teacher)
+    finally:
+        backend.close()
+        if cache is not None:
+            cache.close()
+    atomic_write_jsonl(out / "input_rejects.jsonl", input_rejects)
+    return res, input_rejects

@@ -63,30 +63,10 @@ def build_report(out: Path, *, originals: Sequence[Problem], clean: Sequence[Pro
     stale_informative = sum(0 < k < m for k, m in stale)
     gained = len(refreshed) - sum(1 for p in refreshed if p.metadata["refresh"]["source"] == "original")
     n_grown = sum(1 for p in refreshed if p.metadata["refresh"]["source"] == "grown")
-    stages = ("profile", "confirm", "profile-d2", "profile-d3", "grow/qualify")
-    rollouts = 0
-    for name in stages:
-        rows = {"profile": profile, "confirm": confirm}.get(name)
-        if rows is None:
-            p = out / name / "profile.jsonl"
-            if p.is_file():
-                from composition_rl.io.files import read_jsonl
-
-                rollouts += sum(int(r["n"]) for r in read_jsonl(p))
-        else:
-            rollouts += sum(int(r["n"]) for r in rows.values())
-    if grown:  # the policy's samples of the grow stage: effectivity tests and calibration (as its student)
-        rollouts += int(grown["stats"]["cost"].get("student_rollouts", 0))
+    rollouts = _rollouts(out, profile, confirm, grown)
     work_s = sum(v for k, v in seconds.items() if k != "reprofile")
-    reasons = Counter((r["stage"], r["reason"]) for r in set_aside)
-    orig_ids = {p.id for p in originals}
-    aside_orig = sum(1 for r in set_aside if r["id"] in orig_ids)
     kept_orig = sum(1 for p in refreshed if p.metadata["refresh"]["source"] == "original")
-    profiled_comps = sum(int(c.get("profiled", 0)) for c in compositions.values())
-    decontam_comps = sum(1 for r in set_aside if r["id"] not in orig_ids and r["reason"] == "benchmark_overlap"
-                         and r["stage"] != "grow")
-    aside_grown = sum(1 for r in set_aside if r["stage"] == "grow")
-    aside_comps = len(set_aside) - aside_orig - aside_grown
+    aside_block, aside_grown = _set_aside_block(set_aside, originals, kept_orig, compositions, gained - n_grown)
     report: dict[str, Any] = {
         "model": dict(model),
         "n": n, "confirm": config.confirm, "band": config.run_record()["band"], "sampling": dict(sampling),
@@ -112,53 +92,96 @@ def build_report(out: Path, *, originals: Sequence[Problem], clean: Sequence[Pro
             "per_1000_rollouts": 1000 * gained / rollouts if rollouts else None,
             "per_hour": 3600 * gained / work_s if work_s > 0 else None,
         },
-        "set_aside": {
-            "total": len(set_aside),
-            "by_stage_and_reason": {f"{s}: {r}": c for (s, r), c in sorted(reasons.items())},
-            "counts_add_up": {
-                "originals": {"in": len(originals), "refreshed": kept_orig, "set_aside": aside_orig,
-                              "ok": kept_orig + aside_orig == len(originals)},
-                "compositions": {"profiled_or_decontaminated": profiled_comps + decontam_comps,
-                                 "kept": gained - n_grown, "set_aside": aside_comps,
-                                 "ok": gained - n_grown + aside_comps == profiled_comps + decontam_comps},
-            },
-        },
+        "set_aside": aside_block,
         "stage_seconds": {k: round(v, 1) for k, v in seconds.items()},
     }
     if grown is not None:
-        st = grown["stats"]
-        cost = st["cost"]
-        report["grow"] = {
-            "seeds": grown["seeds"], "seeds_with_a_kept_problem": len(
-                {p.metadata["refresh"]["parents"][0] for p in refreshed if p.metadata["refresh"]["source"] == "grown"}),
-            "funnel": st["funnel"], "seeds_dropped_by_reason": st["dropped_by_reason"],
-            "candidates": grown["candidates"], "kept": grown["kept"], "set_aside": grown["set_aside"],
-            # a reply kept before a kill and read back on the resume counts once, as one call
-            "teacher_calls": int(cost.get("teacher_calls", 0)) + int(cost.get("teacher_kept_replies", 0)),
-            "teacher_tokens": int(cost.get("teacher_prompt_tokens", 0)) + int(cost.get("teacher_completion_tokens", 0)),
-            "policy_samples": int(cost.get("student_rollouts", 0)),
-            "seconds": round(seconds.get("grow", 0.0), 1),
-            "per_1000_rollouts": None, "per_hour": None,
-        }
-        g_roll = int(cost.get("student_rollouts", 0))
-        qp = out / "grow" / "qualify" / "profile.jsonl"
-        if qp.is_file():
-            from composition_rl.io.files import read_jsonl
-
-            g_roll += sum(int(r["n"]) for r in read_jsonl(qp))
-        report["grow"]["policy_samples"] = g_roll
-        if g_roll:
-            report["grow"]["per_1000_rollouts"] = 1000 * n_grown / g_roll
-        if seconds.get("grow", 0.0) > 0:
-            report["grow"]["per_hour"] = 3600 * n_grown / seconds["grow"]
+        report["grow"] = _grow_block(out, grown, refreshed, seconds, n_grown)
         report["set_aside"]["counts_add_up"]["grown"] = {
             "candidates": grown["candidates"], "kept": grown["kept"], "set_aside": aside_grown,
             "ok": grown["kept"] + aside_grown == grown["candidates"] and grown["kept"] == n_grown,
-            "seeds": {"in": grown["seeds"], "counts_add_up": bool(st["counts_add_up"])}}
+            "seeds": {"in": grown["seeds"], "counts_add_up": bool(grown["stats"]["counts_add_up"])}}
     atomic_write_json(out / REPORT_JSON, report)
     (out / REPORT_MD).write_text(_markdown(report), encoding="utf-8")
     _plot(report, n, out / REPORT_PNG)
     return report
+
+
+def _set_aside_block(set_aside: Sequence[dict[str, Any]], originals: Sequence[Problem], kept_orig: int,
+                     compositions: Mapping[int, dict[str, Any]], kept_comps: int) -> tuple[dict[str, Any], int]:
+    """The report's ``set_aside`` block (by stage and reason, and the counts that must add up:
+    every original and every profiled composition is kept or set aside), and how many grown
+    candidates were set aside."""
+    reasons = Counter((r["stage"], r["reason"]) for r in set_aside)
+    orig_ids = {p.id for p in originals}
+    aside_orig = sum(1 for r in set_aside if r["id"] in orig_ids)
+    profiled_comps = sum(int(c.get("profiled", 0)) for c in compositions.values())
+    decontam_comps = sum(1 for r in set_aside if r["id"] not in orig_ids and r["reason"] == "benchmark_overlap"
+                         and r["stage"] != "grow")
+    aside_grown = sum(1 for r in set_aside if r["stage"] == "grow")
+    aside_comps = len(set_aside) - aside_orig - aside_grown
+    block = {
+        "total": len(set_aside),
+        "by_stage_and_reason": {f"{s}: {r}": c for (s, r), c in sorted(reasons.items())},
+        "counts_add_up": {
+            "originals": {"in": len(originals), "refreshed": kept_orig, "set_aside": aside_orig,
+                          "ok": kept_orig + aside_orig == len(originals)},
+            "compositions": {"profiled_or_decontaminated": profiled_comps + decontam_comps,
+                             "kept": kept_comps, "set_aside": aside_comps,
+                             "ok": kept_comps + aside_comps == profiled_comps + decontam_comps},
+        },
+    }
+    return block, aside_grown
+
+
+def _rollouts(out: Path, profile: Mapping[str, dict[str, Any]], confirm: Mapping[str, dict[str, Any]],
+              grown: Mapping[str, Any] | None) -> int:
+    """The policy's samples spent on the refresh (the re-profile, a measurement, not counted)."""
+    rollouts = 0
+    for name in ("profile", "confirm", "profile-d2", "profile-d3", "grow/qualify"):
+        rows = {"profile": profile, "confirm": confirm}.get(name)
+        if rows is None:
+            p = out / name / "profile.jsonl"
+            if p.is_file():
+                from composition_rl.io.files import read_jsonl
+
+                rollouts += sum(int(r["n"]) for r in read_jsonl(p))
+        else:
+            rollouts += sum(int(r["n"]) for r in rows.values())
+    if grown:  # the policy's samples of the grow stage: effectivity tests and calibration (as its student)
+        rollouts += int(grown["stats"]["cost"].get("student_rollouts", 0))
+    return rollouts
+
+
+def _grow_block(out: Path, grown: Mapping[str, Any], refreshed: Sequence[Problem], seconds: Mapping[str, float],
+                n_grown: int) -> dict[str, Any]:
+    """The report's ``grow`` block: the MagicBeanStalk funnel, its cost and its yield."""
+    st = grown["stats"]
+    cost = st["cost"]
+    block: dict[str, Any] = {
+        "seeds": grown["seeds"], "seeds_with_a_kept_problem": len(
+            {p.metadata["refresh"]["parents"][0] for p in refreshed if p.metadata["refresh"]["source"] == "grown"}),
+        "funnel": st["funnel"], "seeds_dropped_by_reason": st["dropped_by_reason"],
+        "candidates": grown["candidates"], "kept": grown["kept"], "set_aside": grown["set_aside"],
+        # a reply kept before a kill and read back on the resume counts once, as one call
+        "teacher_calls": int(cost.get("teacher_calls", 0)) + int(cost.get("teacher_kept_replies", 0)),
+        "teacher_tokens": int(cost.get("teacher_prompt_tokens", 0)) + int(cost.get("teacher_completion_tokens", 0)),
+        "policy_samples": int(cost.get("student_rollouts", 0)),
+        "seconds": round(seconds.get("grow", 0.0), 1),
+        "per_1000_rollouts": None, "per_hour": None,
+    }
+    g_roll = int(cost.get("student_rollouts", 0))
+    qp = out / "grow" / "qualify" / "profile.jsonl"
+    if qp.is_file():
+        from composition_rl.io.files import read_jsonl
+
+        g_roll += sum(int(r["n"]) for r in read_jsonl(qp))
+    block["policy_samples"] = g_roll
+    if g_roll:
+        block["per_1000_rollouts"] = 1000 * n_grown / g_roll
+    if seconds.get("grow", 0.0) > 0:
+        block["per_hour"] = 3600 * n_grown / seconds["grow"]
+    return block
 
 
 def _fmt(s: dict[str, Any] | None) -> str:

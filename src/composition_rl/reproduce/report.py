@@ -96,26 +96,8 @@ def aggregate(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], wall_s: 
         },
         "arms": {a: {k: _mean_opt([evals[s][a][k] for s in seeds]) for k in keys} for a in arms},
         "diff_vs_continue": {},
-        "training_signal": {
-            a: {
-                "informative_mean": _mean([_get(results, s, f"arm-{a}")["informative_mean"] for s in seeds]),
-                "solve_all_mean": _mean([_get(results, s, f"arm-{a}")["solve_all_mean"] for s in seeds]),
-                "tokens_per_step": _mean([_get(results, s, f"arm-{a}")["tokens_at_arm_steps"] / cfg.arm_steps
-                                          for s in seeds]),
-            }
-            for a in cfg.arms
-        },
-        "tests": {
-            key: {"kind": kind,
-                  "size": min(_get(results, s, "tests").get(file, cfg.test_composed) if file.startswith("new")
-                              else cfg.test_composed for s in seeds),
-                  "start_accuracy": _mean([evals[s]["start"][key] for s in seeds]),
-                  "start_accuracy_per_seed": [evals[s]["start"][key] for s in seeds],
-                  # seeds whose start solved too few probed problems: their (i) sets use all probed ones
-                  **({"fallback_seeds": [s for s in seeds if _get(results, s, "tests").get("fallback_to_probed")]}
-                     if file.startswith("new") else {})}
-            for key, (kind, file) in TESTS.items()
-        },
+        "training_signal": _training_signal(cfg, results, seeds),
+        "tests": _tests_block(cfg, results, evals, seeds),
         "curves": curves(cfg, evals),
         "wall_s": wall_s,
         "resumed_jobs": resumed_jobs,
@@ -129,6 +111,44 @@ def aggregate(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], wall_s: 
         out["diff_vs_continue"][a] = {
             k: _interval([evals[s][a][k] - evals[s]["continue"][k] for s in seeds]) for k in DEPTHS
         }
+    out["matched_compute"] = _matched_compute(cfg, evals, seeds)
+    if "online" in cfg.arms and "curriculum" in cfg.arms:
+        out["online_vs_curriculum"] = online_vs_curriculum(cfg, results, evals, out_dir)
+    return out
+
+
+def _training_signal(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
+    """Per arm, over seeds: the mean informative and solve_all shares of its groups and the
+    tokens it generated per step."""
+    return {
+        a: {
+            "informative_mean": _mean([_get(results, s, f"arm-{a}")["informative_mean"] for s in seeds]),
+            "solve_all_mean": _mean([_get(results, s, f"arm-{a}")["solve_all_mean"] for s in seeds]),
+            "tokens_per_step": _mean([_get(results, s, f"arm-{a}")["tokens_at_arm_steps"] / cfg.arm_steps
+                                      for s in seeds]),
+        }
+        for a in cfg.arms
+    }
+
+
+def _tests_block(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], evals: dict[int, dict[str, Any]],
+                 seeds: list[int]) -> dict[str, Any]:
+    """Per test set: its kind, size and the starting policy's accuracy on it."""
+    return {
+        key: {"kind": kind,
+              "size": min(_get(results, s, "tests").get(file, cfg.test_composed) if file.startswith("new")
+                          else cfg.test_composed for s in seeds),
+              "start_accuracy": _mean([evals[s]["start"][key] for s in seeds]),
+              "start_accuracy_per_seed": [evals[s]["start"][key] for s in seeds],
+              # seeds whose start solved too few probed problems: their (i) sets use all probed ones
+              **({"fallback_seeds": [s for s in seeds if _get(results, s, "tests").get("fallback_to_probed")]}
+                 if file.startswith("new") else {})}
+        for key, (kind, file) in TESTS.items()
+    }
+
+
+def _matched_compute(cfg: ReproduceConfig, evals: dict[int, dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
+    """Each arm against a continue run given the same generated tokens (its difference per depth)."""
     matched: dict[str, Any] = {"basis": "generated tokens (every completion sampled, kept or filtered)",
                                "arms": {}}
     for a in cfg.arms:
@@ -142,10 +162,7 @@ def aggregate(cfg: ReproduceConfig, results: dict[str, dict[str, Any]], wall_s: 
             "continue": {k: _mean([evals[s][ref][k] for s in seeds]) for k in DEPTHS},
             "diff_vs_continue": {k: _interval([evals[s][a][k] - evals[s][ref][k] for s in seeds]) for k in DEPTHS},
         }
-    out["matched_compute"] = matched
-    if "online" in cfg.arms and "curriculum" in cfg.arms:
-        out["online_vs_curriculum"] = online_vs_curriculum(cfg, results, evals, out_dir)
-    return out
+    return matched
 
 
 def curves(cfg: ReproduceConfig, evals: dict[int, dict[str, Any]]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEMO_STEPS", "mechanism", "train_demo"]
+__all__ = ["DEMO_STEPS", "demo_compose", "demo_data", "mechanism", "train_demo"]
 
 # Step budgets per stage. Depth 1 is generous (a step takes about 1 s): the stage is meant to
 # end because solve_all saturates, not because the budget runs out. Depth 2 runs 35 steps, so
@@ -151,3 +151,35 @@ def mechanism(rows: list[dict[str, Any]], transitions: list[dict[str, Any]], k: 
         "checks": checks,
         "captions": {"ratios": ratios, "reward": reward},
     }
+
+
+# --- the data and compose halves of crl demo ----------------------------------------------------
+
+
+def demo_data(out: str | Path, seed: int = 0):
+    """The built-in default problems (reasoning-gym numeric generators, ``seed``), written to
+    ``out/data/depth1.jsonl`` with the rows set aside beside them; returns the load result
+    (ImportError, naming the extra, without reasoning-gym)."""
+    from composition_rl.io.files import atomic_write_jsonl
+    from composition_rl.io.readers import load_reasoning_gym
+
+    out = Path(out)
+    data = load_reasoning_gym(seed=seed)
+    atomic_write_jsonl(out / "data" / "depth1.jsonl", (p.to_dict() for p in data.problems))
+    atomic_write_jsonl(out / "data" / "input_rejects.jsonl", data.rejects)
+    return data
+
+
+def demo_compose(data, out: str | Path, depth: int, seed: int = 0, max_candidates: int = 4000,
+                 progress: bool = True) -> tuple[dict[str, Any], Path]:
+    """Compose the demo problems at ``depth`` (symbolic engine, pools of 20) into
+    ``out/compose/depth<depth>/`` with its verl and TRL exports; returns the run's stats and
+    folder."""
+    from composition_rl.compose import ComposeConfig, run_compose
+
+    cfg = ComposeConfig(depth=depth, pool_size=20, seed=seed, max_candidates=max_candidates)
+    d = Path(out) / "compose" / f"depth{depth}"
+    stats = run_compose(data.problems, cfg, d, input_rejects=data.rejects, progress=progress,
+                        inputs={"main": {"path": "reasoning-gym (built-in default)", "problems": len(data.problems)}},
+                        exports=["verl", "trl"])
+    return stats, d
