@@ -47,7 +47,7 @@ def _strings(path: str) -> Counter:
 
 def _readers():
     try:
-        from composition_rl.spc.llm.numbers import NUM_IN_TEXT
+        from composition_rl.spc.llm.answer_numbers import NUM_IN_TEXT
     except ImportError:  # a tree before the layout of issue 55
         from composition_rl.compose.llm.numbers import NUM_IN_TEXT
     from composition_rl.values import constant_value

@@ -1,5 +1,5 @@
 """Library code says what it did through ``logging`` (a logger per module, all under
-``composition_rl``); only ``crl`` shows those notes on stderr (``cli.show_logs``). A library
+``composition_rl``); only ``crl`` shows those notes on stderr (``logs.show_logs``). A library
 user sees nothing unless they attach a handler of their own, and then gets every note."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import sys
 
 from cli_run import REPO, crl
 
-from composition_rl.cli import _Stderr, main
+from composition_rl.cli import main
 from composition_rl.io.files import JsonlLog
+from composition_rl.logs import _Stderr
 
 #: a library call that notes something: a log with a damaged line, read back
 _DAMAGED = b'{"id":"a"}\n[1]\n{"id":"b"}\n'

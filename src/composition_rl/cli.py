@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import signal
 import sys
+
+from composition_rl.logs import show_logs
 
 # name -> (module, one-line help). Help is duplicated here so `crl --help` imports nothing.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -63,36 +64,6 @@ def version() -> str:
     from composition_rl import __version__
 
     return __version__
-
-
-class _Stderr(logging.StreamHandler):
-    """The handler ``crl`` shows the library's notes with: each message as it is, on the
-    ``sys.stderr`` of the moment (a test's capture, a progress bar's redirect), not the one at
-    setup."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.setFormatter(logging.Formatter("%(message)s"))
-        self.setLevel(logging.INFO)
-
-    @property
-    def stream(self):  # read at each write
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value) -> None:
-        pass
-
-
-def show_logs() -> None:
-    """Show the ``composition_rl`` loggers' notes (INFO and above) on stderr, as ``crl`` does;
-    one handler however often it is called. The library itself only logs: without this (or a
-    handler of the user's own) it prints nothing."""
-    logger = logging.getLogger("composition_rl")
-    if not any(isinstance(h, _Stderr) for h in logger.handlers):
-        logger.addHandler(_Stderr())
-    if logger.getEffectiveLevel() > logging.INFO:
-        logger.setLevel(logging.INFO)
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):

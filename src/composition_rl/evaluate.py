@@ -586,7 +586,7 @@ def evaluate_from_args(args: argparse.Namespace, config: EvalConfig, verify_conf
         RolloutError: generation failed (finished prompts are saved; a rerun resumes).
     """
     from composition_rl.io.files import atomic_write_jsonl
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.identity import run_identity
     from composition_rl.profile import backend_from_args, fit_to_context, load_input
     from composition_rl.verify import shared_verifier
 

@@ -283,8 +283,8 @@ def probe_file(path: str, out: Path, config: ProbeConfig, verify_config: Any, fa
     the solver ``model`` (as :func:`build_solver` builds it) and write ``kept.jsonl`` and
     ``rejected.jsonl`` beside its pass rates. A ValueError says what is unusable (the input,
     the solver, or a folder probed with other settings)."""
+    from composition_rl.io.identity import run_identity
     from composition_rl.io.readers import InputError, ReaderConfig, load_problems
-    from composition_rl.io.runs import run_identity
     from composition_rl.verify import shared_verifier
 
     try:

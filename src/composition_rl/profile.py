@@ -587,7 +587,7 @@ def profile_from_args(args: argparse.Namespace, config: ProfileConfig, out: Path
         RolloutError: generation failed (finished prompts are saved; a rerun resumes).
     """
     from composition_rl.io.files import atomic_write_jsonl
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.identity import run_identity
     from composition_rl.verify import shared_verifier
 
     input_rejects: list = []

@@ -55,7 +55,7 @@ def score_options(inp: str, response_field: str, answer_field: str, fallbacks: S
                   timeout_s: float) -> dict[str, Any]:
     """What decides a row's score: a rerun with other values must not append to old rows.
     The input by its content too: rows are resumed by position, so an edited input must not be."""
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.identity import run_identity
 
     return run_identity(inputs={"input": inp}, input=str(Path(inp).resolve()),
                         response_field=response_field, answer_field=answer_field,
@@ -66,7 +66,7 @@ def prepare_outputs(inp: str, out: Path, rejects: Path, meta: Path, options: dic
     """Check every output path before any work; refuse an output that is the input, and a
     resume under other options."""
     from composition_rl.io.files import refuse_overwrite
-    from composition_rl.io.runs import RunMismatch, claim_run
+    from composition_rl.io.identity import RunMismatch, claim_run
 
     try:
         refuse_overwrite({"--input": inp}, (out, rejects, meta))

@@ -148,7 +148,7 @@ def load_inputs(
         if res is not None and not res.problems:
             raise Refused(_no_problem(res, f"{name} {path}", out))
     problems = main.problems
-    from composition_rl.io.runs import file_sha256
+    from composition_rl.io.identity import file_sha256
 
     inputs: dict[str, Any] = {
         "main": {"path": args.input or "reasoning-gym (built-in default)", "rows": main.rows,
@@ -167,7 +167,7 @@ def load_inputs(
 
 def _from_profile(args: argparse.Namespace, problems: list, inputs: dict[str, Any]) -> list:
     """The ``problems`` a ``--from-profile`` folder classes as ``--select``; noted in ``inputs``."""
-    from composition_rl.io.runs import file_sha256
+    from composition_rl.io.identity import file_sha256
     from composition_rl.profile import select_from_profile
 
     try:
@@ -315,8 +315,8 @@ def human_time(s: float) -> str:
 def probe_run(args: argparse.Namespace, out: Path, exports: list[str], config) -> dict[str, Any]:
     """The solver probe over the run just written, folded into it under the run's lock."""
     from composition_rl.compose.run import lock_output
+    from composition_rl.io.identity import run_identity
     from composition_rl.io.readers import ReaderConfig, load_problems
-    from composition_rl.io.runs import run_identity
     from composition_rl.probe import apply_to_run, build_solver, probe_records
     from composition_rl.profile import RunMismatch
     from composition_rl.verify import VerifyConfig, shared_verifier

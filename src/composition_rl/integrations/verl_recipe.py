@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("recipe")
     d.add_argument("--dry-run", action="store_true", help="print the commands only")
     args = p.parse_args(argv)
-    from composition_rl.cli import show_logs  # a command line, like crl: its notes on stderr
+    from composition_rl.logs import show_logs  # a command line, like crl: its notes on stderr
 
     show_logs()
     return drive(args.recipe, dry_run=args.dry_run)

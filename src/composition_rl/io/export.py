@@ -186,7 +186,8 @@ def export_loaded(res: Any, out: Path, formats: Sequence[str], input_path: str,
     when there are some and no previous export sits in ``out``).
     """
     from composition_rl.io.files import StagedOutputs, atomic_write_jsonl
-    from composition_rl.io.runs import record_run, run_identity
+    from composition_rl.io.identity import run_identity
+    from composition_rl.io.runs import record_run
 
     exports = [export_path(out, e).name for e in EXPORTERS.names()]
     if not res.problems:

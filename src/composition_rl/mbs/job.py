@@ -135,13 +135,8 @@ def _readable(teacher, problems: list[Problem], args: argparse.Namespace) -> tup
 
 def _claim(args: argparse.Namespace, out: Path, config: GrowConfig, prof_cfg, bands, had_work: bool) -> None:
     """Claim ``out`` for this run's settings; a folder grown with other ones is refused."""
-    from composition_rl.io.runs import (
-        RUN_FILE,
-        claim_run,
-        model_content,
-        model_identity,
-        run_identity,
-    )
+    from composition_rl.io.identity import claim_run, model_content, model_identity, run_identity
+    from composition_rl.io.runs import RUN_FILE
 
     # --from-profile decides which seeds are hard: its folder is an input, by content
     identity = run_identity(inputs={"input": args.input, "from_profile": args.from_profile}, method=args.method,
@@ -160,7 +155,7 @@ def _seed_classes(args: argparse.Namespace, readable: list[Problem], out: Path, 
     """{seed id: band}: of a given ``--from-profile``, or of a profile of the policy made now
     (resumable, in ``out/seed_profile``)."""
     from composition_rl.executors import build_executor
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.identity import run_identity
     from composition_rl.profile import load_profile, profile_problems
 
     if args.from_profile:
@@ -212,7 +207,8 @@ def grow_from_args(args: argparse.Namespace, config: GrowConfig, sampling, prof_
     from composition_rl.flags import from_flags
     from composition_rl.io.export import clear_exports, export
     from composition_rl.io.files import atomic_write_jsonl
-    from composition_rl.io.runs import LOCK_FILE, RUN_FILE, run_identity
+    from composition_rl.io.identity import run_identity
+    from composition_rl.io.runs import LOCK_FILE, RUN_FILE
     from composition_rl.mbs import Students, grow
     from composition_rl.mbs.grow import profile_qualify
     from composition_rl.verify import VerifyConfig, shared_verifier

@@ -223,8 +223,9 @@ def decontaminate_file(path: str, marks: Sequence[str], out: Path, config: Decon
     together (staged, replaced on success only). Returns the summary (ValueError for an
     unusable input or benchmark)."""
     from composition_rl.io.files import StagedOutputs, atomic_write_json, atomic_write_jsonl
+    from composition_rl.io.identity import run_identity
     from composition_rl.io.readers import InputError, ReaderConfig, load_problems
-    from composition_rl.io.runs import record_run, run_identity
+    from composition_rl.io.runs import record_run
 
     try:
         res = load_problems(path, ReaderConfig(question_field=question_field, answer_field=answer_field))

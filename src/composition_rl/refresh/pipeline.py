@@ -633,7 +633,7 @@ def refresh_from_args(args: Any, config: RefreshConfig, out: Path, marks: Sequen
         RolloutError: generation failed; ChatError: the teacher gave no answer (finished work
             is kept either way: a rerun resumes).
     """
-    from composition_rl.io.runs import run_identity
+    from composition_rl.io.identity import run_identity
     from composition_rl.profile import backend_from_args, fit_to_context, load_input
     from composition_rl.refresh.decontaminate import load_benchmarks
     from composition_rl.verify import shared_verifier
