@@ -117,6 +117,7 @@ class OnlineConfig:
         return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (what ``state_dict`` saves and ``from_dict`` reads)."""
         return asdict(self)
 
 
@@ -135,6 +136,7 @@ class Verdict:
 
     @property
     def pass_rate(self) -> float:
+        """``successes / samples`` over the window, NaN when there are no samples."""
         return self.successes / self.samples if self.samples else float("nan")
 
 
@@ -402,6 +404,7 @@ class OnlinePool:
 
     @property
     def retired_total(self) -> int:
+        """How many prompts have been retired so far."""
         return len(self.tracker.retired)
 
     def draw(self, n: int = 1, *, retired_if_exhausted: bool = False) -> list[Problem]:

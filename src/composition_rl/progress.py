@@ -159,6 +159,8 @@ class ProgressBar:
             self._lines.set(advance=k, **fields)
 
     def close(self) -> None:
+        """Stop the bar (a line display that printed any line ends on its last count); again is
+        a no-op."""
         if self._p is not None:
             self._p.stop()
             self._p = None

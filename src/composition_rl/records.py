@@ -65,6 +65,8 @@ class Link:
                              v2_also=v2_also, v1_derivation=v1_derivation)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: short keys (``v1``, ``d``, ...); ``v2_also`` and ``v1_derivation`` only
+        when set, so records without them keep their bytes."""
         d = {
             "x": self.x,
             "y": self.y,
@@ -84,6 +86,8 @@ class Link:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Link:
+        """The link :meth:`to_dict` wrote (absent ``v2_also`` / ``v1_derivation`` read as
+        ``()``)."""
         return cls(
             x=d["x"],
             y=d["y"],
@@ -149,6 +153,8 @@ class Problem:
         return cls(id=content_id(question, *answers), question=question, answers=answers, **kw)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON line of the record: ``answer`` is the first of ``answers``; ``parents``,
+        ``links`` and ``engine`` only for a composition (depth above 1 or with parents)."""
         d: dict[str, Any] = {
             "id": self.id,
             "question": self.question,
@@ -166,6 +172,8 @@ class Problem:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Problem:
+        """The record :meth:`to_dict` wrote; also reads a row with only ``answer`` (no ``answers``),
+        and defaults the rest (depth 1, no parents or links)."""
         answers = d.get("answers") or [d["answer"]]
         return cls(
             id=d["id"],

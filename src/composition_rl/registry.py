@@ -29,6 +29,9 @@ class Registry(Generic[T]):
         self._items: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
+        """A decorator that registers its object under ``name`` and returns it unchanged; raises
+        ``ValueError`` when ``name`` already holds a different object (one of the same qualified
+        name, as a reloaded module makes, replaces it)."""
         def deco(obj: T) -> T:
             old = self._items.get(name)
             if old is not None and old is not obj and getattr(old, "__qualname__", None) != getattr(
@@ -41,6 +44,7 @@ class Registry(Generic[T]):
         return deco
 
     def get(self, name: str) -> T:
+        """The object registered under ``name``; raises ``KeyError`` listing the known names."""
         try:
             return self._items[name]
         except KeyError:
@@ -63,6 +67,7 @@ class Registry(Generic[T]):
         return self.load(name)(**kwargs)
 
     def names(self) -> list[str]:
+        """The registered names, sorted."""
         return sorted(self._items)
 
     def __contains__(self, name: object) -> bool:

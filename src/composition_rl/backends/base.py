@@ -156,6 +156,7 @@ class ChatResponse:
         return self.choices[0].text
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form the response cache stores (``cached`` is left out)."""
         return {
             "choices": [asdict(c) for c in self.choices],
             "prompt_tokens": self.prompt_tokens,
@@ -165,6 +166,8 @@ class ChatResponse:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], cached: bool = False) -> ChatResponse:
+        """The response :meth:`to_dict` wrote, marked ``cached`` when it comes from the cache
+        (missing token counts read as 0, a missing model as ``""``)."""
         return cls(
             choices=tuple(ChatChoice(**c) for c in d["choices"]),
             prompt_tokens=int(d.get("prompt_tokens", 0)),
@@ -245,6 +248,8 @@ class ChatStats:
     calls_by_endpoint: Counter = field(default_factory=Counter)
 
     def to_dict(self) -> dict[str, Any]:
+        """The counters as JSON for ``stats.json``: latency rounded to milliseconds, the per-kind
+        and per-endpoint counters as sorted plain dicts."""
         d = asdict(self)
         d["latency_s"] = round(self.latency_s, 3)
         for k in ("retried_by_kind", "failed_by_kind", "calls_by_endpoint"):
@@ -272,6 +277,12 @@ class ChatBackend:
         return f"{self.name}:{self.model}"
 
     async def chat(self, req: ChatRequest) -> ChatResponse:
+        """The response to ``req``: from the cache when it holds it, else from :meth:`_chat`, whose
+        successful response is then cached.
+
+        Raises:
+            ChatError: the request failed (counted in ``stats.failed_by_kind``).
+        """
         self.stats.requests += 1
         key = req.cache_key(self.namespace) if self.cache is not None else ""
         if self.cache is not None:

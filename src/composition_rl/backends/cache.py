@@ -68,6 +68,7 @@ class ResponseCache:
         return key in self._offsets
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The response stored under ``key``, or ``None`` when there is none."""
         off = self._offsets.get(key)
         if off is None:
             return None
@@ -77,6 +78,7 @@ class ResponseCache:
         return row["v"]
 
     def put(self, key: str, value: dict[str, Any]) -> None:
+        """Append ``value`` under ``key`` and flush; a key already stored keeps its first value."""
         if key in self._offsets:
             return
         self._f.seek(0, os.SEEK_END)
@@ -86,6 +88,7 @@ class ResponseCache:
         self._offsets[key] = off
 
     def close(self) -> None:
+        """Close the file, releasing its lock (again is a no-op)."""
         if not self._f.closed:
             self._f.close()
 

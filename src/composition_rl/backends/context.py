@@ -68,6 +68,7 @@ class PromptFit:
                                                   add_generation_prompt=True)
 
     def tokens(self, prompt: str) -> int:
+        """How many tokens the model sees for ``prompt`` (:meth:`text`, no special tokens added)."""
         return len(self.tokenizer(self.text(prompt), add_special_tokens=False)["input_ids"])
 
     def reason(self, prompt: str, tokens: int | None = None) -> str | None:
@@ -81,4 +82,5 @@ class PromptFit:
                 "(prompt and completion together): no room for an answer")
 
     def reasons(self, prompts: Sequence[str]) -> list[str | None]:
+        """:meth:`reason` for each prompt, in order."""
         return [self.reason(p) for p in prompts]

@@ -83,11 +83,13 @@ class LocalHFChat(ChatBackend):
 
     @property
     def namespace(self) -> str:
+        """Cache namespace with the model folder by its absolute path (``model_identity``)."""
         from composition_rl.io.identity import model_identity
 
         return f"{self.name}:{model_identity(self.model)}"
 
     def describe(self) -> dict[str, Any]:
+        """Settings safe to write into stats.json: backend, model folder and device."""
         return {
             "backend": self.name,
             "model": self.model,
@@ -170,4 +172,5 @@ class LocalHFChat(ChatBackend):
         )
 
     async def aclose(self) -> None:
+        """Drop the model so its memory can be freed."""
         self.lm = None

@@ -322,6 +322,8 @@ class OpenAIChat(ChatBackend):
         return text[:500]
 
     def describe(self) -> dict[str, Any]:
+        """Settings safe to write into stats.json: endpoints, limits, structured-output mode, and
+        whether an API key is set (never the key)."""
         return {
             "backend": self.name,
             "model": self.model,
@@ -551,11 +553,13 @@ class OpenAIChat(ChatBackend):
         )
 
     async def end_loop(self) -> None:
+        """Close the clients bound to the running event loop; other loops' clients stay."""
         st = self._states.pop(id(asyncio.get_running_loop()), None)
         if st is not None:
             await st.aclose()
 
     async def aclose(self) -> None:
+        """Close every event loop's clients (those of a loop already gone are dropped)."""
         for st in list(self._states.values()):
             try:
                 await st.aclose()

@@ -94,9 +94,11 @@ class SamplingConfig:
 
     @property
     def greedy(self) -> bool:
+        """Whether sampling is greedy (temperature 0)."""
         return self.temperature == 0
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (for run records)."""
         return asdict(self)
 
 
@@ -179,7 +181,9 @@ class RolloutBackend(Protocol):
         """Sample ``n`` completions for each prompt; output order follows ``prompts``."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the model, engine or connections."""
+        ...
 
 
 #: name -> "module:Class" (imported lazily by :func:`build_backend`).

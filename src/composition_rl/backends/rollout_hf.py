@@ -223,4 +223,5 @@ class HFRollout:
         return out.cache
 
     def close(self) -> None:
+        """Drop the model so its memory can be freed."""
         self.model = None

@@ -355,6 +355,7 @@ class LlamaCppRollout:
             sq.done = "length"
 
     def close(self) -> None:
+        """Free the llama.cpp context and model (again is a no-op)."""
         L = self._L
         if self._ctx is not None:
             L.llama_free(self._ctx)

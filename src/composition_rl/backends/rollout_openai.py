@@ -132,7 +132,9 @@ class OpenAIRollout:
         return out
 
     def stats(self) -> dict[str, Any]:
+        """The chat client's counters (:meth:`ChatStats.to_dict`): requests, retries, tokens."""
         return self.chat.stats.to_dict()
 
     def close(self) -> None:
+        """Close the chat client's connections."""
         run_sync(self.chat.aclose())

@@ -226,6 +226,7 @@ class VLLMRollout:
         return self.fit.reason(prompt)
 
     def close(self) -> None:
+        """Drop the engine and stop its engine-core process now rather than at interpreter exit."""
         llm, self.llm = self.llm, None
         if llm is not None:  # stop the engine core process now, not at interpreter exit
             core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)

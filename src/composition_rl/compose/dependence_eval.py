@@ -22,6 +22,7 @@ VAR = "\uE000"  # stands for the variable inside a parsed span (no TeX source ho
 
 
 def lex(text: str) -> list[tuple[str, str]]:
+    """The TeX tokens of ``text``, a letter read as a letter token rather than refused."""
     return tokenize(text, letters=True)
 
 
@@ -92,10 +93,15 @@ class _Symbolic(Domain):
 
 
 def value_at(node, env: dict[str, Fraction]) -> Fraction:
+    """The exact value of ``node`` with each letter at its value in ``env`` (bounded powers,
+    factorials and binomials; an irrational root or out-of-bound operation raises
+    :class:`LatexError`, a letter missing from ``env`` ``KeyError``)."""
     return evaluate(node, _AtPoint(env))
 
 
 def to_sympy(node, names: dict[str, sympy.Symbol]) -> sympy.Expr:
+    """``node`` as a sympy expression, each letter the symbol ``names`` maps it to (unbounded:
+    only for trees :func:`tree_size` keeps small)."""
     return evaluate(node, _Symbolic(names))
 
 
@@ -103,6 +109,7 @@ MAX_PROOF = 40  # tree nodes sympy is given to prove (a long sum of fractions ta
 
 
 def tree_size(node) -> int:
+    """How many nodes the tree has (leaves included); compared with :data:`MAX_PROOF`."""
     return 1 if node[0] in ("n", "v") else 1 + sum(tree_size(c) for c in node[1:])
 
 
@@ -115,6 +122,7 @@ def simplest(expr: sympy.Expr) -> sympy.Expr:
 
 
 def letters_in(node, out: set[str]) -> set[str]:
+    """The letters (names) the tree uses, added to ``out``, which is returned."""
     if node[0] == "v":
         out.add(node[1])
     elif node[0] != "n":
@@ -240,6 +248,8 @@ def split_statements(span: str) -> list[list[tuple[str, str]]]:
 
 
 def split_sides(stmt: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """A statement's tokens cut at each relation (``=``, ``<``, ...): the sides, relations left
+    out."""
     sides, cur = [], []
     for tok in stmt:
         if tok[0] == "rel":

@@ -133,6 +133,8 @@ class ComposeConfig:
 
     @property
     def sizes(self) -> tuple[int | None, ...]:
+        """Pool size per position: ``pool_sizes`` when given, else ``pool_size`` for every position
+        but the last, which takes every eligible problem (``None``)."""
         if self.pool_sizes is not None:
             return tuple(self.pool_sizes)
         return (self.pool_size,) * (self.depth - 1) + (None,)
@@ -147,9 +149,11 @@ class ComposeResult:
     candidates: int = 0
 
     def by_reason(self) -> dict[str, int]:
+        """How many rejections each reason has, sorted by reason."""
         return dict(sorted(Counter(r["reason"] for r in self.rejected).items()))
 
     def by_stage(self) -> dict[str, int]:
+        """How many rejections each stage has, sorted by stage."""
         return dict(sorted(Counter(r["stage"] for r in self.rejected).items()))
 
 
@@ -226,9 +230,11 @@ class RunEstimate:
 
     @property
     def output_bytes(self) -> float:
+        """Estimated bytes of output for all ``candidates``."""
         return self.bytes_per_candidate * self.candidates
 
     def seconds(self, workers: int) -> float:
+        """Estimated seconds for all ``candidates`` across ``workers`` processes (at least one)."""
         return self.seconds_per_candidate * self.candidates / max(1, workers)
 
 

@@ -47,9 +47,13 @@ class Composer(Protocol):
     name: str
     resumable: ClassVar[bool]
 
-    def eligible(self, p: Problem, position: int, depth: int) -> bool: ...
+    def eligible(self, p: Problem, position: int, depth: int) -> bool:
+        """Whether ``p`` can stand at ``position`` (0-based) of a chain of ``depth`` problems."""
+        ...
 
-    def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection: ...
+    def compose(self, chain: Sequence[Problem], candidate_id: str) -> Problem | Rejection:
+        """The depth-K record composed from ``chain`` under ``candidate_id``, or why not."""
+        ...
 
 
 @runtime_checkable
@@ -60,9 +64,13 @@ class BatchComposer(Composer, Protocol):
 
     pool_report: dict[str, object]
 
-    def take_tally(self) -> dict[str, int]: ...
+    def take_tally(self) -> dict[str, int]:
+        """The offset kinds counted since the last call, then cleared (one worker's share)."""
+        ...
 
-    def link_stats(self, tally: dict[str, int]) -> dict[str, dict[str, object]]: ...
+    def link_stats(self, tally: dict[str, int]) -> dict[str, dict[str, object]]:
+        """``stats.json``'s summary of the accepted links from the summed tallies."""
+        ...
 
 
 @runtime_checkable
@@ -73,21 +81,34 @@ class ResumableComposer(Composer, Protocol):
     so a rerun with other settings is refused."""
 
     @property
-    def config(self) -> LLMComposeConfig: ...
+    def config(self) -> LLMComposeConfig:
+        """The LLM compose config (recorded in ``llm_run.json``)."""
+        ...
 
     @property
-    def backend(self) -> ChatBackend | None: ...
+    def backend(self) -> ChatBackend | None:
+        """The chat backend, or ``None`` before :meth:`open`."""
+        ...
 
     @property
-    def seed(self) -> int: ...
+    def seed(self) -> int:
+        """The engine's seed."""
+        ...
 
     @property
-    def max_chars(self) -> int: ...
+    def max_chars(self) -> int:
+        """The longest composed question, in characters."""
+        ...
 
-    def open(self, out: Path) -> tuple[ChatBackend, Any]: ...
+    def open(self, out: Path) -> tuple[ChatBackend, Any]:
+        """Attach the backend (response cache in ``out``); returns it and the cache to close (or
+        None)."""
+        ...
 
     async def acompose(self, chain: Sequence[Problem], candidate_id: str,
-                       usage: Usage | None = None) -> Problem | Rejection: ...
+                       usage: Usage | None = None) -> Problem | Rejection:
+        """:meth:`compose` on an event loop; ``usage`` receives the requests and tokens it cost."""
+        ...
 
 
 @runtime_checkable
@@ -98,7 +119,9 @@ class RanksPoolPartners(Protocol):
 
     pool_report: dict[str, object]
 
-    def pool_flaw(self, p: Problem, position: int, depth: int) -> str: ...
+    def pool_flaw(self, p: Problem, position: int, depth: int) -> str:
+        """Why ``p`` reads poorly at ``position`` ("" if it does not)."""
+        ...
 
 
 @runtime_checkable
@@ -116,16 +139,22 @@ class PrefetchesPoolFacts(Protocol):
     """Per-problem facts the pools need, pure per problem: the executor asks ``pool_facts`` in
     forked workers and hands the (picklable) answers back to ``learn_pool_facts``."""
 
-    def pool_facts(self, p: Problem) -> Any: ...
+    def pool_facts(self, p: Problem) -> Any:
+        """The picklable facts the pools need about ``p``, computed in a forked worker."""
+        ...
 
-    def learn_pool_facts(self, problems: Sequence[Problem], facts: Sequence[Any]) -> None: ...
+    def learn_pool_facts(self, problems: Sequence[Problem], facts: Sequence[Any]) -> None:
+        """Keep :meth:`pool_facts` of ``problems``, computed elsewhere, as if computed here."""
+        ...
 
 
 @runtime_checkable
 class WritesRecordJson(Protocol):
     """Writes its own records' JSON lines, byte for byte ``dumps(rec.to_dict())``, faster."""
 
-    def record_json(self, rec: Problem, chain: Sequence[Problem]) -> str: ...
+    def record_json(self, rec: Problem, chain: Sequence[Problem]) -> str:
+        """``dumps(rec.to_dict())`` for a record built from ``chain``, byte for byte."""
+        ...
 
 
 def missing_members(obj: object, proto: type) -> list[str]:

@@ -71,10 +71,13 @@ def math_at(text: str, pos: int) -> bool:
 
 
 def number_value(s: str) -> Fraction:
+    """The value of a number literal, thousands separators (``,``, ``{,}``, ``,\\!``) dropped;
+    raises ``ValueError`` for text that is not a decimal or ``p/q`` number."""
     return Fraction(re.sub(r"\{,\}|,\\!|,", "", s))
 
 
 def in_figure(text: str, pos: int) -> bool:
+    """Whether ``pos`` lies inside an ``[asy]`` figure of ``text``."""
     return any(m.start() <= pos < m.end() for m in FIGURE.finditer(text))
 
 
@@ -112,8 +115,11 @@ def in_group(q: str, off: int, mark: str, reach: int = 200) -> bool:
 
 
 def in_subscript(q: str, off: int) -> bool:
+    """Whether ``off`` is in a subscript of ``q`` (:func:`in_group` with ``_``, looking 60
+    characters back)."""
     return in_group(q, off, "_", 60)
 
 
 def in_superscript(q: str, off: int) -> bool:
+    """Whether ``off`` is in a superscript of ``q`` (:func:`in_group` with ``^``)."""
     return in_group(q, off, "^")

@@ -70,6 +70,7 @@ _UNIT_NOTES = {
 
 
 def unit_note(unit: str) -> str:
+    """The parenthetical a definition adds for ``unit`` (``" (in dollars)"``; ``""`` for none)."""
     return _UNIT_NOTES.get(unit, f" (in {unit})")
 
 
@@ -340,6 +341,7 @@ class Instruction(NamedTuple):
     by: str = ""
 
     def to_list(self) -> list:
+        """The fields as a JSON list ``[start, text, by]``."""
         return [self.start, self.text, self.by]
 
 

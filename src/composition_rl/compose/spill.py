@@ -58,6 +58,7 @@ class Spill:
         return self._path, offset, lengths
 
     def close(self) -> None:
+        """Close this process's spill file; a descriptor inherited from the parent is left alone."""
         if self._fd is not None and self._pid == os.getpid():
             os.close(self._fd)
         self._fd = None

@@ -233,6 +233,8 @@ class SymbolicComposer(PartnerChoice):
         return out
 
     def lead_value(self, p: Problem):
+        """v1 of ``p`` (an answer value, derived when ``derive_q1`` and the answer is not one
+        number), or ``None`` when there is none or the answer is inexact as q1."""
         if self.q1_inexact(p):
             return None
         if not self.derive_q1:
@@ -246,6 +248,8 @@ class SymbolicComposer(PartnerChoice):
         return inexact_q1(p.answers, p.question, str(p.metadata.get("solution") or ""))
 
     def constants(self, p: Problem) -> tuple[Constant, ...]:
+        """The quantities of ``p``'s question in text order, each with its flaw and role
+        (:func:`find_constants`)."""
         return find_constants(p.question, p.answer)
 
     def safe_constants(self, p: Problem) -> tuple[tuple[tuple[int, int, int], Constant, int | None], ...]:

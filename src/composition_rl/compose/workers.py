@@ -122,6 +122,8 @@ class ForkedWorkers:
         self.close(abort=exc_type is not None)
 
     def start(self) -> None:
+        """Fork the ``n`` workers; if starting one fails, those started are killed and the error
+        re-raised."""
         ctx = multiprocessing.get_context("fork")
         try:
             for _ in range(self.n):
@@ -137,6 +139,7 @@ class ForkedWorkers:
 
     @property
     def pids(self) -> list[int]:
+        """The worker processes' pids, in start order."""
         return [p.pid for p in self._procs]
 
     def close(self, abort: bool = False) -> None:

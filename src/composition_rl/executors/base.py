@@ -59,6 +59,7 @@ class BackendSpec:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     def build(self) -> RolloutBackend:
+        """A fresh backend from the registry, built in this process."""
         return build_backend(self.name, **dict(self.kwargs))
 
 
@@ -77,6 +78,7 @@ class SampleJob:
     sampling: SamplingConfig
 
     def prompts(self, problems: Sequence[Problem]) -> list[str]:
+        """The rendered prompt of each problem, in order."""
         return [render_prompt(self.template, p.question) for p in problems]
 
 
@@ -117,9 +119,15 @@ class Executor(Protocol):
 
     name: str
 
-    def run(self, chunks: Sequence[Sequence[Problem]], job: SampleJob, verifier: Any) -> Iterator[list[Scored]]: ...
+    def run(self, chunks: Sequence[Sequence[Problem]], job: SampleJob, verifier: Any) -> Iterator[list[Scored]]:
+        """Sample ``job`` for every problem and grade with ``verifier``: one list of :class:`Scored`
+        per chunk, yielded in the order of ``chunks``."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the executor started (backend, cluster); a backend it was handed stays
+        open."""
+        ...
 
 
 #: name -> "module:Class" (imported when chosen, so Ray is imported only for ``ray``).

@@ -55,6 +55,12 @@ class LocalExecutor:
     def run(
         self, chunks: Sequence[Sequence[Problem]], job: SampleJob, verifier: Any
     ) -> Iterator[list[Scored]]:
+        """Sample each chunk on the backend, then grade all its completions in one
+        ``verifier.score_batch`` call; one list of :class:`Scored` per chunk, in order.
+
+        Raises:
+            RuntimeError: the backend returned the wrong number of completions.
+        """
         n = job.n
         for chunk in chunks:
             completions = self.backend.generate(job.prompts(chunk), n, job.sampling)
@@ -67,6 +73,7 @@ class LocalExecutor:
             ]
 
     def close(self) -> None:
+        """Close the backend if this executor built it; a backend passed in stays open."""
         if self._owned:
             self.backend.close()
 

@@ -317,6 +317,13 @@ class RayExecutor:
             )
 
     def run(self, chunks: Sequence[Sequence[Problem]], job: SampleJob, verifier: Any) -> Iterator[list[Scored]]:
+        """Sample and grade every chunk on Ray Data (replicas sample, grader tasks score with the
+        ``verifier``'s config); one list of :class:`Scored` per chunk, in order. The process's Ray
+        Data settings are restored afterwards.
+
+        Raises:
+            RolloutError: a replica's backend failed.
+        """
         if not chunks:
             return
         ray = self.ray
@@ -353,6 +360,7 @@ class RayExecutor:
             raise
 
     def close(self) -> None:
+        """Shut Ray down if this executor started it; a Ray it joined keeps running."""
         if self._started and self.ray.is_initialized():
             self.ray.shutdown()
         self._started = False

@@ -94,6 +94,9 @@ class StageConfig:
         return self.compose is not None and self.compose.get("first") == "mastered"
 
     def validate(self) -> None:
+        """Check the stage; raises ``ValueError`` naming the stage unless it has exactly one source
+        (``data``, ``arithmetic``, ``compose``, ``reasoning_gym``) with its required keys, no unknown
+        ones, and a valid step budget."""
         if sum(x is not None for x in (self.data, self.arithmetic, self.compose, self.reasoning_gym)) != 1:
             raise ValueError(f"stage {self.name!r}: give exactly one of data=, arithmetic=, compose= or "
                              "reasoning_gym=")
@@ -143,6 +146,8 @@ class DynamicSamplingConfig:
     band: tuple[float, float] | None = None
 
     def validate(self) -> None:
+        """Check the settings (``oversample >= 1``, ``max_rounds >= 1``, ``0 < lo <= hi < 1``) and
+        store ``band`` as a float pair; raises ``ValueError`` naming the bad one."""
         if self.oversample < 1.0:
             raise ValueError(f"dynamic_sampling.oversample must be >= 1, got {self.oversample}")
         if self.max_rounds < 1:
@@ -184,6 +189,8 @@ class CurriculumConfig:
     partners: str | None = None
 
     def validate(self) -> None:
+        """Check the mode, threshold, window and step total (and the online settings, which need
+        mode ``online``); raises ``ValueError`` naming the bad one."""
         if self.mode not in ("auto", "manual", "online"):
             raise ValueError(f"curriculum.mode must be 'auto', 'manual' or 'online', got {self.mode!r}")
         if self.mode != "online" and (self.online is not None or self.partners is not None):
@@ -236,6 +243,9 @@ class GRPOSettings:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name in theirs}
 
     def validate(self) -> None:
+        """Check the GRPO settings (at least 2 generations, rows divisible by the gradient
+        accumulation, positive rate and temperature, ``scale_rewards`` ``group`` or ``none``);
+        raises ``ValueError`` naming the bad one."""
         if self.num_generations < 2:
             raise ValueError(f"grpo.num_generations must be >= 2, got {self.num_generations}")
         if self.prompts_per_step < 1:
@@ -307,6 +317,8 @@ class TrainConfig:
     preset: str | None = None
 
     def validate(self) -> TrainConfig:
+        """Check every section and how they combine (unique stage names, skipping not with the
+        online curriculum, which takes one stage); returns ``self``, or raises ``ValueError``."""
         if not self.stages:
             raise ValueError("config needs at least one stage under stages:")
         names = [s.name for s in self.stages]
@@ -373,6 +385,7 @@ class TrainConfig:
         return cls(stages=stages, **sections, **merged).validate()
 
     def to_dict(self) -> dict[str, Any]:
+        """The whole config as nested plain dicts and lists (``dataclasses.asdict``)."""
         return dataclasses.asdict(self)
 
 

@@ -66,6 +66,7 @@ class Transition:
     kind: Literal["threshold", "budget", "manual"]
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict."""
         return asdict(self)
 
 
@@ -103,6 +104,7 @@ class Curriculum:
 
     @property
     def stage(self) -> StageSpec:
+        """The current stage."""
         return self.stages[self.index]
 
     @property
@@ -167,6 +169,8 @@ class Curriculum:
         return t
 
     def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs: stage index, the stage's solve_all history, steps done,
+        whether training finished, and the transitions so far."""
         return {
             "index": self.index,
             "history": list(self.history),
@@ -176,6 +180,8 @@ class Curriculum:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; a state from before ``steps_done`` was saved gets it from the
+        last transition's step plus the current stage's history."""
         self.index = int(state["index"])
         self.history = [float(x) for x in state["history"]]
         self.finished = bool(state["finished"])

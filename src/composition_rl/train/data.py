@@ -205,6 +205,7 @@ class SeededCycle:
         return order
 
     def next_index(self) -> int:
+        """The next index, reshuffling for a new epoch after every ``size`` draws."""
         if self.cursor == len(self._order):
             self.epoch += 1
             self.cursor = 0
@@ -214,9 +215,12 @@ class SeededCycle:
         return i
 
     def state_dict(self) -> dict[str, int]:
+        """The position to resume from: ``{"epoch", "cursor"}``."""
         return {"epoch": self.epoch, "cursor": self.cursor}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume at the position :meth:`state_dict` saved (the epoch's order is rebuilt from the
+        seed)."""
         self.epoch = int(state["epoch"])
         self.cursor = int(state["cursor"])
         self._order = self._permutation(self.epoch)
@@ -238,7 +242,9 @@ class PromptStream:
         return [dict(self.rows[self.order.next_index()]) for _ in range(n)]
 
     def state_dict(self) -> dict[str, int]:
+        """The draw position (:meth:`SeededCycle.state_dict`)."""
         return self.order.state_dict()
 
     def load_state_dict(self, state: dict[str, int]) -> None:
+        """Resume at the draw position :meth:`state_dict` saved."""
         self.order.load_state_dict(state)

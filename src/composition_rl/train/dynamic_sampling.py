@@ -50,6 +50,8 @@ class GroupRecord:
     mean_length: float
 
     def to_dict(self) -> dict[str, Any]:
+        """The group as a metrics row: its fields with the score count ``n`` in place of the scores
+        (``mean_length`` left out)."""
         return {
             "id": self.id,
             "depth": self.depth,
@@ -76,6 +78,7 @@ class StepSample(Generic[B]):
 
     @property
     def trained_groups(self) -> list[GroupRecord]:
+        """The groups kept for training, in sampling order."""
         return [g for g in self.groups if g.kept]
 
     def metrics(self) -> dict[str, float]:

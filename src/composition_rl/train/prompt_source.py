@@ -99,17 +99,22 @@ class DatasetSource(PromptSource):
         self._queued: list[dict[str, Any]] = []
 
     def start_step(self, rows: list[dict[str, Any]]) -> None:
+        """Queue copies of the dataloader's rows; :meth:`draw` hands them out first."""
         self._queued = [dict(r) for r in rows]
 
     def draw(self, n: int) -> list[dict[str, Any]]:
+        """``n`` rows (copies): the queued dataloader rows first, then refills in the seeded
+        order."""
         out, self._queued = self._queued[:n], self._queued[n:]
         out += [dict(self.dataset[self.order.next_index()]) for _ in range(n - len(out))]
         return out
 
     def state_dict(self) -> dict[str, Any]:
+        """The refill order's position (the queued rows are not saved)."""
         return self.order.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume the refill order at the position :meth:`state_dict` saved."""
         self.order.load_state_dict(state)
 
 
@@ -134,21 +139,31 @@ class PoolSource(PromptSource):
 
     @property
     def exhausted(self) -> bool:
+        """True when every lineage has retired at ``max_depth`` (draws then hand out retired
+        prompts)."""
         return self.pool.exhausted
 
     def draw(self, n: int) -> list[dict[str, Any]]:
+        """``n`` rows drawn from the pool (retired prompts once it is exhausted), as ``online``
+        stage rows."""
         from composition_rl.train.data import problem_row
 
         return [problem_row(p, "online", self.instruction) for p in self.pool.draw(n, retired_if_exhausted=True)]
 
     def observe(self, step: int, groups: list[GroupRecord]) -> None:
+        """Report each group's correct count (scores of 1) and size to the pool, which retires and
+        injects prompts from them."""
         self.pool.observe(step, [(g.id, sum(s >= 1.0 for s in g.scores), len(g.scores)) for g in groups])
 
     def metrics(self) -> dict[str, float]:
+        """The pool's flat ``online/...`` metrics (:meth:`OnlinePool.metrics`, which also starts the
+        pool's next step)."""
         return self.pool.metrics()
 
     def state_dict(self) -> dict[str, Any]:
+        """The pool's state (:meth:`OnlinePool.state_dict`)."""
         return self.pool.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the pool from :meth:`state_dict`."""
         self.pool.load_state_dict(state)

@@ -57,6 +57,8 @@ class SkipConfig:
     max_scan: int = 32
 
     def validate(self) -> None:
+        """Check the probabilities, target, adjust rate and ``max_scan``; raises ``ValueError``
+        naming every one out of range, or when ``min_p > max_p``."""
         bad = [f"{k}={getattr(self, k)}" for k in ("p_easy", "p_hard", "min_p", "max_p")
                if not 0.0 < getattr(self, k) <= 1.0]
         if not 0.0 <= self.target_zero_variance < 1.0:
@@ -162,11 +164,14 @@ class PromptSkipper:
         return row
 
     def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs: both exploration probabilities, the step, every prompt's streak
+        and the run totals."""
         return {"p_easy": self.p_easy, "p_hard": self.p_hard, "step": self.step,
                 "streaks": {k: list(v) for k, v in sorted(self.streaks.items())},
                 "totals": vars(self.totals).copy()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; the current step's counts and draw number start at zero."""
         self.p_easy, self.p_hard, self.step = float(state["p_easy"]), float(state["p_hard"]), int(state["step"])
         self.streaks = {k: (str(v[0]), int(v[1])) for k, v in state["streaks"].items()}
         self.totals = _Counts(**state["totals"])

@@ -109,6 +109,8 @@ def check_trl_compat() -> None:
 
 
 def check_batch_keys(batch: dict[str, Any]) -> None:
+    """Refuse a TRL batch with a non-``None`` key outside ``KNOWN_KEYS`` (raises
+    :class:`TRLCompatError`): dynamic sampling could not filter it by group."""
     unknown = sorted(k for k, v in batch.items() if v is not None and k not in KNOWN_KEYS)
     if unknown:
         raise TRLCompatError(

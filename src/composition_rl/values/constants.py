@@ -74,6 +74,8 @@ class Constant:
 
     @property
     def rank(self) -> tuple[int, int]:
+        """Sort key, lower first: math mode in arithmetic, then other math mode, then prose; a
+        unique literal before a repeated one of the same tier."""
         tier = 0 if (self.math_mode and self.arithmetic) else 1 if self.math_mode else 2
         return (tier, 0 if self.unique else 1)
 

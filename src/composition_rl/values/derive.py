@@ -106,6 +106,7 @@ class Derivation:
             raise ValueError(f"derivation kind {self.kind!r} is unknown; known: {', '.join(DERIVATION_KINDS)}")
 
     def to_dict(self) -> dict[str, str]:
+        """The JSON form: ``kind``, with ``arg`` and ``name`` only when they are set."""
         d = {"kind": self.kind}
         if self.arg:
             d["arg"] = self.arg
@@ -115,6 +116,7 @@ class Derivation:
 
     @classmethod
     def from_dict(cls, d) -> Derivation:
+        """The derivation :meth:`to_dict` wrote (a missing ``arg`` or ``name`` reads as ``""``)."""
         return cls(str(d["kind"]), str(d.get("arg", "")), str(d.get("name", "")))
 
 

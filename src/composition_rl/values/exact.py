@@ -17,6 +17,7 @@ Exact = Fraction | Lin | sympy.Expr  # Fraction, then Lin (radicals, pi), then s
 
 
 def to_fraction(v: sympy.Rational) -> Fraction:
+    """A sympy rational as the equal ``Fraction``."""
     return Fraction(int(v.p), int(v.q))
 
 
@@ -156,6 +157,8 @@ def exact_sub(a: Exact, b: Exact) -> Exact:
 
 
 def exact_positive(v: Exact) -> bool:
+    """Whether ``v > 0``: exact for ``Fraction``, :meth:`Lin.sign` for :class:`Lin`, and sympy's
+    ``is_positive`` otherwise (a sign sympy cannot decide counts as not positive)."""
     if isinstance(v, Fraction):
         return v > 0
     if isinstance(v, Lin):

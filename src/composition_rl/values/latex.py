@@ -330,17 +330,22 @@ class Domain:
     refusal raises :class:`LatexError` (or ``ArithmeticError`` for a caller to fall back on)."""
 
     def number(self, q: Fraction):
+        """A literal number as a value of this domain: the ``Fraction`` itself here."""
         return q
 
     def name(self, name: str):
+        """The value of a name (``\\pi``, a letter); always raises :class:`LatexError` here."""
         raise LatexError(f"name {name}")
 
     def divide(self, a, b):
+        """``a / b``; raises :class:`LatexError` when ``b`` is zero."""
         if b == 0:
             raise LatexError("division by zero")
         return a / b
 
     def power(self, a, b):
+        """``a`` to a whole exponent of at most ``MAX_EXPONENT`` in size; raises :class:`LatexError`
+        for any other exponent and for zero to a negative power."""
         if not (isinstance(b, Fraction) and b.denominator == 1 and abs(b) <= MAX_EXPONENT):
             raise LatexError("exponent not a small integer")
         if a == 0 and b < 0:
@@ -348,6 +353,8 @@ class Domain:
         return a ** int(b)
 
     def root(self, a, index):
+        """The exact square root of a rational square; raises :class:`LatexError` for another index,
+        a negative or non-``Fraction`` radicand, or an irrational root."""
         if index != 2 or not isinstance(a, Fraction) or a < 0:
             raise LatexError("root")
         r = Fraction(math.isqrt(a.numerator), math.isqrt(a.denominator))
@@ -356,9 +363,12 @@ class Domain:
         return r
 
     def factorial(self, a):
+        """``a!``; always raises :class:`LatexError` here (a subclass that can evaluate it
+        overrides this)."""
         raise LatexError("factorial")
 
     def binomial(self, n, k):
+        """``\\binom{n}{k}``; always raises :class:`LatexError` here (a subclass may override)."""
         raise LatexError("binomial")
 
     def call(self, f, a):

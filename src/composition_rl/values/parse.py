@@ -30,9 +30,12 @@ class SympyDomain(Domain):
         self.letters = letters
 
     def number(self, q: Fraction) -> sympy.Rational:
+        """A literal number as the equal ``sympy.Rational``."""
         return sympy.Rational(q.numerator, q.denominator)
 
     def name(self, name: str) -> sympy.Expr:
+        """``\\pi`` as sympy's pi, a single ASCII letter as a real symbol when ``letters``; raises
+        :class:`LatexError` for any other name."""
         if name == "\\pi":
             return sympy.pi
         if self.letters and len(name) == 1 and name.isascii() and name.isalpha():
@@ -40,6 +43,8 @@ class SympyDomain(Domain):
         raise LatexError(f"name {name}")
 
     def power(self, a, b):
+        """``a`` to a whole exponent of at most ``MAX_EXPONENT`` in size; raises :class:`LatexError`
+        for any other exponent and for zero to a negative power."""
         if not (b.is_Integer and abs(int(b)) <= MAX_EXPONENT):
             raise LatexError("exponent not a small integer")
         if a == 0 and int(b) < 0:
@@ -47,6 +52,7 @@ class SympyDomain(Domain):
         return a ** int(b)
 
     def root(self, a, index: int):
+        """The exact ``index``-th root of ``a`` in sympy (``sqrt`` for square roots), unbounded."""
         return sympy.sqrt(a) if index == 2 else sympy.root(a, index)
 
 
@@ -80,9 +86,12 @@ class Lin:
 
     @classmethod
     def of(cls, q) -> Lin:
+        """The rational ``q`` (anything ``Fraction`` accepts) as a :class:`Lin`."""
         return cls({1: Fraction(q)})
 
     def rational(self) -> Fraction | None:
+        """The value as a ``Fraction`` when it has no irrational part (0 when empty), else
+        ``None``."""
         t = self.terms
         if not t:
             return Fraction(0)
@@ -171,6 +180,7 @@ class Lin:
         return 1 if self.to_sympy().is_positive else -1
 
     def to_sympy(self) -> sympy.Expr:
+        """The same number as an exact sympy expression."""
         out = sympy.Integer(0)
         for k, v in self.terms.items():
             c = sympy.Rational(v.numerator, v.denominator)
@@ -184,14 +194,19 @@ class LinDomain(Domain):
     :class:`NotLinear`, and the caller falls back on :class:`SympyDomain`)."""
 
     def number(self, q: Fraction) -> Lin:
+        """A literal number as a :class:`Lin`."""
         return Lin.of(q)
 
     def name(self, name: str) -> Lin:
+        """``\\pi`` as the pi atom; raises :class:`LatexError` for any other name."""
         if name == "\\pi":
             return Lin({"pi": Fraction(1)})
         raise LatexError(f"name {name}")
 
     def power(self, a: Lin, b: Lin) -> Lin:
+        """``a`` to a whole rational exponent of at most ``MAX_EXPONENT`` in size; raises
+        :class:`LatexError` for any other exponent and for zero to a negative power (and
+        :class:`NotLinear` from :meth:`Lin.__pow__` when the power leaves the domain)."""
         e = b.rational()
         if e is None or e.denominator != 1 or abs(e) > MAX_EXPONENT:
             raise LatexError("exponent not a small integer")
@@ -200,6 +215,8 @@ class LinDomain(Domain):
         return a ** int(e)
 
     def root(self, x: Lin, n: int) -> Lin:
+        """The square root of a non-negative rational as ``c * sqrt(n)`` with ``n`` square-free;
+        raises :class:`NotLinear` for other indices, irrational or negative radicands."""
         a = x.rational()
         if n != 2 or a is None or a < 0:
             raise NotLinear("only square roots of non-negative rationals")

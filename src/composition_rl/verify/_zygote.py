@@ -86,6 +86,8 @@ def _serve(ctrl: socket.socket, settings: dict) -> None:
 
 
 def main() -> None:
+    """Run the fork server: ``argv[1]`` is the control socket's file descriptor, ``argv[2]`` the
+    workers' settings as JSON; returns when the control socket closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # auto-reap workers: no zombies
     ctrl = socket.socket(fileno=int(sys.argv[1]))

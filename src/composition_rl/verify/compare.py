@@ -70,6 +70,8 @@ class ItemScore:
     detail: str = ""
 
     def as_tuple(self) -> tuple:
+        """The fields in order ``(outcome, via, extracted, detail)``, as a worker sends them
+        back."""
         return (self.outcome, self.via, self.extracted, self.detail)
 
 

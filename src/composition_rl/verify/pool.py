@@ -128,6 +128,7 @@ class WorkerPool:
     # ------------------------------------------------------------------ caller side
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` has been called (no more submissions)."""
         return self._closed
 
     def worker_pids(self) -> list[int]:
@@ -135,6 +136,8 @@ class WorkerPool:
         return [w.pid for w in list(self._workers)]
 
     def zygote_pid(self) -> int | None:
+        """Pid of the fork server, or ``None`` before start-up and after it stopped
+        (diagnostics)."""
         z = self._zygote
         return z.pid if z is not None else None
 

@@ -114,9 +114,12 @@ class VerifyConfig:
 
     @property
     def n_workers(self) -> int:
+        """``workers``, or one per usable core (the process's CPU affinity) when it is ``None``."""
         return self.workers if self.workers is not None else _usable_cores()
 
     def worker_settings(self) -> dict:
+        """The settings a worker needs (fallbacks, ``math_verify`` options, gold cache size), as
+        plain JSON values for the fork server."""
         return {
             "fallbacks": list(self.fallbacks),
             "float_rounding": self.float_rounding,
@@ -168,9 +171,11 @@ class VerifyResult:
 
     @property
     def correct(self) -> bool:
+        """Whether the outcome is :attr:`Outcome.CORRECT`."""
         return self.outcome is Outcome.CORRECT
 
     def to_dict(self) -> dict:
+        """The fields as a JSON-ready dict, ``outcome`` as its string value."""
         d = asdict(self)
         d["outcome"] = self.outcome.value
         return d
@@ -241,6 +246,7 @@ class Verifier:
 
     @property
     def closed(self) -> bool:
+        """Whether the worker pool has been closed."""
         return self._pool.closed
 
     def __enter__(self) -> Verifier:

@@ -36,30 +36,39 @@ class AutoComposer:
     @classmethod
     def from_config(cls, config: Any, llm_config: LLMComposeConfig | None = None,
                     backend: ChatBackend | None = None) -> AutoComposer:
+        """The engine for a ``ComposeConfig``: a symbolic engine with the config's seed, length,
+        ``derive_q1`` and ``risks``, shared with an :class:`LLMComposer` as its constant finder."""
         symbolic = COMPOSERS.get("symbolic")(seed=config.seed, max_chars=config.max_chars,
                                              derive_q1=config.derive_q1, risks=getattr(config, "risks", "last"))
         return cls(symbolic, LLMComposer.from_config(config, llm_config, backend, finder=symbolic))
 
     @property
     def config(self) -> LLMComposeConfig:
+        """The LLM half's config (what ``llm_run.json`` records)."""
         return self.llm.config
 
     @property
     def backend(self) -> ChatBackend | None:
+        """The LLM half's backend, or ``None`` before :meth:`open`."""
         return self.llm.backend
 
     @property
     def seed(self) -> int:
+        """The LLM half's seed."""
         return self.llm.seed
 
     @property
     def max_chars(self) -> int:
+        """The LLM half's longest composed question, in characters."""
         return self.llm.max_chars
 
     def open(self, out: Path) -> tuple[ChatBackend, Any]:
+        """Attach the LLM half's backend (:meth:`LLMComposer.open`); returns it and the cache to
+        close."""
         return self.llm.open(out)
 
     def eligible(self, p: Problem, position: int, depth: int) -> bool:
+        """Whether ``p`` can stand at ``position`` for either half."""
         return self.llm.eligible(p, position, depth) or self.symbolic.eligible(p, position, depth)
 
     async def acompose(self, chain: Sequence[Problem], candidate_id: str, usage: Usage | None = None) -> Problem | Rejection:

@@ -50,6 +50,7 @@ def answer_numbers(answer: str) -> tuple[sympy.Expr | None, tuple[sympy.Expr, ..
 
 
 def has_number(text: str) -> bool:
+    """Whether ``text`` has a digit."""
     return bool(re.search(r"\d", text))
 
 
@@ -63,6 +64,8 @@ _WORD_RE = re.compile(
 
 
 def has_constant(text: str) -> bool:
+    """Whether ``text`` has a digit or an English number word (a cardinal, or "third", "twice",
+    "dozen", ...): a constant the model might replace."""
     return has_number(text) or bool(_WORD_RE.search(text))
 
 
@@ -87,8 +90,10 @@ def relation(v1: sympy.Expr, v2: sympy.Rational) -> tuple[sympy.Expr, str, str, 
 
 
 def rat_str(v: sympy.Rational) -> str:
+    """A rational as plain text: ``"3"`` or ``"-3/4"``."""
     return str(v.p) if v.q == 1 else f"{v.p}/{v.q}"
 
 
 def expr_str(v: sympy.Expr) -> str:
+    """A sympy value as plain text: :func:`rat_str` for a rational, else ``sympy.sstr``."""
     return rat_str(v) if v.is_Rational else sympy.sstr(v)

@@ -50,6 +50,7 @@ def load_prompt(name: str) -> str:
 
 
 def fill(template: str, **values: str) -> str:
+    """``template`` with each ``<<NAME>>`` slot replaced by the value of keyword ``NAME``."""
     # <<NAME>> slots: LaTeX braces in problems and prompts are never interpreted
     for k, v in values.items():
         template = template.replace(f"<<{k}>>", v)

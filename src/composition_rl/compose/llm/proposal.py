@@ -63,6 +63,7 @@ class Usage:
     completion_tokens: int = 0
 
     def add(self, resp: ChatResponse) -> None:
+        """Count one more request and its reply's prompt and completion tokens."""
         self.requests += 1
         self.prompt_tokens += resp.prompt_tokens
         self.completion_tokens += resp.completion_tokens
@@ -125,6 +126,10 @@ def proposal_fields(obj: dict[str, Any], schema: dict[str, Any] = PROPOSE_SCHEMA
 
 # -- sub-step 1: v1 must come from the answer, exactly ---------------------------------------
 def read_v1(d: Draft, max_definition_chars: int) -> Rejection | None:
+    """Sub-step 1: set ``d.v1`` to the exact value of the proposal's ``v1``, which must be the
+    earlier answer (then ``d.v1_whole``), a number written in it, or a number of its
+    :func:`menu`; else the ``check1_v1`` rejection. ``max_definition_chars`` is unused (every
+    step of :data:`LINK_STEPS` takes it)."""
     f = d.f
     v1 = parse_number(f["v1"].strip("$ "))
     if v1 is None:  # "108 degrees", "\\$3.50": the number without its unit
@@ -149,6 +154,11 @@ def read_v1(d: Draft, max_definition_chars: int) -> Rejection | None:
 
 
 def read_definition(d: Draft, max_definition_chars: int) -> Rejection | None:
+    """Set ``d.definition`` to the proposal's definition (a leading "let $x$ be" and the final
+    stop cut); a menu phrase whose value is ``d.v1`` also sets ``d.derivation``. Rejects a
+    definition that is empty, longer than ``max_definition_chars``, on several lines, holds
+    ``<VAR>`` or an odd number of ``$`` (``definition_invalid``), or writes v1's value where the
+    earlier question does not (``definition_leaks_value``)."""
     definition = (re.sub(r"^\s*let\s+\$?[A-Za-z]\$?\s+(?:be|denote)\s+", "", d.f["definition"], flags=re.I)
                   .strip().rstrip(".").strip())
     if (not definition or len(definition) > max_definition_chars or "\n" in definition
@@ -289,6 +299,10 @@ def place_marker(d: Draft, allowed: dict[str, frozenset[int]] | None = None) -> 
 
 
 def read_constant(d: Draft, max_definition_chars: int) -> Rejection | None:
+    """Sub-step 2: set ``d.literal`` and the rational ``d.v2`` from the proposal's constant, which
+    must occur in the later question (read as a mixed number, digits, a number word, else the
+    model's ``constant_value``, marked ``d.v2_from_words``), and ``d.rewritten``, which must hold
+    ``<VAR>``; else the rejection. ``max_definition_chars`` is unused."""
     literal = literal_of(d.f)
     d.rewritten = d.f["rewritten"]
     if not literal or literal not in d.later.question:
