@@ -23,6 +23,8 @@ HELP = "blind-audit a composed set: sample records for review, score the filled 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl audit``: the run folder, the form's ``--sample``/``--seed``/``--out``
+    (and ``--classes``), ``--score``, ``--scan``, ``--where`` and ``--json``."""
     p.add_argument("run", nargs="?", help="output folder of crl compose (holds composed.jsonl)")
     p.add_argument("--sample", type=int, default=40, help="records to sample (default: 40)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default: 0)")
@@ -39,6 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Write a blind review form and its key file, score a filled form, or count the
+    scanners' defect classes, as the flags say, and print the figures; 0 on success."""
     import contextlib
 
     from composition_rl.io.runs import RunBusy, hold_lock, refuse_foreign

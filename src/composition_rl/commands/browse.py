@@ -11,6 +11,8 @@ HELP = "write one self-contained HTML page to look at a run folder (no server, n
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl browse``: the run folder, ``--out``, and the caps, seed and
+    depth of what the page embeds."""
     p.add_argument("run_dir", help="a run folder (crl compose / profile / eval / train / demo output)")
     p.add_argument("--out", help="the HTML file to write (default RUN_DIR/report.html)")
     p.add_argument("--max-records", type=int, default=200_000,
@@ -34,6 +36,8 @@ def report_path(run_dir: str, out: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Write the run folder's self-contained HTML page (to :func:`report_path`, locked while it
+    is written) and print where it went and its size; 0 on success."""
     from pathlib import Path
 
     from composition_rl.browse import BrowseConfig, build_report

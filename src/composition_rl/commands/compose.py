@@ -28,6 +28,8 @@ def RESUMABLE(args: argparse.Namespace) -> bool | str:  # noqa: N802 - read by c
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl compose``: input, :class:`ComposeConfig` and the size guard,
+    naturalness, output and exports, the ``--llm-*`` engine and the opt-in ``--probe-*`` solver."""
     src = p.add_argument_group("input")
     src.add_argument("--input", help="problems file (.json array, .jsonl, .csv, .tsv, .parquet; .gz or .zst "
                      "compressed too); default: reasoning-gym numeric generators")
@@ -98,6 +100,8 @@ def _refuse_llm_flags(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Compose the input to depth K and print the closing table and exports; 1 when the run
+    kept nothing usable, a worker died or the LLM endpoint went down."""
     from composition_rl.compose import ComposeConfig, natural
     from composition_rl.compose.job import Refused, compose_from_args
     from composition_rl.compose.journal import EndpointDown

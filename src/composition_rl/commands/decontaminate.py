@@ -19,6 +19,8 @@ HELP = "set aside the prompts of a set that overlap benchmark problems (n-gram c
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl decontaminate``: ``--input``, ``--benchmarks``, ``--out``,
+    the field overrides and the :class:`DecontamConfig` settings (``--decontam-*``)."""
     from composition_rl.flags import add_flags
     from composition_rl.refresh import DecontamConfig
 
@@ -33,6 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Set aside the ``--input`` prompts that overlap a benchmark, writing the run folder, and
+    print how many were kept and set aside; 0 on success."""
     from composition_rl.flags import from_flags
     from composition_rl.io.runs import RunBusy, run_folder
     from composition_rl.refresh import DecontamConfig

@@ -27,6 +27,8 @@ HELP = "run the main job end to end on the built-in default data"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl demo``: ``--out``, ``--seed``, ``--compose-only``,
+    ``--max-candidates`` and ``--no-progress``."""
     p.add_argument("--out", required=True, help="output folder (everything is written under it)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the data, the composition, the tiny model and training (same seed, same run)")
@@ -38,6 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the demo in the held ``--out`` folder (training too unless ``--compose-only``),
+    printing each step and what the run shows; 0 on success."""
     from rich.console import Console
 
     from composition_rl.io.runs import RunBusy, record_run, run_folder

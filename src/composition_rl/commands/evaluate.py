@@ -19,6 +19,9 @@ RESUMABLE = True  # a rerun continues from the finished work
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl eval``: the shared model, backend and decoding flags,
+    ``--benchmark`` (repeatable), ``--out`` and the compositional analyses (``--compositional``,
+    ``--comp-*``)."""
     from composition_rl.profile import add_backend_arguments
 
     add_backend_arguments(p)
@@ -42,6 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Evaluate the policy on every ``--benchmark`` (resuming a rerun) and print the results
+    table; 1 when generation failed or no benchmark was evaluated."""
     from composition_rl.backends.rollout import RolloutError
     from composition_rl.evaluate import EvalConfig, evaluate_from_args
     from composition_rl.profile import chunk_from_args, sampling_from_args

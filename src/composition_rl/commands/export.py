@@ -20,6 +20,8 @@ HELP = "write problems as they are (depth 1) as verl/TRL datasets and Problem JS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl export``: ``--input``, the field overrides, ``--out`` and
+    ``--format``."""
     p.add_argument("--input", required=True, help="problems file (.json array, .jsonl, .csv, .tsv, .parquet; "
                    ".gz or .zst compressed too), or a composed.jsonl")
     p.add_argument("--question-field", help="field holding the question (default: problem/question/prompt)")
@@ -30,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Write the ``--input`` problems as ``problems.jsonl`` and the ``--format`` trainer
+    datasets, and print how many were exported (and rejected, on stderr); 0 on success."""
     from composition_rl.io.export import EXPORTERS, export_loaded, export_path
     from composition_rl.io.files import refuse_overwrite
     from composition_rl.io.readers import InputError, ReaderConfig, load_problems

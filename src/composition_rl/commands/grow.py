@@ -24,6 +24,8 @@ RESUMABLE = True  # profiles, trees and teacher replies are kept; a rerun contin
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl grow``: input, output, policy, students, teacher, method,
+    starting profile, rollouts, the seed profile's executor and the :class:`GrowConfig` fields."""
     from composition_rl.flags import positive_int
     from composition_rl.mbs.job import add_config_flags
 
@@ -67,6 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Grow the hard seeds into qualified problems (resuming a rerun) and print the funnel;
+    1 when the policy, a student or the teacher gave no answer (finished work is kept)."""
     from composition_rl.backends.base import ChatError
     from composition_rl.backends.rollout import RolloutError, SamplingConfig
     from composition_rl.flags import from_flags, in_flags

@@ -22,6 +22,8 @@ RESUMABLE = True  # the solver's pass rates are appended as they finish
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl probe``: ``--input``, ``--out``, the solver and its backend,
+    ``-k`` and ``--tau``, and the decoding settings."""
     from composition_rl.backends.rollout import ROLLOUT_BACKENDS, SamplingConfig
     from composition_rl.flags import add_flags
     from composition_rl.probe import BACKEND_HELP, BASE_URL_HELP, MODEL_HELP, ProbeConfig
@@ -50,6 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Probe each composed record of ``--input`` with its first problem's value withheld
+    (resuming a rerun), and print how many were rejected as guessable and kept; 0 on success."""
     from composition_rl.flags import from_flags
     from composition_rl.io.runs import RunBusy, run_folder
     from composition_rl.probe import ProbeConfig

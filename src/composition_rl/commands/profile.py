@@ -18,6 +18,8 @@ RESUMABLE = True  # a rerun continues from the finished work
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl profile``: the shared model, backend and decoding flags,
+    ``--input``, ``--out``, ``--confidence``, ``--keep-responses`` and the ``--keep`` filter."""
     from composition_rl.profile import add_backend_arguments
 
     add_backend_arguments(p)
@@ -35,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Profile the policy's pass rate on each ``--input`` prompt (resuming a rerun), print the
+    band counts and, with ``--keep``, write the prompts in that band; 1 when generation failed."""
     from composition_rl.backends.rollout import RolloutError
     from composition_rl.profile import (
         ProfileConfig,

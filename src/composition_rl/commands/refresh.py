@@ -24,6 +24,8 @@ RESUMABLE = True  # every stage resumes (profiles per chunk); read by cli.main
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl refresh``: model, backend and decoding, ``--input``, ``--out``,
+    :class:`RefreshConfig`, decontamination, ``--export`` and the ``--grow`` teacher."""
     from composition_rl.flags import add_flags
     from composition_rl.profile import add_backend_arguments
     from composition_rl.refresh import DecontamConfig, RefreshConfig
@@ -74,6 +76,8 @@ def grow_config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Refresh the stale set in the held run folder and print its outcome; 1 when the
+    refreshed set is empty or the policy or teacher gave no answer (finished work is kept)."""
     from composition_rl.flags import from_flags
     from composition_rl.io.export import EXPORTERS
     from composition_rl.profile import ProfileConfig, chunk_from_args

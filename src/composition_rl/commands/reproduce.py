@@ -17,6 +17,8 @@ RESUMABLE = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl reproduce``: ``--out``, ``--quick``, ``--no-progress`` and one
+    flag per :class:`ReproduceConfig` field."""
     from composition_rl.reproduce.config import ReproduceConfig
 
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
@@ -63,6 +65,8 @@ def _config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the toy-scale reproduction for every seed (resuming finished jobs) and print the
+    summary lines and where the report and numbers are; 0 on success."""
     from rich.console import Console
 
     from composition_rl.reproduce import run_reproduce

@@ -26,6 +26,8 @@ RESUMABLE = True  # a rerun continues from the finished work
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``crl score``: ``--input``, ``--out``, the field names,
+    ``--timeout``, ``--workers``, ``--fallback``, ``--fresh`` and ``--no-progress``."""
     p.add_argument("--input", required=True, help="JSONL (or .json array, .parquet) with response and answer fields")
     p.add_argument("--out", required=True, help="JSONL output: each row plus outcome, score, extracted")
     p.add_argument("--response-field", default="response", help="field holding the model response (default: response)")
@@ -42,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Score each ``--input`` row against its gold answer, appending to ``--out`` (resuming a
+    rerun), and print the accuracy and outcome counts; 1 when no row could be scored."""
     from composition_rl.verify import Verifier, VerifyConfig
     from composition_rl.verify.verifier import fallbacks_from_names
 

@@ -10,6 +10,9 @@ RESUMABLE = True  # a rerun continues from the finished work
 
 
 def add_arguments(parser) -> None:
+    """The flags of ``crl train``: ``--config`` (a YAML file or a preset) and the
+    overrides of its output folder, model, step budget and curriculum, ``--fresh``,
+    ``--branch-from`` and ``--no-progress``."""
     parser.add_argument("--config", required=True,
                         help="YAML training config (see docs/training.md), or the name of a preset that is a whole "
                              "run (real-cpu: SmolLM2-135M-Instruct from its GGUF, on CPU)")
@@ -32,6 +35,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    """Train the config's GRPO curriculum in its output folder (resuming from checkpoints
+    unless ``--fresh``) and print the final metrics and the plot; 0 on success."""
     from pathlib import Path
 
     from composition_rl.cli import UsageError

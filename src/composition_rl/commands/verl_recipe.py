@@ -31,6 +31,8 @@ _non_negative = _at_least(0)
 
 
 def add_arguments(parser) -> None:
+    """The flags of ``crl verl-recipe``: stages, model, ``--out``, interpreter, the
+    curriculum's budgets and probe, cluster shape, ``--online``, device and time limit."""
     parser.add_argument("--stages", nargs="+", required=True,
                         help="verl parquet files, one per stage, in curriculum order "
                         "(crl export --format verl; crl compose --export verl)")
@@ -69,6 +71,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    """Check the stages and online settings, write the launch script, stage scripts and
+    ``recipe.json`` into the held ``--out``, and print what was written; 0 on success."""
     from composition_rl.cli import UsageError
     from composition_rl.integrations.verl_recipe import online_settings
 
