@@ -81,4 +81,6 @@ class GrowConfig:
             raise ValueError("invalid grow config: " + "; ".join(bad))
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (in the run's stats and in the identity a rerun is
+        checked against)."""
         return asdict(self)

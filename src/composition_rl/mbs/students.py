@@ -82,6 +82,7 @@ class Students:
 
     @property
     def names(self) -> list[str]:
+        """The students' names, in panel order (the first is reported first)."""
         return [nm for nm, _ in self.backends]
 
     def accuracy(self, questions: Sequence[str], answers: Sequence[Sequence[str]]) -> list[dict[str, float]]:

@@ -65,10 +65,12 @@ class Item:
     spec: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: ``question``, ``trace``, ``answer`` and ``spec`` (as a plain dict)."""
         return {"question": self.question, "trace": self.trace, "answer": self.answer, "spec": dict(self.spec)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Item:
+        """The item :meth:`to_dict` wrote (a missing or empty ``spec`` reads as ``{}``)."""
         return cls(str(d["question"]), str(d["trace"]), str(d["answer"]), dict(d.get("spec") or {}))
 
 
@@ -92,17 +94,26 @@ class TeacherError(Exception):
 class Teacher(Protocol):
     name: str
 
-    def solve(self, question: str, attempt: int) -> Item: ...
+    def solve(self, question: str, attempt: int) -> Item:
+        """A worked trace of ``question`` and its final answer (stage 1); ``attempt`` numbers
+        the retries."""
 
-    def decompose(self, item: Item, attempt: int, max_parts: int) -> list[Item]: ...
+    def decompose(self, item: Item, attempt: int, max_parts: int) -> list[Item]:
+        """At most ``max_parts`` easier, self-contained subproblems of ``item``, each with a
+        trace and an answer; ``[]`` when it cannot be split (stage 2)."""
 
-    def harder(self, leaf: Item, trial: int) -> Item: ...
+    def harder(self, leaf: Item, trial: int) -> Item:
+        """A harder variant of ``leaf`` (stage 3, leaf synthesis)."""
 
-    def compose(self, children: Sequence[Item], blueprint: Blueprint, trial: int) -> Item: ...
+    def compose(self, children: Sequence[Item], blueprint: Blueprint, trial: int) -> Item:
+        """A parent built from the synthetic ``children`` on the pattern of ``blueprint``
+        (stage 3, recursive composition)."""
 
-    def vary(self, item: Item, trial: int) -> Item: ...
+    def vary(self, item: Item, trial: int) -> Item:
+        """A variation of ``item``: the direct-synthesis baseline."""
 
-    def cost(self) -> dict[str, int]: ...
+    def cost(self) -> dict[str, int]:
+        """What the teacher has spent so far (``calls`` and token counts), for the run's stats."""
 
 
 #: name -> "module:Class" or a class; built by :func:`build_teacher`.
@@ -232,6 +243,7 @@ class ProgramTeacher:
         self.calls = 0
 
     def cost(self) -> dict[str, int]:
+        """``calls`` made so far; no tokens (no model behind it)."""
         return {"calls": self.calls, "prompt_tokens": 0, "completion_tokens": 0}
 
     @staticmethod
@@ -259,6 +271,8 @@ class ProgramTeacher:
         return parsed
 
     def solve(self, question: str, attempt: int) -> Item:
+        """The chain ``question``'s trace and exact final value (``attempt`` changes
+        nothing); raises :class:`TeacherError` ``not_a_chain`` when it is not a chain."""
         self.calls += 1
         steps = parse_chain(question)
         if steps is None:
@@ -413,6 +427,8 @@ class OpenAITeacher:
         self.system = load_prompt("system")
 
     def cost(self) -> dict[str, int]:
+        """The calls asked of this teacher and, from its client, the requests sent, cache
+        hits, and prompt and completion tokens."""
         s = self.chat.stats
         return {"calls": self.calls, "requests_sent": s.calls, "cache_hits": s.cache_hits,
                 "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens}
@@ -457,10 +473,18 @@ class OpenAITeacher:
         return Item(str(q).strip(), sol, str(ans).strip())
 
     def solve(self, question: str, attempt: int) -> Item:
+        """The model's trace and answer for ``question`` (``prompts/mbs_solve.txt``), the
+        question kept as given.
+
+        Raises:
+            TeacherError: the reply is not usable (a refusal, bad JSON, an empty field).
+            ChatError: the endpoint gave no answer at all (transient; the seed stays unfinished)."""
         reply = self._ask("solve", _fill(load_prompt("solve"), question=question), _SOLVE, f"{question}:{attempt}")
         return self._item(reply, "solve", question=question)
 
     def decompose(self, item: Item, attempt: int, max_parts: int) -> list[Item]:
+        """The model's subproblems of ``item`` (``prompts/mbs_decompose.txt``); raises
+        :class:`TeacherError` ``too_many_subproblems`` when it returns more than ``max_parts``."""
         user = _fill(load_prompt("decompose"), item=_show(item), k=str(max_parts))
         reply = self._ask("decompose", user, _decompose_schema(max_parts), f"{item.question}:{attempt}")
         subs = reply.get("subproblems")
@@ -471,10 +495,13 @@ class OpenAITeacher:
         return [self._item(s, "decompose") for s in subs]
 
     def harder(self, leaf: Item, trial: int) -> Item:
+        """The model's harder variant of ``leaf`` (``prompts/mbs_harder.txt``)."""
         reply = self._ask("harder", _fill(load_prompt("harder"), item=_show(leaf)), _ITEM, f"{leaf.question}:{trial}")
         return self._item(reply, "harder")
 
     def compose(self, children: Sequence[Item], blueprint: Blueprint, trial: int) -> Item:
+        """The model's parent built from ``children``, shown the blueprint's original
+        parent and children as the pattern (``prompts/mbs_compose.txt``)."""
         user = _fill(
             load_prompt("compose"),
             parent=_show(blueprint.parent),
@@ -485,6 +512,8 @@ class OpenAITeacher:
         return self._item(self._ask("compose", user, _ITEM, f"{key}:{trial}"), "compose")
 
     def vary(self, item: Item, trial: int) -> Item:
+        """The model's variation of ``item`` (``prompts/mbs_vary.txt``): the
+        direct-synthesis baseline."""
         reply = self._ask("vary", _fill(load_prompt("vary"), item=_show(item)), _ITEM, f"{item.question}:{trial}")
         return self._item(reply, "vary")
 
