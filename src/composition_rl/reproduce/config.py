@@ -81,6 +81,7 @@ class ReproduceConfig:
         return cls(**{**base, **overrides})
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (``config.json`` of the run, checked on a rerun)."""
         return dataclasses.asdict(self)
 
     @classmethod

@@ -38,6 +38,7 @@ EVAL_SAMPLING = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
 
 
 def seed_dir(out: Path, seed: int) -> Path:
+    """``OUT/seed_<seed>``: the folder of one seed's jobs."""
     return Path(out) / f"seed_{seed}"
 
 
@@ -74,6 +75,8 @@ def _threads() -> None:
 
 
 def job_sft(cfg: ReproduceConfig, out: Path, seed: int, arg: str | None) -> dict[str, Any]:
+    """Write the seed's stage data under ``data/`` and build its tiny model in ``model/``;
+    returns the model's greedy accuracy, SFT seconds and the size of each data file."""
     from composition_rl.train.tiny_model import build_tiny_model
 
     _threads()
@@ -97,6 +100,8 @@ def _train(cfg: ReproduceConfig, seed: int, model: Path, output: Path, stages: l
 
 
 def job_d1(cfg: ReproduceConfig, out: Path, seed: int, arg: str | None) -> dict[str, Any]:
+    """Train depth-1 GRPO on the seed's pool for ``d1_steps`` into ``d1/``; returns the step
+    count and mean solve_all of the first and last 5 steps (Figure 2 left)."""
     _threads()
     d = seed_dir(out, seed)
     stages = [{"name": "depth1", "data": str(d / "data" / "pool.jsonl"), "max_steps": cfg.d1_steps, "depth": 1}]
@@ -148,6 +153,8 @@ def job_tests(cfg: ReproduceConfig, out: Path, seed: int, arg: str | None) -> di
 
 
 def job_profile(cfg: ReproduceConfig, out: Path, seed: int, arg: str | None) -> dict[str, Any]:
+    """Profile the depth-1 checkpoint on the pool and on its depth-2/3 compositions
+    (``profile/{pool,depth2,depth3}/``, restarted clean); returns each profile's summary."""
     from composition_rl.backends.rollout import SamplingConfig
     from composition_rl.backends.rollout_hf import HFRollout
     from composition_rl.io.readers import load_problems
@@ -229,6 +236,9 @@ def continue_steps(cfg: ReproduceConfig, d1_rows: list[dict[str, Any]], budgets:
 
 
 def job_arm(cfg: ReproduceConfig, out: Path, seed: int, arm: str) -> dict[str, Any]:
+    """Train arm ``arm`` (a key of :data:`ARM_STAGES`) from ``d1/final`` into ``arms/<arm>/``,
+    with snapshots along the way; returns its steps, generated tokens, informative and solve_all
+    means over ``arm_steps`` and its curriculum transitions (plus online or skip totals)."""
     _threads()
     d = seed_dir(out, seed)
     data = str(d / "data")
@@ -348,6 +358,9 @@ def _test_sets(cfg: ReproduceConfig, d: Path) -> dict[str, list]:
 
 
 def job_eval(cfg: ReproduceConfig, out: Path, seed: int, name: str) -> dict[str, Any]:
+    """Evaluate the models :func:`eval_targets` names for ``name`` on every test set, and
+    the arm's snapshots (:func:`curve_targets`) on the new-pairs depth-2 set; returns the scores
+    per label, with ``curve`` for an arm."""
     from composition_rl.backends.rollout import SamplingConfig
     from composition_rl.backends.rollout_hf import HFRollout
     from composition_rl.evaluate import EvalConfig, evaluate_benchmarks

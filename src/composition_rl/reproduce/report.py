@@ -397,6 +397,9 @@ def _ci(e: dict[str, Any]) -> str:
 
 
 def render(cfg: ReproduceConfig, res: dict[str, Any], figures: list[Path]) -> str:
+    """The text of ``report.md``: the figures' sections, the test sets, the arms' table and
+    its differences with intervals, and what holds (``figures`` is not read: the image names are
+    fixed)."""
     n = cfg.eval_n
     c = res["solve_all_climb"]
     d = res["composition_drop"]

@@ -41,9 +41,13 @@ class Job:
 
     @property
     def name(self) -> str:
+        """``s<seed>/<kind>`` or ``s<seed>/<kind>-<arg>``: the key of its result and of other
+        jobs' ``deps``."""
         return f"s{self.seed}/{self.kind}" + (f"-{self.arg}" if self.arg else "")
 
     def marker(self, out: Path) -> Path:
+        """``OUT/seed_<seed>/jobs/<kind>[-<arg>].json``: the result file whose presence marks
+        the job finished."""
         return seed_dir(out, self.seed) / "jobs" / (self.kind + (f"-{self.arg}" if self.arg else "") + ".json")
 
 
