@@ -108,6 +108,7 @@ class Match:
     part: str  # "prompt", or "part k" of a composed prompt
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (a ``set_aside.jsonl`` row's match), containment rounded to 4 places."""
         return {"benchmark": self.benchmark, "row": self.row, "id": self.id, "question": self.question,
                 "containment": round(self.containment, 4), "part": self.part}
 
