@@ -61,6 +61,7 @@ class View:
     title: str
 
     def matches(self, folder: Path) -> bool:
+        """Whether ``folder`` holds every file in ``needs`` (so this view shows it)."""
         return all((folder / f).is_file() for f in self.needs)
 
 
