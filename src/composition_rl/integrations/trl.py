@@ -97,6 +97,8 @@ class MathVerifyReward:
 
     @property
     def verifier(self) -> Verifier:
+        """The verifier that scores completions: the one given, else the process's
+        shared one for ``config`` (fetched again when it was closed)."""
         if self._verifier is None or self._verifier.closed:
             self._verifier = shared_verifier(self.config)
         return self._verifier

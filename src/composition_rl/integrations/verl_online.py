@@ -199,9 +199,13 @@ class OnlineDataset(RLHFDataset):
         return row_dict
 
     def state_dict(self) -> dict[str, Any]:
+        """``{"pool": ...}``, the pool's resumable state, saved by verl in each
+        checkpoint (``{}`` for an instance that owns no pool)."""
         return {"pool": self.pool.state_dict()} if self.pool is not None else {}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the pool from a checkpoint's :meth:`state_dict` (a no-op
+        without a pool or a saved one)."""
         if self.pool is not None and state.get("pool"):
             self.pool.load_state_dict(state["pool"])
 

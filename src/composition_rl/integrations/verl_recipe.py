@@ -153,6 +153,9 @@ class RecipeConfig:
     timeout_s: int = 0  # 0: no limit (the GPU default); the CPU mode needs one
 
     def validate(self) -> RecipeConfig:
+        """Return ``self`` after checking the settings (device, cluster shape, budgets,
+        threshold, the online mode's fields and single stage, ``backfill_after``); raises
+        ``ValueError`` naming the first bad one."""
         if self.device not in DEVICES:
             raise ValueError(f"device={self.device!r}: expected one of {', '.join(DEVICES)}")
         if self.device == "cpu" and (self.n_gpus_per_node, self.nnodes) != (1, 1):
@@ -454,6 +457,8 @@ def _solve_all(profile_dir: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m composition_rl.integrations.verl_recipe drive RECIPE [--dry-run]``: run the
+    curriculum driver of ``recipe.json`` (see :func:`drive`); returns its exit status."""
     p = argparse.ArgumentParser(prog="python -m composition_rl.integrations.verl_recipe")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("drive", help="run the staged curriculum described by recipe.json")
