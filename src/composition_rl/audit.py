@@ -277,6 +277,9 @@ class AuditScore:
         return (k / n if n else 0.0), lo, hi
 
     def to_dict(self) -> dict[str, object]:
+        """The figures as JSON: per question its yes count, answered count, rate and 95%
+        Wilson interval, ``invalid`` (the rows marked not valid) likewise, and ``shortcut_classes``
+        when the form had the class column."""
         out: dict[str, object] = {"items": self.items}
         for q in QUESTIONS:
             r, lo, hi = self.rate(q)

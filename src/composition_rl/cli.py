@@ -114,6 +114,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``crl`` parser with one subparser per command; only the command named ``only``
+    gets its flags (its module is imported), so ``crl --help`` imports no command."""
     parser = _Parser(prog="crl", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"crl (composition-rl) {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -130,6 +132,9 @@ def _module(mod: str):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``crl`` on ``argv`` (default ``sys.argv[1:]``) and return the exit status: the
+    command's own, 2 for a usage error (printed in one line), 130 on Ctrl-C; on a nonzero
+    status the empty ``--out`` folders this run created are removed."""
     argv = list(sys.argv[1:] if argv is None else argv)
     show_logs()
     cmd = next((a for a in argv if not a.startswith("-")), None)

@@ -83,6 +83,8 @@ class EvalConfig:
             raise ValueError(f"n={self.n} must be in [1, {MAX_SAMPLES}] and chunk={self.chunk} in [1, {MAX_CHUNK}]")
 
     def run_record(self) -> dict[str, Any]:
+        """The settings that must match for a rerun to resume the same evaluation
+        (``n``, sampling, template; not ``chunk``)."""
         return {"n": self.n, "sampling": self.sampling.to_dict(), "template": self.template}
 
 

@@ -86,6 +86,8 @@ class ProbeConfig:
             raise ValueError("invalid probe config: " + "; ".join(bad))
 
     def profile_config(self) -> ProfileConfig:
+        """The :class:`ProfileConfig` the probe profiles the withheld problems with:
+        ``k`` samples each, with this config's sampling, template, chunk and ``keep_responses``."""
         return ProfileConfig(n=self.k, sampling=self.sampling, template=self.template, chunk=self.chunk,
                              keep_responses=self.keep_responses)
 
