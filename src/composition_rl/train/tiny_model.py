@@ -93,6 +93,9 @@ class TinyModelConfig:
     threads: int | None = 1
 
     def validate(self) -> TinyModelConfig:
+        """Return ``self`` after checking the shape (heads divide the hidden size), the
+        vocabulary size, the SFT settings and ``depth_mix``; raises ``ValueError`` naming the
+        bad one."""
         if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must divide by num_heads ({self.num_heads}) "
@@ -129,6 +132,8 @@ class ArithmeticTask:
     digits: int = 1
 
     def example(self, depth: int, index: int) -> tuple[Problem, str]:
+        """Problem ``index`` of depth ``depth`` and its scratchpad
+        (:func:`~composition_rl.train.arithmetic.make_problem` with this task's seed and digits)."""
         return make_problem(depth, seed=self.seed, index=index, digits=self.digits)
 
 
