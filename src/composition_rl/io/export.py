@@ -69,6 +69,8 @@ def _extra(p: Problem, index: int, split: str) -> dict[str, Any]:
 
 @EXPORTERS.register("verl")
 def to_verl(problems: Sequence[Problem], split: str = "train", start: int = 0) -> list[dict[str, Any]]:
+    """One verl RL row per problem (see the module doc); ``split`` and each problem's index,
+    counted from ``start``, go to ``extra_info``."""
     return [
         {
             "data_source": p.source or "composition_rl",
@@ -83,6 +85,8 @@ def to_verl(problems: Sequence[Problem], split: str = "train", start: int = 0) -
 
 @EXPORTERS.register("trl")
 def to_trl(problems: Sequence[Problem], split: str = "train", start: int = 0) -> list[dict[str, Any]]:
+    """One TRL row per problem: ``prompt``, ``answer``, ``answers``, ``id`` and ``depth``
+    (``split`` and ``start`` are not used: TRL rows carry no index)."""
     return [
         {
             "prompt": [{"role": "user", "content": user_prompt(p.question)}],

@@ -138,11 +138,15 @@ def atomic_open(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> None:
+    """Write ``obj`` to ``path`` as JSON (sorted keys, UTF-8 kept, ``indent``), atomically
+    (:func:`atomic_open`)."""
     with atomic_open(path) as f:
         f.write(json.dumps(obj, ensure_ascii=False, sort_keys=True, indent=indent) + "\n")
 
 
 def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
+    """Write ``rows`` to ``path`` as JSON lines (:func:`dumps`), atomically
+    (:func:`atomic_open`); returns how many were written."""
     n = 0
     with atomic_open(path) as f:
         for row in rows:
@@ -244,6 +248,7 @@ class JsonlLog:
         return True
 
     def close(self) -> None:
+        """Close the log file (leaving the ``with`` block does it)."""
         self._f.close()
 
     def __enter__(self) -> JsonlLog:
