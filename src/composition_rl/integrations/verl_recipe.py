@@ -471,9 +471,6 @@ def main(argv: list[str] | None = None) -> int:
     return drive(args.recipe, dry_run=args.dry_run)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
 
 # --- the crl verl-recipe job: the interpreter, the online settings, the stages ---------------
 
@@ -574,3 +571,7 @@ def recipe_stages(files: list[str], depths: list[int] | None, max_steps: int) ->
         name = f"depth{depth}" if f"depth{depth}" not in names else f"depth{depth}-{k + 1}"
         stages.append(RecipeStage(name=name, train_file=str(p.resolve()), depth=depth, max_steps=max_steps))
     return stages
+
+
+if __name__ == "__main__":
+    sys.exit(main())
