@@ -671,7 +671,7 @@ def _same_answer(answer: str, golds: Sequence[str]) -> bool:
     dropped, else (two lists of as many items, neither bracketed: "E, H" and ``\\text{H, E}``,
     which MATH answers mean as sets) the same items in any order.
 
-    >>> _same_answer("E, H", ["\\text{H, E}"]), _same_answer("(1, 2)", ["(2, 1)"]), _same_answer("1,000", ["1000"])
+    >>> _same_answer("E, H", ["\\\\text{H, E}"]), _same_answer("(1, 2)", ["(2, 1)"]), _same_answer("1,000", ["1000"])
     (True, False, True)
     """
     av = parse_answer_value(answer)
