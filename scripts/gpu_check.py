@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -494,32 +493,19 @@ def profile_figures(o: Options, log: Path, seconds: float) -> tuple[bool, str, d
     return ok, detail, fig
 
 
-_STEP_LINE = re.compile(r"step:(\d+) - (.*)")
-
-
 def verl_steps(text: str) -> dict[int, dict[str, float]]:
-    """verl's console metrics (``step:N - key:value - ...``) by step.
+    """verl's console metrics by step: the library's reader (``integrations/verl_recipe.py``,
+    standard library only), imported from ``src/`` as this script runs before any venv.
 
-    >>> verl_steps("(TaskRunner pid=7) step:2 - critic/score/mean:np.float64(0.25) - timing_s/step:3.5\\n")
-    {2: {'critic/score/mean': 0.25, 'timing_s/step': 3.5}}
+    >>> verl_steps("(TaskRunner pid=7) step:2 - critic/score/mean:np.float64(0.25)\\n")
+    {2: {'critic/score/mean': 0.25}}
     """
-    steps: dict[int, dict[str, float]] = {}
-    for line in text.splitlines():
-        m = _STEP_LINE.search(line)
-        if not m:
-            continue
-        row = {}
-        for item in m.group(2).split(" - "):
-            key, _, value = item.rpartition(":")
-            value = value.strip()
-            if value.endswith(")") and "(" in value:  # numpy 2 writes np.float64(0.25)
-                value = value[value.rindex("(") + 1 : -1]
-            try:
-                row[key.strip()] = float(value)
-            except ValueError:
-                continue
-        steps[int(m.group(1))] = row
-    return steps
+    sys.path.insert(0, str(REPO / "src"))
+    try:
+        from composition_rl.integrations.verl_recipe import step_metrics
+    finally:
+        sys.path.pop(0)
+    return step_metrics(text)
 
 
 def _mean(xs: list[float]) -> float | None:
