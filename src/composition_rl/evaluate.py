@@ -219,7 +219,7 @@ def evaluate_benchmarks(
     Returns:
         The results dict also written to results.json.
 
-    Example:
+    Example (not run here: it samples a model):
         >>> evaluate_benchmarks({"aime24": probs}, HFRollout("m"), Verifier(), "runs/e")  # doctest: +SKIP
     """
     config = config or EvalConfig()

@@ -32,10 +32,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["add_flags", "flag_fields", "from_flags", "positive_int", "switch"]
+__all__ = ["add_flags", "at_least", "flag_fields", "from_flags", "non_negative_int", "positive_int", "switch"]
 
 T = TypeVar("T")
 
@@ -63,24 +63,38 @@ def switch(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"{text!r} is not a yes/no value: use one of {', '.join(_TRUE)} / {', '.join(_FALSE)}")
 
 
-def positive_int(text: str) -> int:
-    """An argparse converter for a count that must be at least 1 (``--limit``): 0 or a
-    negative number would otherwise act as a Python slice bound.
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse converter for a whole number of at least ``minimum`` (a count, a step
+    budget, a timeout): the one converter every command's bounded integer flag uses.
 
-    >>> positive_int("3")
-    3
+    >>> at_least(0)("0"), positive_int("3")
+    (0, 3)
     >>> positive_int("-1")
     Traceback (most recent call last):
     ...
-    argparse.ArgumentTypeError: -1 is not a positive whole number (>= 1)
+    argparse.ArgumentTypeError: -1 must be >= 1
+    >>> non_negative_int("x")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 'x' is not a whole number
     """
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} is not a positive whole number (>= 1)")
-    return n
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{n} must be >= {minimum}")
+        return n
+
+    return parse
+
+
+#: a count that must be at least 1 (``--limit``): 0 or a negative number would otherwise act
+#: as a Python slice bound
+positive_int = at_least(1)
+#: a whole number that may be 0 (``--backfill-after``)
+non_negative_int = at_least(0)
 
 
 def flag_fields(cls: type, skip: Iterable[str] = ()) -> list[dataclasses.Field]:

@@ -149,7 +149,7 @@ def probe_records(
     Returns:
         A :class:`ProbeResult`; ``len(kept) + len(rejected) == len(records)``.
 
-    Example:
+    Example (not run here: it needs a model to solve with):
         >>> probe_records(recs, build_backend("llama", model="qwen-0.5b"), verifier, "runs/probe")  # doctest: +SKIP
     """
     config = config or ProbeConfig()

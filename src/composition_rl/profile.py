@@ -155,7 +155,7 @@ def profile_problems(
     Returns:
         The summary dict also written to ``summary.json``.
 
-    Example:
+    Example (not run here: it samples a model; tests/test_profile.py runs it on a stand-in):
         >>> profile_problems(problems, HFRollout("tiny"), Verifier(), "runs/p")  # doctest: +SKIP
     """
     config = config or ProfileConfig()
@@ -327,8 +327,12 @@ def select_from_profile(profile_dir: str | Path, select: str | Iterable[str] | P
             (= solve_all + solve_none), ``all``; or an interval of the pass rate,
             ``0.125,0.5`` or ``(0,0.5]`` (:func:`~composition_rl.stats.parse_band`).
 
-    >>> select_from_profile("runs/profile", "solve_all")   # doctest: +SKIP
-    {'3f2a...', ...}
+    >>> import json, os
+    >>> os.makedirs("prof")
+    >>> _ = Path("prof/profile.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in [
+    ...     {"id": "a", "correct": 8, "n": 8}, {"id": "b", "correct": 3, "n": 8}]))
+    >>> select_from_profile("prof", "solve_all"), select_from_profile("prof", "goldilocks")
+    ({'a'}, {'b'})
     """
     wanted = parse_band(select)
     return {r["id"] for r in load_profile(profile_dir) if wanted.admits(int(r["correct"]), int(r["n"]))}

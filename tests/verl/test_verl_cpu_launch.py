@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -35,6 +34,7 @@ pytest.importorskip("vllm", reason="vLLM's CPU build is not installed here; scri
 
 from cli_run import REPO, crl  # noqa: E402
 
+from composition_rl.integrations.verl_recipe import step_metrics  # noqa: E402
 from composition_rl.io.export import export  # noqa: E402
 from composition_rl.records import Problem  # noqa: E402
 
@@ -84,25 +84,9 @@ def _launch(script: Path, log: Path) -> int:
             pytest.fail(f"the launch ran past {LAUNCH_TIMEOUT_S} s; its log: {log}")
 
 
-_STEP = re.compile(r"step:(\d+) - (.*)$")
-
-
 def steps(log: Path) -> dict[int, dict[str, float]]:
-    """verl's console metrics, one dict per training step (``step:N - key:value - ...`` lines)."""
-    out: dict[int, dict[str, float]] = {}
-    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-        m = _STEP.search(line)
-        if m is None:
-            continue
-        metrics = {}
-        for item in m.group(2).split(" - "):
-            key, _, value = item.rpartition(":")
-            try:
-                metrics[key.strip()] = float(value)
-            except ValueError:
-                pass
-        out[int(m.group(1))] = metrics
-    return out
+    """verl's console metrics, one dict per training step (the library's reader of its lines)."""
+    return step_metrics(log.read_text(encoding="utf-8", errors="replace"))
 
 
 def _check_training(log: Path, rc: int) -> dict[int, dict[str, float]]:

@@ -35,7 +35,7 @@ class PromptFit:
         context: the model's context in tokens (None: unknown, every prompt fits).
         chat: wrap the prompt in the tokenizer's chat template (as the backend does).
 
-    Example:
+    Example (not run here: it loads a model folder's tokenizer):
         >>> fit = PromptFit.for_model("runs/tiny")             # doctest: +SKIP
         >>> fit.reason("What is 1+1?") is None                # doctest: +SKIP
         True

@@ -35,7 +35,7 @@ class HFRollout:
         share_prefill: encode each prompt once and copy its KV cache to its ``n`` samples,
             instead of encoding it ``n`` times (``num_return_sequences`` does the latter).
 
-    Example:
+    Example (not run here: it needs a model folder):
         >>> backend = HFRollout("runs/tiny-model")                      # doctest: +SKIP
         >>> backend.generate(["What is 1+1?"], n=4, sampling=SamplingConfig())  # doctest: +SKIP
     """

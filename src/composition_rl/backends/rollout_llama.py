@@ -96,7 +96,7 @@ class LlamaCppRollout:
         context: most positions per sequence, prompt included (default: the model's
             training context, at most 4096).
 
-    Example:
+    Example (not run here: it needs a GGUF model file):
         >>> backend = LlamaCppRollout("model.gguf")                         # doctest: +SKIP
         >>> backend.generate(["What is 1+1?"], n=8, sampling=SamplingConfig())  # doctest: +SKIP
     """

@@ -35,7 +35,7 @@ class OpenAIRollout:
         timeout_s, max_retries: per-attempt limit and retries of the chat client.
         chat_options: further :class:`OpenAIChat` settings (``backoff_s``, ``cache`` ...).
 
-    Example:
+    Example (not run here: it needs a served model):
         >>> OpenAIRollout("http://localhost:8000/v1", "Qwen3-4B").generate(  # doctest: +SKIP
         ...     ["What is 1+1?"], n=8, sampling=SamplingConfig())
     """

@@ -1,5 +1,7 @@
 """``crl browse``: one self-contained HTML page to look at a run folder.
 
+Not run here (it needs a run folder, such as ``crl compose --out runs/math_d2`` makes):
+
 >>> from composition_rl.browse import build_report
 >>> build_report("runs/math_d2", "math_d2.html")  # doctest: +SKIP
 """

@@ -75,7 +75,7 @@ def render_html(report: dict[str, Any]) -> str:
 def build_report(run_dir: str | Path, out: str | Path | None = None, cfg: BrowseConfig | None = None) -> Path:
     """Write the page for ``run_dir`` to ``out`` (default ``run_dir/report.html``).
 
-    Example:
+    Example (not run here: it needs a run folder; tests/test_browse.py builds pages):
         >>> build_report("runs/math_d2")  # doctest: +SKIP
         PosixPath('runs/math_d2/report.html')
     """

@@ -11,23 +11,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from composition_rl.flags import non_negative_int, positive_int
+
 HELP = "write a verl launch script with the paper's settings and a curriculum driver"
 
-def _at_least(minimum: int):
-    """An argparse type: an integer >= ``minimum`` (errors say ``"V must be >= minimum"``)."""
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if v < minimum:
-            raise argparse.ArgumentTypeError(f"{v} must be >= {minimum}")
-        return v
-    return parse
-
-
-_positive = _at_least(1)
-_non_negative = _at_least(0)
 
 
 def add_arguments(parser) -> None:
@@ -43,18 +30,18 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-python-check", action="store_true",
                         help="do not check --python here (a recipe written for another machine)")
     parser.add_argument("--depths", nargs="+", type=int, help="expected depth of each stage (checked against the data)")
-    parser.add_argument("--max-steps", type=_positive, default=200, help="step budget of each stage")
+    parser.add_argument("--max-steps", type=positive_int, default=200, help="step budget of each stage")
     parser.add_argument("--threshold", type=float, default=0.75, help="advance when probe solve_all reaches this")
-    parser.add_argument("--chunk-steps", type=_positive, default=50, help="train this many steps between probes")
-    parser.add_argument("--probe-size", type=_positive, default=256, help="probe prompts per stage")
-    parser.add_argument("--gpus", type=_positive, help="GPUs per node (>= 1; default 8, and 1 with --device cpu)")
-    parser.add_argument("--nnodes", type=_positive, default=1, help="machines of the verl run (>= 1)")
+    parser.add_argument("--chunk-steps", type=positive_int, default=50, help="train this many steps between probes")
+    parser.add_argument("--probe-size", type=positive_int, default=256, help="probe prompts per stage")
+    parser.add_argument("--gpus", type=positive_int, help="GPUs per node (>= 1; default 8, and 1 with --device cpu)")
+    parser.add_argument("--nnodes", type=positive_int, default=1, help="machines of the verl run (>= 1)")
     parser.add_argument("--online", nargs="*", metavar="KEY=VALUE",
                         help="run the online curriculum (one depth-1 stage; retired prompts are replaced by "
                         "compositions during training): verl's dataset and replay buffer become "
                         "composition_rl.integrations.verl_online. Optional KEY=VALUE pairs set "
                         "composition_rl.online.OnlineConfig fields, e.g. --online k=3 max_depth=3")
-    parser.add_argument("--backfill-after", type=_non_negative, metavar="N",
+    parser.add_argument("--backfill-after", type=non_negative_int, metavar="N",
                         help="with --online: when DAPO's dynamic sampling starves (verl 0.9.1's V1 trainer then "
                         "generates without limit), a step's refills beyond N train batches are compositions of "
                         "that step's own solve_all prompts; 0 = off (verl's loop). Default 4: a step not filled by "
@@ -65,7 +52,7 @@ def add_arguments(parser) -> None:
                         "responses, the reward's prose fallbacks for a model that does not box, and a time limit")
     from composition_rl.integrations.verl_recipe import CPU_TIMEOUT_S
 
-    parser.add_argument("--timeout", type=_positive, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive_int, metavar="SECONDS",
                         help=f"wall-clock limit of each verl launch (default: none on gpu, {CPU_TIMEOUT_S} on cpu, "
                         "where a failed weight sync in a vLLM worker can leave the trainer waiting forever)")
 

@@ -196,7 +196,7 @@ def degenerate(question: str, answer: str) -> str:
 
     >>> degenerate("State the final answer to the following arithmetic problem: 3 - 0 + 6 =", "9")
     ''
-    >>> degenerate("If I expand $25\\cdot 24 \\cdots 2 \\cdot 1$, how many zeros are there at the end?", "6")
+    >>> degenerate(r"If I expand $25\\cdot 24 \\cdots 2 \\cdot 1$, how many zeros are there at the end?", "6")
     ''
     >>> degenerate("Compute $0.1 + 0.02$.", "0.12"), degenerate("Find the LCM of these numbers: 15, 30", "30")
     ('', '')
@@ -322,7 +322,7 @@ def inexact_q1(answers, question: str, solution: str = "") -> str:
     and nothing writes the result as an approximation, the question defines X (then only the
     pool preference ``approximate_q1`` applies). Forms that disagree never define X.
 
-    >>> inexact_q1(["0.01", "0.02"], "What is the angular resolution?"), inexact_q1(["9.6"], "to two significant figures", "\\log 2")
+    >>> inexact_q1(["0.01", "0.02"], "What is the angular resolution?"), inexact_q1(["9.6"], "to two significant figures", r"\\log 2")
     ('answers_disagree', '')
     """
     if answers and incomplete_answer(question, str(answers[0])):

@@ -32,7 +32,7 @@ class LocalExecutor:
         config: the executor config (the local executor takes no options of its own).
         backend: an already-built backend to use instead; it stays the caller's to close.
 
-    Example:
+    Example (not run here: it needs a model folder):
         >>> ex = LocalExecutor(BackendSpec("hf", {"model": "runs/tiny"}))   # doctest: +SKIP
         >>> for scored in ex.run([problems], job, shared_verifier()): ...  # doctest: +SKIP
     """

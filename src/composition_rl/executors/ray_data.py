@@ -268,7 +268,7 @@ class RayExecutor:
             ``replicas``, ``replica_cpus``, ``graders``, ``grader_cpus``.
         backend: ignored (replicas build their own).
 
-    Example:
+    Example (not run here: it starts a Ray cluster and needs a model folder):
         >>> ex = RayExecutor(BackendSpec("hf", {"model": "runs/tiny"}), ExecutorConfig("ray"))  # doctest: +SKIP
     """
 

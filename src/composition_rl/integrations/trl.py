@@ -6,9 +6,10 @@ solve_none tracking and, optionally, the online composition pool
 (:class:`composition_rl.train.trl_adapter.DynamicSamplingGRPOTrainer`; ``crl train`` uses the
 same class). It loads TRL and torch when first used; :class:`DatasetSource`,
 :class:`PoolSource` and :class:`PromptSource` choose where refill prompts come from, and
-:class:`DynamicSamplingConfig` the rounds (docs/api.md has a complete script):
+:class:`DynamicSamplingConfig` the rounds (docs/api.md has a complete script; the trainer
+lines need your model and dataset, so they are shown, not run):
 
->>> from composition_rl.integrations.trl import GRPOTrainer, make_reward_fn   # doctest: +SKIP
+>>> from composition_rl.integrations.trl import GRPOTrainer, make_reward_fn
 >>> GRPOTrainer(model, reward_funcs=[make_reward_fn()], train_dataset=ds,
 ...             args=GRPOConfig(...)).train()                               # doctest: +SKIP
 
@@ -18,7 +19,7 @@ TRL calls each reward function as ``f(prompts=..., completions=..., completion_i
 per completion. Conversational completions are lists of ``{"role", "content"}`` messages.
 
 >>> from composition_rl.integrations.trl import make_reward_fn
->>> reward = make_reward_fn()                                   # doctest: +SKIP
+>>> reward = make_reward_fn()
 >>> GRPOTrainer(model, reward_funcs=[reward], train_dataset=ds)  # doctest: +SKIP
 
 The reward is :func:`composition_rl.verify.reward.score_completions`, the one function

@@ -85,7 +85,7 @@ def compute_score(
     Returns:
         ``{"score": float, "acc": float, "pred": str, "outcome": str}``.
 
-    >>> compute_score("math", r"... $\\boxed{\\dfrac12}$", "0.5")   # doctest: +SKIP
+    >>> compute_score("math", r"... $\\boxed{\\dfrac12}$", "0.5")
     {'score': 1.0, 'acc': 1.0, 'pred': '\\\\dfrac12', 'outcome': 'correct'}
     """
     v = shared_verifier(_config(timeout_s, workers, fallbacks))

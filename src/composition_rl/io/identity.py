@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from composition_rl.io.files import atomic_write_json
-from composition_rl.io.gguf import MODELS, is_gguf, read_gguf_metadata
+from composition_rl.io.gguf import describe_identity, find_model, is_gguf, read_gguf_metadata
 
 __all__ = ["IDENTITY_FIELDS", "RunMismatch", "VERSIONS", "claim_run", "file_sha256", "folder_sha256",
            "model_content", "model_identity", "package_versions", "run_identity"]
@@ -120,8 +120,8 @@ def _gguf_identity(model: str) -> str:
     >>> _gguf_identity("smollm2")
     'Smollm2 135M 8k Lc100K Mix1 Ep2 (GGUF sha256 b179c9523d0e6a0f)'
     """
-    if model in MODELS and not model.endswith(".gguf"):
-        m = MODELS[model]
+    m = None if model.endswith(".gguf") else find_model(model)
+    if m is not None:
         return f"{m.name} (GGUF sha256 {m.sha256[:16]})"
     p = Path(model).expanduser()
     if not p.is_file():
@@ -199,7 +199,10 @@ def claim_run(record: str | os.PathLike, identity: Mapping[str, Any], *, has_wor
         return
     if has_work:
         raise RunMismatch(f"{path.parent} holds {what} but no record of what made it ({path.name}); {fix}")
-    atomic_write_json(path, {**(info or {}), **ident, IDENTITY_FIELDS: sorted(ident), VERSIONS: versions})
+    # a named GGUF's upstream model, quantization and licence: recorded, never compared
+    card = describe_identity(ident["model"]) if isinstance(ident.get("model"), str) else None
+    about = {"model_card": card} if card else {}
+    atomic_write_json(path, {**(info or {}), **about, **ident, IDENTITY_FIELDS: sorted(ident), VERSIONS: versions})
 
 
 #: fields of a run record that are about the record, never identity

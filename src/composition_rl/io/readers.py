@@ -155,7 +155,9 @@ def detect_format(path: str | os.PathLike) -> tuple[str, str | None]:
     Raises :class:`InputError` naming the format for files it cannot read (zip archives,
     spreadsheets, unknown suffixes whose content is not JSON).
 
-    >>> detect_format("math.jsonl.gz")  # doctest: +SKIP
+    >>> import gzip
+    >>> _ = Path("math.jsonl.gz").write_bytes(gzip.compress(b'{"problem": "1+1?", "answer": 2}\\n'))
+    >>> detect_format("math.jsonl.gz")
     ('jsonl', 'gzip')
     """
     p = Path(path)
@@ -401,7 +403,10 @@ def load_problems(
             are absent from every row.
 
     Example:
-        >>> res = load_problems("../shared/data/train/math_train.json")  # doctest: +SKIP
+        >>> _ = Path("toy.jsonl").write_text('{"problem": "1+1?", "answer": 2}\\n{"problem": "2+2?"}\\n')
+        >>> res = load_problems("toy.jsonl")
+        >>> [p.question for p in res.problems], [r["reason"] for r in res.rejects], res.rows
+        (['1+1?'], ['missing_field'], 2)
         >>> len(res.problems) + len(res.rejects) == res.rows
         True
     """
@@ -414,7 +419,17 @@ def load_problems(
 def problems_from_rows(
     rows: Iterable[Any], cfg: ReaderConfig, source: str, where: str = "<rows>"
 ) -> LoadResult:
-    """Turn raw rows into Problems and rejects (shared by every reader)."""
+    """Turn raw rows into Problems and rejects (shared by every reader).
+
+    A row is read by :func:`_record_problem` (our own ``Problem`` rows, read whole) or
+    :func:`_plain_problem` (any other object); either gives a Problem or a ``reason: detail``
+    reject, and a question seen before (spaces folded) is a ``duplicate_question``.
+
+    >>> res = problems_from_rows([{"problem": "1+1?", "answer": 2}, {"question": "1+1?", "answer": "2"},
+    ...                           {"problem": "2+2?"}], ReaderConfig(), "toy")
+    >>> [p.answers for p in res.problems], [r["reason"] for r in res.rejects], res.counts_add_up
+    ([('2',)], ['duplicate_question', 'missing_field'], True)
+    """
     res = LoadResult(problems=[], source=source, config=cfg)
     seen: dict[str, int] = {}
     forced_seen = {"question": False, "answer": False}
@@ -435,75 +450,80 @@ def problems_from_rows(
             continue
         if _is_record(row) and cfg.question_field is None and cfg.answer_field is None:
             # our own Problem rows (composed.jsonl, depth1.jsonl): read whole, links and all
-            try:
-                prob = Problem.from_dict(row)
-            except (KeyError, TypeError, ValueError) as e:
-                reject(i, f"bad_record: {type(e).__name__}: {e}", row)
-                continue
-            if not prob.question.strip() or not prob.answers or not all(a.strip() for a in prob.answers):
-                reject(i, "empty_field: question or answers empty in a Problem record", row)
-                continue
-            key = " ".join(prob.question.split())
-            if key in seen:
-                reject(i, f"duplicate_question: same question as row {seen[key]}", row)
-                continue
-            seen[key] = i
-            res.problems.append(prob)
+            got = _record_problem(row)
+        else:
+            got = _plain_problem(i, row, cfg, source, forced_seen)
+        if isinstance(got, str):
+            reject(i, got, row)
             continue
-        qf = _pick(row, cfg.question_field, QUESTION_FIELDS)
-        if qf is None:
-            want = cfg.question_field or "/".join(QUESTION_FIELDS)
-            reject(i, f"missing_field: no question field ({want})", row)
-            continue
-        forced_seen["question"] |= cfg.question_field is not None
-        question, why = _question_text(row[qf])
-        if question is None:
-            reject(i, why.replace("question", f"field {qf!r}"), row)
-            continue
-        af = _pick(row, cfg.answer_field, ANSWER_FIELDS)
-        raw_answer: Any = row.get(af) if af else None
-        if af is None and cfg.answer_field is None and isinstance(row.get("reward_model"), dict):
-            af, raw_answer = "reward_model.ground_truth", row["reward_model"].get("ground_truth")
-        if af is None or _blank(raw_answer):
-            # no answer given (null or blank alike): the solution's last box, when it has one
-            sol = row.get("solution")
-            boxed = last_boxed(sol) if isinstance(sol, str) else None
-            if boxed:
-                af, raw_answer = "solution", boxed
-            elif af is not None and raw_answer is not None:
-                reject(i, f"empty_field: field {af!r} is empty and no \\boxed{{}} in a solution", row)
-                continue
-            else:
-                want = cfg.answer_field or "/".join(ANSWER_FIELDS)
-                reject(i, f"missing_field: no answer field ({want}) and no \\boxed{{}} in a solution", row)
-                continue
-        forced_seen["answer"] |= cfg.answer_field is not None
-        answers, why = _answer_forms(raw_answer)
-        if answers is None:
-            reject(i, why.replace("answer", f"field {af!r}", 1), row)
-            continue
-        if len(question) > cfg.max_question_chars:
-            reject(i, f"over_long: field {qf!r} has {len(question)} chars > {cfg.max_question_chars}", row)
-            continue
-        if max(len(a) for a in answers) > cfg.max_answer_chars:
-            reject(i, f"over_long: field {af!r} has more than {cfg.max_answer_chars} chars", row)
-            continue
-        key = " ".join(question.split())
+        key = " ".join(got.question.split())
         if key in seen:
             reject(i, f"duplicate_question: same question as row {seen[key]}", row)
             continue
         seen[key] = i
-        meta = {k: _jsonable(v) for k, v in row.items() if k not in (qf, af, "id")}
-        if "id" in row:
-            meta["source_id"] = _jsonable(row["id"])
-        meta["row"] = i
-        res.problems.append(Problem.new(question, answers, source=source, metadata=meta))
+        res.problems.append(got)
     if res.rows and not res.problems:
         if cfg.question_field and not forced_seen["question"]:
             raise InputError(f"{where}: field {cfg.question_field!r} (--question-field) is in no row")
         if cfg.answer_field and not forced_seen["answer"]:
             raise InputError(f"{where}: field {cfg.answer_field!r} (--answer-field) is in no row")
     return res
+
+
+def _record_problem(row: dict[str, Any]) -> Problem | str:
+    """A row written by ``Problem.to_dict()`` as its Problem, or the reject reason."""
+    try:
+        prob = Problem.from_dict(row)
+    except (KeyError, TypeError, ValueError) as e:
+        return f"bad_record: {type(e).__name__}: {e}"
+    if not prob.question.strip() or not prob.answers or not all(a.strip() for a in prob.answers):
+        return "empty_field: question or answers empty in a Problem record"
+    return prob
+
+
+def _plain_problem(i: int, row: dict[str, Any], cfg: ReaderConfig, source: str,
+                   forced_seen: dict[str, bool]) -> Problem | str:
+    """Row ``i`` (any object but our own records) as a Problem, or the reject reason.
+
+    Marks in ``forced_seen`` whether the forced question / answer field was met, so that a
+    file in which no row has it is refused by name rather than read as all rejects.
+    """
+    qf = _pick(row, cfg.question_field, QUESTION_FIELDS)
+    if qf is None:
+        want = cfg.question_field or "/".join(QUESTION_FIELDS)
+        return f"missing_field: no question field ({want})"
+    forced_seen["question"] |= cfg.question_field is not None
+    question, why = _question_text(row[qf])
+    if question is None:
+        return why.replace("question", f"field {qf!r}")
+    af = _pick(row, cfg.answer_field, ANSWER_FIELDS)
+    raw_answer: Any = row.get(af) if af else None
+    if af is None and cfg.answer_field is None and isinstance(row.get("reward_model"), dict):
+        af, raw_answer = "reward_model.ground_truth", row["reward_model"].get("ground_truth")
+    if af is None or _blank(raw_answer):
+        # no answer given (null or blank alike): the solution's last box, when it has one
+        sol = row.get("solution")
+        boxed = last_boxed(sol) if isinstance(sol, str) else None
+        if boxed:
+            af, raw_answer = "solution", boxed
+        elif af is not None and raw_answer is not None:
+            return f"empty_field: field {af!r} is empty and no \\boxed{{}} in a solution"
+        else:
+            want = cfg.answer_field or "/".join(ANSWER_FIELDS)
+            return f"missing_field: no answer field ({want}) and no \\boxed{{}} in a solution"
+    forced_seen["answer"] |= cfg.answer_field is not None
+    answers, why = _answer_forms(raw_answer)
+    if answers is None:
+        return why.replace("answer", f"field {af!r}", 1)
+    if len(question) > cfg.max_question_chars:
+        return f"over_long: field {qf!r} has {len(question)} chars > {cfg.max_question_chars}"
+    if max(len(a) for a in answers) > cfg.max_answer_chars:
+        return f"over_long: field {af!r} has more than {cfg.max_answer_chars} chars"
+    meta = {k: _jsonable(v) for k, v in row.items() if k not in (qf, af, "id")}
+    if "id" in row:
+        meta["source_id"] = _jsonable(row["id"])
+    meta["row"] = i
+    return Problem.new(question, answers, source=source, metadata=meta)
 
 
 def set_aside(problems: Iterable[Problem], why: Callable[[Problem], str | None], source: str = ""

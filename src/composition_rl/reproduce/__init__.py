@@ -5,7 +5,12 @@ solve_all up; the same checkpoint meets compositions of that pool; four arms con
 it (depth 1, composed depth 2, the automatic curriculum, a mix) and are evaluated on held-out
 depth-1/2/3 sets, per seed, with 95% intervals across seeds and a matched-compute view.
 
->>> from composition_rl.reproduce import ReproduceConfig, run_reproduce   # doctest: +SKIP
+>>> from composition_rl.reproduce import ReproduceConfig, run_reproduce
+>>> ReproduceConfig.quick().arms
+('continue', 'depth2', 'skip')
+
+The run itself trains for minutes, so it is shown, not run, here (tests/test_reproduce_smoke.py runs it):
+
 >>> run_reproduce(ReproduceConfig.quick(), "runs/repro")                  # doctest: +SKIP
 """
 

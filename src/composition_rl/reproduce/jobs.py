@@ -222,7 +222,7 @@ def continue_steps(cfg: ReproduceConfig, d1_rows: list[dict[str, Any]], budgets:
     The depth-1 cost per step is estimated from the last 10 steps of the depth-1 phase, with a
     10% margin; the result is rounded up to a snapshot and capped at ``max_continue_factor``.
 
-    >>> cfg = ReproduceConfig(arm_steps=30, snapshot_every=5)
+    >>> cfg = ReproduceConfig(arm_steps=30, snapshot_every=5, curve_every=15)
     >>> continue_steps(cfg, [{"generated_tokens": 1000}] * 10, [60000])
     70
     >>> continue_steps(cfg, [{"generated_tokens": 1000}] * 10, [])

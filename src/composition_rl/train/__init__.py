@@ -2,7 +2,7 @@
 
 Importing this package is light; torch, transformers and TRL load when a function runs.
 
->>> from composition_rl.train import TrainConfig, run_training, build_tiny_model  # doctest: +SKIP
+>>> from composition_rl.train import TrainConfig, run_training, build_tiny_model
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ curriculum as its prompt source), train until the curriculum ends, and write und
 - ``checkpoints/checkpoint-N``: TRL checkpoints plus ``crl_state.json`` (curriculum and
   prompt-stream state), from which a rerun resumes.
 
->>> from composition_rl.train import run_training      # doctest: +SKIP
+Not run here (it trains a model for minutes; tests/test_train_grpo.py runs it on the tiny model):
+
+>>> from composition_rl.train import run_training
 >>> run_training("train.yaml")                          # doctest: +SKIP
 PosixPath('runs/train/metrics.jsonl')
 """

@@ -27,8 +27,8 @@ class VerifierReward:
     when a row has no accepted answer (every ``crl train`` row has one; the dynamic sampler
     needs a number for each completion).
 
-    >>> r = VerifierReward(timeout_s=2.0)                                # doctest: +SKIP
-    >>> r(prompts=["1+1=?"], completions=["\\\\boxed{2}"], answers=[["2"]])  # doctest: +SKIP
+    >>> r = VerifierReward(timeout_s=2.0)
+    >>> r(prompts=["1+1=?"], completions=["\\\\boxed{2}"], answers=[["2"]])
     [1.0]
     """
 

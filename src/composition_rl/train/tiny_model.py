@@ -305,7 +305,7 @@ def build_tiny_model(
     The folder loads with ``AutoModelForCausalLM`` / ``AutoTokenizer`` and holds
     ``build_info.json`` (config, parameter count, greedy accuracy per depth, seconds).
 
-    Example:
+    Example (not run here: it trains for minutes; tests build one with few steps):
         >>> build_tiny_model("runs/tiny", TinyModelConfig(sft_steps=300))  # doctest: +SKIP
     """
     import torch

@@ -233,7 +233,7 @@ SYMPY = SympyDomain()
 def parse_number(text: str) -> sympy.Expr | None:
     """Exact value of a LaTeX number/arithmetic expression, or None if it is anything else.
 
-    >>> parse_number(r"\\frac47"), parse_number("64,\\!328"), parse_number(r"7\\sqrt{2}")
+    >>> parse_number(r"\\frac47"), parse_number(r"64,\\!328"), parse_number(r"7\\sqrt{2}")
     (4/7, 64328, 7*sqrt(2))
     """
     s = clean(text)

@@ -1,7 +1,7 @@
 """Answer verification: bounded Math-Verify, a worker pool, and group statistics.
 
 >>> from composition_rl.verify import Verifier, VerifyConfig
->>> with Verifier(VerifyConfig(timeout_s=2.0)) as v:        # doctest: +SKIP
+>>> with Verifier(VerifyConfig(timeout_s=2.0)) as v:
 ...     [r.outcome.value for r in v.score_batch([(r"\\boxed{1/2}", r"\\frac12"), ("no idea", "3")])]
 ['correct', 'no_answer']
 

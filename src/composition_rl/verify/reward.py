@@ -172,7 +172,7 @@ def score_completions(completions: Sequence[Any], answers: Sequence[Any], verifi
     Raises:
         ValueError: ``completions`` and ``answers`` differ in length.
 
-    >>> with Verifier() as v:                                            # doctest: +SKIP
+    >>> with Verifier() as v:
     ...     [r.score for r in score_completions([r"\\boxed{6630}"], [["6630.65", "6630"]], v)]
     [1.0]
     """

@@ -218,7 +218,7 @@ class Verifier:
     starts on first use (about 1.5 s: one fork server imports Math-Verify, workers fork
     from it) and lives until :meth:`close`, the end of a ``with`` block, or exit.
 
-    >>> with Verifier(VerifyConfig(timeout_s=2.0)) as v:      # doctest: +SKIP
+    >>> with Verifier(VerifyConfig(timeout_s=2.0)) as v:
     ...     v.score(r"... so $\\boxed{\\dfrac12}$", "0.5").outcome
     <Outcome.CORRECT: 'correct'>
     """

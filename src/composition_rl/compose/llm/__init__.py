@@ -123,8 +123,9 @@ def compose_in_memory(
             how many; calling again retries them (with a cache, answered calls are reused).
         RequestRefused: the server refused a request (a setting to change).
 
-    Example:
-        >>> cfg = ComposeConfig(depth=2, engine="llm")                      # doctest: +SKIP
+    Example (not run here: it needs a served model; docs/api.md runs it on a stand-in):
+        >>> from composition_rl import ComposeConfig
+        >>> cfg = ComposeConfig(depth=2, engine="llm")
         >>> llm = LLMComposeConfig(base_urls=("http://localhost:8000/v1",), model="qwen")
         >>> compose_in_memory(problems, cfg, llm).accepted[0].question      # doctest: +SKIP
     """
