@@ -82,6 +82,7 @@ class LoadResult:
 
     @property
     def counts_add_up(self) -> bool:
+        """Whether every row read is either a problem or a reject (nothing lost, nothing twice)."""
         return self.rows == len(self.problems) + len(self.rejects)
 
     def rejected_note(self, where: str) -> str:
