@@ -201,7 +201,7 @@ def test_a_named_model_says_what_it_is_and_its_old_name_is_the_same_run(tmp_path
     import json
     import logging
 
-    from composition_rl.io.runs import RunMismatch, claim_run, run_identity
+    from composition_rl.io.identity import RunMismatch, claim_run, run_identity
 
     monkeypatch.setattr(gguf, "_noted", set())
     new = "qwen2.5-coder-0.5b-instruct-awq-q4_k_m"
