@@ -26,7 +26,7 @@ def main() -> int:
 
     from playwright.sync_api import sync_playwright
 
-    from composition_rl.browse import build_report
+    from composition_rl.jobs.browse import build_report
 
     t0 = time.perf_counter()
     c0 = time.process_time()

@@ -32,9 +32,10 @@ import time
 from pathlib import Path
 from unittest import mock
 
-from composition_rl.compose import ComposeConfig, run_compose, symbolic
-from composition_rl.compose.base import Rejection
 from composition_rl.io.readers import load_problems
+from composition_rl.jobs.compose import ComposeConfig, run_compose
+from composition_rl.spc import symbolic
+from composition_rl.spc.base import Rejection
 
 DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "train" / "math_train.json"
 
@@ -67,8 +68,8 @@ def run_variant(name: str, path: Path) -> float:
 
 def stages(path: Path) -> None:
     """The full job once, in this process, with a timer around each stage (``--stages``)."""
-    from composition_rl.compose import run as run_mod
-    from composition_rl.compose.spill import SpillIndex
+    from composition_rl.jobs.compose import run as run_mod
+    from composition_rl.jobs.compose.spill import SpillIndex
 
     seconds: dict[str, float] = {}
     calls: dict[str, int] = {}

@@ -46,9 +46,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from composition_rl.compose import ComposeConfig, run_compose
 from composition_rl.io.files import atomic_open, dumps
 from composition_rl.io.readers import load_problems
+from composition_rl.jobs.compose import ComposeConfig, run_compose
 
 DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "train" / "math_train.json"
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from composition_rl.io.readers import load_problems
-from composition_rl.refresh.decontaminate import BenchmarkIndex, DecontamConfig
+from composition_rl.jobs.decontaminate import BenchmarkIndex, DecontamConfig
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 BENCH = ["eval/math500.parquet", "eval/aime24.json", "eval/aime25.json", "eval/amc.json", "eval/minerva.json",

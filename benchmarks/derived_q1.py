@@ -20,8 +20,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from composition_rl.compose.symbolic import SymbolicComposer
 from composition_rl.io.readers import load_problems
+from composition_rl.spc.symbolic import SymbolicComposer
 
 
 def main(argv: list[str] | None = None) -> int:

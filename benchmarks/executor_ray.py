@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from fakes.tiny_policy import TEST_MODEL_CONFIG, arithmetic_set
 
     from composition_rl.io.files import atomic_write_jsonl
-    from composition_rl.train.tiny_model import TinyModelConfig, build_tiny_model
+    from composition_rl.jobs.tiny_model import TinyModelConfig, build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="executor-bench-"))
     model = Path(args.model) if args.model else build_tiny_model(

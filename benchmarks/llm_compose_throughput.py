@@ -70,11 +70,11 @@ def _measure(args, url: str, problems, tmp: Path):
     """Compose against the fake server (after an untimed warm-up pass), replay it from the
     cache, and time the bare calls: (stats, replay stats, wall seconds, floor calls/s, httpx
     calls/s or None)."""
-    from composition_rl.backends.base import ChatRequest, run_chat_batch
-    from composition_rl.backends.openai_chat import OpenAIChat
-    from composition_rl.compose.llm import LLMComposeConfig
-    from composition_rl.compose.pipeline import ComposeConfig
-    from composition_rl.compose.run import run_compose
+    from composition_rl.chat.base import ChatRequest, run_chat_batch
+    from composition_rl.chat.openai import OpenAIChat
+    from composition_rl.jobs.compose.pipeline import ComposeConfig
+    from composition_rl.jobs.compose.run import run_compose
+    from composition_rl.spc.llm import LLMComposeConfig
 
     cache_path = str(tmp / "cache.jsonl")
     cfg = LLMComposeConfig(

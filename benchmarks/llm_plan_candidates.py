@@ -30,9 +30,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from composition_rl.compose.base import Rejection  # noqa: E402
-from composition_rl.compose.symbolic import SymbolicComposer  # noqa: E402
 from composition_rl.io.readers import load_problems  # noqa: E402
+from composition_rl.spc.base import Rejection  # noqa: E402
+from composition_rl.spc.symbolic import SymbolicComposer  # noqa: E402
 
 # the link's paragraph: "Let $X$ be <definition>. $Y$ is d less than $X$."
 RELATION = re.compile(r"(Let \$[A-Z]\$ be .*?\$[A-Z]\$ is .*? (?:less|more) than \$[A-Z]\$\.)\s*", re.S)

@@ -51,7 +51,7 @@ def runnable_cases() -> list[tuple]:
 def score(fallbacks: tuple[str, ...], workers: int | None = None) -> list[tuple[bool, str, str]]:
     """(correct, outcome, extracted) for every runnable case, in table order, scored by the
     ``composition_rl`` on the path (this checkout's, or a baseline's in a subprocess)."""
-    from composition_rl.verify import Verifier, VerifyConfig
+    from composition_rl.grading import Verifier, VerifyConfig
 
     cases = runnable_cases()
     by_opts: dict[tuple, list[int]] = {}

@@ -9,10 +9,10 @@ POLICY=$1; STUDENT=$2; OUT=$3; N=${4:-24}
 PY=${PY:-python}; CRL=${CRL:-crl}
 ROLL=(--template plain --max-tokens 64 -n 8)
 mkdir -p "$OUT"
-# seeds: depth-3 chains of train/arithmetic.py with a seed the tiny models never trained on
+# seeds: depth-3 chains of jobs/train/arithmetic.py with a seed the tiny models never trained on
 $PY - "$OUT/seeds.jsonl" "$N" <<'PY'
 import json, sys
-from composition_rl.train.arithmetic import make_problem
+from composition_rl.jobs.train.arithmetic import make_problem
 with open(sys.argv[1], "w") as f:
     for i in range(int(sys.argv[2])):
         f.write(json.dumps(make_problem(3, seed=500, index=i, digits=1)[0].to_dict()) + "\n")

@@ -162,7 +162,7 @@ def part_profile(url: str, model: str, out: Path, args: argparse.Namespace) -> d
 
 def toy_seeds(path: Path, n: int) -> None:
     """Depth-3 arithmetic chains the tiny policy never trained on (docs/mbs.md's seeds)."""
-    from composition_rl.train.arithmetic import make_problem
+    from composition_rl.jobs.train.arithmetic import make_problem
 
     with open(path, "w") as f:
         for i in range(n):

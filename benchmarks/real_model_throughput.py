@@ -7,7 +7,7 @@ Options (each one after the other, not at once, so they never share the cores):
   one request at a time) driven by crl's ``openai`` rollout backend, as ``crl profile
   --base-url`` drives it.
 * ``llama-bN``: crl's ``llama`` rollout backend, in-process, N sequences per decode step on
-  the GGUF's quantized weights (:mod:`composition_rl.backends.rollout_llama`).
+  the GGUF's quantized weights (:mod:`composition_rl.rollout.llama`).
 * ``hf-fp32``: transformers with the model de-quantized from the same GGUF to float32,
   batched ``generate`` (``--hf``; needs the ``gguf`` package).
 * ``vllm-DTYPE``: crl's ``vllm`` rollout backend (vLLM's CPU build, offline engine, every
@@ -58,7 +58,7 @@ def model_path(alias: str) -> Path:
 def questions(n: int) -> list[str]:
     import reasoning_gym
 
-    from composition_rl.backends.rollout import load_template, render_prompt
+    from composition_rl.rollout.base import load_template, render_prompt
 
     ds = reasoning_gym.create_dataset("gsm_symbolic", seed=0, size=n)
     template = load_template("boxed")
@@ -92,7 +92,7 @@ class HFFromGGUF:
         self.model.eval()
 
     def generate(self, prompts, n, sampling):
-        from composition_rl.backends.rollout import Completion
+        from composition_rl.rollout.base import Completion
 
         texts = [self.tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
                                               add_generation_prompt=True) for p in prompts]
@@ -121,8 +121,8 @@ VLLM_PY = REPO / ".venv-vllm" / "bin" / "python"
 
 def vllm_child(spec_file: Path) -> int:
     """In .venv-vllm: time crl's vllm backend on the prompts of ``spec_file``; print one JSON line."""
-    from composition_rl.backends.rollout import SamplingConfig
-    from composition_rl.backends.vllm_offline import VLLMRollout
+    from composition_rl.rollout.base import SamplingConfig
+    from composition_rl.rollout.vllm import VLLMRollout
 
     spec = json.loads(spec_file.read_text())
     sampling = SamplingConfig(**spec["sampling"])
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ["LLM_THREADS"] = str(args.threads)
-    from composition_rl.backends.rollout import SamplingConfig, build_backend
+    from composition_rl.rollout.base import SamplingConfig, build_backend
 
     gguf = model_path(args.model)
     prompts = questions(args.prompts)

@@ -186,8 +186,8 @@ def response_rows(profile_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, A
 
 def composed_analysis(profile_rows: Sequence[Mapping[str, Any]], composed_path: Path) -> dict[str, Any] | None:
     """v1 recovery and the error split over a composed profile's kept responses."""
-    from composition_rl.evaluate import composition_analysis
     from composition_rl.io.readers import load_problems
+    from composition_rl.jobs.evaluate import composition_analysis
 
     if not profile_rows or not composed_path.is_file():
         return None

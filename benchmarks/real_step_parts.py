@@ -48,8 +48,8 @@ def main() -> int:
     import torch
     from transformers import GenerationConfig
 
-    from composition_rl.backends.hf_model import load_causal_lm
-    from composition_rl.io.export import user_prompt
+    from composition_rl.io.hf_model import load_causal_lm
+    from composition_rl.jobs.export import user_prompt
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

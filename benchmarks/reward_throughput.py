@@ -48,8 +48,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from composition_rl.verify import Outcome, Verifier, VerifyConfig, summarize
-from composition_rl.verify.extract import normalize
+from composition_rl.grading import Outcome, Verifier, VerifyConfig, summarize
+from composition_rl.grading.extract import normalize
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "train" / "math_train.json"
 KINDS = ("correct_identical", "correct_equivalent", "wrong", "unparseable")
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     # The naive loop gets the same warm-up as our fork server, so neither pays first-call costs.
-    from composition_rl.verify.compare import _WARM_UP
+    from composition_rl.grading.compare import _WARM_UP
 
     naive([(rf"\boxed{{{a}}}", "7") for a in _WARM_UP] + [(r"\boxed{7}", a) for a in _WARM_UP])
     verifiers, startup = {}, {}

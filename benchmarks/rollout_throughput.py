@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from composition_rl.backends.rollout import SamplingConfig, load_template, render_prompt
-    from composition_rl.backends.rollout_hf import HFRollout
+    from composition_rl.rollout.base import SamplingConfig, load_template, render_prompt
+    from composition_rl.rollout.hf import HFRollout
 
     torch.set_num_threads(args.threads)
     tmp = None

@@ -4,7 +4,7 @@
 
 For each run directory (the output of ``crl compose``) it reads ``composed.jsonl`` and
 prints: records, the count of each defect class of
-:mod:`composition_rl.compose.quality` (broken LaTeX, notation, repeated value), the share
+:mod:`composition_rl.spc.quality` (broken LaTeX, notation, repeated value), the share
 of each offset kind (zero / integer / rational / irrational), and percentiles of ``|d|``.
 Give two runs (before, after) to see them side by side. Figures go in docs/composition.md.
 """
@@ -18,10 +18,10 @@ from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 
-from composition_rl.compose.natural import OFFSET_KINDS, offset_kind
-from composition_rl.compose.quality import DEFECTS, NOTES, scan_records
 from composition_rl.io.files import read_jsonl
 from composition_rl.records import Problem
+from composition_rl.spc.natural import OFFSET_KINDS, offset_kind
+from composition_rl.spc.quality import DEFECTS, NOTES, scan_records
 
 
 def summarise(run: Path, every: int = 1) -> dict:

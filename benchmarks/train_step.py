@@ -45,8 +45,8 @@ def plain_trl(model: str, problems, args, out: Path) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    from composition_rl.grading import VerifyConfig
     from composition_rl.integrations.trl import make_reward_fn
-    from composition_rl.verify import VerifyConfig
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
@@ -86,8 +86,8 @@ def plain_trl(model: str, problems, args, out: Path) -> dict:
 
 def ours(model: str, args, out: Path) -> dict:
     from composition_rl.io.files import read_jsonl
-    from composition_rl.train.config import TrainConfig
-    from composition_rl.train.grpo import run_training
+    from composition_rl.jobs.train.config import TrainConfig
+    from composition_rl.jobs.train.grpo import run_training
 
     cfg = TrainConfig.from_dict({
         "preset": "cpu-tiny", "model": model, "output_dir": str(out), "seed": args.seed, "progress": False,
@@ -107,8 +107,8 @@ def ours(model: str, args, out: Path) -> dict:
 def real_preset(args) -> int:
     """Where the seconds of a real-cpu step go (see the module docstring)."""
     from composition_rl.io.files import read_jsonl
-    from composition_rl.train.config import load_config
-    from composition_rl.train.grpo import run_training
+    from composition_rl.jobs.train.config import load_config
+    from composition_rl.jobs.train.grpo import run_training
 
     over = {"progress": False, "plot": False, "curriculum": {"total_steps": args.steps}, "seed": args.seed}
     if args.model:
@@ -171,8 +171,8 @@ def main() -> int:
     if args.preset:
         return real_preset(args)
 
-    from composition_rl.train.arithmetic import arithmetic_problems
-    from composition_rl.train.tiny_model import TinyModelConfig, build_tiny_model
+    from composition_rl.jobs.tiny_model import TinyModelConfig, build_tiny_model
+    from composition_rl.jobs.train.arithmetic import arithmetic_problems
 
     model = args.model
     if model is None:

@@ -66,7 +66,7 @@ VERL_PIP = ["verl[vllm]==0.9.1", "gguf>=0.10,<1", "math-verify[antlr4_9_3]==0.9.
 ENV_CHECKS = {
     "verl": ("torch", "transformers", "vllm", "verl", "verl.trainer.ppo.v1.replay_buffer",
              "composition_rl.integrations.verl_online"),
-    "trl": ("torch", "transformers", "trl", "composition_rl.train.grpo"),
+    "trl": ("torch", "transformers", "trl", "composition_rl.jobs.train.grpo"),
 }
 
 # What the check changes in the recipe's stage launch (verl_recipe.PAPER is sized for 8 GPUs, 256
@@ -628,7 +628,7 @@ def check_env(kind: str) -> str:
 
 def link_model(name: str, link: str) -> str:
     """Convert the bundled GGUF ``name`` to a model folder (once, cached) and link it at ``link``."""
-    from composition_rl.backends.hf_model import hf_folder  # inside the venv the plan runs this in
+    from composition_rl.io.hf_model import hf_folder  # inside the venv the plan runs this in
 
     folder = hf_folder(name)
     dest = Path(link)

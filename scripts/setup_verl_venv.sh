@@ -119,6 +119,6 @@ PY
 # into the user cache (~/.cache/composition-rl/hf/), where the CPU launch test finds it.
 for name in ${VERL_MODELS-smollm2}; do
     OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} "$VENV/bin/python" -c \
-        "import sys; from composition_rl.backends.hf_model import hf_folder; print(hf_folder(sys.argv[1]))" "$name"
+        "import sys; from composition_rl.io.hf_model import hf_folder; print(hf_folder(sys.argv[1]))" "$name"
 done
 touch "$VENV/.installed"

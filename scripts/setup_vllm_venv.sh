@@ -11,7 +11,7 @@
 #    installed `from transformers import LlamaConfig` fails (operator torchvision::nms does
 #    not exist). vLLM's text models need none of them: they are removed.
 #  - the bundled GGUFs become model folders vLLM loads (transformers' gguf_file loader needs
-#    `gguf` and `accelerate`): composition_rl.backends.hf_model.hf_folder converts each once
+#    `gguf` and `accelerate`): composition_rl.io.hf_model.hf_folder converts each once
 #    (de-quantized, the GGUF quantization config dropped so save_pretrained accepts it, the
 #    copy's logits checked against the model read from the GGUF), cached in the user cache;
 #    `crl ... --backend vllm --model smollm2` finds it there.
@@ -40,6 +40,6 @@ PY
 # converted once into the user cache (~/.cache/composition-rl/hf/), where --model NAME finds them.
 for name in ${VLLM_MODELS-smollm2}; do
     OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} "$VENV/bin/python" -c \
-        "import sys; from composition_rl.backends.hf_model import hf_folder; print(hf_folder(sys.argv[1]))" "$name"
+        "import sys; from composition_rl.io.hf_model import hf_folder; print(hf_folder(sys.argv[1]))" "$name"
 done
 touch "$VENV/.installed"

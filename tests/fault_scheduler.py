@@ -181,8 +181,8 @@ def scheduled_locking(sched: Scheduler, clash: list[str]) -> Iterator[None]:
     ``rmdir``/``unlink``, ``flock``, the folder checks, taking and releasing the lock) gives
     ``sched`` a turn, and the lock's holders are checked into ``clash``."""
     from composition_rl import cli
-    from composition_rl.compose import run as compose_run
     from composition_rl.io import runs
+    from composition_rl.jobs.compose import run as compose_run
 
     hold = _lock_checker(sched, runs.hold_lock, clash)
     patches = [(runs, "os", Shim(os, sched, ("open", "close", "rmdir", "unlink"))),

@@ -8,14 +8,14 @@ import itertools
 import json
 from pathlib import Path
 
-from composition_rl.backends.cache import ResponseCache
-from composition_rl.backends.openai_chat import OpenAIChat
-from composition_rl.compose.checks import run_checks
-from composition_rl.compose.llm import (
+from composition_rl.chat.cache import ResponseCache
+from composition_rl.chat.openai import OpenAIChat
+from composition_rl.records import Problem
+from composition_rl.spc.checks import run_checks
+from composition_rl.spc.llm import (
     LLM_STAGES,
     LLMComposeConfig,
 )
-from composition_rl.records import Problem
 
 # (question, answer) from MATH train, chosen for their answer forms
 MATH = [

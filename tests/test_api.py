@@ -13,9 +13,10 @@ from fakes.composer_script import good_composer
 from fakes.openai_server import FakeOpenAIServer
 
 import composition_rl as crl
-from composition_rl.backends.openai_chat import OpenAIChat
-from composition_rl.compose import ComposeConfig, compose_problems
-from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+from composition_rl.chat.openai import OpenAIChat
+from composition_rl.jobs.compose import ComposeConfig, compose_problems
+from composition_rl.jobs.compose.with_model import compose_candidates
+from composition_rl.spc.llm import LLMComposeConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -40,7 +41,7 @@ def _python(code: str) -> subprocess.CompletedProcess:
 
 def test_importing_the_package_loads_no_heavy_dependency():
     heavy = ["torch", "transformers", "openai", "trl", "httpx", "sympy", "math_verify", "pyarrow",
-             "composition_rl.api", "composition_rl.compose"]
+             "composition_rl.api", "composition_rl.spc"]
     r = _python("import sys, composition_rl as crl; crl.__all__; crl.__version__\n"
                 f"print([m for m in {heavy!r} if m in sys.modules])")
     assert r.returncode == 0, r.stderr
@@ -71,10 +72,10 @@ def test_the_names_are_few_and_each_has_a_docstring_with_an_example():
 
 
 def test_a_submodule_imported_first_does_not_replace_its_verb():
-    r = _python("import composition_rl.compose.pipeline, composition_rl.verify.verifier, composition_rl.profile\n"
-                "import composition_rl.probe\n"
+    r = _python("import composition_rl.jobs.compose.pipeline, composition_rl.grading.verifier, composition_rl.jobs.profile\n"
+                "import composition_rl.jobs.probe\n"
                 "import composition_rl as crl\n"
-                "from composition_rl.compose import ComposeConfig\n"
+                "from composition_rl.jobs.compose import ComposeConfig\n"
                 "print(callable(crl.compose), callable(crl.verify), callable(crl.profile), callable(crl.probe),\n"
                 "      ComposeConfig.__name__)")
     assert r.returncode == 0, r.stderr
@@ -108,8 +109,8 @@ def test_compose_with_a_model_in_memory_gives_the_records_the_executor_writes(en
         got = crl.compose(PROBLEMS, depth=2, engine=engine, llm=llm)
         calls = srv.requests
         backend = OpenAIChat([srv.url], "fake-model")
-        from composition_rl.compose.pools import iter_candidates
-        from composition_rl.compose.run import build_engine, engine_pools
+        from composition_rl.jobs.compose.pools import iter_candidates
+        from composition_rl.jobs.compose.run import build_engine, engine_pools
 
         cfg = ComposeConfig(depth=2, engine=engine)
         pools = engine_pools(build_engine(cfg, llm_config=llm, backend=backend), PROBLEMS, None, cfg)
@@ -142,7 +143,7 @@ def test_compose_with_a_model_works_where_an_event_loop_already_runs(engine):
 
 
 def test_compose_with_a_model_and_an_endpoint_that_is_down_raises_instead_of_rejecting():
-    from composition_rl.backends.base import ChatError
+    from composition_rl.chat.base import ChatError
 
     llm = LLMComposeConfig(base_urls=("http://127.0.0.1:9/v1",), model="m", max_retries=0, timeout_s=2.0)
     with pytest.raises(ChatError, match="candidates got no answer") as e:
@@ -199,7 +200,7 @@ def test_profile_and_probe_pick_a_backend_alike_and_take_decoding_settings(tmp_p
 
 def test_probe_is_exported_with_its_config():
     from composition_rl.api import probe
-    from composition_rl.probe import ProbeConfig
+    from composition_rl.jobs.probe import ProbeConfig
 
     assert {"probe", "ProbeConfig"} <= set(crl.__all__)
     assert crl.probe is probe and crl.ProbeConfig is ProbeConfig
@@ -216,7 +217,7 @@ class ScriptedSolver:
         self.prompts: list[str] = []
 
     def generate(self, prompts, n, sampling):
-        from composition_rl.backends.rollout import Completion
+        from composition_rl.rollout.base import Completion
 
         self.prompts += prompts
         return [[Completion(f"So the answer is $\\boxed{{{self.reply(p)}}}$.", tokens=8)] * n for p in prompts]
@@ -230,7 +231,7 @@ class ScriptedSolver:
 
 def test_probe_rejects_a_guessable_record_keeps_one_that_needs_q1_and_resumes(tmp_path):
     from composition_rl.io.identity import RunMismatch
-    from composition_rl.probe import withheld_question
+    from composition_rl.jobs.probe import withheld_question
 
     seen: dict[str, crl.Problem] = {}  # one record per later problem: each withheld problem is one record's
     for rec in crl.compose(PROBLEMS, depth=2, seed=0).accepted:

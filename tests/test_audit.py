@@ -9,9 +9,9 @@ import re
 import pytest
 from cli_run import crl, one_error_line
 
-from composition_rl.audit import score
 from composition_rl.cli import main
-from composition_rl.compose import ComposeConfig, run_compose
+from composition_rl.jobs.audit import score
+from composition_rl.jobs.compose import ComposeConfig, run_compose
 from composition_rl.records import Problem
 
 QUESTIONS = [

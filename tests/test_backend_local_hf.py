@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fakes.tiny_qwen import build_tiny_qwen
 
-from composition_rl.backends.base import ChatRequest, build_chat_backend, run_chat_batch
+from composition_rl.chat.base import ChatRequest, build_chat_backend, run_chat_batch
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,9 @@ def test_tiny_model_compositions_are_rejected_cleanly(tiny, tmp_path):
     import itertools
     import json
 
-    from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+    from composition_rl.jobs.compose.with_model import compose_candidates
     from composition_rl.records import Problem
+    from composition_rl.spc.llm import LLMComposeConfig
 
     probs = [
         Problem.new("What is $3 + 4$?", "7"),

@@ -9,9 +9,9 @@ import time
 import pytest
 from fakes.openai_server import FakeOpenAIServer, Fault
 
-from composition_rl.backends.base import ChatError, ChatRequest, build_chat_backend, run_chat_batch
-from composition_rl.backends.cache import ResponseCache
-from composition_rl.backends.openai_chat import OpenAIChat, parse_retry_after
+from composition_rl.chat.base import ChatError, ChatRequest, build_chat_backend, run_chat_batch
+from composition_rl.chat.cache import ResponseCache
+from composition_rl.chat.openai import OpenAIChat, parse_retry_after
 
 SECRET = "sk-test-DO-NOT-LEAK-4f9a8c7e1b"
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from composition_rl.browse import BrowseConfig, build_report, collect_report, detect, find_runs
-from composition_rl.browse.views import _token_at, split_composed
-from composition_rl.compose import ComposeConfig, run_compose
 from composition_rl.io.readers import load_problems
+from composition_rl.jobs.browse import BrowseConfig, build_report, collect_report, detect, find_runs
+from composition_rl.jobs.browse.views import _token_at, split_composed
+from composition_rl.jobs.compose import ComposeConfig, run_compose
 
 FIXTURES = Path(__file__).parent / "data" / "browse"
 
@@ -170,7 +170,7 @@ def test_cli_writes_the_page_and_refuses_a_non_run(tmp_path):
 
 
 def test_browse_command_does_not_import_torch():
-    code = ("import sys, composition_rl.commands.browse, composition_rl.browse; "
+    code = ("import sys, composition_rl.commands.browse, composition_rl.jobs.browse; "
             "sys.exit(int('torch' in sys.modules or 'transformers' in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
@@ -199,7 +199,7 @@ def test_browse_and_the_plots_give_each_band_one_colour():
 
     from composition_rl.colours import COLOURS
 
-    js = (Path(__file__).resolve().parents[1] / "src" / "composition_rl" / "browse" / "assets" / "browse.js").read_text()
+    js = (Path(__file__).resolve().parents[1] / "src" / "composition_rl" / "jobs" / "browse" / "assets" / "browse.js").read_text()
     table = re.search(r"const COLORS = \{(.*?)\};", js, re.S).group(1)
     assert dict(re.findall(r"(\w+): \"(#[0-9a-f]{6})\"", table)) == COLOURS
 
@@ -213,7 +213,7 @@ def test_the_solve_rate_plot_keeps_its_legend_off_the_curves_in_the_browse_colou
 
     from composition_rl.colours import COLOURS
     from composition_rl.io.files import atomic_write_jsonl
-    from composition_rl.train.metrics import solve_rates_figure
+    from composition_rl.jobs.train.metrics import solve_rates_figure
 
     rows = [{"step": s, "depth": 1 + s // 10, "solve_all": s / 20, "solve_none": 1 - s / 20, "informative": 0.5,
              "reward_mean": s / 20} for s in range(20)]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from composition_rl.browse import build_report
-from composition_rl.compose import ComposeConfig, run_compose
 from composition_rl.io.readers import load_problems
+from composition_rl.jobs.browse import build_report
+from composition_rl.jobs.compose import ComposeConfig, run_compose
 
 CHROMIUM = os.environ.get("CRL_CHROMIUM", "/usr/bin/chromium")
 FIXTURES = Path(__file__).parent / "data" / "browse"

@@ -196,8 +196,8 @@ def test_the_head_of_composed_jsonl_is_a_fair_sample(math300, tmp_path):
 @pytest.mark.slow
 @pytest.mark.shared_data
 def test_minerva_q1s_with_two_values_or_rounded_results_never_lead_a_link(shared_data, tmp_path):
-    from composition_rl.compose.natural import inexact_q1
     from composition_rl.io.readers import load_problems
+    from composition_rl.spc.natural import inexact_q1
 
     minerva = load_problems(shared_data / "eval" / "minerva.json").problems
     # a rounding the question itself asks for defines X (left to the pool preference); the
@@ -268,7 +268,7 @@ def test_leftovers_of_a_run_killed_with_kill_9_are_removed_by_the_next_run(share
     assert any(n.startswith(".crl-stage-") for n in left)
     assert any(n.startswith(".composed.jsonl.") for n in staged) and any(n.startswith(".compose-parts-") for n in staged)
     # a live run holds the lock: another run refuses and leaves its files alone
-    from composition_rl.compose.run import lock_output
+    from composition_rl.jobs.compose.run import lock_output
 
     with lock_output(tmp_path / "busy"):
         (tmp_path / "busy" / ".composed.jsonl.x.tmp").write_text("live")

@@ -15,20 +15,20 @@ import pyarrow.parquet as pq
 import pytest
 import sympy
 
-from composition_rl.compose import ComposeConfig, compose_problems, run_compose
-from composition_rl.compose import run as executor
-from composition_rl.compose.checks import run_checks
-from composition_rl.compose.pools import (
+from composition_rl.io.files import dumps
+from composition_rl.io.readers import load_problems, load_reasoning_gym
+from composition_rl.jobs.compose import ComposeConfig, compose_problems, run_compose
+from composition_rl.jobs.compose import run as executor
+from composition_rl.jobs.compose.pools import (
     build_pools,
     count_candidates,
     iter_candidates,
     iter_index_chains,
     iter_index_range,
 )
-from composition_rl.compose.spc import find_glue, restore_instructions
-from composition_rl.io.files import dumps
-from composition_rl.io.readers import load_problems, load_reasoning_gym
 from composition_rl.records import Link, Problem
+from composition_rl.spc.checks import run_checks
+from composition_rl.spc.text import find_glue, restore_instructions
 from composition_rl.values import parse_answer_value
 from composition_rl.values.derive import Derivation, derive
 
@@ -231,8 +231,8 @@ def test_pool_facts_from_workers_give_the_same_run(shared_data, tmp_path, monkey
     # workers and learnt by the parent; the pools, their report and every output line must be
     # those of the one-process run, which asks each problem itself. Real MATH rows, so that
     # derived, irrational, large and inexact answers all come by
-    from composition_rl.compose import run as run_mod
-    from composition_rl.compose.symbolic import SymbolicComposer
+    from composition_rl.jobs.compose import run as run_mod
+    from composition_rl.spc.symbolic import SymbolicComposer
 
     math = load_problems(shared_data / "train/math_train.json").problems[:1500]
     sci = load_problems(shared_data / first).problems if first else None
@@ -345,14 +345,14 @@ def test_contract_depth3_and_cross_domain(shared_data, tmp_path):
 
 
 def test_exports_match_verl_and_trl_schemas(tmp_path):
-    from composition_rl.io.export import export, instruction
+    from composition_rl.jobs.export import export, instruction
 
     c = compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1), first_pool=[Q1]).accepted
     verl = pq.read_table(export(c + [Q2], "verl", tmp_path)).to_pylist()
     assert set(verl[0]) == {"data_source", "prompt", "ability", "reward_model", "extra_info"}
     assert verl[0]["prompt"][0]["role"] == "user" and verl[0]["prompt"][0]["content"].endswith(instruction())
     assert "\\boxed{}" in instruction()
-    from composition_rl.backends.rollout import load_template, render_prompt
+    from composition_rl.rollout.base import load_template, render_prompt
 
     # trainers see exactly the prompt that profiling and evaluation send
     assert verl[0]["prompt"][0]["content"] == render_prompt(load_template("boxed"), c[0].question)
@@ -396,7 +396,7 @@ def test_cli_errors_say_what_and_where(tmp_path):
 def test_compose_command_does_not_import_torch():
     code = (
         "import sys, argparse; from composition_rl.commands import compose as c; "
-        "c.add_arguments(argparse.ArgumentParser()); import composition_rl.compose; "
+        "c.add_arguments(argparse.ArgumentParser()); import composition_rl.spc; "
         "print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -404,7 +404,7 @@ def test_compose_command_does_not_import_torch():
 
 
 def test_pool_ablations_from_the_command_line(tmp_path):
-    from composition_rl.compose.pipeline import parse_pool_sizes
+    from composition_rl.jobs.compose.pipeline import parse_pool_sizes
 
     assert parse_pool_sizes("500,500") == (500, 500) and parse_pool_sizes("full,20") == (None, 20)
     probs = load_reasoning_gym(seed=0, scale=120).problems
@@ -421,7 +421,7 @@ def test_the_composition_key_ignores_the_wording_and_names_but_not_the_place_or_
     (and v1 derivations) in common: the MATH depth-2 output held three pairs that differed only
     in the relation sentence ("Let $X$ denote the value you obtain above." against "Call the
     answer to this problem $X$.")."""
-    from composition_rl.compose.base import composition_key
+    from composition_rl.spc.base import composition_key
 
     rec = next(c for c in compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1), first_pool=[Q1]).accepted
                if c.parents == (Q1.id, Q3.id))
@@ -439,9 +439,9 @@ def test_the_composition_key_ignores_the_wording_and_names_but_not_the_place_or_
 def test_only_a_record_that_took_a_partner_is_keyed():
     """A record of its own drawn chain cannot repeat another (see took_partner); one whose
     q1 is a reserve partner can, and is keyed."""
-    from composition_rl.compose.base import took_partner
-    from composition_rl.compose.natural import Naturalness
-    from composition_rl.compose.symbolic import SymbolicComposer
+    from composition_rl.spc.base import took_partner
+    from composition_rl.spc.natural import Naturalness
+    from composition_rl.spc.symbolic import SymbolicComposer
 
     own = next(c for c in compose_problems([Q1, Q3], ComposeConfig(depth=2, pool_size=1), first_pool=[Q1]).accepted
                if c.parents == (Q1.id, Q3.id))
@@ -464,9 +464,9 @@ def test_a_repeated_composition_is_rejected_in_its_candidates_place(shared_data,
     is coarsened to the later problem alone, so every later problem keeps one record. Run
     over the whole product (ranges in the workers) and a sample (chains from the parent),
     in-process and in two forked workers."""
-    from composition_rl.compose import run as run_mod
-    from composition_rl.compose.pools import candidate_id
-    from composition_rl.compose.run import build_engine, engine_pools
+    from composition_rl.jobs.compose import run as run_mod
+    from composition_rl.jobs.compose.pools import candidate_id
+    from composition_rl.jobs.compose.run import build_engine, engine_pools
 
     probs = load_problems(shared_data / "train/math_train.json").problems[:300]
     cfg = ComposeConfig(depth=2, pool_size=20, seed=0, workers=1, max_candidates=sample)
@@ -474,7 +474,7 @@ def test_a_repeated_composition_is_rejected_in_its_candidates_place(shared_data,
     assert plain["rejected_by_reason"].get("duplicate", 0) == 0
     plain_rows = [json.loads(x) for x in (tmp_path / "plain/composed.jsonl").read_text().splitlines()]
 
-    from composition_rl.compose.base import composition_key
+    from composition_rl.spc.base import composition_key
 
     partnered = sum(1 for r in plain_rows if "candidate_parents" in r["metadata"])
     keys = [composition_key(Problem.from_dict(r)) for r in plain_rows]
@@ -521,14 +521,14 @@ def test_a_repeated_composition_is_rejected_in_its_candidates_place(shared_data,
 
 
 def test_every_engine_keeps_an_inexact_q1_out_of_the_lead_with_its_reason():
-    from composition_rl.compose.llm import LLMComposeConfig
-    from composition_rl.compose.run import build_engine
+    from composition_rl.jobs.compose.run import build_engine
     from composition_rl.records import Problem
+    from composition_rl.spc.llm import LLMComposeConfig
 
     two = Problem.new("What is the angular resolution of a single dish, in radians?", ["0.01", "0.02"])
     asked = Problem.new("Give the wavelength to two significant figures.", "9.6", metadata={"solution": "\\log 2"})
     q2 = Problem.new("What is $2+3$?", "5")
-    from composition_rl.compose.pipeline import ComposeConfig
+    from composition_rl.jobs.compose.pipeline import ComposeConfig
 
     llm = LLMComposeConfig(model="m", base_urls=("http://unused",))
     sym = build_engine(ComposeConfig(depth=2))
@@ -544,7 +544,7 @@ def test_a_compose_holds_its_records_in_memory_only_in_export_batches(tmp_path, 
     """The executor streams: without exports no record is read back into a Problem (MATH depth
     2's 124,753 read back took the parent from ~100 MB to 552 MB), and with exports the
     exporter gets one batch at a time, never the whole set."""
-    from composition_rl.io import export as exporters
+    from composition_rl.jobs import export as exporters
 
     probs = load_reasoning_gym(seed=0, scale=120).problems
     cfg = ComposeConfig(depth=2, pool_size=10, seed=3)
@@ -656,7 +656,7 @@ def test_checks_refuse_an_unrecorded_or_false_instruction_removal(default_depth2
 
 
 def test_the_fast_writer_writes_the_removed_instructions_as_dumps_does():
-    from composition_rl.compose.symbolic import SymbolicComposer
+    from composition_rl.spc.symbolic import SymbolicComposer
 
     q1 = Problem.new("Solve the following multiplication: 3 * 4. Give only the result as your final answer.", "12")
     q2 = Problem.new("A box holds 10 pens. How many pens do 3 boxes hold? Give the result as your final answer.", "30")
@@ -670,13 +670,13 @@ def test_the_fast_writer_writes_the_removed_instructions_as_dumps_does():
 
 
 def test_leftovers_of_a_dead_run_are_removed_and_said_through_logging(tmp_path, caplog):
-    from composition_rl.compose.run import lock_output
+    from composition_rl.jobs.compose.run import lock_output
 
     out = tmp_path / "o"
     out.mkdir()
     (out / ".composed.jsonl.x.tmp").write_text("dead")
-    with caplog.at_level("INFO", logger="composition_rl.compose.run"), lock_output(out):
+    with caplog.at_level("INFO", logger="composition_rl.jobs.compose.run"), lock_output(out):
         pass
     assert not (out / ".composed.jsonl.x.tmp").exists()
-    said = [r.getMessage() for r in caplog.records if r.name == "composition_rl.compose.run"]
+    said = [r.getMessage() for r in caplog.records if r.name == "composition_rl.jobs.compose.run"]
     assert said == [f"note: removed 1 leftover(s) of an interrupted run in {out}: .composed.jsonl.x.tmp"]

@@ -12,15 +12,16 @@ import pytest
 from fakes.composer_script import good_composer
 from fakes.openai_server import FakeOpenAIServer
 
-from composition_rl.compose import COMPOSERS, ComposeConfig, compose_problems
-from composition_rl.compose.base import LLM_STAGES, Rejection, Stage
-from composition_rl.compose.checks import run_checks
-from composition_rl.compose.llm import LLMComposeConfig
-from composition_rl.compose.pipeline import parse_pool_sizes
-from composition_rl.compose.run import build_engine, engine_pools, funnel
 from composition_rl.flags import add_flags, from_flags
+from composition_rl.jobs.compose import ComposeConfig, compose_problems
+from composition_rl.jobs.compose.pipeline import parse_pool_sizes
+from composition_rl.jobs.compose.run import build_engine, engine_pools, funnel
 from composition_rl.progress import ProgressBar
 from composition_rl.records import Problem
+from composition_rl.spc import COMPOSERS
+from composition_rl.spc.base import LLM_STAGES, Rejection, Stage
+from composition_rl.spc.checks import run_checks
+from composition_rl.spc.llm import LLMComposeConfig
 
 # MATH train problems with single-number answers, so that every engine can lead with them
 MATH = [
@@ -44,7 +45,7 @@ def test_every_engine_is_registered_and_the_config_takes_its_names_from_the_regi
 
 @pytest.mark.parametrize("name", ["symbolic", "llm", "auto"])
 def test_every_engine_keeps_the_contract_and_its_records_check_out(name):
-    from composition_rl.backends.openai_chat import OpenAIChat
+    from composition_rl.chat.openai import OpenAIChat
 
     with FakeOpenAIServer(good_composer) as srv:
         cfg = ComposeConfig(engine=name, seed=0)
@@ -73,7 +74,7 @@ def test_one_rejection_type_and_stage_names():
     assert LLM_STAGES == tuple(s.value for s in Stage)
     assert str(Stage.CHECK3_RELATION) == "check3_relation"
     assert [r["kept"] for r in funnel(10, {"check1_v1": 3, "constant": 2, "check5_dependence": 1, "duplicate": 1})] == [
-        10, 7, 5, 5, 5, 5, 4, 3]  # the last stage: a repeated composition (compose/run.py)
+        10, 7, 5, 5, 5, 5, 4, 3]  # the last stage: a repeated composition (jobs/compose/run.py)
 
 
 def test_pools_come_from_one_builder_for_every_engine():
@@ -126,7 +127,7 @@ def test_llm_engine_writes_the_variable_bare_inside_a_math_environment():
     ``\\begin{align*}`` in prose is math, so Y replaces it bare, as the symbolic engine writes
     it. The LLM engine's own scan used to see only $...$ and \\(...\\) and wrote ``$W$`` there
     (14 of 2,745 records of the fake-server MATH runs changed; MATH train pair below)."""
-    from composition_rl.backends.openai_chat import OpenAIChat
+    from composition_rl.chat.openai import OpenAIChat
 
     q1 = Problem.new("Assume that $f$ and $g$ are functions for which $f^{-1}(g(x))=5x+3$.  "
                      "Find $g^{-1}(f(-7))$.", "-2", source="math_train")

@@ -1,4 +1,4 @@
-"""compose/workers.py: forked workers keep the input order, a killed worker ends the map at
+"""jobs/compose/workers.py: forked workers keep the input order, a killed worker ends the map at
 once, and shutdown is bounded when a worker never finishes."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 
 def test_forked_workers_keep_order_and_a_killed_worker_ends_the_map_at_once():
-    from composition_rl.compose.workers import ForkedWorkers, WorkerDied
+    from composition_rl.jobs.compose.workers import ForkedWorkers, WorkerDied
 
     with ForkedWorkers(lambda x: x * x, 2) as w:
         assert list(w.imap(range(50))) == [x * x for x in range(50)]
@@ -44,7 +44,7 @@ class _Alarm(Exception):
 
 
 def test_forked_workers_shutdown_is_bounded_when_a_worker_never_finishes():
-    from composition_rl.compose.workers import ForkedWorkers
+    from composition_rl.jobs.compose.workers import ForkedWorkers
 
     def stuck(x):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # deaf to SIGTERM: only SIGKILL ends it

@@ -7,17 +7,17 @@ import json
 
 import pytest
 
-from composition_rl.backends.context import TOO_LONG, PromptFit
-from composition_rl.backends.rollout import SamplingConfig, load_template, render_prompt
+from composition_rl.chat.context import TOO_LONG, PromptFit
 from composition_rl.cli import main
 from composition_rl.io.files import read_jsonl
+from composition_rl.rollout.base import SamplingConfig, load_template, render_prompt
 
 pytestmark = pytest.mark.slow  # builds the tiny model (512-token context) once for the module
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from composition_rl.train.tiny_model import TinyModelConfig, build_tiny_model
+    from composition_rl.jobs.tiny_model import TinyModelConfig, build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "m", TinyModelConfig(sft_steps=2, eval_n=1),
                             progress=False)
@@ -42,7 +42,7 @@ def questions(tiny):
 def test_the_backend_sets_aside_only_the_over_long_prompts(tiny, questions):
     """Breaks when the batch's room is set by its longest prompt: the 240-token prompt got
     0 tokens beside a 670-token one, and must get exactly what it gets alone."""
-    from composition_rl.backends.rollout_hf import HFRollout
+    from composition_rl.rollout.hf import HFRollout
 
     backend = HFRollout(tiny, device="cpu")
     template = load_template("boxed")
@@ -69,7 +69,7 @@ def test_profile_rejects_them_per_row_and_the_counts_add_up(tiny, questions, tmp
     rejects = list(read_jsonl(out / "input_rejects.jsonl"))
     assert len(profiled) == 1 and [r["reason"] for r in rejects] == [TOO_LONG, TOO_LONG]
     assert sorted(r["row"] for r in rejects) == [0, 1]
-    assert "longer than the context" in caplog.text  # logged by composition_rl.profile
+    assert "longer than the context" in caplog.text  # logged by composition_rl.jobs.profile
 
 
 def test_eval_rejects_them_per_row(tiny, questions, tmp_path):
@@ -83,8 +83,8 @@ def test_eval_rejects_them_per_row(tiny, questions, tmp_path):
 
 
 def test_the_trainer_sets_them_aside_per_stage(tiny, questions):
+    from composition_rl.jobs.train.data import fit_stage
     from composition_rl.records import Problem
-    from composition_rl.train.data import fit_stage
 
     problems = [Problem.new(questions[t], "7") for t in (670, 240)]
     kept, rejects = fit_stage(problems, "d1", tiny)
@@ -96,7 +96,7 @@ def test_the_trainer_sets_them_aside_per_stage(tiny, questions):
 def test_the_chat_backend_fails_only_the_over_long_request(tiny, questions):
     """The local chat backend (the LLM compose engine): the over-long request fails by itself,
     not transient (a retry cannot help), and the other one is answered."""
-    from composition_rl.backends.base import (
+    from composition_rl.chat.base import (
         ChatError,
         ChatRequest,
         build_chat_backend,
@@ -113,7 +113,7 @@ def test_the_chat_backend_fails_only_the_over_long_request(tiny, questions):
 def test_grow_sets_aside_seeds_the_policy_cannot_read(tiny, questions):
     import argparse
 
-    from composition_rl.profile import fit_to_context
+    from composition_rl.jobs.profile import fit_to_context
     from composition_rl.records import Problem
 
     seeds = [Problem.new(questions[t], "7") for t in (670, 240)]

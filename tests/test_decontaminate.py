@@ -18,9 +18,9 @@ import composition_rl as crl
 from composition_rl.cli import main as cli
 from composition_rl.io.files import atomic_write_jsonl, read_jsonl
 from composition_rl.io.readers import load_problems
+from composition_rl.jobs.decontaminate import normalize_words
+from composition_rl.jobs.refresh import BenchmarkIndex, DecontamConfig
 from composition_rl.records import Problem
-from composition_rl.refresh import BenchmarkIndex, DecontamConfig
-from composition_rl.refresh.decontaminate import normalize_words
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 

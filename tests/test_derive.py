@@ -9,13 +9,14 @@ import json
 import pytest
 import sympy
 
-from composition_rl.compose import ComposeConfig, run_compose, spc
-from composition_rl.compose.base import Rejection
-from composition_rl.compose.checks import run_checks
-from composition_rl.compose.pools import candidate_id
-from composition_rl.compose.symbolic import SymbolicComposer
 from composition_rl.io.readers import load_problems
+from composition_rl.jobs.compose import ComposeConfig, run_compose
+from composition_rl.jobs.compose.pools import candidate_id
 from composition_rl.records import Problem
+from composition_rl.spc import text as spc
+from composition_rl.spc.base import Rejection
+from composition_rl.spc.checks import run_checks
+from composition_rl.spc.symbolic import SymbolicComposer
 from composition_rl.values import parse_answer_value
 from composition_rl.values.derive import (
     DERIVATION_KINDS,

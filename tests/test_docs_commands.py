@@ -155,7 +155,7 @@ def test_api_doc_examples_run(tmp_path, monkeypatch):
     from fakes.composer_script import good_composer
     from fakes.openai_server import FakeOpenAIServer
 
-    from composition_rl.verify import close_shared_verifiers
+    from composition_rl.grading import close_shared_verifiers
 
     def model(body: dict):
         reply = good_composer(body)
@@ -186,6 +186,6 @@ def test_docs_show_how_to_build_the_toy_seeds(tmp_path):
     subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True, timeout=120,
                    env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     rows = [json.loads(x) for x in (tmp_path / "seeds.jsonl").read_text().splitlines()]
-    from composition_rl.mbs.teachers import ProgramTeacher
+    from composition_rl.jobs.grow.teachers import ProgramTeacher
 
     assert len(rows) == 24 and all(ProgramTeacher.unreadable(r["question"]) == "" for r in rows)

@@ -1,4 +1,4 @@
-"""Every registered composition engine has the shape it declares (compose/protocols.py): at run
+"""Every registered composition engine has the shape it declares (spc/protocols.py): at run
 time, as the executor builds it, and statically, with mypy over the engines' classes and over
 the executor's code that uses them."""
 
@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 import composition_rl
-from composition_rl.compose.base import COMPOSERS
-from composition_rl.compose.llm import LLMComposeConfig
-from composition_rl.compose.pipeline import ComposeConfig
-from composition_rl.compose.protocols import (
+from composition_rl.jobs.compose.pipeline import ComposeConfig
+from composition_rl.jobs.compose.run import build_engine, is_resumable
+from composition_rl.spc.base import COMPOSERS
+from composition_rl.spc.llm import LLMComposeConfig
+from composition_rl.spc.protocols import (
     BatchComposer,
     Composer,
     PrefetchesPoolFacts,
@@ -26,7 +27,6 @@ from composition_rl.compose.protocols import (
     WritesRecordJson,
     missing_members,
 )
-from composition_rl.compose.run import build_engine, is_resumable
 
 CAPABILITIES = (RanksPoolPartners, TakesPartners, PrefetchesPoolFacts, WritesRecordJson)
 # what each engine of the package offers beyond its way of running: losing one would silently
@@ -104,20 +104,22 @@ MYPY_INI = """\
 follow_imports = skip
 ignore_missing_imports = True
 incremental = False
-[mypy-composition_rl.compose.*]
+[mypy-composition_rl.spc.*]
+follow_imports = silent
+[mypy-composition_rl.jobs.compose.*]
 follow_imports = silent
 [mypy-composition_rl.records]
 follow_imports = silent
 """
 
 CONFORMING = """\
-from composition_rl.compose.llm.auto import AutoComposer
-from composition_rl.compose.llm.composer import LLMComposer
-from composition_rl.compose.protocols import (
+from composition_rl.spc.llm.auto import AutoComposer
+from composition_rl.spc.llm.composer import LLMComposer
+from composition_rl.spc.protocols import (
     BatchComposer, PrefetchesPoolFacts, RanksPoolPartners, ResumableComposer, TakesPartners,
     WritesRecordJson,
 )
-from composition_rl.compose.symbolic import SymbolicComposer
+from composition_rl.spc.symbolic import SymbolicComposer
 
 
 def symbolic(e: SymbolicComposer) -> tuple[object, ...]:
@@ -139,8 +141,8 @@ BROKEN = """\
 from collections.abc import Sequence
 from typing import ClassVar
 
-from composition_rl.compose.base import Rejection
-from composition_rl.compose.protocols import Composer
+from composition_rl.spc.base import Rejection
+from composition_rl.spc.protocols import Composer
 from composition_rl.records import Problem
 
 
@@ -159,7 +161,8 @@ engine: Composer = Broken()
 """
 
 SRC = Path(composition_rl.__file__).resolve().parent.parent
-COMPOSE = SRC / "composition_rl" / "compose"
+SPC = SRC / "composition_rl" / "spc"
+JOB = SRC / "composition_rl" / "jobs" / "compose"
 
 
 def _mypy(tmp_path: Path, *targets: str | Path) -> subprocess.CompletedProcess:
@@ -178,8 +181,8 @@ def _mypy(tmp_path: Path, *targets: str | Path) -> subprocess.CompletedProcess:
 def test_mypy_holds_the_engines_and_the_executor_to_the_protocols(tmp_path):
     (tmp_path / "conforming.py").write_text(CONFORMING)
     (tmp_path / "broken.py").write_text(BROKEN)
-    ok = _mypy(tmp_path, tmp_path / "conforming.py", COMPOSE / "protocols.py", COMPOSE / "run.py",
-               COMPOSE / "journal.py")
+    ok = _mypy(tmp_path, tmp_path / "conforming.py", SPC / "protocols.py", JOB / "run.py",
+               JOB / "journal.py")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     bad = _mypy(tmp_path, tmp_path / "broken.py")
     assert bad.returncode == 1, bad.stdout + bad.stderr

@@ -13,18 +13,18 @@ import pytest
 from fakes.openai_server import FakeOpenAIServer
 from fakes.rollout_tiny_qwen import build_tiny_qwen
 
-from composition_rl.backends.rollout import build_backend
 from composition_rl.cli import main as crl
-from composition_rl.evaluate import (
+from composition_rl.grading import VerifyConfig, close_shared_verifiers, shared_verifier
+from composition_rl.io.files import atomic_write_jsonl, read_jsonl
+from composition_rl.jobs.evaluate import (
     EvalConfig,
     benchmark_metrics,
     composition_analysis,
     evaluate_benchmarks,
     link_errors,
 )
-from composition_rl.io.files import atomic_write_jsonl, read_jsonl
 from composition_rl.records import Link, Problem
-from composition_rl.verify import VerifyConfig, close_shared_verifiers, shared_verifier
+from composition_rl.rollout.base import build_backend
 
 N = 4
 
@@ -153,8 +153,8 @@ def test_composition_analysis_counts_and_rates():
 def test_cli_eval_compositional_on_math500_with_a_controlled_server(shared_data, verifier, tmp_path, capsys):
     """Depth-2/3 sets from the real composition engine; the server's replies state the
     planned intermediate values, so the v1-recovery rate and error split are known."""
-    from composition_rl.compose.pipeline import ComposeConfig, compose_problems
     from composition_rl.io.readers import load_problems
+    from composition_rl.jobs.compose.pipeline import ComposeConfig, compose_problems
 
     path = shared_data / "eval" / "math500.parquet"
     base = load_problems(path).problems[:30]

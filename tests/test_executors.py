@@ -23,14 +23,14 @@ import pytest
 from fakes.openai_server import FakeOpenAIServer, Fault
 from fakes.tiny_policy import arithmetic_set, tiny_policy_dir
 
-from composition_rl.backends.rollout import Completion, SamplingConfig
 from composition_rl.cli import main as crl
 from composition_rl.executors import BackendSpec, ExecutorConfig, SampleJob, build_executor
 from composition_rl.executors.ray_data import _regroup, sample_seed, vllm_requests, vllm_sample
+from composition_rl.grading import VerifyConfig, close_shared_verifiers, shared_verifier
 from composition_rl.io.files import atomic_write_jsonl, read_jsonl
-from composition_rl.profile import ProfileConfig, profile_problems
+from composition_rl.jobs.profile import ProfileConfig, profile_problems
 from composition_rl.records import Problem
-from composition_rl.verify import VerifyConfig, close_shared_verifiers, shared_verifier
+from composition_rl.rollout.base import Completion, SamplingConfig
 
 RAY_EXECUTOR = ExecutorConfig("ray", replicas=2, replica_cpus=0.5, graders=1, grader_cpus=1.0)
 RAY_FLAGS = ["--executor", "ray", "--replicas", "2", "--replica-cpus", "0.5"]

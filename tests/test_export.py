@@ -1,4 +1,4 @@
-"""io/export.py: the trainer exports are written from batches of an iterable, with the same
+"""jobs/export.py: the trainer exports are written from batches of an iterable, with the same
 bytes as from the whole list at once."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from composition_rl.io.export import export
 from composition_rl.io.readers import load_problems
+from composition_rl.jobs.export import export
 
 
 @pytest.mark.parametrize("name", ["verl", "trl"])

@@ -1,4 +1,4 @@
-"""A GGUF as ``--model`` (composition_rl/io/gguf.py, backends/hf_model.py, io/identity.py), offline.
+"""A GGUF as ``--model`` (composition_rl/io/gguf.py, io/hf_model.py, io/identity.py), offline.
 
 What a model argument resolves to (a ``.gguf`` path, a name found in the models folders, a
 name not assembled yet), how a run records it (by the file's sha256, the same for the name
@@ -117,7 +117,7 @@ def test_train_into_another_models_folder_is_refused_in_one_line_before_any_mode
 
     out = tmp_path / "run"
     monkeypatch.setattr(gguf, "model_path", _fail)
-    monkeypatch.setattr("composition_rl.backends.hf_model.load_causal_lm", _fail)
+    monkeypatch.setattr("composition_rl.io.hf_model.load_causal_lm", _fail)
     loaded = []
 
     def first_load(model, **kw):  # the first run: its log holds a step, then it stops
@@ -125,14 +125,14 @@ def test_train_into_another_models_folder_is_refused_in_one_line_before_any_mode
         (out / "metrics.jsonl").write_text('{"step": 1}\n')  # what a finished step leaves
         raise OSError("stopped here by the test")
 
-    monkeypatch.setattr("composition_rl.backends.hf_model.load_causal_lm", first_load)
+    monkeypatch.setattr("composition_rl.io.hf_model.load_causal_lm", first_load)
     argv = ["train", "--config", "real-cpu", "--output-dir", str(out), "--no-progress"]
     assert main(argv) == 2 and loaded == ["smollm2"]
     assert "stopped here by the test" in capsys.readouterr().err
     record = (out / RUN_FILE).read_text()
     assert run_identity(model="smollm2")["model"] in record
 
-    monkeypatch.setattr("composition_rl.backends.hf_model.load_causal_lm", _fail)
+    monkeypatch.setattr("composition_rl.io.hf_model.load_causal_lm", _fail)
     assert main([*argv, "--model", "qwen-0.5b", "--max-steps", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
@@ -143,7 +143,7 @@ def test_train_into_another_models_folder_is_refused_in_one_line_before_any_mode
 
 
 def test_the_real_cpu_preset_is_a_whole_run_and_max_steps_caps_it():
-    from composition_rl.train.config import load_config, preset_names
+    from composition_rl.jobs.train.config import load_config, preset_names
 
     assert "real-cpu" in preset_names()
     cfg = load_config("real-cpu", {"curriculum": {"total_steps": 2}})
@@ -154,7 +154,7 @@ def test_the_real_cpu_preset_is_a_whole_run_and_max_steps_caps_it():
 
 
 def test_hf_folder_leaves_a_folder_alone(tmp_path):
-    from composition_rl.backends.hf_model import hf_folder, is_local_model
+    from composition_rl.io.hf_model import hf_folder, is_local_model
 
     assert hf_folder(str(tmp_path)) == str(tmp_path) and is_local_model(str(tmp_path))
     assert not is_local_model(str(tmp_path / "nothing"))

@@ -160,7 +160,7 @@ def test_the_files_and_make_target_it_names_exist(tmp_path):
 
 
 def test_the_train_config_it_writes_loads_with_the_paper_algorithm(tmp_path):
-    from composition_rl.train.config import load_config
+    from composition_rl.jobs.train.config import load_config
 
     [train] = [ph for ph in gc.plan(gc.options_from(["--run-dir", str(tmp_path)])) if ph.name == "train"]
     [(path, text)] = train.files.items()
@@ -177,7 +177,7 @@ def test_the_train_config_it_writes_loads_with_the_paper_algorithm(tmp_path):
     assert (g.learning_rate, g.temperature, g.top_p) == (1e-6, 1.0, 1.0)
     assert cfg.dynamic_sampling.enabled
     # and TRL's own GRPOConfig takes what crl train derives from it (one step: 8 prompts x 8)
-    from composition_rl.train.grpo import _grpo_args
+    from composition_rl.jobs.train.grpo import _grpo_args
 
     args = _grpo_args(cfg, gc.STEPS)
     assert (args.generation_batch_size, args.num_generations, args.max_steps) == (8 * gc.SAMPLES, gc.SAMPLES, gc.STEPS)
@@ -189,8 +189,8 @@ def test_the_verl_launch_is_the_recipes_own_with_the_checks_sizes(tmp_path):
     """The plan's verl-recipe command run for real (its interpreter swapped for one not checked),
     then the launch built from its recipe.json as the plan's verl-launch step builds it."""
     from composition_rl.cli import main
-    from composition_rl.io.export import export
-    from composition_rl.train.arithmetic import arithmetic_problems
+    from composition_rl.jobs.export import export
+    from composition_rl.jobs.train.arithmetic import arithmetic_problems
 
     run = tmp_path / "run"
     (run / "data" / "export").mkdir(parents=True)
@@ -388,9 +388,9 @@ def test_profile_figures_read_what_crl_profile_writes(tmp_path):
 
 
 def test_train_figures_read_the_rows_crl_train_writes(tmp_path):
-    """metrics.jsonl rows made by train/metrics.py's own step_row, as crl train writes them."""
-    from composition_rl.train.dynamic_sampling import GroupRecord, StepSample
-    from composition_rl.train.metrics import step_row
+    """metrics.jsonl rows made by jobs/train/metrics.py's own step_row, as crl train writes them."""
+    from composition_rl.jobs.train.dynamic_sampling import GroupRecord, StepSample
+    from composition_rl.jobs.train.metrics import step_row
 
     def row(step):
         scores = [1.0] * step + [0.0] * (gc.SAMPLES - step)

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from composition_rl.grading import Verifier, VerifyConfig, close_shared_verifiers
 from composition_rl.integrations import verl as verl_reward
 from composition_rl.integrations.trl import completion_text, make_reward_fn
-from composition_rl.verify import Verifier, VerifyConfig, close_shared_verifiers
 
 GOLD = r"\frac{1}{2}"
 COMPLETIONS = [

@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 import sympy
 
-from composition_rl.compose.dependence import decide
+from composition_rl.spc.dependence import decide
 from composition_rl.values import latex, literals, numwords, parse_answer_value
 from composition_rl.values.derive import derivations
 from composition_rl.values.latex import Domain, LatexError, evaluate, read

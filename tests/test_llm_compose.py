@@ -25,15 +25,15 @@ from llm_compose_cases import (
     rows,
 )
 
-from composition_rl.compose.checks import run_checks
-from composition_rl.compose.llm import (
+from composition_rl.jobs.compose.run import run_compose
+from composition_rl.jobs.compose.with_model import compose_candidates
+from composition_rl.records import Problem
+from composition_rl.spc.checks import run_checks
+from composition_rl.spc.llm import (
     LLMComposeConfig,
-    compose_candidates,
     parse_json_object,
 )
-from composition_rl.compose.llm.numbers import answer_numbers, relation
-from composition_rl.compose.run import run_compose
-from composition_rl.records import Problem
+from composition_rl.spc.llm.answer_numbers import answer_numbers, relation
 from composition_rl.values.numwords import word_number
 
 
@@ -280,7 +280,7 @@ def test_constants_the_symbolic_rules_forbid_are_rejected(tmp_path):
 
 
 def test_depth_3_cross_domain_and_auto_through_the_pipeline(tmp_path):
-    from composition_rl.compose.pipeline import ComposeConfig
+    from composition_rl.jobs.compose.pipeline import ComposeConfig
 
     science = [
         Problem.new(

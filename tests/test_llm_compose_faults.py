@@ -29,12 +29,10 @@ from llm_compose_cases import (
     rows,
 )
 
-from composition_rl.backends.base import RequestRefused
-from composition_rl.backends.cache import ResponseCache
-from composition_rl.compose.llm import (
-    LLMComposeConfig,
-    compose_candidates,
-)
+from composition_rl.chat.base import RequestRefused
+from composition_rl.chat.cache import ResponseCache
+from composition_rl.jobs.compose.with_model import compose_candidates
+from composition_rl.spc.llm import LLMComposeConfig
 
 FAULT_CYCLE = [
     Fault("delay", seconds=5.0),
@@ -138,7 +136,8 @@ def test_rerun_of_a_finished_job_makes_zero_calls(tmp_path):
 CHILD = r"""
 import json, sys
 from composition_rl.records import Problem
-from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+from composition_rl.spc.llm import LLMComposeConfig
+from composition_rl.jobs.compose.with_model import compose_candidates
 import itertools
 url, out, data = sys.argv[1:4]
 probs = [Problem.new(q, a, source="math_train") for q, a in json.load(open(data))]
@@ -263,7 +262,7 @@ def test_llm_compose_against_a_dead_endpoint_stops_early_and_a_rerun_sends_them(
 
 
 def test_a_candidate_whose_requests_all_fail_is_pending_not_rejected(tmp_path):
-    from composition_rl.compose.llm import compose_candidates
+    from composition_rl.jobs.compose.with_model import compose_candidates
 
     q2 = PAIRS[0][1].question[:30]  # among the first 12 pairs only the first one holds this problem
 
@@ -285,7 +284,7 @@ def test_an_internal_error_is_journaled_as_retryable_and_a_rerun_composes_it_aga
     """A bug in the engine (an exception in one candidate) is counted, not fatal; the journal
     marks it retryable, so once the bug is fixed a rerun composes that candidate again instead
     of keeping the internal_error forever, and the outputs are an uninterrupted run's."""
-    from composition_rl.compose.llm.composer import LLMComposer
+    from composition_rl.spc.llm.composer import LLMComposer
 
     real = LLMComposer.acompose
     broken = {(a.id, b.id) for a, b in PAIRS[:30:3]}  # a third of the candidates trip the bug

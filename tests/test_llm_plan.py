@@ -16,16 +16,16 @@ import re
 import pytest
 from fakes.openai_server import FakeOpenAIServer
 
-from composition_rl.backends.openai_chat import OpenAIChat
-from composition_rl.compose.base import Rejection
-from composition_rl.compose.checks import run_checks
-from composition_rl.compose.llm import LLMComposeConfig
-from composition_rl.compose.llm.auto import AutoComposer
-from composition_rl.compose.llm.composer import LLMComposer
-from composition_rl.compose.llm.proposal import Draft, place_marker, program_definition
-from composition_rl.compose.pipeline import ComposeConfig
-from composition_rl.compose.symbolic import SymbolicComposer
+from composition_rl.chat.openai import OpenAIChat
+from composition_rl.jobs.compose.pipeline import ComposeConfig
 from composition_rl.records import Problem
+from composition_rl.spc.base import Rejection
+from composition_rl.spc.checks import run_checks
+from composition_rl.spc.llm import LLMComposeConfig
+from composition_rl.spc.llm.auto import AutoComposer
+from composition_rl.spc.llm.composer import LLMComposer
+from composition_rl.spc.llm.proposal import Draft, place_marker, program_definition
+from composition_rl.spc.symbolic import SymbolicComposer
 
 # MATH train rows (question, answer)
 WAYS = Problem.new("In how many ways can 7 people sit around a round table if no two of the 3 people Pierre, "
@@ -276,7 +276,7 @@ def test_a_rerun_over_the_same_cache_repeats_every_turn_without_a_call(tmp_path)
     over the same cache makes no call and gives the same records; each turn counted once."""
     from dataclasses import replace
 
-    from composition_rl.compose.llm import compose_candidates
+    from composition_rl.jobs.compose.with_model import compose_candidates
 
     bad = {"phrase": "Ann works every third day", "constant": "eighth", "constant_value": "8"}
     good = {"phrase": "Wanda works every seventh school day", "constant": "seventh", "constant_value": "7"}

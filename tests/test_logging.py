@@ -48,7 +48,7 @@ def test_the_library_prints_nothing_without_the_command_line(tmp_path):
     (tmp_path / "rows.jsonl").write_text(json.dumps({"problem": "What is 1+1?", "answer": "2"}) + "\n{bad json\n")
     code = ("import sys, pathlib\n"
             "from composition_rl.io.files import JsonlLog\n"
-            "from composition_rl.train.data import read_problems\n"
+            "from composition_rl.jobs.train.data import read_problems\n"
             "d = pathlib.Path(sys.argv[1])\n"
             "with JsonlLog(d / 'log.jsonl', key='id') as log:\n"
             "    assert log.done == {'a', 'b'}\n"

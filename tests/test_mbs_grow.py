@@ -17,13 +17,13 @@ from cli_run import crl, one_error_line
 from fakes.mbs_world import World
 from fakes.openai_server import FakeOpenAIServer
 
-from composition_rl.backends.rollout import SamplingConfig
-from composition_rl.backends.rollout_openai import OpenAIRollout
-from composition_rl.mbs import GrowConfig, Students, grow
-from composition_rl.mbs.teachers import OpenAITeacher
-from composition_rl.profile import ProfileConfig, load_profile, profile_problems
+from composition_rl.grading import VerifyConfig, shared_verifier
+from composition_rl.jobs.grow import GrowConfig, Students, grow
+from composition_rl.jobs.grow.teachers import OpenAITeacher
+from composition_rl.jobs.profile import ProfileConfig, load_profile, profile_problems
 from composition_rl.records import Problem
-from composition_rl.verify import VerifyConfig, shared_verifier
+from composition_rl.rollout.base import SamplingConfig
+from composition_rl.rollout.openai import OpenAIRollout
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLING = SamplingConfig(max_tokens=32)
@@ -304,7 +304,7 @@ class _Local:
     (``limit`` characters or more) gets ``n`` empty ``prompt_too_long`` answers, unsampled."""
 
     def __init__(self, backend, limit=None):
-        from composition_rl.backends.context import PromptFit
+        from composition_rl.chat.context import PromptFit
 
         self.backend = backend
         self.fit = PromptFit(_CharTokenizer(), limit, chat=False)
@@ -313,8 +313,8 @@ class _Local:
         return self.fit.reason(prompt)
 
     def generate(self, prompts, n, sampling):
-        from composition_rl.backends.context import TOO_LONG
-        from composition_rl.backends.rollout import Completion
+        from composition_rl.chat.context import TOO_LONG
+        from composition_rl.rollout.base import Completion
 
         ok = [i for i, p in enumerate(prompts) if self.fit.reason(p) is None]
         got = self.backend.generate([prompts[i] for i in ok], n, sampling) if ok else []
@@ -385,7 +385,7 @@ def test_a_problem_a_student_cannot_read_is_rejected_not_kept_as_hard(tmp_path):
 
 
 def test_a_candidate_the_policy_cannot_read_is_rejected_not_counted_not_in_band(tmp_path):
-    from composition_rl.mbs.grow import profile_qualify
+    from composition_rl.jobs.grow.run import profile_qualify
 
     res, rows, rejects = run_too_long(tmp_path, {"policy": 50}, qualify_with=profile_qualify)
     assert rows[0]["status"] == "ok" and len(rows[0]["candidates"]) == 2  # the students read every prompt

@@ -1,4 +1,4 @@
-"""The program teacher on the toy arithmetic chains of train/arithmetic.py: exact traces,
+"""The program teacher on the toy arithmetic chains of jobs/train/arithmetic.py: exact traces,
 exact decompositions, harder leaves by generator parameters, parents rebuilt in the seed's
 configuration. A contract: every item a teacher verb returns checks out against its own
 answer (trace ends in it, and the chain evaluates to it)."""
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from composition_rl.mbs.teachers import (
+from composition_rl.grading.extract import last_boxed
+from composition_rl.jobs.grow.teachers import (
     Blueprint,
     Item,
     ProgramTeacher,
@@ -16,8 +17,7 @@ from composition_rl.mbs.teachers import (
     parse_chain,
     render_chain,
 )
-from composition_rl.train.arithmetic import make_problem
-from composition_rl.verify.extract import last_boxed
+from composition_rl.jobs.train.arithmetic import make_problem
 
 FAMILY = [(d, g, i) for d in (1, 2, 3, 4) for g in (1, 2, 3) for i in range(25)]
 
@@ -109,7 +109,7 @@ def test_vary_keeps_shape_digits_and_operators():
 
 
 def test_config_defaults_are_the_papers_and_bad_values_are_named():
-    from composition_rl.mbs import GrowConfig
+    from composition_rl.jobs.grow import GrowConfig
 
     c = GrowConfig()
     assert (c.max_subproblems, c.decompose_retries, c.max_depth, c.alpha_leaf, c.alpha_parent,
@@ -121,9 +121,9 @@ def test_config_defaults_are_the_papers_and_bad_values_are_named():
 def test_a_seed_no_teacher_can_read_is_dropped_as_not_a_chain():
     from types import SimpleNamespace
 
-    from composition_rl.mbs import GrowConfig
-    from composition_rl.mbs.grow import grow_seed
-    from composition_rl.mbs.teachers import ProgramTeacher
+    from composition_rl.jobs.grow import GrowConfig
+    from composition_rl.jobs.grow.run import grow_seed
+    from composition_rl.jobs.grow.teachers import ProgramTeacher
     from composition_rl.records import Problem
 
     students = SimpleNamespace(rollouts=0)  # never asked: no trace, no student

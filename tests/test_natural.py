@@ -1,4 +1,4 @@
-"""q1 eligibility (compose/natural.py): an integer gold its worked solution reaches by rounding
+"""q1 eligibility (spc/natural.py): an integer gold its worked solution reaches by rounding
 a measured quantity cannot lead a chain (a reader recomputing q1 gets 48.3 Å, not 48)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from composition_rl.compose.natural import inexact_q1, rounded_integer
+from composition_rl.spc.natural import inexact_q1, rounded_integer
 
 MINERVA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "eval" / "minerva.json"
 
@@ -54,9 +54,9 @@ def test_a_fractional_offset_gives_way_to_a_partner_with_a_whole_one():
     partner whose answer gives the same constant one within --small-offset comes first;
     without one, or for a decimal constant (no integer partner gives it a whole offset), the
     fraction stays."""
-    from composition_rl.compose.checks import run_checks
-    from composition_rl.compose.symbolic import SymbolicComposer
     from composition_rl.records import Problem
+    from composition_rl.spc.checks import run_checks
+    from composition_rl.spc.symbolic import SymbolicComposer
 
     half = Problem.new("What is $3 + \\frac{1}{2}$?", "\\frac{7}{2}")
     rect = Problem.new("A rectangle has width $6$ and length $8$. What is its perimeter?", "28")
@@ -123,8 +123,8 @@ def test_a_gold_reached_by_approximation_cannot_lead(answer, question, solution,
 
 
 def test_the_symbolic_engine_rejects_an_approximate_q1_with_the_reason():
-    from composition_rl.compose.symbolic import SymbolicComposer
     from composition_rl.records import Problem
+    from composition_rl.spc.symbolic import SymbolicComposer
 
     q2 = Problem.new("A rectangle has width $6$ and length $8$. What is its perimeter?", "28")
     for answer, question, solution, why in APPROXIMATE_GOLDS:
@@ -160,7 +160,7 @@ def test_the_symbolic_engine_rejects_an_approximate_q1_with_the_reason():
      "4", ""),
 ])
 def test_degenerate_parts_are_those_whose_answer_is_read_off_the_text(question, answer, why):
-    from composition_rl.compose.natural import degenerate
+    from composition_rl.spc.natural import degenerate
 
     assert degenerate(question, answer) == why
 
@@ -168,7 +168,7 @@ def test_degenerate_parts_are_those_whose_answer_is_read_off_the_text(question, 
 def test_a_zero_offset_is_not_a_natural_link_unless_asked_for():
     from fractions import Fraction
 
-    from composition_rl.compose.natural import Naturalness
+    from composition_rl.spc.natural import Naturalness
 
     assert not Naturalness().allows(Fraction(0)) and Naturalness().allows(Fraction(3))
     assert Naturalness(zero_offset=True).allows(Fraction(0))

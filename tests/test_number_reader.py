@@ -17,10 +17,10 @@ from fractions import Fraction as F
 
 import pytest
 
+from composition_rl.grading.extract import decimal_comma, normalize
 from composition_rl.values import constant_value, parse_number
 from composition_rl.values.numbers import clean, grouped, plain_number
 from composition_rl.values.numwords import word_number
-from composition_rl.verify.extract import decimal_comma, normalize
 
 # (string, where seen, old verify, old latex, old constants, the one answer now)
 DIFFERED = [
@@ -106,7 +106,7 @@ def test_the_verifier_uses_the_same_thousands_rule():
 
 
 def test_reading_numbers_in_the_verifier_process_loads_no_sympy():
-    code = ("import sys; from composition_rl.verify.extract import normalize; "
+    code = ("import sys; from composition_rl.grading.extract import normalize; "
             "from composition_rl.values.numbers import plain_number; plain_number('1,000'); "
             "print('sympy' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -1,4 +1,4 @@
-"""OnlinePool.backfill (composition_rl.online): which prompts a starving step's refills become,
+"""OnlinePool.backfill (composition_rl.jobs.train.online): which prompts a starving step's refills become,
 how many, in what order, served once and kept through a resume. verl's side (the replay buffer
 that asks for them) is tested in tests/verl/test_verl_backfill.py."""
 
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from composition_rl.compose.checks import run_checks
-from composition_rl.online import OnlineConfig, OnlinePool
-from composition_rl.train.arithmetic import arithmetic_problems
+from composition_rl.jobs.train.arithmetic import arithmetic_problems
+from composition_rl.jobs.train.online import OnlineConfig, OnlinePool
+from composition_rl.spc.checks import run_checks
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The online rule (composition_rl.online) on scripted pass-rate sequences, its resumable state,
+"""The online rule (composition_rl.jobs.train.online) on scripted pass-rate sequences, its resumable state,
 and the compositions it injects for retired prompts (checked like any other composition)."""
 
 from __future__ import annotations
@@ -8,9 +8,14 @@ from collections import Counter
 
 import pytest
 
-from composition_rl.compose.checks import run_checks
-from composition_rl.online import OnlineConfig, OnlineTracker, compose_from_retired, weighted_draw
-from composition_rl.train.arithmetic import arithmetic_problems
+from composition_rl.jobs.train.arithmetic import arithmetic_problems
+from composition_rl.jobs.train.online import (
+    OnlineConfig,
+    OnlineTracker,
+    compose_from_retired,
+    weighted_draw,
+)
+from composition_rl.spc.checks import run_checks
 
 # (name, config overrides, visits as (correct, n), expected action after the last visit, streak)
 SEQUENCES = [
@@ -160,7 +165,7 @@ def _simulate(pool, steps, start=1, per_step=6):
 
 def test_pool_retires_injects_logs_and_never_draws_a_retired_prompt(pool, tmp_path):
     from composition_rl.io.files import read_jsonl
-    from composition_rl.online import OnlinePool
+    from composition_rl.jobs.train.online import OnlinePool
 
     log = tmp_path / "online.jsonl"
     op = OnlinePool(pool, OnlineConfig(k=2, max_depth=3), log_path=str(log))
@@ -195,7 +200,7 @@ def test_pool_retires_injects_logs_and_never_draws_a_retired_prompt(pool, tmp_pa
 def test_pool_resume_restores_draws_state_and_log_exactly(pool, tmp_path):
     import json
 
-    from composition_rl.online import OnlinePool
+    from composition_rl.jobs.train.online import OnlinePool
 
     cfg = OnlineConfig(k=2, max_depth=3, seed=5)
     a = OnlinePool(pool, cfg, log_path=str(tmp_path / "a" / "online.jsonl"))
@@ -219,7 +224,7 @@ def test_pool_resume_restores_draws_state_and_log_exactly(pool, tmp_path):
 
 
 def test_a_lineage_at_max_depth_retires_without_successors(pool, tmp_path):
-    from composition_rl.online import OnlinePool
+    from composition_rl.jobs.train.online import OnlinePool
 
     op = OnlinePool(pool, OnlineConfig(k=1, max_depth=2), log_path=str(tmp_path / "online.jsonl"))
     op.observe(1, [(pool[0].id, 8, 8)])
@@ -233,6 +238,6 @@ def test_a_lineage_at_max_depth_retires_without_successors(pool, tmp_path):
 def test_the_module_examples_run():
     import doctest
 
-    import composition_rl.online as online
+    import composition_rl.jobs.train.online as online
 
     assert doctest.testmod(online).failed == 0

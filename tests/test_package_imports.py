@@ -41,7 +41,7 @@ def test_the_check_sees_a_private_import(tmp_path):
 def test_the_quality_scanner_imports_none_of_the_rules_it_checks(module):
     # its counts of standard_constant, answer_range, grammar and default_value are a second
     # opinion on the rules of values/shortcuts.py only while it reads those classes itself
-    scanner = [SRC / "composition_rl" / "compose" / f for f in ("quality.py", "quality_shortcuts.py", "quality_text.py")]
+    scanner = [SRC / "composition_rl" / "spc" / f for f in ("quality.py", "quality_shortcuts.py", "quality_text.py")]
     names = [name for path in scanner for _, mod, name in _imports(path) if mod == f"composition_rl.{module}"]
     allowed = {"values.constants": {"UNGROUPED_ROLES"}}.get(module, set())
     assert set(names) <= allowed, names

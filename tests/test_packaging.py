@@ -28,8 +28,8 @@ PIP = [sys.executable, "-m", "pip"]
 API_SMOKE = r"""
 import sys
 import composition_rl
-from composition_rl.compose import ComposeConfig, compose_problems
-from composition_rl.verify import Verifier, VerifyConfig
+from composition_rl.jobs.compose import ComposeConfig, compose_problems
+from composition_rl.grading import Verifier, VerifyConfig
 
 q1 = composition_rl.Problem.new("What is $3+4$?", "7")
 q2 = composition_rl.Problem.new("Compute $2 + 5$.", "7")

@@ -1,4 +1,4 @@
-"""The solver probe (``composition_rl.probe``, ``crl probe``) on real compositions of MATH rows
+"""The solver probe (``composition_rl.jobs.probe``, ``crl probe``) on real compositions of MATH rows
 (tests/fixtures/math300.jsonl) with a scripted solver: for each record it returns the
 record's answer in a planned number of its k samples, so the pass rates, and which records
 are rejected as guessable, are known in advance. Grading goes through the project's real
@@ -14,15 +14,15 @@ import pytest
 from cli_run import crl
 from fakes.openai_server import FakeOpenAIServer
 
-from composition_rl.backends.rollout import Completion
-from composition_rl.compose.pipeline import ComposeConfig, compose_problems
-from composition_rl.compose.spc import find_glue
+from composition_rl.grading import VerifyConfig, close_shared_verifiers, shared_verifier
 from composition_rl.io.files import atomic_write_jsonl, read_jsonl
 from composition_rl.io.readers import ReaderConfig, load_problems
-from composition_rl.probe import ProbeConfig, probe_records, withheld_question
-from composition_rl.profile import RunMismatch
+from composition_rl.jobs.compose.pipeline import ComposeConfig, compose_problems
+from composition_rl.jobs.probe import ProbeConfig, probe_records, withheld_question
+from composition_rl.jobs.profile import RunMismatch
 from composition_rl.records import Problem
-from composition_rl.verify import VerifyConfig, close_shared_verifiers, shared_verifier
+from composition_rl.rollout.base import Completion
+from composition_rl.spc.text import find_glue
 
 FIXTURE = Path(__file__).parent / "fixtures" / "math300.jsonl"
 K = 4

@@ -16,18 +16,18 @@ from pathlib import Path
 import pytest
 from fakes.openai_server import FakeOpenAIServer
 
-from composition_rl.backends.rollout import SamplingConfig, build_backend
 from composition_rl.cli import main as crl
+from composition_rl.grading import VerifyConfig, close_shared_verifiers, shared_verifier
 from composition_rl.io.files import atomic_write_jsonl, read_jsonl
-from composition_rl.profile import (
+from composition_rl.jobs.profile import (
     ProfileConfig,
     keep_from_profile,
     profile_problems,
     select_from_profile,
 )
 from composition_rl.records import Problem
+from composition_rl.rollout.base import SamplingConfig, build_backend
 from composition_rl.stats import wilson_interval
-from composition_rl.verify import VerifyConfig, close_shared_verifiers, shared_verifier
 
 REPO = Path(__file__).resolve().parents[1]
 N = 4
@@ -324,7 +324,7 @@ class _SmallContextGGUF:
         return f"prompt_too_long: the prompt is {len(prompt) // 4} tokens and the model's context {self.context}"
 
     def generate(self, prompts, n, sampling):
-        from composition_rl.backends.rollout import Completion
+        from composition_rl.rollout.base import Completion
 
         self.asked += prompts
         return [[Completion("", 0, "prompt_too_long") if self.prompt_too_long(p) else Completion("so \\boxed{4}", 5)
@@ -343,7 +343,7 @@ def test_a_gguf_prompt_longer_than_the_context_is_set_aside_not_profiled(command
 
     fake = _SmallContextGGUF()
     # both jobs build their backend through the policy flags of the profile module
-    monkeypatch.setattr(importlib.import_module("composition_rl.profile"), "backend_from_args", lambda args: fake)
+    monkeypatch.setattr(importlib.import_module("composition_rl.jobs.profile"), "backend_from_args", lambda args: fake)
     inp = tmp_path / "qa.jsonl"
     inp.write_text(json.dumps({"question": "What is 2+2?", "answer": "4"}) + "\n"
                    + json.dumps({"question": "What is 2+2? " + "Think about it. " * 30, "answer": "4"}) + "\n")
@@ -355,7 +355,7 @@ def test_a_gguf_prompt_longer_than_the_context_is_set_aside_not_profiled(command
     assert crl([*args, "--model", "smollm2", "--out", str(out), "--no-progress"]) == 0
     rejects = list(read_jsonl(out / "input_rejects.jsonl"))
     assert [(r["reason"], r["row"]) for r in rejects] == [("prompt_too_long", 1)]
-    assert "longer than the context" in caplog.text  # logged by composition_rl.profile
+    assert "longer than the context" in caplog.text  # logged by composition_rl.jobs.profile
     assert len(fake.asked) == 1  # nothing was sampled for the long prompt
     if command == "profile":
         rows = list(read_jsonl(out / "profile.jsonl"))

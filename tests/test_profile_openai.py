@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from fakes.openai_server import FakeOpenAIServer, Fault
 
-from composition_rl.backends.rollout import SamplingConfig, build_backend
-from composition_rl.backends.rollout_openai import RolloutError
+from composition_rl.rollout.base import SamplingConfig, build_backend
+from composition_rl.rollout.openai import RolloutError
 
 
 def numbered(body: dict) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from fakes.rollout_tiny_qwen import build_tiny_qwen
 
-from composition_rl.backends.rollout import (
+from composition_rl.rollout.base import (
     PAPER_SAMPLING,
     ROLLOUT_BACKENDS,
     SamplingConfig,
@@ -141,7 +141,7 @@ def test_shared_prefill_samples_exactly_what_n_separate_prefills_sample(tiny_dir
 
 
 def test_vllm_sampling_params_follow_our_config():
-    from composition_rl.backends.vllm_offline import sampling_params_kwargs
+    from composition_rl.rollout.vllm import sampling_params_kwargs
 
     assert sampling_params_kwargs(8, SamplingConfig(max_tokens=100, seed=5)) == {
         "n": 8, "temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_tokens": 100, "seed": 5,
@@ -172,7 +172,7 @@ def test_hf_on_cuda_matches_greedy_one_at_a_time(tiny_dir):
 def test_max_tokens_is_capped_at_the_models_context_and_said_once(tmp_path, caplog):
     from fakes.rollout_tiny_qwen import build_tiny_qwen
 
-    from composition_rl.backends.rollout import SamplingConfig, build_backend
+    from composition_rl.rollout.base import SamplingConfig, build_backend
 
     model = build_tiny_qwen(tmp_path / "m", hidden=16, layers=1, max_positions=48)
     hf = build_backend("hf", model=str(model), device="cpu", max_batch_sequences=4)
@@ -190,9 +190,9 @@ def test_max_tokens_is_capped_at_the_models_context_and_said_once(tmp_path, capl
 def test_a_profile_resumed_by_a_new_backend_gives_the_rows_of_an_uninterrupted_one(tiny_dir, tmp_path):
     # samples are numbered per backend life: a resumed run asks each remaining prompt for the
     # first time, as the uninterrupted run did, so its draws (and rows) are the same
-    from composition_rl.profile import ProfileConfig, load_profile, profile_problems
+    from composition_rl.grading import Verifier, VerifyConfig
+    from composition_rl.jobs.profile import ProfileConfig, load_profile, profile_problems
     from composition_rl.records import Problem
-    from composition_rl.verify import Verifier, VerifyConfig
 
     problems = [Problem.new(p, ["2"]) for p in PROMPTS]
     cfg = ProfileConfig(n=2, sampling=SamplingConfig(max_tokens=8, temperature=1.0), chunk=1, keep_responses=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from composition_rl.jobs.train.step_progress import step_progress
 from composition_rl.progress import ProgressBar
-from composition_rl.train.progress import step_progress
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,13 +12,14 @@ from fractions import Fraction
 
 import pytest
 
-from composition_rl.compose import ComposeConfig, compose_problems, quality
-from composition_rl.compose.checks import run_checks
-from composition_rl.compose.natural import Naturalness, approximate_question
-from composition_rl.compose.pools import build_pools
-from composition_rl.compose.quality import DEFECTS, NOTES, scan_record
-from composition_rl.compose.symbolic import SymbolicComposer
+from composition_rl.jobs.compose import ComposeConfig, compose_problems
+from composition_rl.jobs.compose.pools import build_pools
 from composition_rl.records import Problem
+from composition_rl.spc import quality
+from composition_rl.spc.checks import run_checks
+from composition_rl.spc.natural import Naturalness, approximate_question
+from composition_rl.spc.quality import DEFECTS, NOTES, scan_record
+from composition_rl.spc.symbolic import SymbolicComposer
 from composition_rl.values import find_constants
 
 # (what, MATH index, question, answer, {literal: (math_mode, flaw)} for the literals named)
@@ -207,7 +208,7 @@ def test_pool_swaps_flawed_q1s_and_is_unchanged_when_none_is_drawn():
 
 
 def test_stats_report_offset_kinds_and_pool_preference(tmp_path):
-    from composition_rl.compose import run_compose
+    from composition_rl.jobs.compose import run_compose
 
     probs = [Problem.new(f"What is ${i} + 1$?", str(i + 1)) for i in range(30)]
     probs += [Problem.new("What is $\\sqrt{2} \\cdot 3$?", "3\\sqrt{2}")]

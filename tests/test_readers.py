@@ -119,7 +119,7 @@ def test_list_answers_keep_every_accepted_form(shared_data):
 
 
 def test_problem_records_are_read_whole(tmp_path):
-    from composition_rl.compose import ComposeConfig, compose_problems
+    from composition_rl.jobs.compose import ComposeConfig, compose_problems
     from composition_rl.records import Problem
 
     q1 = Problem.new("What is $3+4$?", "7")

@@ -28,8 +28,8 @@ def _rows(path: Path) -> list[dict]:
 
 def test_the_held_out_family_shares_no_expression_with_the_training_prompts():
     pytest.importorskip("reasoning_gym")
-    from composition_rl.train.config import load_config
-    from composition_rl.train.data import load_stage_problems
+    from composition_rl.jobs.train.config import load_config
+    from composition_rl.jobs.train.data import load_stage_problems
 
     _spec2 = importlib.util.spec_from_file_location("real_curriculum_heldout", HERE / "heldout.py")
     heldout = importlib.util.module_from_spec(_spec2)

@@ -27,13 +27,13 @@ from pathlib import Path
 import pytest
 from served import free_port, served
 
-from composition_rl.backends.base import ChatRequest, RequestRefused, run_chat_batch
-from composition_rl.backends.openai_chat import OpenAIChat
-from composition_rl.compose.checks import run_checks
-from composition_rl.compose.llm import LLM_STAGES, PROPOSE_SCHEMA
+from composition_rl.chat.base import ChatRequest, RequestRefused, run_chat_batch
+from composition_rl.chat.openai import OpenAIChat
 from composition_rl.io.files import read_jsonl
 from composition_rl.io.readers import load_problems
 from composition_rl.records import Problem
+from composition_rl.spc.checks import run_checks
+from composition_rl.spc.llm import LLM_STAGES, PROPOSE_SCHEMA
 
 pytestmark = [pytest.mark.real_llm, pytest.mark.shared_data]
 

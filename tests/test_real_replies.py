@@ -20,10 +20,11 @@ import pytest
 from fakes.composer_script import good_composer
 from fakes.openai_server import FakeOpenAIServer, Fault
 
-from composition_rl.backends.base import ChatError, ChatRequest, RequestRefused, run_chat_batch
-from composition_rl.backends.openai_chat import OpenAIChat, refusal
-from composition_rl.compose.llm import PROPOSE_SCHEMA, LLMComposeConfig, compose_candidates
+from composition_rl.chat.base import ChatError, ChatRequest, RequestRefused, run_chat_batch
+from composition_rl.chat.openai import OpenAIChat, refusal
+from composition_rl.jobs.compose.with_model import compose_candidates
 from composition_rl.records import Problem
+from composition_rl.spc.llm import PROPOSE_SCHEMA, LLMComposeConfig
 
 FIXTURES = Path(__file__).parent / "fixtures" / "real_llm"
 
@@ -202,9 +203,9 @@ REPLIES = sorted((FIXTURES / "replies").glob("*.json"))
 def link_outcome(fx: dict) -> tuple[str, str] | dict[str, str]:
     """What the engine's reading of one recorded proposal decides: the (stage, reason) of
     the first step that rejects it, or the draft's fields when every exact step passes."""
-    from composition_rl.backends.base import ChatResponse
-    from composition_rl.compose.base import Rejection
-    from composition_rl.compose.llm.proposal import (
+    from composition_rl.chat.base import ChatResponse
+    from composition_rl.spc.base import Rejection
+    from composition_rl.spc.llm.proposal import (
         LINK_STEPS,
         Draft,
         check_position,
@@ -253,7 +254,7 @@ def test_raw_latex_in_a_real_reply_is_read_as_latex_not_as_json_escapes():
     fx = json.loads((FIXTURES / "replies" / "empty_fields_and_raw_latex.json").read_text(encoding="utf-8"))
     text = fx["response"]["choices"][0]["text"]
     assert "\\frac" in text and json.loads(text)["definition"].count("\f") == 1  # strict JSON: a form feed
-    from composition_rl.compose.llm.prompts import parse_json_object
+    from composition_rl.spc.llm.prompts import parse_json_object
 
     obj = parse_json_object(text)
     assert "$\\frac{25}{4}$" in obj["definition"] and "\f" not in obj["definition"]

@@ -1,4 +1,4 @@
-"""``crl refresh`` and ``composition_rl.refresh``: the stages, their resume, the refusals.
+"""``crl refresh`` and ``composition_rl.jobs.refresh``: the stages, their resume, the refusals.
 
 The policy is scripted: it knows every original problem's answer and answers a planned
 number of its samples correctly, per prompt, per composition depth and per sampling seed
@@ -19,17 +19,22 @@ import pytest
 from fakes.openai_server import FakeOpenAIServer
 
 import composition_rl as crl
-from composition_rl.backends.rollout import Completion, SamplingConfig
 from composition_rl.cli import main as cli
+from composition_rl.grading import VerifyConfig, close_shared_verifiers, shared_verifier
 from composition_rl.io.files import atomic_write_jsonl, read_jsonl
 from composition_rl.io.identity import RunMismatch
-from composition_rl.mbs import GrowConfig
-from composition_rl.mbs.teachers import ProgramTeacher, chain_values, parse_chain, render_chain
-from composition_rl.profile import ProfileConfig
+from composition_rl.jobs.grow import GrowConfig
+from composition_rl.jobs.grow.teachers import (
+    ProgramTeacher,
+    chain_values,
+    parse_chain,
+    render_chain,
+)
+from composition_rl.jobs.profile import ProfileConfig
+from composition_rl.jobs.refresh import RefreshConfig, refresh_problems
 from composition_rl.records import Problem
-from composition_rl.refresh import RefreshConfig, refresh_problems
+from composition_rl.rollout.base import Completion, SamplingConfig
 from composition_rl.stats import wilson_interval
-from composition_rl.verify import VerifyConfig, close_shared_verifiers, shared_verifier
 
 N = 4
 
@@ -318,7 +323,7 @@ def test_the_refresh_subpackage_imported_first_does_not_replace_the_verb():
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-c", "import composition_rl.refresh\nimport composition_rl as crl\n"
+    r = subprocess.run([sys.executable, "-c", "import composition_rl.jobs.refresh\nimport composition_rl as crl\n"
                         "print(callable(crl.refresh), crl.RefreshConfig.__name__)"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from composition_rl.reproduce.config import ReproduceConfig
-from composition_rl.reproduce.jobs import continue_steps, eval_targets
-from composition_rl.reproduce.report import verdict
+from composition_rl.jobs.reproduce.config import ReproduceConfig
+from composition_rl.jobs.reproduce.report import verdict
+from composition_rl.jobs.reproduce.seed import continue_steps, eval_targets
 from composition_rl.stats import mean_interval, t_quantile
 
 
@@ -81,7 +81,7 @@ def test_config_validation_names_the_bad_values():
 
 
 def test_online_arm_is_off_by_default_and_arms_can_be_added_to_a_finished_run(tmp_path):
-    from composition_rl.reproduce.run import Job, _check_config, _stale
+    from composition_rl.jobs.reproduce.run import Job, _check_config, _stale
 
     assert "online" not in ReproduceConfig().arms
     base = ReproduceConfig(arms=("continue", "depth2"))
@@ -107,7 +107,7 @@ def test_an_interrupted_reproduction_leaves_no_worker_running():
     import time
     from concurrent.futures import ProcessPoolExecutor
 
-    from composition_rl.reproduce.run import _stop_workers
+    from composition_rl.jobs.reproduce.run import _stop_workers
 
     pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"))
     futures = [pool.submit(time.sleep, 120) for _ in range(3)]

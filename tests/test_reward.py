@@ -9,7 +9,7 @@ accepts, or to a wrong value). Some completions are conversations (one assistant
 multimodal text parts, a tool call and its result, a tool result after the last turn).
 
 Each path is fed what it gets in training:
-- ``crl train``: :class:`VerifierReward` with the columns of ``problem_row`` (train/data.py);
+- ``crl train``: :class:`VerifierReward` with the columns of ``problem_row`` (jobs/train/data.py);
 - TRL: ``make_reward_fn()`` with the columns of ``crl export --format trl``, read back from
   the parquet;
 - verl: ``compute_score`` with ``data_source``, ``reward_model.ground_truth`` and
@@ -27,15 +27,15 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from composition_rl.grading import VerifyConfig, close_shared_verifiers
+from composition_rl.grading.reward import accepted_answers, completion_text, score_completions
 from composition_rl.integrations import verl as verl_reward
 from composition_rl.integrations.trl import make_reward_fn
-from composition_rl.io.export import export
 from composition_rl.io.readers import load_problems
+from composition_rl.jobs.export import export
+from composition_rl.jobs.train.data import problem_row
+from composition_rl.jobs.train.verifier_reward import VerifierReward
 from composition_rl.records import Problem
-from composition_rl.train.data import problem_row
-from composition_rl.train.reward import VerifierReward
-from composition_rl.verify import VerifyConfig, close_shared_verifiers
-from composition_rl.verify.reward import accepted_answers, completion_text, score_completions
 
 TIMEOUT_S, WORKERS = 5.0, 2
 
@@ -114,7 +114,7 @@ def build_table(shared_data) -> list[Case]:
         add(f"amc {p.id}: as a decimal", p, f"Adding up, the total is ${p.answer}.0$, so $\\boxed{{{p.answer}.0}}$.", 1.0)
         add(f"amc {p.id}: truncated", p, "We first compute the area of the triangle, which is", 0.0)
 
-    from composition_rl.compose import ComposeConfig, compose_problems
+    from composition_rl.jobs.compose import ComposeConfig, compose_problems
 
     pool = load_problems(shared_data / "train" / "math_train.json").problems[:30]
     composed = compose_problems(pool, ComposeConfig(depth=2, max_candidates=20, workers=1)).accepted[:4]

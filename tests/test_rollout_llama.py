@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from composition_rl.backends.rollout import SamplingConfig
-from composition_rl.backends.rollout_llama import kv_cells, sample_token
+from composition_rl.rollout.base import SamplingConfig
+from composition_rl.rollout.llama import kv_cells, sample_token
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -91,7 +91,7 @@ QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def backend(smollm2_gguf):
-    from composition_rl.backends.rollout import build_backend
+    from composition_rl.rollout.base import build_backend
 
     b = build_backend("llama", model=str(smollm2_gguf), n_parallel=8)
     yield b
@@ -112,7 +112,7 @@ def test_the_gguf_chat_template_and_end_of_turn_come_from_the_model(backend):
 
 @pytest.mark.real_llm
 def test_many_prompts_and_samples_are_batched_and_repeat_exactly(smollm2_gguf):
-    from composition_rl.backends.rollout import build_backend
+    from composition_rl.rollout.base import build_backend
 
     cfg = SamplingConfig(max_tokens=40, seed=3)
     one = build_backend("llama", model=str(smollm2_gguf), n_parallel=8)
@@ -169,7 +169,7 @@ def test_crl_profile_takes_the_llama_backend_for_a_gguf(smollm2_gguf, tmp_path):
 def test_prompt_too_long_says_beforehand_what_generate_answers(smollm2_gguf):
     """The question crl grow asks a student before trusting its 0: the backend's own answer,
     the same verdict generate gives (empty prompt_too_long completions), with the lengths."""
-    from composition_rl.backends.rollout import build_backend
+    from composition_rl.rollout.base import build_backend
 
     b = build_backend("llama", model=str(smollm2_gguf), context=64)
     try:

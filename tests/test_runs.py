@@ -247,8 +247,8 @@ def test_a_second_train_at_once_is_refused(w, capsys, tiny_qwen):
 # 4. an interrupted rerun leaves the previous complete run as it was
 # --------------------------------------------------------------------------------------------
 def _interrupt_exports(monkeypatch):
-    import composition_rl.io.export as io_export
-    from composition_rl.compose import run as compose_run
+    import composition_rl.jobs.export as io_export
+    from composition_rl.jobs.compose import run as compose_run
 
     real = io_export.export
     calls = []
@@ -545,9 +545,9 @@ def test_a_refused_score_leaves_no_files_and_the_rerun_scores(w, capsys):
 def test_the_probe_fold_is_replaced_whole_or_not_at_all(w, monkeypatch):
     """Finding 6: apply_to_run rewrote rejected, composed, stats and the exports one at a
     time; a failure in the last one left composed.jsonl probed but stats.json not."""
-    import composition_rl.io.export as io_export
+    import composition_rl.jobs.export as io_export
     from composition_rl.io.readers import ReaderConfig, load_problems
-    from composition_rl.probe import ProbeResult, apply_to_run
+    from composition_rl.jobs.probe import ProbeResult, apply_to_run
 
     out = w / "compose"
     records = load_problems(str(out / "composed.jsonl"), ReaderConfig()).problems
@@ -679,7 +679,7 @@ def test_an_output_onto_a_file_crl_did_not_write_is_refused(w, capsys):
 def test_compose_checks_the_folder_again_once_it_holds_the_lock(w, monkeypatch, capsys):
     """Found by the harness: an export that took a new folder between compose's checks and
     its lock was mixed with the compose run (compose did not look again under the lock)."""
-    from composition_rl.compose import run as compose_run
+    from composition_rl.jobs.compose import run as compose_run
 
     out, real, done = w / "o", compose_run.hold_lock, []
 

@@ -1,5 +1,5 @@
 """Compositions that really need q1: the named shortcut rules (values/shortcuts.py), the risks
-(values/shortcut_risks.py), and the scanners that look for all of it (compose/quality.py,
+(values/shortcut_risks.py), and the scanners that look for all of it (spc/quality.py,
 ``crl audit``). Constants read as TeX reads them, one role per replaced value and natural
 offsets are in ``test_shortcuts_constants.py``; check 5 (does the answer depend on the
 variable?) in ``test_shortcuts_dependence.py``.
@@ -15,14 +15,14 @@ import re
 
 import pytest
 
-from composition_rl.audit import CLASSES, sample, scan
 from composition_rl.cli import main
-from composition_rl.compose import ComposeConfig, run_compose
-from composition_rl.compose.base import Rejection
-from composition_rl.compose.checks import run_checks
-from composition_rl.compose.quality import DEFECTS, scan_record
-from composition_rl.compose.symbolic import SymbolicComposer
+from composition_rl.jobs.audit import CLASSES, sample, scan
+from composition_rl.jobs.compose import ComposeConfig, run_compose
 from composition_rl.records import Problem
+from composition_rl.spc.base import Rejection
+from composition_rl.spc.checks import run_checks
+from composition_rl.spc.quality import DEFECTS, scan_record
+from composition_rl.spc.symbolic import SymbolicComposer
 from composition_rl.values import FLAWS, constant_value, constants, find_constants, shortcuts
 from composition_rl.values.shortcuts import SHORTCUT_RULES
 
@@ -348,8 +348,8 @@ def test_risks_reject_never_replaces_a_risky_constant_and_says_why(tmp_path):
 def test_risks_reject_reaches_the_llm_and_auto_engines():
     """Under --risks reject the model may not pick a risky constant either: the LLM engine's
     allowed places drop them, and auto passes the option to both halves."""
-    from composition_rl.compose.llm import LLMComposeConfig
-    from composition_rl.compose.run import build_engine
+    from composition_rl.jobs.compose.run import build_engine
+    from composition_rl.spc.llm import LLMComposeConfig
 
     two = Problem.new("What is the positive difference between the two solutions of $|x + 5| = 20$?", "40")
     for risks, literals in (("last", {"two", "5", "20"}), ("reject", {"5", "20"})):

@@ -1,5 +1,5 @@
 """Compositions that really need q1: constants read as TeX reads them (values/constants.py),
-one role per replaced value, and natural offsets with the next partner (compose/symbolic.py).
+one role per replaced value, and natural offsets with the next partner (spc/symbolic.py).
 The shortcut rules are in ``test_shortcuts.py``.
 
 Each table row is real MATH train text: (what it shows, the record's index in
@@ -13,13 +13,13 @@ from fractions import Fraction
 
 import pytest
 
-from composition_rl.compose import ComposeConfig, compose_problems, run_compose
-from composition_rl.compose.base import Rejection
-from composition_rl.compose.checks import run_checks
-from composition_rl.compose.natural import Naturalness
-from composition_rl.compose.quality import scan_record
-from composition_rl.compose.symbolic import SymbolicComposer
+from composition_rl.jobs.compose import ComposeConfig, compose_problems, run_compose
 from composition_rl.records import Problem
+from composition_rl.spc.base import Rejection
+from composition_rl.spc.checks import run_checks
+from composition_rl.spc.natural import Naturalness
+from composition_rl.spc.quality import scan_record
+from composition_rl.spc.symbolic import SymbolicComposer
 from composition_rl.values import constant_value, find_constants
 
 
@@ -79,13 +79,13 @@ def test_a_mixed_number_is_one_constant_and_its_parts_are_none():
     assert rec.links[0].v2_literal == "6\\frac{1}{4}" and rec.links[0].v2_expr == "25/4" and "\\sqrt{Y}" in rec.question
     assert not scan_record(rec)  # checks 2 and 3 read the literal as 25/4, and the scanners find nothing
     # the scanner's own reading: the whole part of a mixed number is no place for a variable
-    from composition_rl.compose.quality import _tex_token
+    from composition_rl.spc.quality import _tex_token
     assert "mixed number" in _tex_token(q6333, q6333.index("6"), "6")
     assert "mixed number" in _tex_token(q6333, q6333.index("4}"), "4")  # an argument after a whole part
     plain = "Find $\\frac{1}{4}$."
     assert _tex_token(plain, plain.index("4}"), "4") == ""  # a plain fraction's argument is one token
     # the LLM engine reads the literal the model names as the mixed number too
-    from composition_rl.compose.llm.proposal import Draft, read_constant
+    from composition_rl.spc.llm.proposal import Draft, read_constant
     d = Draft(Problem.new("What is $3 + 4$?", "7"), Problem.new(q6333, "\\frac{5}{2}"),
               {"constant": "$6\\frac{1}{4}$", "rewritten": "Express ... $$\\sqrt{<VAR>}$$", "constant_value": ""})
     assert read_constant(d, 200) is None and d.v2 == Fraction(25, 4)
@@ -102,8 +102,8 @@ def test_a_problem_that_points_at_a_figure_it_does_not_hold_is_composed_nowhere(
     assert eng.pool_flaw(q622, 0, 2) == "missing_figure"  # never drawn as a q1 while others are left
     rej = eng.compose((q622, Problem.new("What is $3 + 4$?", "7")), "c")  # and rejected if it is all the same
     assert (rej.stage, rej.reason) == ("check1_v1", "missing_figure")
-    from composition_rl.compose.llm import LLMComposeConfig
-    from composition_rl.compose.run import build_engine
+    from composition_rl.jobs.compose.run import build_engine
+    from composition_rl.spc.llm import LLMComposeConfig
     llm = build_engine(ComposeConfig(engine="llm"), llm_config=LLMComposeConfig(model="m"))
     for chain in ((q622, Problem.new("What is $3 + 4$?", "7")), (Problem.new("What is $3 + 4$?", "7"), q622)):
         assert llm._prefilter(chain).reason == "missing_figure"
@@ -121,7 +121,7 @@ def test_an_answer_that_lists_fewer_items_than_asked_is_composed_nowhere():
     with `(8,38)` alone, though $(-2, 18)$ is a point too (2x^2-10x-10 = x^2-4x+6 at x = -2
     and 8). A record takes its answer from the last problem and X from the earlier ones, so
     such a problem stands nowhere in a chain, for either engine; the full answer is composed."""
-    from composition_rl.compose.natural import incomplete_answer
+    from composition_rl.spc.natural import incomplete_answer
 
     short, full = Problem.new(_TWO_POINTS, "(8,38)"), Problem.new(_TWO_POINTS, "(-2,18);(8,38)")
     assert incomplete_answer(short.question, short.answer) and not incomplete_answer(full.question, full.answer)
@@ -138,8 +138,8 @@ def test_an_answer_that_lists_fewer_items_than_asked_is_composed_nowhere():
     rej = eng.compose((Problem.new(cos, "18"), Problem.new("A box holds $12$ eggs. How many eggs do $3$ boxes hold?",
                                                            "36")), "c")
     assert (rej.stage, rej.reason) == ("check1_v1", "q1_incomplete_answer")
-    from composition_rl.compose.llm import LLMComposeConfig
-    from composition_rl.compose.run import build_engine
+    from composition_rl.jobs.compose.run import build_engine
+    from composition_rl.spc.llm import LLMComposeConfig
     llm = build_engine(ComposeConfig(engine="llm"), llm_config=LLMComposeConfig(model="m"))
     assert llm._prefilter((first, short)).reason == "incomplete_answer"
     assert llm._prefilter((short, first)).reason == "q1_incomplete_answer"
@@ -165,8 +165,8 @@ def test_the_incomplete_answers_of_the_shared_data_are_the_five_math_rows(shared
     train's parabolas (two points each, one given), "the two smallest solutions" of
     $\\cos^2(k^2 + 36)^\\circ = 1$ (12 and 18, one given) and two triangles whose three angles
     are asked (30, 75, 75 and 45, 60, 75 degrees, two and one given). No other row is flagged."""
-    from composition_rl.compose.natural import incomplete_answer
     from composition_rl.io.readers import load_problems
+    from composition_rl.spc.natural import incomplete_answer
 
     flagged = {}
     for path in sorted(shared_data.rglob("*.json")):
@@ -327,9 +327,9 @@ def test_a_chain_takes_the_same_partners_whichever_chain_was_composed_first(shar
     """A review found depth-3 output depending on the order chains were composed in (so on the
     workers): the places among the chains needing a partner were cached by the drawn chain, yet
     built from the later problem, which at depth 3 may be a partner itself. MATH train, seed 0."""
-    from composition_rl.compose.pools import candidate_id
-    from composition_rl.compose.run import build_engine, engine_pools
     from composition_rl.io.readers import load_problems
+    from composition_rl.jobs.compose.pools import candidate_id
+    from composition_rl.jobs.compose.run import build_engine, engine_pools
 
     probs = load_problems(shared_data / "train/math_train.json").problems
     by_id = {p.id: p for p in probs}

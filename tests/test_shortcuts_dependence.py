@@ -1,5 +1,5 @@
 """Compositions that really need q1: check 5, does the answer depend on the variable
-(compose/dependence.py, exact where decidable, and the model where it is not). The shortcut
+(spc/dependence.py, exact where decidable, and the model where it is not). The shortcut
 rules are in ``test_shortcuts.py``.
 
 Each table row is real MATH train text: (what it shows, the record's index in
@@ -15,12 +15,12 @@ import pytest
 from fakes.composer_script import good_composer
 from fakes.openai_server import FakeOpenAIServer
 
-from composition_rl.compose import spc
-from composition_rl.compose.base import FUNNEL_STAGES, Stage
-from composition_rl.compose.checks import run_checks
-from composition_rl.compose.dependence import decide
-from composition_rl.compose.symbolic import SymbolicComposer
 from composition_rl.records import Problem
+from composition_rl.spc import text as spc
+from composition_rl.spc.base import FUNNEL_STAGES, Stage
+from composition_rl.spc.checks import run_checks
+from composition_rl.spc.dependence import decide
+from composition_rl.spc.symbolic import SymbolicComposer
 from composition_rl.values import find_constants
 
 
@@ -299,8 +299,9 @@ def _solver(answers: dict[str, str]):
 
 
 def test_the_llm_engine_asks_the_model_where_exact_reading_cannot_decide(tmp_path):
-    from composition_rl.backends.openai_chat import OpenAIChat
-    from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+    from composition_rl.chat.openai import OpenAIChat
+    from composition_rl.jobs.compose.with_model import compose_candidates
+    from composition_rl.spc.llm import LLMComposeConfig
 
     q1 = Problem.new("What is $3 + 4$?", "7")
     # prose quantities: exact reading says "unknown" for both
@@ -333,8 +334,9 @@ def test_an_answer_that_moves_in_steps_is_not_called_independent(tmp_path):
     """The probe's second point: the same answer at v2 + 1 but another at v2 + 2 is an answer
     that moves in steps, not one that ignores the value (e.g. the primes between
     30 and 40 or 41); one the same at both points is rejected as before."""
-    from composition_rl.backends.openai_chat import OpenAIChat
-    from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+    from composition_rl.chat.openai import OpenAIChat
+    from composition_rl.jobs.compose.with_model import compose_candidates
+    from composition_rl.spc.llm import LLMComposeConfig
 
     q1 = Problem.new("What is $3 + 4$?", "7")
     pairs = Problem.new("A shelf holds 4 books, set out in pairs. How many pairs are on the shelf?", "2")
@@ -382,7 +384,7 @@ def test_an_answer_that_moves_in_steps_is_not_called_independent(tmp_path):
     (".5, 2", "2, 5", False),
 ])
 def test_the_probe_compares_unbracketed_lists_as_sets(answer, gold, same):
-    from composition_rl.compose.llm.answers import same_answer
+    from composition_rl.spc.llm.answers import same_answer
 
     assert same_answer(answer, [gold]) is same
 
@@ -391,8 +393,9 @@ def test_a_reordered_list_at_v2_plus_one_is_the_same_answer(tmp_path):
     """The probe at v2 + 1 must see that a list in another order is the answer it had at v2:
     the later problem's answer here ignores the count, and the model writes it in another
     order each time."""
-    from composition_rl.backends.openai_chat import OpenAIChat
-    from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+    from composition_rl.chat.openai import OpenAIChat
+    from composition_rl.jobs.compose.with_model import compose_candidates
+    from composition_rl.spc.llm import LLMComposeConfig
 
     q1 = Problem.new("What is $3 + 4$?", "7")
     later = Problem.new("A club of 6 members meets on Monday and Friday. On which days does it meet?",
@@ -413,8 +416,9 @@ def test_blind_dependence_rejects_a_later_problem_the_model_solves_without_the_v
     """--dependence blind: after the probe at v2 + 1, the model solves the later problem with the
     value withheld; reaching q2's answer that way is a shortcut (values the rest
     of the problem forces, which v2 + 1 cannot show)."""
-    from composition_rl.backends.openai_chat import OpenAIChat
-    from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+    from composition_rl.chat.openai import OpenAIChat
+    from composition_rl.jobs.compose.with_model import compose_candidates
+    from composition_rl.spc.llm import LLMComposeConfig
 
     q1 = Problem.new("What is $3 + 4$?", "7")
     twins = Problem.new("Each of 2 twins has 4 apples. How many apples do they have in all?", "8")
@@ -455,8 +459,9 @@ def test_auto_takes_the_next_constant_when_the_model_finds_one_irrelevant(tmp_pa
     flags most answer-independent shortcuts: 24 of 25 in one estimate); the mark holds for the
     run, so another chain with that problem asks nothing more about it. A chain rejected on
     the model's word is one with no constant left."""
-    from composition_rl.backends.openai_chat import OpenAIChat
-    from composition_rl.compose.llm import LLMComposeConfig, compose_candidates
+    from composition_rl.chat.openai import OpenAIChat
+    from composition_rl.jobs.compose.with_model import compose_candidates
+    from composition_rl.spc.llm import LLMComposeConfig
 
     seven = Problem.new("What is $3 + 4$?", "7")
     eight = Problem.new("What is $4 + 4$?", "8")
@@ -493,7 +498,7 @@ def test_auto_takes_the_next_constant_when_the_model_finds_one_irrelevant(tmp_pa
     # second chain with the crate asks nothing about its weight
     from types import SimpleNamespace
 
-    from composition_rl.compose.run import build_engine
+    from composition_rl.jobs.compose.run import build_engine
 
     with FakeOpenAIServer(model) as srv:
         auto = build_engine(SimpleNamespace(engine="auto", seed=0, max_chars=8000, derive_q1=True),

@@ -1,4 +1,4 @@
-"""The composition text (compose/spc.py): answer instructions taken out of the parts before the
+"""The composition text (spc/text.py): answer instructions taken out of the parts before the
 last, and how a variable is written in a problem that writes no LaTeX."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from composition_rl.compose import spc
+from composition_rl.spc import text as spc
 
 # Real problem texts: one per template of each default reasoning-gym generator
 # (reasoning-gym 0.1.25, DEFAULT_RG_SPECS, seed 0) and rows of MATH train and Minerva

@@ -1,4 +1,4 @@
-"""compose/spill.py: accepted lines wait in per-process spill files and come back in any order."""
+"""jobs/compose/spill.py: accepted lines wait in per-process spill files and come back in any order."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from composition_rl.compose.spill import Spill, SpillIndex
+from composition_rl.jobs.compose.spill import Spill, SpillIndex
 
 
 def test_lines_from_several_spill_files_come_back_in_the_given_order(tmp_path):

@@ -12,13 +12,13 @@ pytest.importorskip("transformers")
 
 from fakes.tiny_policy import TEST_MODEL_CONFIG, tiny_policy_dir  # noqa: E402
 
-from composition_rl.train.arithmetic import make_problem  # noqa: E402
-from composition_rl.train.tiny_model import (  # noqa: E402
+from composition_rl.jobs.tiny_model import (  # noqa: E402
     TinyModelConfig,
     build_tiny_model,
     build_tokenizer,
     check_tokenizer_roundtrip,
 )
+from composition_rl.jobs.train.arithmetic import make_problem  # noqa: E402
 
 
 @pytest.fixture(scope="module")

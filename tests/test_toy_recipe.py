@@ -1,4 +1,4 @@
-"""The toy recipe of crl demo / crl reproduce (train/toy.py, train/rg_task.py): the task family,
+"""The toy recipe of crl demo / crl reproduce (jobs/train/toy.py, jobs/train/rg_task.py): the task family,
 its splits and the test sets that design 2 (docs/science.md) rests on."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from composition_rl.train.rg_task import RGTask, _base_index, _solve, scratchpad
-from composition_rl.train.toy import ToyRecipe
+from composition_rl.jobs.train.rg_task import RGTask, _base_index, _solve, scratchpad
+from composition_rl.jobs.train.toy import ToyRecipe
 
 STEP = re.compile(r"(-?\d+[+\-]\d+)=")
 

@@ -6,9 +6,9 @@ import pytest
 
 trl = pytest.importorskip("trl")
 
-from composition_rl.train import trl_adapter  # noqa: E402
-from composition_rl.train.config import DynamicSamplingConfig  # noqa: E402
-from composition_rl.train.trl_adapter import (  # noqa: E402
+from composition_rl.jobs.train import trl_adapter  # noqa: E402
+from composition_rl.jobs.train.config import DynamicSamplingConfig  # noqa: E402
+from composition_rl.jobs.train.trl_adapter import (  # noqa: E402
     PINNED_TRL,
     TRLCompatError,
     check_batch_keys,
@@ -66,7 +66,7 @@ def test_the_public_trainer_loads_trl_only_when_asked_for():
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
     from composition_rl.integrations.trl import GRPOTrainer
-    from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer
+    from composition_rl.jobs.train.trl_adapter import DynamicSamplingGRPOTrainer
 
     assert GRPOTrainer is DynamicSamplingGRPOTrainer and issubclass(GRPOTrainer, trl.GRPOTrainer)
 
@@ -79,7 +79,7 @@ def test_the_public_trainer_loads_trl_only_when_asked_for():
     ({"reward_funcs": [len], "dynamic_sampling": DynamicSamplingConfig(max_rounds=0)}, "max_rounds must be >= 1, got 0"),
 ])
 def test_bad_trainer_arguments_are_refused_before_any_model_loads(kwargs, named):
-    from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer
+    from composition_rl.jobs.train.trl_adapter import DynamicSamplingGRPOTrainer
 
     with pytest.raises(ValueError, match=named):
         DynamicSamplingGRPOTrainer("no/such-model", **kwargs)
@@ -99,8 +99,8 @@ def test_the_trainer_refills_from_its_dataset_or_the_pool_it_is_given(tmp_path):
         PoolSource,
         make_reward_fn,
     )
-    from composition_rl.online import OnlineConfig, OnlinePool
-    from composition_rl.train.arithmetic import arithmetic_problems
+    from composition_rl.jobs.train.arithmetic import arithmetic_problems
+    from composition_rl.jobs.train.online import OnlineConfig, OnlinePool
 
     model = str(build_tiny_qwen(tmp_path / "tiny"))
     problems = arithmetic_problems(4, depth=1, seed=0)
@@ -141,7 +141,7 @@ def test_the_trl_script_of_docs_api_md_runs_as_written_and_refills_solved_groups
     prompt and injects its compositions."""
     from fakes.tiny_policy import tiny_policy_dir
 
-    from composition_rl.verify import close_shared_verifiers
+    from composition_rl.grading import close_shared_verifiers
 
     blocks = _api_md_trl_script()
     assert len(blocks) == 2, "docs/api.md: expected the script and its online continuation"
@@ -186,10 +186,10 @@ def test_a_resumed_user_run_continues_the_same_refills(pytestconfig, tmp_path, m
     from fakes.tiny_policy import tiny_policy_dir
     from trl import GRPOConfig
 
+    from composition_rl.grading import close_shared_verifiers
     from composition_rl.integrations.trl import DynamicSamplingConfig, GRPOTrainer, make_reward_fn
-    from composition_rl.train.arithmetic import arithmetic_problems
-    from composition_rl.train.trl_adapter import SOURCE_STATE
-    from composition_rl.verify import close_shared_verifiers
+    from composition_rl.jobs.train.arithmetic import arithmetic_problems
+    from composition_rl.jobs.train.trl_adapter import SOURCE_STATE
 
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     problems = [p for p in arithmetic_problems(40, depth=1, seed=5, digits=1) if "0" not in p.question]

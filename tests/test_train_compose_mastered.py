@@ -9,9 +9,9 @@ import json
 import pytest
 
 from composition_rl.io.files import atomic_write_jsonl, read_jsonl
-from composition_rl.train.config import TrainConfig
-from composition_rl.train.grpo import _Run
-from composition_rl.train.rg_task import RGTask
+from composition_rl.jobs.train.config import TrainConfig
+from composition_rl.jobs.train.grpo import _Run
+from composition_rl.jobs.train.rg_task import RGTask
 
 
 @pytest.fixture()

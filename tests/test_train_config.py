@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from composition_rl.train.config import TrainConfig, load_config, preset_names
+from composition_rl.jobs.train.config import TrainConfig, load_config, preset_names
 
 BASE = {"model": "m", "output_dir": "o", "stages": [{"name": "d1", "data": "d1.jsonl", "max_steps": 3}]}
 
@@ -58,8 +58,8 @@ def test_grpo_settings_pass_through_to_trl_by_name(tmp_path):
 
     from trl import GRPOConfig
 
-    from composition_rl.train.config import GRPOSettings, TrainConfig
-    from composition_rl.train.grpo import _grpo_args
+    from composition_rl.jobs.train.config import GRPOSettings, TrainConfig
+    from composition_rl.jobs.train.grpo import _grpo_args
 
     theirs = {f.name for f in dataclasses.fields(GRPOConfig)}
     ours = {f.name for f in dataclasses.fields(GRPOSettings)} - {"prompts_per_step", "trl"}
@@ -84,7 +84,7 @@ UNBOXED = [
 
 
 def test_the_reward_reads_unboxed_prose_endings_only_when_the_config_asks():
-    from composition_rl.train.reward import VerifierReward
+    from composition_rl.jobs.train.verifier_reward import VerifierReward
 
     completions, answers = [c for c, _ in UNBOXED], [[a] for _, a in UNBOXED]
     boxed_only = TrainConfig.from_dict({**BASE, "verify_workers": 1}).validate()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from composition_rl.train.curriculum import Curriculum, StageSpec
+from composition_rl.jobs.train.curriculum import Curriculum, StageSpec
 
 
 def _stages(budget=20):
@@ -122,7 +122,7 @@ def test_min_steps_must_fit_the_budget():
 
 
 def test_min_steps_reaches_the_curriculum_from_a_train_config(tmp_path):
-    from composition_rl.train.config import TrainConfig
+    from composition_rl.jobs.train.config import TrainConfig
 
     with pytest.raises(ValueError, match="stage 'd1': min_steps"):
         TrainConfig.from_dict({"preset": "cpu-tiny", "model": "m", "output_dir": str(tmp_path),

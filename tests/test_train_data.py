@@ -9,9 +9,9 @@ from cli_run import crl
 from fakes.openai_server import FakeOpenAIServer
 
 from composition_rl.io.files import atomic_write_jsonl
+from composition_rl.jobs.train.config import StageConfig
+from composition_rl.jobs.train.data import PromptStream, load_stage_problems, stage_depth
 from composition_rl.records import Problem
-from composition_rl.train.config import StageConfig
-from composition_rl.train.data import PromptStream, load_stage_problems, stage_depth
 
 
 def _base(tmp_path):
@@ -73,7 +73,7 @@ def _numbered(body: dict) -> list[str]:
 
 
 def test_profile_and_train_say_which_rows_they_dropped(tmp_path, caplog):
-    from composition_rl.train.data import read_problems
+    from composition_rl.jobs.train.data import read_problems
 
     f = tmp_path / "bad.jsonl"
     f.write_text(json.dumps({"problem": "What is 1+1?", "answer": "2"}) + "\n{bad json\n"

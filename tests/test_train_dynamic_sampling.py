@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from composition_rl.train.config import DynamicSamplingConfig
-from composition_rl.train.dynamic_sampling import DynamicSampler
-from composition_rl.train.trl_adapter import assemble_batch
+from composition_rl.jobs.train.config import DynamicSamplingConfig
+from composition_rl.jobs.train.dynamic_sampling import DynamicSampler
+from composition_rl.jobs.train.trl_adapter import assemble_batch
 
 G = 4
 

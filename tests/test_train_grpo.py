@@ -16,11 +16,11 @@ pytest.importorskip("trl")
 from fakes.tiny_policy import sampled_reward, tiny_policy_dir  # noqa: E402
 
 from composition_rl.io.files import read_jsonl  # noqa: E402
-from composition_rl.train import trl_adapter  # noqa: E402
-from composition_rl.train.arithmetic import arithmetic_problems  # noqa: E402
-from composition_rl.train.config import TrainConfig  # noqa: E402
-from composition_rl.train.grpo import run_training  # noqa: E402
-from composition_rl.train.metrics import REQUIRED_KEYS  # noqa: E402
+from composition_rl.jobs.train import trl_adapter  # noqa: E402
+from composition_rl.jobs.train.arithmetic import arithmetic_problems  # noqa: E402
+from composition_rl.jobs.train.config import TrainConfig  # noqa: E402
+from composition_rl.jobs.train.grpo import run_training  # noqa: E402
+from composition_rl.jobs.train.metrics import REQUIRED_KEYS  # noqa: E402
 
 # Every test here runs GRPO through TRL on the tiny model: minutes on 2 cores.
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""train/grpo.py: what a training run's checkpoints were trained from. A resume with another
+"""jobs/train/grpo.py: what a training run's checkpoints were trained from. A resume with another
 curriculum, skip setting or stage list is refused before anything is loaded, and a checkpoint
 without a stage's state says so instead of a KeyError."""
 
@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from composition_rl.io.identity import RunMismatch
-from composition_rl.train.config import StageConfig, TrainConfig
+from composition_rl.jobs.train.config import StageConfig, TrainConfig
 
 
 class _Loaded(Exception):
@@ -23,8 +23,8 @@ def _cfg(out) -> TrainConfig:
 
 
 def test_a_training_run_resumes_only_with_its_curriculum_skip_and_stages(tmp_path, monkeypatch):
-    from composition_rl.backends import hf_model
-    from composition_rl.train.grpo import run_training
+    from composition_rl.io import hf_model
+    from composition_rl.jobs.train.grpo import run_training
 
     def load(model):
         raise _Loaded(model)
@@ -48,7 +48,7 @@ def test_a_training_run_resumes_only_with_its_curriculum_skip_and_stages(tmp_pat
 
 
 def test_a_checkpoint_without_a_stage_s_state_is_one_clear_error(tmp_path):
-    from composition_rl.train.grpo import _Run
+    from composition_rl.jobs.train.grpo import _Run
 
     run = _Run(_cfg(tmp_path))
     state = run.state_dict(step=3)

@@ -12,12 +12,12 @@ import shutil
 
 import pytest
 
-from composition_rl.compose.checks import run_checks
 from composition_rl.io.files import atomic_write_jsonl, read_jsonl
-from composition_rl.online import OnlineConfig, OnlinePool
-from composition_rl.train.arithmetic import arithmetic_problems
-from composition_rl.train.config import TrainConfig
-from composition_rl.train.rg_task import RGTask
+from composition_rl.jobs.train.arithmetic import arithmetic_problems
+from composition_rl.jobs.train.config import TrainConfig
+from composition_rl.jobs.train.online import OnlineConfig, OnlinePool
+from composition_rl.jobs.train.rg_task import RGTask
+from composition_rl.spc.checks import run_checks
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +145,7 @@ def test_an_online_run_retires_injects_logs_and_resumes_with_the_same_pool(pytes
     pytest.importorskip("trl")
     from fakes.tiny_policy import tiny_policy_dir
 
-    from composition_rl.train.grpo import run_training
+    from composition_rl.jobs.train.grpo import run_training
 
     model = tiny_policy_dir(pytestconfig)
     # the tiny policy's own easy family (one-digit a±b), which it solves often enough to retire
@@ -190,7 +190,7 @@ def test_an_online_run_retires_injects_logs_and_resumes_with_the_same_pool(pytes
     final_state = json.loads((ckpts / "checkpoint-4" / "crl_state.json").read_text())
     saved = json.loads((ckpts / "checkpoint-2" / "crl_state.json").read_text())
     shutil.rmtree(ckpts / "checkpoint-4")
-    from composition_rl.train.grpo import _Run
+    from composition_rl.jobs.train.grpo import _Run
 
     restored = _Run(cfg)
     restored.load_state_dict(saved)
@@ -239,8 +239,8 @@ def test_the_online_block_of_docs_training_md_is_a_valid_config():
 
 
 def test_a_run_whose_pool_is_exhausted_ends_with_that_reason(tmp_path):
-    from composition_rl.train.dynamic_sampling import GroupRecord
-    from composition_rl.train.grpo import _Run
+    from composition_rl.jobs.train.dynamic_sampling import GroupRecord
+    from composition_rl.jobs.train.grpo import _Run
 
     start = arithmetic_problems(2, depth=1, seed=5, digits=1)
     atomic_write_jsonl(tmp_path / "start.jsonl", (p.to_dict() for p in start))

@@ -1,4 +1,4 @@
-"""Where dynamic sampling's prompts come from (train/prompt_source.py): a user's dataset (the
+"""Where dynamic sampling's prompts come from (jobs/train/prompt_source.py): a user's dataset (the
 dataloader's batch first, then seeded refills that resume) and the online pool (it sees each
 round's outcomes and retires what was mastered). No model: the rounds are scripted."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from composition_rl.online import OnlineConfig, OnlinePool
-from composition_rl.train.arithmetic import arithmetic_problems
-from composition_rl.train.dynamic_sampling import GroupRecord
-from composition_rl.train.prompt_source import DatasetSource, PoolSource
+from composition_rl.jobs.train.arithmetic import arithmetic_problems
+from composition_rl.jobs.train.dynamic_sampling import GroupRecord
+from composition_rl.jobs.train.online import OnlineConfig, OnlinePool
+from composition_rl.jobs.train.prompt_source import DatasetSource, PoolSource
 
 ROWS = [{"prompt": f"q{i}", "answer": str(i)} for i in range(5)]
 
@@ -70,6 +70,6 @@ def test_the_pool_sees_each_round_and_replaces_a_mastered_prompt_with_compositio
     m = src.metrics()
     assert m["online/retired"] == 1.0 and m["online/injected"] == 2.0 and m["online/live_depth_2"] == 2.0
     # with the instruction, the rows read like `crl export --format trl`'s
-    from composition_rl.io.export import to_trl
+    from composition_rl.jobs.export import to_trl
 
     assert PoolSource(pool).draw(1)[0]["prompt"] in [r["prompt"] for r in to_trl(list(pool.problems.values()))]

@@ -2,7 +2,7 @@
 
 The model file is the one ``scripts/serve_real_llm.sh --setup`` assembles into
 ``.venv-llm/models/smollm2.gguf`` (``make test-real-llm`` sets it up first); transformers
-reads it, and the first run converts it once into the user cache (backends/hf_model.py).
+reads it, and the first run converts it once into the user cache (io/hf_model.py).
 What is checked is what a new user would meet on day one: the model's own chat template and
 end-of-turn token reach the trainer, two steps of metrics are written, and a second run into
 the folder with another model is refused in one line before that model is looked for.

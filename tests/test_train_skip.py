@@ -1,4 +1,4 @@
-"""GRESO-style pre-rollout skipping (train/skip.py): the rule, its adaptation, its draws, and a
+"""GRESO-style pre-rollout skipping (jobs/train/skip.py): the rule, its adaptation, its draws, and a
 short GRPO run that uses it (the skip-only baseline of crl reproduce, arm ``skip``)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from composition_rl.train.skip import PromptSkipper, SkipConfig
+from composition_rl.jobs.train.skip import PromptSkipper, SkipConfig
 
 
 def _skipper(**kw) -> PromptSkipper:
@@ -99,7 +99,7 @@ def test_bad_settings_are_refused_naming_the_value(bad, named):
 
 
 def test_train_config_reads_the_skip_section_and_refuses_it_with_online_mode():
-    from composition_rl.train.config import TrainConfig
+    from composition_rl.jobs.train.config import TrainConfig
 
     base = {"preset": "cpu-tiny", "model": "m", "output_dir": "o",
             "stages": [{"name": "d1", "data": "d1.jsonl", "max_steps": 5}]}
@@ -117,10 +117,10 @@ def test_a_grpo_run_with_skipping_logs_its_draws_and_skips_zero_variance_prompts
     from fakes.tiny_policy import tiny_policy_dir
 
     from composition_rl.io.files import read_jsonl
+    from composition_rl.jobs.train.arithmetic import make_problem
+    from composition_rl.jobs.train.config import TrainConfig
+    from composition_rl.jobs.train.grpo import run_training
     from composition_rl.records import Problem
-    from composition_rl.train.arithmetic import make_problem
-    from composition_rl.train.config import TrainConfig
-    from composition_rl.train.grpo import run_training
 
     model = tiny_policy_dir(pytestconfig)
     # four prompts of the policy's own task and four it cannot solve (products of two 4-digit

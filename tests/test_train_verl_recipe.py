@@ -20,8 +20,8 @@ NO_PROBE = ("--python", "python3", "--no-python-check")
 
 
 def _stages(tmp_path, depths=(1, 2)):
-    from composition_rl.io.export import export
-    from composition_rl.train.arithmetic import arithmetic_problems
+    from composition_rl.jobs.export import export
+    from composition_rl.jobs.train.arithmetic import arithmetic_problems
 
     stages = []
     for d in depths:

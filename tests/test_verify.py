@@ -13,8 +13,7 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
-from composition_rl.values.numbers import plain_number
-from composition_rl.verify import (
+from composition_rl.grading import (
     Outcome,
     Verifier,
     VerifyConfig,
@@ -22,7 +21,8 @@ from composition_rl.verify import (
     gold_forms,
     summarize,
 )
-from composition_rl.verify.extract import last_boxed, normalize, plain_integer
+from composition_rl.grading.extract import last_boxed, normalize, plain_integer
+from composition_rl.values.numbers import plain_number
 
 
 @pytest.fixture(scope="module")
@@ -295,7 +295,7 @@ def test_rational_fast_path_agrees_with_math_verify_on_real_answers(shared_data)
     """In-process: for plain-number MATH answers, the exact path gives Math-Verify's verdict."""
     import random
 
-    from composition_rl.verify.compare import Scorer
+    from composition_rl.grading.compare import Scorer
 
     golds = sorted({g for g in _math_train(shared_data) if plain_number(g) is not None})
     rng = random.Random(0)
@@ -340,7 +340,7 @@ def test_multi_part_answers(verifier, response, gold, expected):
 
 
 def test_multi_part_extraction():
-    from composition_rl.verify.extract import extract_parts, final_boxes
+    from composition_rl.grading.extract import extract_parts, final_boxes
 
     assert final_boxes(r"\boxed{(1, 2)}, \boxed{(2, 1)}, \boxed{(-1, -20)}") == ("(1, 2)", "(2, 1)", "(-1, -20)")
     assert final_boxes(r"\($y_1 = \boxed{x + 5} \) and \( y_2 = \boxed{3x - 2} \)") == ("x + 5", "3x - 2")
@@ -388,7 +388,7 @@ def test_whole_response_fallback(response, gold, expected):
 
 
 def _whole_verifier():
-    from composition_rl.verify import shared_verifier
+    from composition_rl.grading import shared_verifier
 
     return shared_verifier(VerifyConfig(timeout_s=5.0, fallbacks=("whole",)))
 
@@ -413,7 +413,7 @@ def test_every_fallback_reads_separators_spaces_and_trailing_zeros(fallback, tem
 
 
 def _fallback_verifier(name):
-    from composition_rl.verify import shared_verifier
+    from composition_rl.grading import shared_verifier
 
     return shared_verifier(VerifyConfig(timeout_s=5.0, fallbacks=(name,)))
 

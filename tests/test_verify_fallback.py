@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from composition_rl.verify import Verifier, VerifyConfig
-from composition_rl.verify.compare import Scorer
-from composition_rl.verify.extract import FALLBACKS, decimal_comma, extract_answer, extract_final
+from composition_rl.grading import Verifier, VerifyConfig
+from composition_rl.grading.compare import Scorer
+from composition_rl.grading.extract import FALLBACKS, decimal_comma, extract_answer, extract_final
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from math_verify_cases import CASES  # noqa: E402

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from composition_rl.verify import Outcome, Verifier, VerifyConfig
+from composition_rl.grading import Outcome, Verifier, VerifyConfig
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from math_verify_cases import CASES  # noqa: E402

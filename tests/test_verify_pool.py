@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from composition_rl.verify import Outcome, Verifier, VerifyConfig, shared_verifier
-from composition_rl.verify.groups import classify_group, group_counts, grpo_advantages, pass_rate
+from composition_rl.grading import Outcome, Verifier, VerifyConfig, shared_verifier
+from composition_rl.grading.groups import classify_group, group_counts, grpo_advantages, pass_rate
 
 BOUND = 1.0
 MARGIN = 0.5  # the allowance over the bound

@@ -15,7 +15,7 @@ from cli_run import crl, one_error_line
 from composition_rl.cli import main
 
 # the module of the crl score job (the package attribute ``score`` is the verb)
-score_job = importlib.import_module("composition_rl.score")
+score_job = importlib.import_module("composition_rl.jobs.score")
 
 
 def _rows(shared_data, n=30):
@@ -110,8 +110,8 @@ def test_score_writes_the_same_bytes_chunk_by_chunk_as_in_one_batch(tmp_path, sh
     """The command queues the next chunk before it writes the one before; with chunks of 7 rows
     (23 chunks of real MATH pairs) the output is byte for byte what one chunk of all the rows
     gives, and each row's verdict is what the library's ``score_batch`` says for it."""
+    from composition_rl.grading import Verifier, VerifyConfig
     from composition_rl.io.files import dumps
-    from composition_rl.verify import Verifier, VerifyConfig
 
     rows = _math_pairs(shared_data)
     _write(tmp_path / "in.jsonl", rows)

@@ -86,10 +86,10 @@ def _profile(sums, out: Path, backend: str, *extra: str, python: str | Path = sy
 
 
 def test_seeded_profile_of_a_large_batch_runs_and_a_rerun_gives_the_same_rows(sums, tmp_path):
-    from composition_rl.backends.context import PromptFit
-    from composition_rl.backends.hf_model import hf_folder
-    from composition_rl.backends.rollout import load_template, render_prompt
+    from composition_rl.chat.context import PromptFit
+    from composition_rl.io.hf_model import hf_folder
     from composition_rl.io.readers import load_problems
+    from composition_rl.rollout.base import load_template, render_prompt
 
     # one generate call of 16 prompts x 8 samples: its prefills exceed the 4,096 tokens vLLM
     # schedules in one step, so with chunked prefill one would be split (the old failure)
@@ -129,7 +129,7 @@ def vllm_server(tmp_path_factory):
     """``vllm serve`` of the converted SmolLM2 folder on 127.0.0.1:<free port>; its base URL."""
     import urllib.request
 
-    from composition_rl.backends.hf_model import hf_folder
+    from composition_rl.io.hf_model import hf_folder
 
     env = _env()
     os.environ.update({k: v for k, v in env.items() if k == "CRL_MODELS_DIR"})
@@ -157,7 +157,7 @@ def vllm_server(tmp_path_factory):
 
 @pytest.mark.shared_data
 def test_compose_llm_against_vllm_serve(vllm_server, shared_data, tmp_path):
-    from composition_rl.compose.llm import LLM_STAGES
+    from composition_rl.spc.llm import LLM_STAGES
 
     out = tmp_path / "llm"
     r = crl("compose", "--input", str(shared_data / "train" / "math_train.json"), "--depth", "2",

@@ -22,8 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from composition_rl.evaluate import read_eval_samples
 from composition_rl.io.files import read_jsonl
+from composition_rl.jobs.evaluate import read_eval_samples
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -135,9 +135,9 @@ def prompt_tokens(switch: int) -> dict[str, int]:
     chat template around the training's user message) times its completions, from pass_rates.jsonl."""
     from transformers import AutoTokenizer
 
-    from composition_rl.io.export import user_prompt
-    from composition_rl.train.config import load_config
-    from composition_rl.train.data import load_stage_problems
+    from composition_rl.jobs.export import user_prompt
+    from composition_rl.jobs.train.config import load_config
+    from composition_rl.jobs.train.data import load_stage_problems
 
     questions = {p.id: p.question for p in load_stage_problems(load_config(HERE / "curriculum.yaml").stages[0])}
     questions.update({r["id"]: r["question"] for r in _rows(RUN / "stages" / "depth2.jsonl")})

@@ -26,19 +26,16 @@ True
 Every name loads on first use: importing the package imports neither torch, transformers
 nor openai (docs/api.md has an example of each verb).
 
-Five verbs share their names with a subpackage or module (``composition_rl.compose``,
-``composition_rl.verify``, ``composition_rl.profile``, ``composition_rl.probe``,
-``composition_rl.refresh``): as
-attributes of the package they are always the verbs; import from the modules with
-``from composition_rl.compose import ...``.
+No module or subpackage shares a name with a verb (the jobs live in
+``composition_rl.jobs``, the engines in ``composition_rl.spc``, the verifier in
+``composition_rl.grading``), so importing any module by its path never changes what
+``composition_rl.compose`` is. CONTRIBUTING.md has the map of the package.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -51,21 +48,21 @@ _EXPORTS = {
     "Link": "composition_rl.records",
     "load_problems": "composition_rl.io.readers",
     "compose": "composition_rl.api",
-    "ComposeConfig": "composition_rl.compose.pipeline",
-    "LLMComposeConfig": "composition_rl.compose.llm.config",
+    "ComposeConfig": "composition_rl.jobs.compose.pipeline",
+    "LLMComposeConfig": "composition_rl.spc.llm.config",
     "verify": "composition_rl.api",
     "score": "composition_rl.api",
-    "VerifyConfig": "composition_rl.verify.verifier",
-    "export": "composition_rl.io.export",
+    "VerifyConfig": "composition_rl.grading.verifier",
+    "export": "composition_rl.jobs.export",
     "make_reward_fn": "composition_rl.integrations.trl",
     "compute_score": "composition_rl.integrations.verl",
     "profile": "composition_rl.api",
-    "ProfileConfig": "composition_rl.profile",
+    "ProfileConfig": "composition_rl.jobs.profile",
     "probe": "composition_rl.api",
-    "ProbeConfig": "composition_rl.probe",
-    "SamplingConfig": "composition_rl.backends.rollout",
+    "ProbeConfig": "composition_rl.jobs.probe",
+    "SamplingConfig": "composition_rl.rollout.base",
     "refresh": "composition_rl.api",
-    "RefreshConfig": "composition_rl.refresh.pipeline",
+    "RefreshConfig": "composition_rl.jobs.refresh.run",
 }
 
 __all__ = [
@@ -93,18 +90,18 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from composition_rl.api import compose, probe, profile, refresh, score, verify
-    from composition_rl.backends.rollout import SamplingConfig
-    from composition_rl.compose.llm.config import LLMComposeConfig
-    from composition_rl.compose.pipeline import ComposeConfig
+    from composition_rl.grading.verifier import VerifyConfig
     from composition_rl.integrations.trl import make_reward_fn
     from composition_rl.integrations.verl import compute_score
-    from composition_rl.io.export import export
     from composition_rl.io.readers import load_problems
-    from composition_rl.probe import ProbeConfig
-    from composition_rl.profile import ProfileConfig
+    from composition_rl.jobs.compose.pipeline import ComposeConfig
+    from composition_rl.jobs.export import export
+    from composition_rl.jobs.probe import ProbeConfig
+    from composition_rl.jobs.profile import ProfileConfig
+    from composition_rl.jobs.refresh.run import RefreshConfig
     from composition_rl.records import Link, Problem
-    from composition_rl.refresh.pipeline import RefreshConfig
-    from composition_rl.verify.verifier import VerifyConfig
+    from composition_rl.rollout.base import SamplingConfig
+    from composition_rl.spc.llm.config import LLMComposeConfig
 
 
 def __getattr__(name: str) -> Any:
@@ -118,24 +115,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
-
-
-_VERBS = frozenset({"compose", "verify", "profile", "probe", "refresh", "score"})
-
-
-class _Package(types.ModuleType):
-    """The package, whose verb attributes a submodule of the same name cannot replace.
-
-    Importing ``composition_rl.compose`` makes Python set the attribute ``compose`` of this
-    package to the subpackage; that would turn ``composition_rl.compose(...)`` into "module
-    is not callable" for whoever imported a submodule first. The subpackage stays in
-    ``sys.modules``, where every import statement finds it.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _VERBS and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -13,13 +13,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from composition_rl.compose.llm.config import LLMComposeConfig
-    from composition_rl.compose.pipeline import ComposeConfig, ComposeResult
-    from composition_rl.probe import ProbeConfig, ProbeResult
-    from composition_rl.profile import ProfileConfig
+    from composition_rl.grading import VerifyConfig, VerifyResult
+    from composition_rl.jobs.compose.pipeline import ComposeConfig, ComposeResult
+    from composition_rl.jobs.probe import ProbeConfig, ProbeResult
+    from composition_rl.jobs.profile import ProfileConfig
+    from composition_rl.jobs.refresh import RefreshConfig, RefreshResult
     from composition_rl.records import Problem
-    from composition_rl.refresh import RefreshConfig, RefreshResult
-    from composition_rl.verify import VerifyConfig, VerifyResult
+    from composition_rl.spc.llm.config import LLMComposeConfig
 
 __all__ = ["compose", "probe", "profile", "refresh", "score", "verify"]
 
@@ -46,7 +46,7 @@ def compose(
         first_pool: other problems to draw q1 from (cross-domain composition, Section 4.4).
 
     Returns:
-        A :class:`~composition_rl.compose.ComposeResult`: ``accepted`` (Problems, each
+        A :class:`~composition_rl.jobs.compose.ComposeResult`: ``accepted`` (Problems, each
         checked against its parents), ``rejected`` (one row per rejected candidate, with its
         stage and reason) and ``candidates``.
 
@@ -57,8 +57,8 @@ def compose(
         >>> crl.compose([q1, q2], depth=2).accepted[0].answer
         '7'
     """
-    from composition_rl.compose.pipeline import ComposeConfig, compose_problems
-    from composition_rl.compose.run import is_resumable
+    from composition_rl.jobs.compose.pipeline import ComposeConfig, compose_problems
+    from composition_rl.jobs.compose.run import is_resumable
 
     cfg = config or ComposeConfig()
     if options:
@@ -68,7 +68,7 @@ def compose(
             raise TypeError(f"compose() got unknown options {unknown}; the ComposeConfig fields are {known}")
         cfg = dataclasses.replace(cfg, **options)
     if is_resumable(cfg.engine):
-        from composition_rl.compose.llm import compose_in_memory
+        from composition_rl.jobs.compose.with_model import compose_in_memory
 
         return compose_in_memory(problems, cfg, llm, backend, first_pool)
     if llm is not None or backend is not None:
@@ -87,7 +87,7 @@ def verify(completion: Any, answers: Any, config: VerifyConfig | None = None) ->
             by the process.
 
     Returns:
-        A :class:`~composition_rl.verify.VerifyResult`: ``correct``, ``score`` (1.0 or 0.0),
+        A :class:`~composition_rl.grading.VerifyResult`: ``correct``, ``score`` (1.0 or 0.0),
         ``outcome`` (correct, incorrect, no_answer, timeout, error) and ``extracted``.
 
     Raises:
@@ -98,8 +98,8 @@ def verify(completion: Any, answers: Any, config: VerifyConfig | None = None) ->
         >>> crl.verify(r"... so the ratio is $\\boxed{\\dfrac12}$.", "0.5").correct
         True
     """
-    from composition_rl.verify import shared_verifier
-    from composition_rl.verify.reward import score_completions
+    from composition_rl.grading import shared_verifier
+    from composition_rl.grading.reward import score_completions
 
     (r,) = score_completions([completion], [answers], shared_verifier(config))
     if r is None:
@@ -130,8 +130,8 @@ def score(completions: Sequence[Any], answers: Sequence[Any], config: VerifyConf
         ...           [["6630.65", "6630"], "6630.65"])
         [1.0, 0.0]
     """
-    from composition_rl.verify import shared_verifier
-    from composition_rl.verify.reward import score_completions
+    from composition_rl.grading import shared_verifier
+    from composition_rl.grading.reward import score_completions
 
     return [None if r is None else r.score for r in score_completions(completions, answers, shared_verifier(config))]
 
@@ -184,11 +184,11 @@ def profile(
         ...             model="Qwen/Qwen3-4B", config=crl.ProfileConfig(n=8))["goldilocks"]
         0.4
     """
-    from composition_rl.backends.rollout import build_backend, resolve_backend
+    from composition_rl.grading import shared_verifier
     from composition_rl.io.identity import run_identity
     from composition_rl.io.runs import run_folder
-    from composition_rl.profile import ProfileConfig, profile_problems
-    from composition_rl.verify import shared_verifier
+    from composition_rl.jobs.profile import ProfileConfig, profile_problems
+    from composition_rl.rollout.base import build_backend, resolve_backend
 
     config = _with_sampling(config, ProfileConfig, backend_options)
 
@@ -211,7 +211,7 @@ def _with_sampling(config: Any, cls: Any, options: dict[str, Any]) -> Any:
     where a backend would ignore them); refused when ``config`` sets its own too."""
     import dataclasses
 
-    from composition_rl.backends.rollout import SamplingConfig
+    from composition_rl.rollout.base import SamplingConfig
 
     fields = {f.name for f in dataclasses.fields(SamplingConfig)}
     given = {k: options.pop(k) for k in sorted(fields & set(options))}
@@ -275,7 +275,7 @@ def probe(
         progress: show a progress bar.
 
     Returns:
-        A :class:`~composition_rl.probe.ProbeResult`: ``kept`` (Problems), ``rejected`` (one
+        A :class:`~composition_rl.jobs.probe.ProbeResult`: ``kept`` (Problems), ``rejected`` (one
         row per guessable record, with its pass rate), ``unprobed`` (ids) and ``summary``;
         ``len(kept) + len(rejected)`` is ``len(records)``.
 
@@ -294,10 +294,10 @@ def probe(
         >>> res.summary["rejected_guessable"], len(res.kept)  # doctest: +SKIP
         (3, 97)
     """
+    from composition_rl.grading import shared_verifier
     from composition_rl.io.identity import run_identity
     from composition_rl.io.runs import run_folder
-    from composition_rl.probe import ProbeConfig, build_solver, probe_records
-    from composition_rl.verify import shared_verifier
+    from composition_rl.jobs.probe import ProbeConfig, build_solver, probe_records
 
     config = _with_sampling(config, ProbeConfig, backend_options)
 
@@ -355,10 +355,10 @@ def refresh(
         exports: trainer datasets to write (``"verl"``, ``"trl"``).
         progress: progress bars.
         teacher: with ``RefreshConfig(grow=True)``, the MagicBeanStalk teacher that grows the
-            solve_none prompts (``composition_rl.mbs.build_teacher("program")`` or ``"openai"``).
+            solve_none prompts (``composition_rl.jobs.grow.build_teacher("program")`` or ``"openai"``).
 
     Returns:
-        A :class:`~composition_rl.refresh.RefreshResult`: ``refreshed`` (Problems whose
+        A :class:`~composition_rl.jobs.refresh.RefreshResult`: ``refreshed`` (Problems whose
         ``metadata["refresh"]`` holds the provenance), ``set_aside`` (rows with a reason)
         and ``report``.
 
@@ -372,10 +372,10 @@ def refresh(
         >>> res.report["informative_share"]["refreshed_reprofiled"]["share"]  # doctest: +SKIP
         0.61
     """
+    from composition_rl.grading import shared_verifier
     from composition_rl.io.identity import run_identity
     from composition_rl.io.readers import load_problems
-    from composition_rl.refresh import refresh_problems
-    from composition_rl.verify import shared_verifier
+    from composition_rl.jobs.refresh import refresh_problems
 
     marks = [(str(b), load_problems(str(b)).problems) for b in benchmarks]
     with _runner(backend, lambda: _build_rollout(backend, backend_options), sorted(backend_options)) as (runner, name):
@@ -389,6 +389,6 @@ def refresh(
 
 
 def _build_rollout(name: str, options: dict[str, Any]) -> Any:
-    from composition_rl.backends.rollout import build_backend
+    from composition_rl.rollout.base import build_backend
 
     return build_backend(name, **options)

@@ -1,7 +1,7 @@
 """The colours of the bands and curves, one table for every picture the project draws.
 
-``crl browse`` (``browse/assets/browse.js``, its ``COLORS``), the training plot of ``crl
-train`` and ``crl demo`` (:func:`composition_rl.train.metrics.plot_solve_rates`) and the
+``crl browse`` (``jobs/browse/assets/browse.js``, its ``COLORS``), the training plot of ``crl
+train`` and ``crl demo`` (:func:`composition_rl.jobs.train.metrics.plot_solve_rates`) and the
 pass-rate histogram of ``crl profile`` use these, so a band has one colour wherever it is
 seen: solve_all green, goldilocks amber, solve_none red, informative groups blue.
 ``tests/test_browse.py`` holds browse.js to this table.

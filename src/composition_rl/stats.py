@@ -14,7 +14,7 @@ __all__ = ["BANDS", "BAND_ALIASES", "GROUP_KIND_OF_BAND", "PassBand", "band", "p
            "wilson_interval"]
 
 #: The three difficulty classes of a prompt at a rollout budget (Composition-RL, Figure 2; MagicBeanStalk).
-#: "goldilocks" is the class :func:`composition_rl.verify.groups.classify_group` calls
+#: "goldilocks" is the class :func:`composition_rl.grading.groups.classify_group` calls
 #: "informative" (0 < correct < n): the same partition, named for a prompt (its difficulty
 #: band) there and for a rollout group (what dynamic sampling keeps) here. The names are kept
 #: because profile.jsonl rows, ``crl compose --select`` and the reports are written with them;

@@ -14,7 +14,7 @@ TEST_MODEL_CONFIG = dict(digits=1, sft_steps=150, sft_batch=32, sft_lr=2e-3, dep
 
 
 def tiny_policy_dir(pytestconfig) -> Path:
-    from composition_rl.train.tiny_model import TinyModelConfig, build_tiny_model
+    from composition_rl.jobs.tiny_model import TinyModelConfig, build_tiny_model
 
     cache = getattr(pytestconfig, "cache", None)
     if cache is not None:
@@ -31,7 +31,7 @@ def sampled_reward(model_dir, problems, n: int = 16, seed: int = 123, max_new_to
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from composition_rl.train.reward import VerifierReward
+    from composition_rl.jobs.train.verifier_reward import VerifierReward
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
@@ -53,7 +53,7 @@ def sampled_reward(model_dir, problems, n: int = 16, seed: int = 123, max_new_to
 def arithmetic_set(size: int = 200, seed: int = 7):
     """``size`` distinct problems of the tiny policy's task: every one-digit a+b / a-b it
     draws, then depth-2 chains (the test policy solves some, so all three bands are filled)."""
-    from composition_rl.train.arithmetic import make_problem
+    from composition_rl.jobs.train.arithmetic import make_problem
 
     seen: dict = {}
     for depth in (1, 2):

@@ -10,8 +10,8 @@ def tokenizer(tmp_path_factory):
     """A local byte-level BPE tokenizer trained on the built-in arithmetic task (no hub)."""
     from transformers import AutoTokenizer
 
-    from composition_rl.train.arithmetic import make_problem
-    from composition_rl.train.tiny_model import build_tokenizer
+    from composition_rl.jobs.tiny_model import build_tokenizer
+    from composition_rl.jobs.train.arithmetic import make_problem
 
     corpus = [make_problem(2, 0, i)[1] for i in range(200)]
     folder = tmp_path_factory.mktemp("tok")

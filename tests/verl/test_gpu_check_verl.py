@@ -19,8 +19,8 @@ pytest.importorskip("verl.utils.config", reason="verl is not installed here; run
 import yaml  # noqa: E402
 
 from composition_rl.integrations.verl_recipe import RecipeConfig, RecipeStage, write_recipe  # noqa: E402
-from composition_rl.io.export import export  # noqa: E402
-from composition_rl.train.arithmetic import arithmetic_problems  # noqa: E402
+from composition_rl.jobs.export import export  # noqa: E402
+from composition_rl.jobs.train.arithmetic import arithmetic_problems  # noqa: E402
 
 pytestmark = pytest.mark.verl
 

@@ -23,10 +23,10 @@ pytest.importorskip("verl.trainer.ppo.v1.replay_buffer",
 import torch  # noqa: E402
 from test_verl_online import BATCH, _config, _Run  # noqa: E402
 
-from composition_rl.compose.checks import run_checks  # noqa: E402
 from composition_rl.integrations import verl_online  # noqa: E402
-from composition_rl.io.export import export  # noqa: E402
-from composition_rl.train.arithmetic import arithmetic_problems  # noqa: E402
+from composition_rl.jobs.export import export  # noqa: E402
+from composition_rl.jobs.train.arithmetic import arithmetic_problems  # noqa: E402
+from composition_rl.spc.checks import run_checks  # noqa: E402
 
 pytestmark = pytest.mark.verl
 

@@ -35,7 +35,7 @@ pytest.importorskip("vllm", reason="vLLM's CPU build is not installed here; scri
 from cli_run import REPO, crl  # noqa: E402
 
 from composition_rl.integrations.verl_recipe import step_metrics  # noqa: E402
-from composition_rl.io.export import export  # noqa: E402
+from composition_rl.jobs.export import export  # noqa: E402
 from composition_rl.records import Problem  # noqa: E402
 
 pytestmark = [pytest.mark.verl, pytest.mark.verl_launch]
@@ -51,7 +51,7 @@ SUMS = [("What is 2 + 3?", "5"), ("What is 10 + 10?", "20"), ("What is 1 + 1?", 
 @pytest.fixture(scope="module")
 def model() -> str:
     """SmolLM2-135M-Instruct as a model folder (converted once from the bundled GGUF; cached)."""
-    from composition_rl.backends.hf_model import hf_folder
+    from composition_rl.io.hf_model import hf_folder
 
     return hf_folder("smollm2")
 

@@ -30,8 +30,8 @@ from composition_rl.integrations.verl_recipe import (  # noqa: E402
     stage_overrides,
     write_recipe,
 )
-from composition_rl.io.export import export  # noqa: E402
-from composition_rl.train.arithmetic import arithmetic_problems  # noqa: E402
+from composition_rl.jobs.export import export  # noqa: E402
+from composition_rl.jobs.train.arithmetic import arithmetic_problems  # noqa: E402
 
 pytestmark = pytest.mark.verl
 
@@ -132,8 +132,8 @@ def test_launch_dry_run_works_through_this_environment(exported, tmp_path):
     import subprocess
     import sys
 
-    from composition_rl.io.export import export
-    from composition_rl.train.arithmetic import arithmetic_problems
+    from composition_rl.jobs.export import export
+    from composition_rl.jobs.train.arithmetic import arithmetic_problems
 
     (tmp_path / "d1").mkdir()
     d1 = export(arithmetic_problems(6, depth=1, seed=1), "verl", tmp_path / "d1")

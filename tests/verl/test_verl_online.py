@@ -27,11 +27,11 @@ import torch  # noqa: E402
 import verl  # noqa: E402
 from fakes.transfer_queue import FakeTransferQueue  # noqa: E402
 
-from composition_rl.compose.checks import run_checks  # noqa: E402
 from composition_rl.integrations import verl_online  # noqa: E402
 from composition_rl.integrations.verl_recipe import RecipeConfig, RecipeStage, stage_overrides  # noqa: E402
-from composition_rl.io.export import export  # noqa: E402
-from composition_rl.train.arithmetic import arithmetic_problems  # noqa: E402
+from composition_rl.jobs.export import export  # noqa: E402
+from composition_rl.jobs.train.arithmetic import arithmetic_problems  # noqa: E402
+from composition_rl.spc.checks import run_checks  # noqa: E402
 
 pytestmark = pytest.mark.verl
 

@@ -65,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from composition_rl import audit
     from composition_rl.io.files import atomic_write_json
+    from composition_rl.jobs import audit
 
     if args.score:
         if args.run or args.out:

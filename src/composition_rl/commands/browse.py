@@ -40,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
     is written) and print where it went and its size; 0 on success."""
     from pathlib import Path
 
-    from composition_rl.browse import BrowseConfig, build_report
     from composition_rl.io.files import writable_file
     from composition_rl.io.runs import RunBusy, hold_lock, refuse_foreign
+    from composition_rl.jobs.browse import BrowseConfig, build_report
 
     if not Path(args.run_dir).is_dir():  # before anything is made for the page
         raise UsageError(f"{args.run_dir} is not a folder: give a run folder (or a folder of runs)")

@@ -16,7 +16,7 @@ HELP = "compose a verifiable prompt set into a harder one (SPC, depth K)"
 def RESUMABLE(args: argparse.Namespace) -> bool | str:  # noqa: N802 - read by cli.main on Ctrl-C
     """Only the journaled engines (llm, auto) keep finished work; a symbolic run starts over,
     and the folder keeps the previous complete run (outputs are replaced only at the end)."""
-    from composition_rl.compose.run import is_resumable
+    from composition_rl.jobs.compose.run import is_resumable
 
     try:
         if is_resumable(getattr(args, "engine", "symbolic")):
@@ -42,8 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--rg-size", type=int, default=0, help="scale the default reasoning-gym set to about this many problems")
 
     c = p.add_argument_group("composition")
-    from composition_rl.compose.pipeline import ComposeConfig
     from composition_rl.flags import add_flags
+    from composition_rl.jobs.compose.pipeline import ComposeConfig
 
     add_flags(c, ComposeConfig)  # --depth, --pool-size, --pool-sizes, ..., --engine, --workers
     c.add_argument("--limit-candidates", type=int, default=20_000_000,
@@ -51,19 +51,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "unless --yes or --max-candidates is given")
     c.add_argument("--yes", action="store_true", help="run even when the size estimate exceeds --limit-candidates")
 
-    from composition_rl.compose import natural
+    from composition_rl.spc import natural
 
     natural.add_arguments(p.add_argument_group("naturalness (docs/composition.md)"))
     o = p.add_argument_group("output")
     o.add_argument("--out", required=True, help="output folder")
     o.add_argument("--export", default="", help="also write trainer datasets: verl,trl")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from composition_rl.compose.llm.config import LLMComposeConfig
+    from composition_rl.spc.llm.config import LLMComposeConfig
 
     add_flags(p.add_argument_group("LLM engine (--engine llm|auto); the API key is read from OPENAI_API_KEY only"),
               LLMComposeConfig, prefix="llm_")
-    from composition_rl.backends.rollout import ROLLOUT_BACKENDS
-    from composition_rl.probe import BACKEND_HELP, BASE_URL_HELP, MODEL_HELP
+    from composition_rl.jobs.probe import BACKEND_HELP, BASE_URL_HELP, MODEL_HELP
+    from composition_rl.rollout.base import ROLLOUT_BACKENDS
 
     pr = p.add_argument_group("solver probe (opt-in; crl probe does the same on an existing composed set)")
     pr.add_argument("--probe-model", help="reject the records this solver answers with the first problem's value "
@@ -77,8 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def llm_config_from_args(args: argparse.Namespace):
     """The :class:`LLMComposeConfig` the generated ``--llm-*`` flags describe (ValueError if bad)."""
-    from composition_rl.compose.llm.config import LLMComposeConfig
     from composition_rl.flags import from_flags
+    from composition_rl.spc.llm.config import LLMComposeConfig
 
     # checked here, not in __post_init__: a config handed a ready backend (tests,
     # benchmarks) needs no URL
@@ -90,8 +90,8 @@ def llm_config_from_args(args: argparse.Namespace):
 def _refuse_llm_flags(args: argparse.Namespace) -> None:
     """The model's settings given to an engine that asks no model are a mistake to name,
     not options to drop (``--concurrency -5`` ran as if unset)."""
-    from composition_rl.compose.llm.config import LLMComposeConfig
     from composition_rl.flags import flags_given
+    from composition_rl.spc.llm.config import LLMComposeConfig
 
     given = flags_given(LLMComposeConfig, args, prefix="llm_")
     if given:
@@ -102,18 +102,19 @@ def _refuse_llm_flags(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """Compose the input to depth K and print the closing table and exports; 1 when the run
     kept nothing usable, a worker died or the LLM endpoint went down."""
-    from composition_rl.compose import ComposeConfig, natural
-    from composition_rl.compose.job import Refused, compose_from_args
-    from composition_rl.compose.journal import EndpointDown
-    from composition_rl.compose.run import is_resumable
-    from composition_rl.compose.workers import WorkerDied
     from composition_rl.flags import from_flags
+    from composition_rl.jobs.compose import ComposeConfig
+    from composition_rl.jobs.compose.job import Refused, compose_from_args
+    from composition_rl.jobs.compose.journal import EndpointDown
+    from composition_rl.jobs.compose.run import is_resumable
+    from composition_rl.jobs.compose.workers import WorkerDied
+    from composition_rl.spc import natural
 
     t0 = time.perf_counter()
     try:
         config = from_flags(ComposeConfig, args, natural=natural.from_args(args))
         exports = [e.strip() for e in args.export.split(",") if e.strip()]
-        from composition_rl.io.export import EXPORTERS
+        from composition_rl.jobs.export import EXPORTERS
 
         for e in exports:
             EXPORTERS.get(e)
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
                 "into a new --out to see this run's rejected.jsonl") if stats.get("kept_previous") else ""
         print(f"crl compose: error: {res.empty}; no trainer export written{kept}", file=sys.stderr)
         return 1
-    from composition_rl.io.export import export_path
+    from composition_rl.jobs.export import export_path
 
     print_summary(stats, out, [export_path(out, e) for e in exports], time.perf_counter() - t0)
     return 0
@@ -163,18 +164,18 @@ def _probe_config(args: argparse.Namespace):
         if args.probe_base_url:
             raise ValueError("--probe-base-url needs --probe-model NAME (the served solver's name)")
         return None
-    from composition_rl.backends.rollout import SamplingConfig
-    from composition_rl.probe import ProbeConfig
+    from composition_rl.jobs.probe import ProbeConfig
+    from composition_rl.rollout.base import SamplingConfig
 
     return ProbeConfig(k=args.probe_k, tau=args.probe_tau, sampling=SamplingConfig(max_tokens=args.probe_max_tokens))
 
 
 def print_summary(stats: dict[str, Any], out: Path, exports: list[Path], wall: float, failed: bool = False) -> None:
     """Print the closing table of a compose run
-    (:func:`composition_rl.compose.job.summary_renderables`)."""
+    (:func:`composition_rl.jobs.compose.job.summary_renderables`)."""
     from rich.console import Console
 
-    from composition_rl.compose.job import summary_renderables
+    from composition_rl.jobs.compose.job import summary_renderables
 
     con = Console()
     for part in summary_renderables(stats, out, exports, wall, failed):

@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``crl decontaminate``: ``--input``, ``--benchmarks``, ``--out``,
     the field overrides and the :class:`DecontamConfig` settings (``--decontam-*``)."""
     from composition_rl.flags import add_flags
-    from composition_rl.refresh import DecontamConfig
+    from composition_rl.jobs.refresh import DecontamConfig
 
     p.add_argument("--input", required=True, help="problems file (json, jsonl, csv, tsv, parquet; also .gz/.zst), "
                    "or a composed.jsonl (each part of a composed prompt is checked too)")
@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
     print how many were kept and set aside; 0 on success."""
     from composition_rl.flags import from_flags
     from composition_rl.io.runs import RunBusy, run_folder
-    from composition_rl.refresh import DecontamConfig
-    from composition_rl.refresh.decontaminate import benchmark_paths, decontaminate_file
+    from composition_rl.jobs.decontaminate import benchmark_paths, decontaminate_file
+    from composition_rl.jobs.refresh import DecontamConfig
 
     try:
         config = from_flags(DecontamConfig, args, prefix="decontam_")

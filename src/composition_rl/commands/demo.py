@@ -7,7 +7,7 @@
    short depth curriculum (1 -> 2 -> 3) with GRPO and dynamic sampling on CPU ->
    ``DIR/train/`` (``metrics.jsonl``, ``solve_rates.png``, ``config.yaml``): solve_all climbs on
    the depth-1 pool until the curriculum sees it saturate, then compositions of that pool
-   bring the informative groups back (see train/demo.py);
+   bring the informative groups back (see jobs/demo.py);
 4. print what the run shows and write ``DIR/summary.json``.
 
 No user data and no network are needed.
@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace, con, out: Path, t0: float) -> int:
     """The demo itself, with ``--out`` held (see :func:`run`)."""
-    from composition_rl.compose.job import summary_renderables
-    from composition_rl.train.demo import demo_compose, demo_data
+    from composition_rl.jobs.compose.job import summary_renderables
+    from composition_rl.jobs.demo import demo_compose, demo_data
 
     con.rule("[bold]1. data: reasoning-gym numeric generators (built-in default)")
     try:
@@ -82,7 +82,7 @@ def _demo(args: argparse.Namespace, con, out: Path, t0: float) -> int:
         summary["compose"][depth] = {k: stats[k] for k in ("candidates", "accepted", "rejected_by_reason")}
 
     if not args.compose_only:
-        from composition_rl.train.demo import train_demo
+        from composition_rl.jobs.demo import train_demo
 
         con.rule("[bold]3. tiny model and curriculum training (CPU)")
         summary["train"] = train_demo(out, seed=args.seed, progress=not args.no_progress)

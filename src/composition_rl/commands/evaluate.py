@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``crl eval``: the shared model, backend and decoding flags,
     ``--benchmark`` (repeatable), ``--out`` and the compositional analyses (``--compositional``,
     ``--comp-*``)."""
-    from composition_rl.profile import add_backend_arguments
+    from composition_rl.jobs.profile import add_backend_arguments
 
     add_backend_arguments(p)
     p.add_argument(
@@ -47,16 +47,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Evaluate the policy on every ``--benchmark`` (resuming a rerun) and print the results
     table; 1 when generation failed or no benchmark was evaluated."""
-    from composition_rl.backends.rollout import RolloutError
-    from composition_rl.evaluate import EvalConfig, evaluate_from_args
-    from composition_rl.profile import chunk_from_args, sampling_from_args
+    from composition_rl.jobs.evaluate import EvalConfig, evaluate_from_args
+    from composition_rl.jobs.profile import chunk_from_args, sampling_from_args
+    from composition_rl.rollout.base import RolloutError
 
     try:
         config = EvalConfig(n=args.n, sampling=sampling_from_args(args), template=args.template, chunk=chunk_from_args(args))
     except ValueError as e:
         raise UsageError(str(e)) from None
-    from composition_rl.verify import VerifyConfig
-    from composition_rl.verify.verifier import fallbacks_from_names
+    from composition_rl.grading import VerifyConfig
+    from composition_rl.grading.verifier import fallbacks_from_names
 
     fallbacks = fallbacks_from_names(args.fallback)
     try:
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, run) -> int:
     """Print the results table and where the files are (see
-    :func:`composition_rl.evaluate.evaluate_from_args`); 1 when no benchmark was evaluated."""
+    :func:`composition_rl.jobs.evaluate.evaluate_from_args`); 1 when no benchmark was evaluated."""
     if run.input_rejects:
         print(f"{len(run.input_rejects)} rows set aside before sampling -> {Path(args.out) / 'input_rejects.jsonl'}",
               file=sys.stderr)

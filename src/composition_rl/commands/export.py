@@ -34,10 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Write the ``--input`` problems as ``problems.jsonl`` and the ``--format`` trainer
     datasets, and print how many were exported (and rejected, on stderr); 0 on success."""
-    from composition_rl.io.export import EXPORTERS, export_loaded, export_path
     from composition_rl.io.files import refuse_overwrite
     from composition_rl.io.readers import InputError, ReaderConfig, load_problems
     from composition_rl.io.runs import RunBusy, refuse_foreign, run_folder
+    from composition_rl.jobs.export import EXPORTERS, export_loaded, export_path
 
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     try:

@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``crl grow``: input, output, policy, students, teacher, method,
     starting profile, rollouts, the seed profile's executor and the :class:`GrowConfig` fields."""
     from composition_rl.flags import positive_int
-    from composition_rl.mbs.job import add_config_flags
+    from composition_rl.jobs.grow.job import add_config_flags
 
     p.add_argument("--input", required=True, help="seed problems with answers (json, jsonl, csv, tsv, parquet; also .gz/.zst)")
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
@@ -46,8 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=positive_int, help="use only the first N hard seeds (N >= 1)")
     s = p.add_argument_group("rollouts (policy and students)")
     s.add_argument("-n", type=int, default=8, help="rollouts per problem for the policy profile (the band's budget)")
-    from composition_rl.backends.rollout import SamplingConfig
     from composition_rl.flags import add_flags
+    from composition_rl.rollout.base import SamplingConfig
 
     add_flags(s, SamplingConfig, skip=("seed",))  # --temperature, --top-p, --top-k, --max-tokens
     s.add_argument("--template", default="boxed", help="prompts/rollout_<NAME>.txt or a .txt path (tiny models: plain)")
@@ -71,13 +71,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Grow the hard seeds into qualified problems (resuming a rerun) and print the funnel;
     1 when the policy, a student or the teacher gave no answer (finished work is kept)."""
-    from composition_rl.backends.base import ChatError
-    from composition_rl.backends.rollout import RolloutError, SamplingConfig
+    from composition_rl.chat.base import ChatError
     from composition_rl.flags import from_flags, in_flags
     from composition_rl.io.runs import RunBusy, run_folder
-    from composition_rl.mbs import GrowConfig
-    from composition_rl.mbs.job import grow_from_args
-    from composition_rl.profile import ProfileConfig, parse_bands
+    from composition_rl.jobs.grow import GrowConfig
+    from composition_rl.jobs.grow.job import grow_from_args
+    from composition_rl.jobs.profile import ProfileConfig, parse_bands
+    from composition_rl.rollout.base import RolloutError, SamplingConfig
 
     try:
         config = GrowConfig(**{f.name: getattr(args, f"cfg_{f.name}") for f in dataclasses.fields(GrowConfig)
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         bands = parse_bands(args.select)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    from composition_rl.verify import VerifyConfig
+    from composition_rl.grading import VerifyConfig
 
     try:  # checked before any work, like the other settings
         VerifyConfig(timeout_s=args.verify_timeout)
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, res) -> None:
-    """Print the funnel of a finished grow run (see :func:`composition_rl.mbs.job.grow_from_args`)."""
+    """Print the funnel of a finished grow run (see :func:`composition_rl.jobs.grow.job.grow_from_args`)."""
     st = res.stats
     y = st["qualified_yield"]
     print(f"crl grow ({args.method}): {st['hard_seeds']} hard seeds of {st['seeds_in']}, "

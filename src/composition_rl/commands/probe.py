@@ -7,7 +7,7 @@
 Writes ``kept.jsonl`` (the records the solver could not answer from the later problem alone,
 whole), ``rejected.jsonl`` (one row per ``guessable`` record, with its pass rate),
 ``profile.jsonl`` (the solver's pass rate on each withheld problem; a rerun resumes from it)
-and ``probe_summary.json``. See :mod:`composition_rl.probe` and docs/composition.md.
+and ``probe_summary.json``. See :mod:`composition_rl.jobs.probe` and docs/composition.md.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ RESUMABLE = True  # the solver's pass rates are appended as they finish
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``crl probe``: ``--input``, ``--out``, the solver and its backend,
     ``-k`` and ``--tau``, and the decoding settings."""
-    from composition_rl.backends.rollout import ROLLOUT_BACKENDS, SamplingConfig
     from composition_rl.flags import add_flags
-    from composition_rl.probe import BACKEND_HELP, BASE_URL_HELP, MODEL_HELP, ProbeConfig
+    from composition_rl.jobs.probe import BACKEND_HELP, BASE_URL_HELP, MODEL_HELP, ProbeConfig
+    from composition_rl.rollout.base import ROLLOUT_BACKENDS, SamplingConfig
 
     p.add_argument("--input", required=True, help="a composed set (crl compose's composed.jsonl)")
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
@@ -41,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="prompts/rollout_<NAME>.txt or a .txt path: the prompt format the policy is trained with")
     s.add_argument("--chunk", type=int, default=32, help="records per generate call and log flush")
     s.add_argument("--verify-timeout", type=float, default=5.0, help="seconds per answer check")
-    from composition_rl.verify.verifier import FALLBACK_HELP
+    from composition_rl.grading.verifier import FALLBACK_HELP
 
     s.add_argument("--fallback", action="append", help=FALLBACK_HELP)
     s.add_argument("--keep-responses", action="store_true", help="store the solver's replies in profile.jsonl")
@@ -56,10 +56,10 @@ def run(args: argparse.Namespace) -> int:
     (resuming a rerun), and print how many were rejected as guessable and kept; 0 on success."""
     from composition_rl.flags import from_flags
     from composition_rl.io.runs import RunBusy, run_folder
-    from composition_rl.probe import ProbeConfig
+    from composition_rl.jobs.probe import ProbeConfig
 
     try:
-        from composition_rl.backends.rollout import SamplingConfig
+        from composition_rl.rollout.base import SamplingConfig
 
         config = from_flags(ProbeConfig, args, sampling=from_flags(SamplingConfig, args), template=args.template,
                             chunk=args.chunk, keep_responses=args.keep_responses)
@@ -77,10 +77,10 @@ def run(args: argparse.Namespace) -> int:
 def _probe(args: argparse.Namespace, config, out: Path) -> int:
     import sys
 
-    from composition_rl.probe import probe_file
-    from composition_rl.profile import no_answer_note
-    from composition_rl.verify import VerifyConfig
-    from composition_rl.verify.verifier import fallbacks_from_names
+    from composition_rl.grading import VerifyConfig
+    from composition_rl.grading.verifier import fallbacks_from_names
+    from composition_rl.jobs.probe import probe_file
+    from composition_rl.jobs.profile import no_answer_note
 
     try:
         fallbacks = fallbacks_from_names(args.fallback)

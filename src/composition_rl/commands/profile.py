@@ -20,7 +20,7 @@ RESUMABLE = True  # a rerun continues from the finished work
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``crl profile``: the shared model, backend and decoding flags,
     ``--input``, ``--out``, ``--confidence``, ``--keep-responses`` and the ``--keep`` filter."""
-    from composition_rl.profile import add_backend_arguments
+    from composition_rl.jobs.profile import add_backend_arguments
 
     add_backend_arguments(p)
     p.add_argument("--input", required=True,
@@ -39,13 +39,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Profile the policy's pass rate on each ``--input`` prompt (resuming a rerun), print the
     band counts and, with ``--keep``, write the prompts in that band; 1 when generation failed."""
-    from composition_rl.backends.rollout import RolloutError
-    from composition_rl.profile import (
+    from composition_rl.jobs.profile import (
         ProfileConfig,
         chunk_from_args,
         profile_from_args,
         sampling_from_args,
     )
+    from composition_rl.rollout.base import RolloutError
     from composition_rl.stats import parse_band
 
     if args.keep:
@@ -64,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
-    from composition_rl.verify import VerifyConfig
-    from composition_rl.verify.verifier import fallbacks_from_names
+    from composition_rl.grading import VerifyConfig
+    from composition_rl.grading.verifier import fallbacks_from_names
 
     fallbacks = fallbacks_from_names(args.fallback)
     try:
@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, run, out: Path, keep_out: Path, rej_path: Path) -> None:
-    """Print what the profile run did (see :func:`composition_rl.profile.profile_from_args`)."""
-    from composition_rl.profile import no_answer_note
+    """Print what the profile run did (see :func:`composition_rl.jobs.profile.profile_from_args`)."""
+    from composition_rl.jobs.profile import no_answer_note
 
     summary, input_rejects = run.summary, run.input_rejects
     c = summary["counts"]

@@ -27,8 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``crl refresh``: model, backend and decoding, ``--input``, ``--out``,
     :class:`RefreshConfig`, decontamination, ``--export`` and the ``--grow`` teacher."""
     from composition_rl.flags import add_flags
-    from composition_rl.profile import add_backend_arguments
-    from composition_rl.refresh import DecontamConfig, RefreshConfig
+    from composition_rl.jobs.profile import add_backend_arguments
+    from composition_rl.jobs.refresh import DecontamConfig, RefreshConfig
 
     add_backend_arguments(p)
     p.add_argument("--input", required=True,
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_grow_arguments(g) -> None:
     """The teacher flags of ``crl grow`` (same names), and its algorithm's settings as ``--grow-NAME``."""
-    from composition_rl.mbs.job import add_config_flags
+    from composition_rl.jobs.grow.job import add_config_flags
 
     g.add_argument("--teacher", help="teacher of --grow: program (exact, arithmetic chains) or openai")
     g.add_argument("--teacher-base-url", action="append", help="openai teacher: endpoint (repeat for several)")
@@ -59,11 +59,11 @@ def add_grow_arguments(g) -> None:
 
 
 def grow_config_from_args(args: argparse.Namespace):
-    """The :class:`~composition_rl.mbs.GrowConfig` of the ``--grow-NAME`` flags; ``--grow`` and
+    """The :class:`~composition_rl.jobs.grow.GrowConfig` of the ``--grow-NAME`` flags; ``--grow`` and
     ``--teacher`` go together (refused in one line otherwise)."""
     import dataclasses
 
-    from composition_rl.mbs.config import GrowConfig
+    from composition_rl.jobs.grow.config import GrowConfig
 
     given = [f.name for f in dataclasses.fields(GrowConfig) if getattr(args, f"grow_{f.name}") is not None]
     if args.grow and not args.teacher:
@@ -79,11 +79,11 @@ def run(args: argparse.Namespace) -> int:
     """Refresh the stale set in the held run folder and print its outcome; 1 when the
     refreshed set is empty or the policy or teacher gave no answer (finished work is kept)."""
     from composition_rl.flags import from_flags
-    from composition_rl.io.export import EXPORTERS
-    from composition_rl.profile import ProfileConfig, chunk_from_args
-    from composition_rl.refresh import DecontamConfig, RefreshConfig
-    from composition_rl.verify import VerifyConfig
-    from composition_rl.verify.verifier import fallbacks_from_names
+    from composition_rl.grading import VerifyConfig
+    from composition_rl.grading.verifier import fallbacks_from_names
+    from composition_rl.jobs.export import EXPORTERS
+    from composition_rl.jobs.profile import ProfileConfig, chunk_from_args
+    from composition_rl.jobs.refresh import DecontamConfig, RefreshConfig
 
     exports = [e.strip() for e in args.export.split(",") if e.strip()]
     try:
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, KeyError) as e:
         raise UsageError(str(e).strip("'\"")) from None
     out = Path(args.out)
-    from composition_rl.refresh.decontaminate import benchmark_paths
+    from composition_rl.jobs.decontaminate import benchmark_paths
 
     marks = benchmark_paths(args.benchmarks)
     from composition_rl.io.runs import RunBusy, run_folder
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _sampling(args: argparse.Namespace):
     """The decoding flags' sampling config; a bad value is a usage error as it is."""
-    from composition_rl.profile import sampling_from_args
+    from composition_rl.jobs.profile import sampling_from_args
 
     try:
         return sampling_from_args(args)
@@ -122,10 +122,10 @@ def _sampling(args: argparse.Namespace):
 
 
 def _refresh(args, config, out: Path, marks: list[str], exports: list[str], verify_config, fallbacks) -> int:
-    """Run the job (:func:`composition_rl.refresh.pipeline.refresh_from_args`) and print its outcome."""
-    from composition_rl.backends.base import ChatError
-    from composition_rl.backends.rollout import RolloutError
-    from composition_rl.refresh.pipeline import refresh_from_args
+    """Run the job (:func:`composition_rl.jobs.refresh.run.refresh_from_args`) and print its outcome."""
+    from composition_rl.chat.base import ChatError
+    from composition_rl.jobs.refresh.run import refresh_from_args
+    from composition_rl.rollout.base import RolloutError
 
     try:
         res, input_rejects = refresh_from_args(args, config, out, marks, exports, verify_config, fallbacks)

@@ -1,7 +1,7 @@
 """``crl reproduce --out DIR [--seeds 3] [--quick]``: the paper's mechanism at toy scale, with intervals.
 
 Flags other than ``--out``, ``--quick`` and ``--no-progress`` are generated from
-:class:`composition_rl.reproduce.ReproduceConfig`, whose fields carry their help text.
+:class:`composition_rl.jobs.reproduce.ReproduceConfig`, whose fields carry their help text.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ RESUMABLE = True
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``crl reproduce``: ``--out``, ``--quick``, ``--no-progress`` and one
     flag per :class:`ReproduceConfig` field."""
-    from composition_rl.reproduce.config import ReproduceConfig
+    from composition_rl.jobs.reproduce.config import ReproduceConfig
 
     p.add_argument("--out", required=True, help="output folder (rerun the same command to resume)")
     p.add_argument("--quick", action="store_true",
@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace):
-    from composition_rl.reproduce.config import ReproduceConfig
+    from composition_rl.jobs.reproduce.config import ReproduceConfig
 
     over = {}
     for name, default, _ in ReproduceConfig.fields_help():
@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     summary lines and where the report and numbers are; 0 on success."""
     from rich.console import Console
 
-    from composition_rl.reproduce import run_reproduce
-    from composition_rl.reproduce.report import summary_lines
+    from composition_rl.jobs.reproduce import run_reproduce
+    from composition_rl.jobs.reproduce.report import summary_lines
 
     cfg = _config(args)
     con = Console()

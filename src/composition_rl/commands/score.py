@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--answer-field", default="answer", help="field holding the gold answer(s) (default: answer)")
     p.add_argument("--timeout", type=float, default=5.0, help="hard bound per item in seconds (default: 5)")
     p.add_argument("--workers", type=int, help="worker processes (default: one per usable core)")
-    from composition_rl.verify.verifier import FALLBACK_HELP
+    from composition_rl.grading.verifier import FALLBACK_HELP
 
     p.add_argument("--fallback", action="append", help=FALLBACK_HELP)
     p.add_argument("--fresh", action="store_true", help="discard an existing --out (and its rejects) and score again")
@@ -46,8 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Score each ``--input`` row against its gold answer, appending to ``--out`` (resuming a
     rerun), and print the accuracy and outcome counts; 1 when no row could be scored."""
-    from composition_rl.verify import Verifier, VerifyConfig
-    from composition_rl.verify.verifier import fallbacks_from_names
+    from composition_rl.grading import Verifier, VerifyConfig
+    from composition_rl.grading.verifier import fallbacks_from_names
 
     fallbacks = fallbacks_from_names(args.fallback)
     try:
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
         raise UsageError(in_flags(e, {"timeout_s": "--timeout", "workers": "--workers", "fallbacks": "--fallback"})
                          ) from None
-    from composition_rl.score import ScoreRefused, prepare_outputs, score_options, score_paths
+    from composition_rl.jobs.score import ScoreRefused, prepare_outputs, score_options, score_paths
 
     out, rejects_path, meta_path = score_paths(args.out)
     if not Path(args.input).is_file():
@@ -96,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace, verifier, out: Path, rejects_path: Path) -> int:
-    """Score the rows not yet in ``out`` (:mod:`composition_rl.score`) and print the tally."""
-    from composition_rl.score import (
+    """Score the rows not yet in ``out`` (:mod:`composition_rl.jobs.score`) and print the tally."""
+    from composition_rl.jobs.score import (
         fields_seen,
         read_input_rows,
         resume_point,

@@ -24,7 +24,7 @@ def run(args) -> int:
     """Build the tiny Qwen2 model into ``--out`` (reused if already built) and print its size,
     vocabulary and greedy accuracy per depth; 0 on success."""
     from composition_rl.cli import UsageError
-    from composition_rl.train.tiny_model import TinyModelConfig, build_tiny_model
+    from composition_rl.jobs.tiny_model import TinyModelConfig, build_tiny_model
 
     kw = {"seed": args.seed}
     if args.digits is not None:

@@ -40,7 +40,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from composition_rl.cli import UsageError
-    from composition_rl.train.config import load_config, preset_names
+    from composition_rl.jobs.train.config import load_config, preset_names
 
     path = Path(args.config)
     if not path.is_file() and args.config not in preset_names():
@@ -65,7 +65,7 @@ def run(args) -> int:
         with run_folder(cfg.output_dir, "train", flag="output_dir",
                         inputs={f"stage {st.name} data": st.data for st in cfg.stages if st.data},
                         refusals=(UsageError, ValueError, ImportError), work=("checkpoints", "metrics.jsonl")):
-            from composition_rl.train.grpo import run_training
+            from composition_rl.jobs.train.grpo import run_training
 
             metrics = run_training(cfg, resume=False if args.fresh else "auto", branch_from=args.branch_from)
     except (RunBusy, ValueError, ImportError) as e:  # ImportError: an extra a stage needs (reasoning-gym)

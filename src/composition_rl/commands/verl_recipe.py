@@ -40,7 +40,7 @@ def add_arguments(parser) -> None:
                         help="run the online curriculum (one depth-1 stage; retired prompts are replaced by "
                         "compositions during training): verl's dataset and replay buffer become "
                         "composition_rl.integrations.verl_online. Optional KEY=VALUE pairs set "
-                        "composition_rl.online.OnlineConfig fields, e.g. --online k=3 max_depth=3")
+                        "composition_rl.jobs.train.online.OnlineConfig fields, e.g. --online k=3 max_depth=3")
     parser.add_argument("--backfill-after", type=non_negative_int, metavar="N",
                         help="with --online: when DAPO's dynamic sampling starves (verl 0.9.1's V1 trainer then "
                         "generates without limit), a step's refills beyond N train batches are compositions of "

@@ -21,15 +21,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from composition_rl.backends.rollout import (
+from composition_rl.records import Problem
+from composition_rl.registry import Registry
+from composition_rl.rollout.base import (
     Completion,
     RolloutBackend,
     SamplingConfig,
     build_backend,
     render_prompt,
 )
-from composition_rl.records import Problem
-from composition_rl.registry import Registry
 
 __all__ = [
     "EXECUTORS",

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from composition_rl.backends.rollout import RolloutBackend
 from composition_rl.executors.base import (
     BackendSpec,
     Executor,
@@ -20,6 +19,7 @@ from composition_rl.executors.base import (
     check_completions,
 )
 from composition_rl.records import Problem
+from composition_rl.rollout.base import RolloutBackend
 
 __all__ = ["LocalExecutor", "as_executor"]
 

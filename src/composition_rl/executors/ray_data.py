@@ -17,7 +17,7 @@ The pipeline (Ray Data, streaming, order kept)::
   vLLM's CPU build the engine reserves CPUs instead and starts, but on a 2-CPU Ray the
   pipeline did not get past it (docs/scale.md says where it stopped).
 - **Grading** runs as a CPU stage of the same pipeline: Ray tasks (at most ``graders`` at a
-  time), each grading a batch with the bounded verifier pool (:mod:`composition_rl.verify`)
+  time), each grading a batch with the bounded verifier pool (:mod:`composition_rl.grading`)
   of its Ray worker, so GPU replicas never wait on grading.
 - **Order and streaming.** ``preserve_order`` is on: this process receives the graded
   samples in input order and hands each chunk to the caller as soon as it is complete;
@@ -39,7 +39,6 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from composition_rl.backends.rollout import Completion, RolloutBackend, RolloutError, SamplingConfig
 from composition_rl.executors.base import (
     BackendSpec,
     ExecutorConfig,
@@ -49,6 +48,7 @@ from composition_rl.executors.base import (
 )
 from composition_rl.records import Problem
 from composition_rl.registry import Registry
+from composition_rl.rollout.base import Completion, RolloutBackend, RolloutError, SamplingConfig
 
 __all__ = ["RAY_INSTALL", "RayExecutor", "import_ray", "sample_seed"]
 
@@ -146,7 +146,7 @@ def vllm_requests(row: dict[str, Any], n: int, sampling: SamplingConfig) -> list
     >>> [(r["k"], r["sampling_params"]["n"], r["sampling_params"]["top_k"]) for r in rows]
     [(0, 1, -1), (1, 1, -1)]
     """
-    from composition_rl.backends.vllm_offline import sampling_params_kwargs
+    from composition_rl.rollout.vllm import sampling_params_kwargs
 
     ids, prompts, golds = (json.loads(row[f]) for f in ("ids", "prompts", "golds"))
     out = []
@@ -176,7 +176,7 @@ def vllm_processor_stage(ds: Any, spec: BackendSpec, job: SampleJob, replicas: i
             "the vllm backend on the ray executor needs Ray's LLM extra on the GPU nodes: "
             f"pip install -e '.[ray-vllm]'  (from PyPI: pip install 'ray[data,llm]==2.60.0') [{e}]"
         ) from None
-    from composition_rl.backends.vllm_offline import engine_kwargs, model_folder, vllm_on_cpu
+    from composition_rl.rollout.vllm import engine_kwargs, model_folder, vllm_on_cpu
 
     kw = dict(spec.kwargs)
     # the same engine settings as the local vllm backend; on vLLM's CPU build each replica
@@ -231,7 +231,7 @@ def grade_batch(batch: dict[str, Any], verify_config: Any) -> dict[str, Any]:
     """
     import numpy as np
 
-    from composition_rl.verify import shared_verifier
+    from composition_rl.grading import shared_verifier
 
     pairs = [(str(t), json.loads(g)) for t, g in zip(batch["text"], batch["golds"])]
     verdicts = [json.dumps(r.to_dict()) for r in shared_verifier(verify_config).score_batch(pairs)]
@@ -243,14 +243,14 @@ def _verify_config(verifier: Any, cpus: float) -> Any:
     number of verifier processes, as many as the CPUs a grading task reserves."""
     import dataclasses
 
-    from composition_rl.verify import VerifyConfig
+    from composition_rl.grading import VerifyConfig
 
     config = getattr(verifier, "config", None) or VerifyConfig()
     return config if config.workers else dataclasses.replace(config, workers=max(1, int(cpus)))
 
 
 def _verdict(d: dict[str, Any]) -> Any:
-    from composition_rl.verify import Outcome, VerifyResult
+    from composition_rl.grading import Outcome, VerifyResult
 
     return VerifyResult(**{**d, "outcome": Outcome(d["outcome"])})
 

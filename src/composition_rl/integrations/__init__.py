@@ -7,7 +7,7 @@
 - :mod:`.verl_recipe`: the launch recipe with the paper's settings (``crl verl-recipe``);
 - :mod:`.verl_online`: the online curriculum inside verl's trainer (imports verl and torch).
 
-Both rewards are :func:`composition_rl.verify.reward.score_completions`, the function
+Both rewards are :func:`composition_rl.grading.reward.score_completions`, the function
 ``crl train`` uses too; ``composition_rl.make_reward_fn`` and ``composition_rl.compute_score``
 are the same functions.
 

@@ -3,7 +3,7 @@ sampling for your own TRL script.
 
 ``GRPOTrainer`` here is TRL's with dynamic sampling (Composition-RL, Equation 5), solve_all /
 solve_none tracking and, optionally, the online composition pool
-(:class:`composition_rl.train.trl_adapter.DynamicSamplingGRPOTrainer`; ``crl train`` uses the
+(:class:`composition_rl.jobs.train.trl_adapter.DynamicSamplingGRPOTrainer`; ``crl train`` uses the
 same class). It loads TRL and torch when first used; :class:`DatasetSource`,
 :class:`PoolSource` and :class:`PromptSource` choose where refill prompts come from, and
 :class:`DynamicSamplingConfig` the rounds (docs/api.md has a complete script; the trainer
@@ -22,7 +22,7 @@ per completion. Conversational completions are lists of ``{"role", "content"}`` 
 >>> reward = make_reward_fn()
 >>> GRPOTrainer(model, reward_funcs=[reward], train_dataset=ds)  # doctest: +SKIP
 
-The reward is :func:`composition_rl.verify.reward.score_completions`, the one function
+The reward is :func:`composition_rl.grading.reward.score_completions`, the one function
 behind ``crl train`` and verl's ``compute_score`` too: 1.0 when the completion's final answer
 (the last assistant message of a conversation) equals any accepted answer of its row (the
 ``answers`` and ``answer`` columns that ``crl export --format trl`` writes), else 0.0.
@@ -38,27 +38,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from composition_rl.train.config import DynamicSamplingConfig
-from composition_rl.train.prompt_source import DatasetSource, PoolSource, PromptSource
-from composition_rl.verify import Verifier, VerifyConfig, shared_verifier, summarize
-from composition_rl.verify.reward import (
+from composition_rl.grading import Verifier, VerifyConfig, shared_verifier, summarize
+from composition_rl.grading.reward import (
     answers_from_columns,
     ascore_completions,
     completion_text,
     score_completions,
 )
+from composition_rl.jobs.train.config import DynamicSamplingConfig
+from composition_rl.jobs.train.prompt_source import DatasetSource, PoolSource, PromptSource
 
 __all__ = ["AsyncMathVerifyReward", "DatasetSource", "DynamicSamplingConfig", "GRPOTrainer", "MathVerifyReward",
            "PoolSource", "PromptSource", "completion_text", "make_reward_fn"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer as GRPOTrainer
+    from composition_rl.jobs.train.trl_adapter import DynamicSamplingGRPOTrainer as GRPOTrainer
 
 
 def __getattr__(name: str) -> Any:
     # the trainer subclasses TRL's: importing it imports TRL and torch, so only on first use
     if name == "GRPOTrainer":
-        from composition_rl.train.trl_adapter import DynamicSamplingGRPOTrainer
+        from composition_rl.jobs.train.trl_adapter import DynamicSamplingGRPOTrainer
 
         globals()[name] = DynamicSamplingGRPOTrainer
         return DynamicSamplingGRPOTrainer
@@ -69,7 +69,7 @@ class MathVerifyReward:
     """Callable TRL reward: 1.0 when the completion's final answer matches an accepted answer.
 
     Picklable (it keeps the config, not the worker pool): each process uses its own
-    :func:`~composition_rl.verify.shared_verifier`.
+    :func:`~composition_rl.grading.shared_verifier`.
 
     Args:
         config: verifier settings (time bound, workers, fallbacks).

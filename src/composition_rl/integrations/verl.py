@@ -15,7 +15,7 @@ verl calls a synchronous ``compute_score`` from a thread pool (its reward loop r
 an executor) and awaits a coroutine one; both are bounded by the verifier's worker pool,
 never by ``signal.alarm``. Each verl reward process gets one shared verifier per settings.
 
-The reward is :func:`composition_rl.verify.reward.score_completions`, the one function behind
+The reward is :func:`composition_rl.grading.reward.score_completions`, the one function behind
 ``crl train`` and the TRL reward too, against every accepted answer of the row:
 ``ground_truth`` (a string, a number, or a list/array of forms) and ``extra_info["answers"]``.
 verl's reward managers pass the row's ``extra_info`` whole, so the forms ``crl export
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from composition_rl.verify import VerifyConfig, VerifyResult, shared_verifier
-from composition_rl.verify.reward import accepted_answers, ascore_completions, score_completions
+from composition_rl.grading import VerifyConfig, VerifyResult, shared_verifier
+from composition_rl.grading.reward import accepted_answers, ascore_completions, score_completions
 
 __all__ = ["compute_score", "compute_score_async"]
 

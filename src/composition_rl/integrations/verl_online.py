@@ -1,4 +1,4 @@
-"""The online curriculum (:mod:`composition_rl.online`) inside verl 0.9.1's V1 trainer.
+"""The online curriculum (:mod:`composition_rl.jobs.train.online`) inside verl 0.9.1's V1 trainer.
 
 verl's V1 trainer has two seams, and the online mode needs both:
 
@@ -12,7 +12,7 @@ verl's V1 trainer has two seams, and the online mode needs both:
   feeds them to the pool; its sampling is verl's own (DAPO filtering included).
 - ``data.custom_cls`` replaces the **dataset**. :class:`OnlineDataset` is verl's
   ``RLHFDataset`` over the same parquet, but each training row it serves is a seeded,
-  weighted draw from the live pool (:class:`composition_rl.online.OnlinePool`): retired
+  weighted draw from the live pool (:class:`composition_rl.jobs.train.online.OnlinePool`): retired
   prompts are never drawn, solve_none ones rarely, and the compositions injected for retired
   prompts appear as soon as they are composed.
 
@@ -38,7 +38,7 @@ never raises. (The ``num_gen_batches >= max_num_gen_batches`` error users hit ca
 legacy DAPO trainer, which verl 0.9.1 no longer ships.) :class:`OnlineReplayBuffer` wraps
 ``refill_fn``: once the step has asked for ``backfill_after * train_batch_size`` refill prompts,
 the rest of each request is first composed from the step's own solve_all prompts
-(:meth:`OnlinePool.backfill <composition_rl.online.OnlinePool.backfill>`, which the dataset's
+(:meth:`OnlinePool.backfill <composition_rl.jobs.train.online.OnlinePool.backfill>`, which the dataset's
 draws serve next), so verl's loop, credits and draining stay verl's. 0 turns it off.
 
 Overrides (``crl verl-recipe --online`` writes them)::
@@ -72,7 +72,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from composition_rl.integrations.verl_recipe import BACKFILL_AFTER
-from composition_rl.online import OnlineConfig, OnlinePool
+from composition_rl.jobs.train.online import OnlineConfig, OnlinePool
 from composition_rl.records import Problem
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ class OnlineDataset(RLHFDataset):
             self.num_workers = workers
 
     def _new_row(self, p: Problem) -> dict[str, Any]:
-        from composition_rl.io.export import to_verl
+        from composition_rl.jobs.export import to_verl
 
         row = to_verl([p])[0]
         row["extra_info"]["index"] = len(self.dataframe) + self.pool.injected.index(p.id) \

@@ -52,7 +52,7 @@ __all__ = ["BACKFILL_AFTER", "PAPER", "VERL_COLUMNS", "RecipeConfig", "RecipeSta
 
 log = logging.getLogger(__name__)
 
-# the columns of verl's RL parquet (composition_rl.io.export.to_verl) that a stage must have
+# the columns of verl's RL parquet (composition_rl.jobs.export.to_verl) that a stage must have
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 
 REWARD_PATH = "pkg://composition_rl.integrations.verl"
@@ -175,7 +175,7 @@ class RecipeConfig:
         if self.chunk_steps < 1 or any(s.max_steps < 1 for s in self.stages):
             raise ValueError("chunk_steps and every stage's max_steps must be >= 1")
         if self.online is not None:
-            from composition_rl.online import OnlineConfig
+            from composition_rl.jobs.train.online import OnlineConfig
 
             OnlineConfig.from_dict(self.online)
             if len(self.stages) != 1:
@@ -230,7 +230,7 @@ def online_overrides(cfg: RecipeConfig, stage: RecipeStage) -> dict[str, Any]:
     The replay buffer gets the DAPO settings by interpolation (verl passes a custom buffer none
     of them), so ``algorithm.filter_groups`` and ``data.train_batch_size`` stay the one source.
     """
-    from composition_rl.online import OnlineConfig
+    from composition_rl.jobs.train.online import OnlineConfig
 
     oc = OnlineConfig.from_dict(cfg.online)
     values: dict[str, Any] = {
@@ -541,7 +541,7 @@ def online_settings(items: list[str] | None) -> dict | None:
         return None
     from dataclasses import fields
 
-    from composition_rl.online import OnlineConfig
+    from composition_rl.jobs.train.online import OnlineConfig
 
     types = {f.name: {"int": int, "float": float}[str(f.type)] for f in fields(OnlineConfig)}
     out: dict = {}

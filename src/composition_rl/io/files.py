@@ -268,7 +268,7 @@ def quarantine_path(path: str | os.PathLike) -> Path:
 
 def is_crl_page(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a page ``crl browse`` wrote (its title starts ``crl browse:``, see
-    browse/page.py)."""
+    jobs/browse/page.py)."""
     try:
         with open(path, "rb") as f:
             return b"<title>crl browse: " in f.read(4096)

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from composition_rl.grading.extract import last_boxed  # the verifier's: nested and escaped braces
 from composition_rl.records import Problem
-from composition_rl.verify.extract import last_boxed  # the verifier's: nested and escaped braces
 
 __all__ = [
     "BadLine",

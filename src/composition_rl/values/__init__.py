@@ -5,7 +5,7 @@ One job per module, all exact (sympy / ``Fraction``, never floats):
 * :mod:`.numbers`: the one reader of plain numbers (``64,\\!328``, ``0.75``, ``\\frac{7}{2}``),
   shared with the verifier; :mod:`.latex`: the one reader of LaTeX arithmetic (tokens, a
   tree, its value in a domain), shared by :mod:`.parse`, :mod:`.derive` and check 5
-  (:mod:`composition_rl.compose.dependence`);
+  (:mod:`composition_rl.spc.dependence`);
   :mod:`.numwords`: the one table of English number words;
 * :mod:`.parse`: :func:`parse_number` and :func:`parse_answer_value` read exact values out of
   LaTeX (v1 from an answer, sub-step 1 of the paper's Section 3.4); :mod:`.derive`, the

@@ -20,7 +20,7 @@ Each shape is read by :mod:`.derive_shapes` (an interval's ends, a tuple's entri
 values); this module turns what it read into derivations.
 
 The wording of each derivation (the sentence in the composed prompt) is owned by
-:mod:`composition_rl.compose.spc`, which writes and reads it from one set of templates.
+:mod:`composition_rl.spc.text`, which writes and reads it from one set of templates.
 
 A derivation from a misread answer names a number that is no property of it, and the composed
 prompt then asks a wrong question. The readings kept apart here:

@@ -3,7 +3,7 @@
 Three jobs read the small arithmetic problems and answers are written in: the value of an
 answer (``\\frac47``, ``7\\sqrt{2}``, ``2\\frac{1}{4}``; :mod:`.parse`), an answer that is an
 expression in letters (``3x^2 - 2x``, ``2 - 9i``; :mod:`.derive`), and whether a statement of
-a problem is constant in a variable (:mod:`composition_rl.compose.dependence`). They read one
+a problem is constant in a variable (:mod:`composition_rl.spc.dependence`). They read one
 grammar, so a form one of them reads is read the same way by the others:
 
 * :func:`tokenize` -- the tokens of a text; ``letters=True`` reads single letters as names

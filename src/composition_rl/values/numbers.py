@@ -3,7 +3,7 @@
 A plain number is what an answer box, a gold answer or a literal of a problem holds when it
 is one rational number written out: ``-12``, ``3.25``, ``.5``, ``64,\\!328``, ``1{,}000``,
 ``3/4``, ``\\frac{7}{2}``, ``\\dfrac47``, ``\\frac{1}{29,\\!322,\\!216}``. The verifier's fast
-path (:mod:`composition_rl.verify.compare`), the LaTeX arithmetic reader's fast path
+path (:mod:`composition_rl.grading.compare`), the LaTeX arithmetic reader's fast path
 (:func:`composition_rl.values.parse.parse_number`), the constants of a problem
 (:func:`composition_rl.values.literals.constant_value`) and the LLM engine's numbers all read
 them here, so a string is the same number (or no number) to every one of them.
@@ -17,7 +17,7 @@ each gets now, are in docs/verification.md, "Plain numbers"):
 * a comma (or a space) is a thousands separator only between groups of three digits after a
   first group of one to three digits that does not start with 0: ``1,000,000`` and ``1 000``
   are numbers, ``0,500``, ``1,00`` and ``3,14`` are not (a list, or a decimal comma, which
-  only the verifier's comparison may read, :func:`composition_rl.verify.extract.decimal_comma`);
+  only the verifier's comparison may read, :func:`composition_rl.grading.extract.decimal_comma`);
   in a longer text the same groups are taken out wherever they stand, so the LaTeX reader
   reads the pair ``(4,112)`` as ``(4112)`` (kept so the MATH depth-2 output stays the same);
 * a point with no digit after it is a full stop: ``5.`` is 5 (a decimal, as written);

@@ -9,7 +9,7 @@ how a literal there is read and how a variable is written in its place.
 * :func:`group_spans`: the braced groups of superscripts and subscripts.
 
 :mod:`.constants` and :mod:`.literals` read a text through these; :mod:`.derive` and check 5
-(:mod:`composition_rl.compose.dependence`) use :func:`math_spans` as well.
+(:mod:`composition_rl.spc.dependence`) use :func:`math_spans` as well.
 """
 
 from __future__ import annotations
