@@ -239,7 +239,7 @@ def _runner(backend: Any, build: Any, given: Sequence[str]):
             runner.close()
 
 
-# long because: 45 of its 81 lines are the docstring a public verb owes its users
+# long because: 43 of its 81 lines are the docstring a public verb owes its users
 def probe(
     records: Sequence[Problem],
     out_dir: str | os.PathLike,
