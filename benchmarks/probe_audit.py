@@ -1,9 +1,9 @@
 """The solver probe against the blind audits' labels: precision, recall and cost per record.
 
     .venv/bin/python benchmarks/probe_audit.py --workdir /tmp/probe-audit --build-only
-    .venv/bin/python benchmarks/probe_audit.py --workdir /tmp/probe-audit -- --probe-model qwen-0.5b -k 4 \\
+    .venv/bin/python benchmarks/probe_audit.py --workdir /tmp/probe-audit -- --probe-model qwen2.5-coder-0.5b-instruct-awq-q4_k_m -k 4 \\
         --max-tokens 512
-    .venv/bin/python benchmarks/probe_audit.py --workdir /tmp/probe-audit --math-sample 200 -- --probe-model qwen-0.5b
+    .venv/bin/python benchmarks/probe_audit.py --workdir /tmp/probe-audit --math-sample 200 -- --probe-model qwen2.5-coder-0.5b-instruct-awq-q4_k_m
 
 Two blind audits of the MATH depth-2 default name every shortcut item they found, so every
 one of their items has a label (docs/notes/composition_log.md: the third round's MATH audit,

@@ -1,6 +1,6 @@
 """What a real 0.5B model does with every model-facing path, measured on this CPU.
 
-    .venv/bin/python benchmarks/real_llm_report.py                  # qwen-0.5b, all four parts
+    .venv/bin/python benchmarks/real_llm_report.py                  # qwen2.5-coder-0.5b-instruct-awq-q4_k_m, all four parts
     .venv/bin/python benchmarks/real_llm_report.py --parts compose,auto --out runs/rlr
     make real-llm-report                                            # the same, sets .venv-llm up first
 
@@ -222,7 +222,11 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="qwen-0.5b", choices=["smollm2", "qwen-0.5b", "qwen-1.5b"])
+    ap.add_argument("--model", default="qwen-0.5b",
+                    choices=["smollm2-135m-instruct-q4_1", "qwen2.5-coder-0.5b-instruct-awq-q4_k_m",
+                             "qwen2.5-coder-1.5b-instruct-q4_k_m", "smollm2", "qwen-0.5b", "qwen-1.5b"],
+                    help="a bundled GGUF by name (the short names are the old aliases; the default keeps "
+                    "the folder names of the recorded reports)")
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "real_llm_report")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     ap.add_argument("--candidates", type=int, default=24)

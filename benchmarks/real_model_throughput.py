@@ -21,9 +21,9 @@ tokens of all completions over the wall time of the whole generate call (prefill
 model load excluded), best of ``--repeats``. The last line is ``speedup: N.NNx``: the best
 option over ``server``.
 
-    .venv/bin/python benchmarks/real_model_throughput.py --model qwen-0.5b
-    .venv/bin/python benchmarks/real_model_throughput.py --model smollm2 --prompts 8 -n 4 --hf
-    .venv/bin/python benchmarks/real_model_throughput.py --model qwen-0.5b --parallel 16 --vllm bfloat16,float32
+    .venv/bin/python benchmarks/real_model_throughput.py --model qwen2.5-coder-0.5b-instruct-awq-q4_k_m
+    .venv/bin/python benchmarks/real_model_throughput.py --model smollm2-135m-instruct-q4_1 --prompts 8 -n 4 --hf
+    .venv/bin/python benchmarks/real_model_throughput.py --model qwen2.5-coder-0.5b-instruct-awq-q4_k_m --parallel 16 --vllm bfloat16,float32
 """
 
 from __future__ import annotations
@@ -165,7 +165,8 @@ def run_vllm_child(gguf: Path, dtype: str, prompts: list[str], n: int, sampling,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="qwen-0.5b", help="smollm2, qwen-0.5b or qwen-1.5b (default: qwen-0.5b)")
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct-awq-q4_k_m",
+                    help="a bundled GGUF by name (scripts/real_llm_models.py list; the old short names work too)")
     ap.add_argument("--prompts", type=int, default=8, help="gsm_symbolic questions (default: 8)")
     ap.add_argument("-n", type=int, default=4, help="samples per prompt (default: 4)")
     ap.add_argument("--max-tokens", type=int, default=64, help="new tokens per completion (default: 64)")

@@ -1,6 +1,6 @@
 """The paper's premise measured on a real pretrained policy, run as a user would.
 
-    .venv/bin/python benchmarks/real_policy_report.py                 # qwen-0.5b, docs/real_policy.md's design
+    .venv/bin/python benchmarks/real_policy_report.py                 # qwen2.5-coder-0.5b-instruct-awq-q4_k_m, docs/real_policy.md's design
     .venv/bin/python benchmarks/real_policy_report.py --report-only   # rewrite the report from finished steps
     make real-policy-report                                           # the same, sets the llama backend up first
 

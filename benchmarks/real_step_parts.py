@@ -36,7 +36,7 @@ QUESTIONS = [f"Calculate {a} {op} {b}." for a, op, b in
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("part", choices=["gen", "update"])
-    p.add_argument("--model", default="smollm2")
+    p.add_argument("--model", default="smollm2-135m-instruct-q4_1")
     p.add_argument("--rows", type=int, help="sequences (default: 24 for gen, 16 for update)")
     p.add_argument("--new-tokens", type=int, default=96)
     p.add_argument("--threads", type=int, default=2)

@@ -2,7 +2,7 @@
 or, with ``--preset real-cpu``, where the time of a real model's GRPO step goes.
 
     .venv/bin/python benchmarks/train_step.py [--model DIR] [--steps 8] [--prompts 8] [--gens 8]
-    .venv/bin/python benchmarks/train_step.py --preset real-cpu [--steps 4] [--model smollm2]
+    .venv/bin/python benchmarks/train_step.py --preset real-cpu [--steps 4] [--model smollm2-135m-instruct-q4_1]
     .venv/bin/python benchmarks/train_step.py --preset real-cpu --metrics RUN/metrics.jsonl   # a finished run
 
 ``--preset real-cpu`` runs ``crl train --config real-cpu`` (SmolLM2-135M-Instruct from its

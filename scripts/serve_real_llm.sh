@@ -48,7 +48,7 @@ MODEL_NAME=smollm2
 MODELS_PY=scripts/real_llm_models.py
 
 usage() {
-    echo "usage: scripts/serve_real_llm.sh [--model smollm2|qwen-0.5b|qwen-1.5b] PORT|--setup" >&2
+    echo "usage: scripts/serve_real_llm.sh [--model smollm2-135m-instruct-q4_1|qwen2.5-coder-0.5b-instruct-awq-q4_k_m|qwen2.5-coder-1.5b-instruct-q4_k_m] PORT|--setup" >&2
     exit 2
 }
 

@@ -127,13 +127,13 @@ def test_train_into_another_models_folder_is_refused_in_one_line_before_any_mode
 
     monkeypatch.setattr("composition_rl.io.hf_model.load_causal_lm", first_load)
     argv = ["train", "--config", "real-cpu", "--output-dir", str(out), "--no-progress"]
-    assert main(argv) == 2 and loaded == ["smollm2"]
+    assert main(argv) == 2 and loaded == ["smollm2-135m-instruct-q4_1"]
     assert "stopped here by the test" in capsys.readouterr().err
     record = (out / RUN_FILE).read_text()
-    assert run_identity(model="smollm2")["model"] in record
+    assert run_identity(model="smollm2-135m-instruct-q4_1")["model"] in record
 
     monkeypatch.setattr("composition_rl.io.hf_model.load_causal_lm", _fail)
-    assert main([*argv, "--model", "qwen-0.5b", "--max-steps", "2"]) == 2
+    assert main([*argv, "--model", "qwen2.5-coder-0.5b-instruct-awq-q4_k_m", "--max-steps", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
     assert "holds a training run made with other settings" in err
@@ -147,7 +147,7 @@ def test_the_real_cpu_preset_is_a_whole_run_and_max_steps_caps_it():
 
     assert "real-cpu" in preset_names()
     cfg = load_config("real-cpu", {"curriculum": {"total_steps": 2}})
-    assert cfg.model == "smollm2" and cfg.instruction and cfg.dynamic_sampling.enabled
+    assert cfg.model == "smollm2-135m-instruct-q4_1" and cfg.instruction and cfg.dynamic_sampling.enabled
     assert cfg.curriculum.total_steps == 2 and cfg.curriculum.mode == "auto"
     assert [s.name for s in cfg.stages] == ["depth1", "depth2"] and cfg.stages[1].composes_mastered
     assert "from" not in cfg.stages[1].compose  # composed from the depth-1 prompts themselves

@@ -268,7 +268,7 @@ def probe(
             ``model``, ``base_url`` and ``backend_options`` (``concurrency``, ``batch_size``) and
             closed afterwards, or a ready backend (the caller closes it).
         model: the solver (the policy being trained, or a stronger model): a served model's
-            name with ``base_url``, a GGUF file or name (``qwen-0.5b``), a local model folder.
+            name with ``base_url``, a GGUF file or name (``qwen2.5-coder-0.5b-instruct-awq-q4_k_m``), a local model folder.
         base_url: the solver's OpenAI-compatible endpoint, or several to balance over.
         config: :class:`~composition_rl.ProbeConfig` (``k``, ``tau``, sampling, template); the
             decoding settings may also be given as keywords (``max_tokens=512``).
@@ -368,7 +368,7 @@ def refresh(
         server, which tests/test_docs_commands.py runs):
 
         >>> import composition_rl as crl
-        >>> res = crl.refresh(problems, "runs/refresh", "llama", model="qwen-0.5b",  # doctest: +SKIP
+        >>> res = crl.refresh(problems, "runs/refresh", "llama", model="qwen2.5-coder-0.5b-instruct-awq-q4_k_m",  # doctest: +SKIP
         ...                   benchmarks=["math500.parquet"])
         >>> res.report["informative_share"]["refreshed_reprofiled"]["share"]  # doctest: +SKIP
         0.61

@@ -35,7 +35,7 @@ class LocalHFChat(ChatBackend):
 
     Args:
         model: path to the model and tokenizer directory, or a GGUF (a ``.gguf`` path or a name
-            such as ``smollm2``; io/hf_model.py).
+            such as ``smollm2-135m-instruct-q4_1``; io/hf_model.py).
         device: ``cpu``, ``cuda``, ``cuda:1`` ... (``auto``: cuda when available).
         dtype: torch dtype name (``float32``, ``bfloat16``); default float32 on CPU,
             bfloat16 on GPU.

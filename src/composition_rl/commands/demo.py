@@ -85,7 +85,7 @@ def _demo(args: argparse.Namespace, con, out: Path, t0: float) -> int:
         from composition_rl.jobs.demo import train_demo
 
         con.rule("[bold]3. tiny model and curriculum training (CPU)")
-        summary["train"] = train_demo(out, seed=args.seed, progress=not args.no_progress)
+        summary["train"] = train_demo(out, seed=args.seed, progress=not args.no_progress, log=print)
         mech = summary["train"]["mechanism"]
         summary["what_it_shows"] = [mech["captions"]["ratios"], mech["captions"]["reward"]]
         con.rule("[bold]what the run shows")

@@ -1,6 +1,6 @@
 """``crl probe``: reject the composed records a solver answers without their first problem.
 
-    crl probe --input runs/d2/composed.jsonl --probe-model qwen-0.5b -k 4 --out runs/d2-probe
+    crl probe --input runs/d2/composed.jsonl --probe-model qwen2.5-coder-0.5b-instruct-awq-q4_k_m -k 4 --out runs/d2-probe
     crl probe --input runs/d2/composed.jsonl --probe-base-url http://localhost:8000/v1 \\
         --probe-model Qwen3-4B --out runs/d2-probe
 

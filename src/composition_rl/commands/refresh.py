@@ -1,6 +1,6 @@
 """``crl refresh``: a stale prompt set made informative for a checkpoint, in one resumable run.
 
-    crl refresh --input data.jsonl --model qwen-0.5b --backend llama --out runs/refresh \\
+    crl refresh --input data.jsonl --model qwen2.5-coder-0.5b-instruct-awq-q4_k_m --backend llama --out runs/refresh \\
         --benchmarks ../shared/data/eval/math500.parquet,../shared/data/eval/aime24.json
 
 Profile, confirm the n/n prompts, compose the confirmed solve_all ones (depth 2, then 3 where

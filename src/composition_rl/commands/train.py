@@ -67,7 +67,8 @@ def run(args) -> int:
                         refusals=(UsageError, ValueError, ImportError), work=("checkpoints", "metrics.jsonl")):
             from composition_rl.jobs.train.grpo import run_training
 
-            metrics = run_training(cfg, resume=False if args.fresh else "auto", branch_from=args.branch_from)
+            metrics = run_training(cfg, resume=False if args.fresh else "auto", log=print,
+                                   branch_from=args.branch_from)
     except (RunBusy, ValueError, ImportError) as e:  # ImportError: an extra a stage needs (reasoning-gym)
         raise UsageError(str(e)) from None
     out = Path(cfg.output_dir)

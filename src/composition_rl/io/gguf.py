@@ -201,7 +201,7 @@ def describe(model: Model) -> dict[str, str]:
 
 def describe_identity(identity: str) -> dict[str, str] | None:
     """:func:`describe` of the named model whose pinned sha256 a model identity ends with (what
-    ``io.runs.model_identity`` writes for a GGUF: ``NAME (GGUF sha256 HEX)``), else None.
+    ``io.identity.model_identity`` writes for a GGUF: ``NAME (GGUF sha256 HEX)``), else None.
 
     >>> describe_identity("Qwen2.5 Coder 0.5B Instruct AWQ (GGUF sha256 1d9614638d18024d)")["alias"]
     'qwen2.5-coder-0.5b-instruct-awq-q4_k_m'

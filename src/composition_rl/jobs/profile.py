@@ -373,7 +373,7 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("policy")
     g.add_argument("--model", required=True,
-                   help="local model folder, a .gguf file or a GGUF by name (smollm2, qwen-0.5b, qwen-1.5b), "
+                   help="local model folder, a .gguf file or a bundled GGUF by name (scripts/real_llm_models.py list), "
                         "or the served model name with --base-url")
     g.add_argument(
         "--base-url",
@@ -385,8 +385,8 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
         "--backend",
         choices=["auto", *ROLLOUT_BACKENDS.names()],
         default="auto",
-        help="auto: openai with --base-url, llama for a GGUF (a .gguf file or smollm2 / qwen-0.5b / "
-        "qwen-1.5b) when llama-cpp-python is installed, else hf (local transformers)",
+        help="auto: openai with --base-url, llama for a GGUF (a .gguf file or a bundled one by name) "
+        "when llama-cpp-python is installed, else hf (local transformers)",
     )
     g.add_argument("--concurrency", type=int, default=16, help="parallel requests to an endpoint")
     g.add_argument("--device", help="hf backend: cpu, cuda, cuda:1 (default: cuda if available)")

@@ -8,7 +8,7 @@ chunk, so a rerun continues where a killed run stopped; the options that change 
 kept in ``<out>.options.json`` and a rerun with other ones is refused.
 
 ``commands/score.py`` parses the flags and prints; the in-memory verb is
-:func:`composition_rl.jobs.score` (``composition_rl.api``).
+:func:`composition_rl.score` (``composition_rl.api.score``).
 """
 
 from __future__ import annotations

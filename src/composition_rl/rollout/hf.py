@@ -26,7 +26,7 @@ class HFRollout:
 
     Args:
         model: path to a folder holding the model and tokenizer (``save_pretrained`` layout),
-            or a GGUF (a ``.gguf`` path or a name such as ``smollm2``; io/hf_model.py).
+            or a GGUF (a ``.gguf`` path or a name such as ``smollm2-135m-instruct-q4_1``; io/hf_model.py).
         device: ``cpu``, ``cuda``, ``cuda:1`` ...; default CUDA when available.
         dtype: ``float32``, ``bfloat16``, ``float16`` or ``auto`` (bf16 on CUDA, fp32 on CPU).
         max_batch_sequences: most sequences (prompts x n) in one ``generate`` call.

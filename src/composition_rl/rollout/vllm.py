@@ -5,8 +5,8 @@ fails with the command to fix it. Chat models go through ``LLM.chat`` (the token
 template); base models through ``LLM.generate``. One call submits every prompt with
 ``SamplingParams(n=...)`` and vLLM schedules them itself.
 
-``--model`` is a model folder (or a name vLLM resolves), or a GGUF (``smollm2``,
-``qwen-0.5b``, a ``.gguf`` path): a GGUF is converted once into a plain model folder by
+``--model`` is a model folder (or a name vLLM resolves), or a GGUF (``smollm2-135m-instruct-q4_1``,
+``qwen2.5-coder-0.5b-instruct-awq-q4_k_m``, a ``.gguf`` path): a GGUF is converted once into a plain model folder by
 :func:`composition_rl.io.hf_model.hf_folder` (de-quantized, its logits checked against
 the copy, cached) and vLLM loads that folder.
 

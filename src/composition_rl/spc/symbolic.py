@@ -162,14 +162,14 @@ class SymbolicComposer(PartnerChoice):
         self._why_none: dict[str, tuple[str, str]] = {}  # id -> (stage, reason) when no constant is safe
         self._dep: dict[tuple[str, int], str] = {}  # (problem id, offset) -> check 5's outcome
         # partners past the pools: per position, the eligible problems no pool drew,
-        # in seeded order (filled by compose/run.engine_pools); a chain whose link has no
+        # in seeded order (filled by jobs/compose/run.engine_pools); a chain whose link has no
         # natural offset takes the next partner whose answer gives one
         self.partners: dict[int, list[Problem]] = {}
         # per position: the reserve's values, its problems grouped by value, the reserve it was
         # built from, and per (reach, decimal constant) the value indices within reach
         self._partner_index: dict[int, tuple[list[int], list[list[Problem]], list[Problem], dict]] = {}
         self._partner_by_id: dict[str, Problem] = {}  # partners that took a place, for record_json
-        # per sampled position, its pool (compose.run.engine_pools): chains that differ only in
+        # per sampled position, its pool (jobs.compose.run.engine_pools): chains that differ only in
         # the problem drawn there take different partners (_swap_place)
         self.pool_lists: dict[int, list[Problem]] = {}
         self._pool_ranks: dict[int, tuple[list[Problem], dict[str, int]]] = {}  # per pool list, id -> place

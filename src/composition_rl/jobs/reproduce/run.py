@@ -12,6 +12,7 @@ arm itself is not retrained, so that snapshot is the nearest it already has).
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import time
 from collections.abc import Callable
@@ -49,6 +50,8 @@ class Job:
         """``OUT/seed_<seed>/jobs/<kind>[-<arg>].json``: the result file whose presence marks
         the job finished."""
         return seed_dir(out, self.seed) / "jobs" / (self.kind + (f"-{self.arg}" if self.arg else "") + ".json")
+
+_log = logging.getLogger(__name__)
 
 
 def plan(cfg: ReproduceConfig) -> list[Job]:
@@ -171,8 +174,10 @@ def _stop_workers(pool: ProcessPoolExecutor, grace_s: float = 5.0) -> None:
 
 
 def run_reproduce(cfg: ReproduceConfig, out: str | Path, progress: bool = True,
-                  log: Callable[[str], None] = print) -> dict[str, Any]:
+                  log: Callable[[str], None] = _log.info) -> dict[str, Any]:
     """Run (or resume) the reproduction into ``out``; write report.md, results.json, figures.
+    ``log`` takes the progress lines (by default this module's logger; ``crl reproduce`` prints
+    them).
 
     Returns the results dict written to ``out/results.json``.
     """

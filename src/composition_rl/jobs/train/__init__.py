@@ -19,11 +19,11 @@ __all__ = ["Curriculum", "StageSpec", "TinyModelConfig", "TrainConfig", "build_t
            "run_training"]
 
 
-def run_training(config, resume="auto", log=print) -> Path:
-    """Train; see :func:`composition_rl.jobs.train.grpo.run_training`."""
+def run_training(config, resume="auto", **options) -> Path:
+    """Train; see :func:`composition_rl.jobs.train.grpo.run_training` (``log``, ``branch_from``)."""
     from composition_rl.jobs.train.grpo import run_training as _run
 
-    return _run(config, resume=resume, log=log)
+    return _run(config, resume=resume, **options)
 
 
 def build_tiny_model(out_dir, config=None, progress: bool = True, log=None, task=None) -> Path:

@@ -454,7 +454,7 @@ def _branch(run: _Run, source: Path) -> dict[str, Any]:
 def run_training(
     config: TrainConfig | str | os.PathLike,
     resume: bool | str = "auto",
-    log: Callable[[str], None] | None = print,
+    log: Callable[[str], None] | None = log.info,  # the module's logger (crl train passes print)
     branch_from: str | os.PathLike | None = None,
 ) -> Path:
     """Train with GRPO + dynamic sampling + the depth curriculum; return metrics.jsonl's path.
@@ -463,7 +463,8 @@ def run_training(
         config: a :class:`TrainConfig` or a YAML file path.
         resume: ``"auto"`` resumes from the latest checkpoint in ``output_dir`` if any;
             ``True`` requires one; ``False`` starts fresh (old logs are replaced).
-        log: where progress lines go (stage transitions, bound hits, summary).
+        log: where progress lines go (stage transitions, bound hits, summary): by default
+            this module's logger at INFO, ``None`` for none; ``crl train`` passes ``print``.
         branch_from: another run's checkpoint folder (``.../checkpoints/checkpoint-S``, say the
             one ``save_on_transition`` leaves at a curriculum switch): a new ``output_dir``
             starts from it, weights, optimizer and sampling state included, and trains on with

@@ -1,5 +1,5 @@
 // crl browse: renders the run data embedded in this page. No network: everything is inline.
-// One renderer per view name (RENDERERS); the Python side (composition_rl/browse/views.py)
+// One renderer per view name (RENDERERS); the Python side (composition_rl/jobs/browse/views.py)
 // registers the matching collector.
 "use strict";
 
