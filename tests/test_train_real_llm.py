@@ -64,7 +64,7 @@ def test_two_real_cpu_steps_then_another_model_is_refused(tmp_path):
     print(f"\n[real-cpu, 2 steps] {[{k: row[k] for k in ('reward_mean', 'informative', 'step_seconds', 'gen_seconds', 'response_length')} for row in rows]}")
 
     again = _crl("train", "--config", "real-cpu", "--max-steps", "2", "--output-dir", str(out), "--no-progress",
-                 "--model", "qwen-0.5b")
+                 "--model", "qwen2.5-coder-0.5b-instruct-awq-q4_k_m")
     assert again.returncode == 2
     err = again.stderr.strip().splitlines()
     assert len(err) == 1 and "holds a training run made with other settings" in err[0], again.stderr[-2000:]
