@@ -74,6 +74,11 @@ class Result:
 # the process groups of the steps running now: each step runs in a session of its own (so that
 # a deadline ends all of it), which also keeps Ctrl-C from reaching it; stop_all() ends them
 _RUNNING: dict[int, subprocess.Popen] = {}
+# set by stop_all(); _STARTING makes "start a step and register it" one step for stop_all, so a
+# background thread cannot register a step after stop_all() has looked (under load its child can
+# be running before the thread's Popen returns) and keep the interrupted check waiting for it
+_STOPPED = threading.Event()
+_STARTING = threading.Lock()
 
 
 def _end_group(proc: subprocess.Popen) -> None:
@@ -90,8 +95,11 @@ def _end_group(proc: subprocess.Popen) -> None:
 
 
 def stop_all() -> None:
-    """End every running step's process group (on Ctrl-C)."""
-    for proc in list(_RUNNING.values()):
+    """End every running step's process group (on Ctrl-C); no step starts after it."""
+    _STOPPED.set()
+    with _STARTING:
+        procs = list(_RUNNING.values())
+    for proc in procs:
         _end_group(proc)
 
 
@@ -102,9 +110,12 @@ def run_step(step: Step, log: Path, deadline: float) -> tuple[int | None, str]:
     with open(log, "a", encoding="utf-8") as f:
         f.write(f"\n$ {step.shell()}\n")
         f.flush()
-        proc = subprocess.Popen(step.argv, cwd=REPO, env=env, stdout=f,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        _RUNNING[proc.pid] = proc
+        with _STARTING:
+            if _STOPPED.is_set():
+                return None, "not started: the check was interrupted"
+            proc = subprocess.Popen(step.argv, cwd=REPO, env=env, stdout=f,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            _RUNNING[proc.pid] = proc
         try:
             rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:

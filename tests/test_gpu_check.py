@@ -314,14 +314,24 @@ def test_an_unreachable_index_is_named_before_anything_runs(tmp_path):
         assert not any("package index" in p for p in gc.preflight(o))
 
 
-def test_ctrl_c_ends_the_steps_it_started(tmp_path, fake_gpu):
+@pytest.mark.parametrize("slow_start", [0.0, 3.0], ids=["plain", "background-popen-returns-late"])
+def test_ctrl_c_ends_the_steps_it_started(tmp_path, fake_gpu, slow_start):
     """Each step runs in a session of its own (a deadline ends all of it), so Ctrl-C does not reach
-    it by itself: the check ends every step it started, the background one included, and exits 130."""
+    it by itself: the check ends every step it started, the background one included, and exits 130.
+    Under load the background step's child can run before its thread's Popen returns (CI saw it):
+    the second case holds that Popen back for 3 s, and Ctrl-C still ends it (it used to hang)."""
     driver = tmp_path / "driver.py"
     driver.write_text(f"""
-import importlib.util, sys
+import importlib.util, subprocess, sys, threading, time, types
 spec = importlib.util.spec_from_file_location("gpu_check", {str(REPO / "scripts" / "gpu_check.py")!r})
 gc = importlib.util.module_from_spec(spec); sys.modules["gpu_check"] = gc; spec.loader.exec_module(gc)
+class LatePopen(subprocess.Popen):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep({slow_start!r})
+late = types.ModuleType("subprocess"); late.__dict__.update(vars(subprocess)); late.Popen = LatePopen
+sys.modules["gpu_check_run"].subprocess = late
 sleeper = lambda name: [sys.executable, "-c", "import os, time; open({str(tmp_path)!r} + '/' + %r, 'w').write(str(os.getpid())); time.sleep(120)" % name]
 gc.plan = lambda o: [gc.Phase("setup-trl", [gc.Step(sleeper("bg"))], background=True),
                      gc.Phase("setup-verl", [gc.Step(sleeper("fg"))])]
