@@ -322,7 +322,10 @@ def test_ctrl_c_ends_the_steps_it_started(tmp_path, fake_gpu, slow_start):
     the second case holds that Popen back for 3 s, and Ctrl-C still ends it (it used to hang)."""
     driver = tmp_path / "driver.py"
     driver.write_text(f"""
-import importlib.util, subprocess, sys, threading, time, types
+import importlib.util, signal, subprocess, sys, threading, time, types
+# Ctrl-C as a terminal's foreground job gets it: a launcher that ran the suite in the background
+# (a non-interactive shell's `&`) leaves SIGINT ignored, and Python then installs no handler
+signal.signal(signal.SIGINT, signal.default_int_handler)
 spec = importlib.util.spec_from_file_location("gpu_check", {str(REPO / "scripts" / "gpu_check.py")!r})
 gc = importlib.util.module_from_spec(spec); sys.modules["gpu_check"] = gc; spec.loader.exec_module(gc)
 class LatePopen(subprocess.Popen):
