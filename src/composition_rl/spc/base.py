@@ -1,10 +1,11 @@
 """What every composition engine shares: the registry, the stage names, the rejection
-record; the engine protocol :class:`Composer` is re-exported from
-:mod:`composition_rl.spc.protocols`, which declares it with the ways of running and the
-optional capabilities.
+record. The engine protocol, :class:`~composition_rl.spc.protocols.Composer`, is declared
+in :mod:`composition_rl.spc.protocols` with the ways of running and the optional
+capabilities (imported from there; this module does not import it, so the two cannot form a
+circle).
 
 An engine is one module with one class registered here by name. The class satisfies
-:class:`Composer` (``name``, ``resumable``, ``eligible`` and ``compose(chain, candidate_id) ->
+:class:`~composition_rl.spc.protocols.Composer` (``name``, ``resumable``, ``eligible`` and ``compose(chain, candidate_id) ->
 Problem | Rejection``) and has a ``from_config(config, **engine_kw)`` constructor. A cheap
 engine is a ``BatchComposer`` (``resumable = False``); one whose work is slow and external (a
 model behind an API) is a ``ResumableComposer`` (``resumable = True`` and ``async
@@ -22,9 +23,8 @@ from json.encoder import encode_basestring as _js
 
 from composition_rl.records import Problem
 from composition_rl.registry import Registry
-from composition_rl.spc.protocols import Composer
 
-__all__ = ["CHECK_STAGES", "COMPOSERS", "Composer", "FUNNEL_STAGES", "LLM_STAGES", "Rejection", "Stage",
+__all__ = ["CHECK_STAGES", "COMPOSERS", "FUNNEL_STAGES", "LLM_STAGES", "Rejection", "Stage",
            "composition_key", "funnel", "repeat_key", "repeat_rejection", "took_partner"]
 
 
