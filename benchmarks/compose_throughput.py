@@ -48,7 +48,11 @@ from pathlib import Path
 
 from composition_rl.io.files import atomic_open, dumps
 from composition_rl.io.readers import load_problems
-from composition_rl.jobs.compose import ComposeConfig, run_compose
+
+try:
+    from composition_rl.jobs.compose import ComposeConfig, run_compose
+except ImportError:  # a --baseline-src tree from before the layout of issue 55
+    from composition_rl.compose import ComposeConfig, run_compose
 
 DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "train" / "math_train.json"
 
